@@ -1,0 +1,38 @@
+# Quick start (README): `make demo` and `make test`. Both install missing Debian packages first.
+PRESET ?= release
+BUILD_DIR := build/$(PRESET)
+JOBS ?= $(shell nproc)
+LPEMU := $(BUILD_DIR)/lpemu
+PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev catch2 libhdf5-dev \
+            libtomlplusplus-dev libcli11-dev libbenchmark-dev
+
+.PHONY: deps configure build test demo bench clean
+
+deps:
+	@missing=""; \
+	for p in $(PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "lpemu: installing missing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $$missing; \
+	else echo "lpemu: all Debian packages present"; fi
+
+configure: deps
+	cmake --preset $(PRESET)
+
+build: configure
+	cmake --build --preset $(PRESET) -j $(JOBS)
+
+test: build
+	ctest --preset $(PRESET) -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh $(LPEMU)
+
+bench: build
+	@for b in $(BUILD_DIR)/bench/lpemu_bench_*; do echo "== $$b"; $$b; done
+
+clean:
+	rm -rf build

@@ -1,0 +1,15 @@
+# Warning set, floating-point hygiene and sanitizers for lpemu's own targets (STYLE.md §3.8).
+add_library(lpemu_build_options INTERFACE)
+target_compile_options(lpemu_build_options INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wold-style-cast -Wdouble-promotion
+  -Wnon-virtual-dtor -Wimplicit-fallthrough
+  # Bit-exact emulation: no fused multiply-add contraction, ever.
+  -ffp-contract=off
+  # g++ 12 reports false -Wrestrict positives on `"literal" + std::string` at -O3 (GCC PR 105651).
+  $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>
+  $<$<BOOL:${LPEMU_WERROR}>:-Werror>)
+if(LPEMU_SANITIZE)
+  target_compile_options(lpemu_build_options INTERFACE
+    -fsanitize=${LPEMU_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(lpemu_build_options INTERFACE -fsanitize=${LPEMU_SANITIZE})
+endif()

@@ -1,0 +1,54 @@
+// The catalogue of element formats: the built-in files under formats/element/ (embedded at build
+// time) plus user files from --formats-dir DIR and LPEMU_FORMATS_PATH (issue 2).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lpemu/format/format.hpp"
+
+namespace lpemu::format {
+
+/// Parses one element-format TOML document; `origin` (a path) names it in errors, which give
+/// origin:line, the field, the value and what was expected.
+Format parse_format_toml(std::string_view text, std::string_view origin);
+
+/// The `n` known names closest to `name` (edit distance), for "did you mean" messages.
+std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& known,
+                                       std::size_t n = 3);
+
+/// Element formats by name and alias.
+class Registry {
+ public:
+  /// The built-in formats only.
+  static const Registry& builtin();
+  /// Built-ins, then every directory in LPEMU_FORMATS_PATH (':'-separated), then `dirs`.
+  static Registry with_user_paths(const std::vector<std::filesystem::path>& dirs = {});
+
+  /// Adds a format; throws SpecError if its name or an alias is taken by a different format.
+  void add(Format f, std::string origin);
+  /// Parses and adds one TOML file.
+  void add_file(const std::filesystem::path& file);
+  /// Adds DIR/*.toml and DIR/element/*.toml (block/ and datapath/ belong to other layers).
+  void add_directory(const std::filesystem::path& dir);
+
+  /// The format called `name` (or an alias); throws UnknownNameError with the closest names.
+  const Format& get(std::string_view name) const;
+  /// The format called `name`, or nullptr.
+  const Format* find(std::string_view name) const;
+  /// Canonical names in sorted order.
+  std::vector<std::string> names() const;
+  /// Where a format came from ("builtin:element/fp8_e4m3.toml" or a path).
+  const std::string& origin(std::string_view name) const;
+
+ private:
+  std::vector<Format> formats_;
+  std::vector<std::string> origins_;
+  std::map<std::string, std::size_t, std::less<>> index_;  // name or alias -> formats_ index
+};
+
+}  // namespace lpemu::format

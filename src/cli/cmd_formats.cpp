@@ -1,0 +1,154 @@
+// `lpemu formats list`, `lpemu formats show NAME [--values]`, `lpemu encode`, `lpemu decode`.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
+
+namespace lpemu::cli {
+namespace {
+
+std::string kind_line(const format::Format& f) {
+  if (f.kind == format::Kind::integer) {
+    return std::string(f.is_signed ? "signed" : "unsigned") + " integer, " + std::to_string(f.bits) + " bits" +
+           (f.fraction_bits != 0 ? ", scale 2^" + std::to_string(-f.fraction_bits) : "") +
+           (f.symmetric ? ", symmetric" : "");
+  }
+  return "E" + std::to_string(f.exponent_bits) + "M" + std::to_string(f.mantissa_bits) + ", bias " +
+         std::to_string(f.bias) + ", specials " + std::string(format::to_string(f.specials)) +
+         (f.subnormals ? ", subnormals" : ", no subnormals") + (f.is_signed ? "" : ", unsigned") +
+         (f.has_zero ? "" : ", no zero");
+}
+
+std::uint64_t finite_count(const format::Format& f) {
+  if (f.kind == format::Kind::integer) return f.code_mask() + 1 - (f.symmetric ? 1 : 0);
+  std::uint64_t n = 0;
+  const std::uint64_t codes = f.bits >= 64 ? 0 : (std::uint64_t{1} << f.bits);
+  if (f.bits <= 20) {
+    for (std::uint64_t c = 0; c < codes; ++c) {
+      if (std::isfinite(format::decode(f, c))) ++n;
+    }
+    return n;
+  }
+  // Wide formats: count by structure (magnitudes 0..max_code per sign, one zero where -0 is NaN).
+  n = (f.max_code + 1) * (f.is_signed ? 2 : 1);
+  if (f.specials == format::Specials::fnuz) n -= 1;
+  return n;
+}
+
+void show(const format::Format& f, const std::string& origin, bool values) {
+  std::cout << "name:            " << f.name << "\n";
+  if (!f.aliases.empty()) {
+    std::cout << "aliases:         ";
+    for (std::size_t i = 0; i < f.aliases.size(); ++i) std::cout << (i ? ", " : "") << f.aliases[i];
+    std::cout << "\n";
+  }
+  std::cout << "defined in:      " << origin << "\n";
+  if (!f.source.empty()) std::cout << "source:          " << f.source << "\n";
+  std::cout << "encoding:        " << kind_line(f) << "\n";
+  std::cout << "bits:            " << f.bits << "\n";
+  std::cout << "max finite:      " << format_real(f.max_finite) << "\n";
+  std::cout << "lowest:          " << format_real(f.lowest) << "\n";
+  if (f.kind == format::Kind::floating) {
+    std::cout << "min normal:      " << format_real(f.min_normal) << "  (2^" << f.emin << ")\n";
+    std::cout << "min subnormal:   " << format_real(f.min_subnormal) << "\n";
+    std::cout << "machine epsilon: " << format_real(std::ldexp(1.0, -f.mantissa_bits)) << "  (2^"
+              << -f.mantissa_bits << ")\n";
+    std::cout << "dynamic range:   " << format_real(std::log2(f.max_finite / f.min_subnormal))
+              << " binades (max finite / min subnormal)\n";
+  } else {
+    std::cout << "step:            " << format_real(f.min_normal) << "\n";
+  }
+  std::cout << "finite values:   " << finite_count(f) << "\n";
+  if (f.has_inf()) {
+    std::cout << "+inf / -inf:     " << format::hex_code(f, f.inf_code()) << " / "
+              << format::hex_code(f, f.inf_code() | f.sign_bit()) << "\n";
+  }
+  if (f.has_nan()) {
+    std::cout << "NaN:             " << format::hex_code(f, f.nan_code());
+    if (f.specials == format::Specials::fnuz) {
+      std::cout << " (the only NaN; no -0)";
+    } else if (f.specials == format::Specials::fn) {
+      std::cout << (f.is_signed ? " and " + format::hex_code(f, f.nan_code() | f.sign_bit()) : std::string()) +
+                       " (all-ones magnitude; no Inf)";
+    } else {
+      std::cout << " (canonical quiet NaN; every all-ones exponent with a non-zero mantissa is NaN)";
+    }
+    std::cout << "\n";
+  }
+  if (f.has_negative_zero()) std::cout << "-0:              " << format::hex_code(f, f.sign_bit()) << "\n";
+  if (values) {
+    if (f.bits > 16) throw Error("formats show --values: '" + f.name + "' has " + std::to_string(f.bits) +
+                                 "-bit codes; --values lists formats of at most 16 bits");
+    std::cout << "\ncode  fielded  value\n";
+    for (std::uint64_t c = 0; c <= f.code_mask(); ++c) {
+      std::cout << format::hex_code(f, c) << "  " << format::fielded_binary(f, c) << "  "
+                << format_real(format::decode(f, c)) << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void register_formats(CLI::App& app, Context& ctx) {
+  auto* formats = app.add_subcommand("formats", "list and describe element formats");
+  formats->require_subcommand(1);
+
+  auto* list = formats->add_subcommand("list", "list every known element format");
+  list->callback([&ctx] {
+    const auto& reg = ctx.formats();
+    std::printf("%-18s %-5s %-44s %s\n", "name", "bits", "encoding", "max finite");
+    for (const auto& name : reg.names()) {
+      const auto& f = reg.get(name);
+      std::printf("%-18s %-5d %-44s %s\n", f.name.c_str(), f.bits, kind_line(f).c_str(),
+                  format_real(f.max_finite).c_str());
+    }
+  });
+
+  auto* sh = formats->add_subcommand("show", "show one format's fields, limits and special codes");
+  static std::string show_name;
+  static bool show_values = false;
+  sh->add_option("NAME", show_name, "format name or alias")->required();
+  sh->add_flag("--values", show_values, "list every code with its value (formats of at most 16 bits)");
+  sh->callback([&ctx] {
+    const auto& f = ctx.formats().get(show_name);
+    show(f, ctx.formats().origin(show_name), show_values);
+  });
+
+  auto* enc = app.add_subcommand("encode", "round a value to a format and print its code");
+  static std::string enc_name;
+  static std::string enc_value;
+  static ConvertFlags enc_flags;
+  enc->add_option("NAME", enc_name, "format name or alias")->required();
+  enc->add_option("X", enc_value, "the value (decimal, hex float, inf, nan)")->required();
+  enc_flags.add_to(enc);
+  enc->callback([&ctx] {
+    ctx.apply_threads();
+    const auto& f = ctx.formats().get(enc_name);
+    const double x = parse_real(enc_value, "value");
+    const auto opts = enc_flags.options();
+    const std::uint64_t code = format::encode(f, x, opts);
+    std::cout << format::hex_code(f, code) << "  " << format::fielded_binary(f, code) << "  "
+              << format_real(format::decode(f, code)) << "\n";
+  });
+
+  auto* dec = app.add_subcommand("decode", "print the value of a code");
+  static std::string dec_name;
+  static std::string dec_code;
+  dec->add_option("NAME", dec_name, "format name or alias")->required();
+  dec->add_option("CODE", dec_code, "the code (decimal, 0x hex or 0b binary)")->required();
+  dec->callback([&ctx] {
+    const auto& f = ctx.formats().get(dec_name);
+    const std::uint64_t code = parse_code(dec_code, "code");
+    if ((code & ~f.code_mask()) != 0) {
+      throw Error("code '" + dec_code + "' does not fit the " + std::to_string(f.bits) + "-bit format '" + f.name +
+                  "' (largest code " + format::hex_code(f, f.code_mask()) + ")");
+    }
+    std::cout << format::hex_code(f, code) << "  " << format::fielded_binary(f, code) << "  "
+              << format_real(format::decode(f, code)) << "\n";
+  });
+}
+
+}  // namespace lpemu::cli

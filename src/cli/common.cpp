@@ -1,0 +1,86 @@
+#include "cli/common.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "lpemu/error.hpp"
+
+namespace lpemu::cli {
+
+void Context::apply_threads() {
+  if (threads > 0 && !control_) {
+    control_ = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                     static_cast<std::size_t>(threads));
+  }
+}
+
+const format::Registry& Context::formats() {
+  if (!formats_) formats_ = format::Registry::with_user_paths(formats_dirs);
+  return *formats_;
+}
+
+void ConvertFlags::add_to(CLI::App* sub, std::string default_overflow) {
+  overflow = std::move(default_overflow);
+  sub->add_option("--rounding", rounding,
+                  "nearest_even | nearest_away | toward_zero | toward_positive | toward_negative | stochastic")
+      ->capture_default_str();
+  sub->add_option("--overflow", overflow,
+                  "saturate (clamp to ±max) | native (the format's Inf/NaN rule; formats without both saturate)")
+      ->capture_default_str();
+  sub->add_option("--seed", seed, "stochastic rounding seed")->capture_default_str();
+  sub->add_option("--sr-bits", sr_bits, "stochastic rounding random bits, 1..32")->capture_default_str();
+  sub->add_flag("--ftz", ftz, "flush subnormal results to zero");
+  sub->add_flag("--daz", daz, "treat subnormal inputs as zero");
+}
+
+format::ConvertOptions ConvertFlags::options() const {
+  format::ConvertOptions o;
+  o.rounding = format::parse_rounding(rounding);
+  o.overflow = format::parse_overflow(overflow);
+  o.seed = seed;
+  o.sr_bits = sr_bits;
+  o.flush_subnormal_outputs = ftz;
+  o.flush_subnormal_inputs = daz;
+  format::validate(o);
+  return o;
+}
+
+std::uint64_t parse_code(const std::string& text, const std::string& what) {
+  std::string_view s = text;
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    s.remove_prefix(2);
+    base = 16;
+  } else if (s.size() > 2 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B')) {
+    s.remove_prefix(2);
+    base = 2;
+  }
+  std::uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
+  if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) {
+    throw Error(what + " '" + text + "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
+  }
+  return v;
+}
+
+double parse_real(const std::string& text, const std::string& what) {
+  const char* b = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(b, &end);
+  if (text.empty() || end != b + text.size()) {
+    throw Error(what + " '" + text + "': expected a real number (e.g. 0.1, -3e5, 0x1.8p+3, inf, nan)");
+  }
+  return v;
+}
+
+std::string format_real(double v) {
+  if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+  return std::string(buf, res.ptr);
+}
+
+}  // namespace lpemu::cli

@@ -1,0 +1,32 @@
+// The `lpemu` command: parses arguments and calls the library (DESIGN.md: thin CLI).
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.hpp"
+#include "lpemu/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"lpemu: bit-exact emulation of low-precision formats and datapaths"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "lpemu 0.1.0");
+  lpemu::cli::Context ctx;
+  app.add_option("--formats-dir", ctx.formats_dirs,
+                 "extra directory of format files (DIR/*.toml, DIR/element, DIR/block, DIR/datapath); repeatable")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--threads", ctx.threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
+  lpemu::cli::register_formats(app, ctx);
+  lpemu::cli::register_convert(app, ctx);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const lpemu::Error& e) {
+    std::cerr << "lpemu: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "lpemu: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

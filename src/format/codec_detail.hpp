@@ -1,0 +1,25 @@
+// Private pieces of the conversion path shared by the scalar and bulk codecs.
+#pragma once
+
+#include <cstdint>
+
+#include "lpemu/format/codec.hpp"
+
+namespace lpemu::format::detail {
+
+/// Result of one conversion: the code and its value.
+struct Converted {
+  std::uint64_t code;
+  double value;
+};
+
+/// Rounds the finite magnitude a >= 0 to an integer multiple n of 2^qe under `mode` (`negative`
+/// is the sign of the original value, for directed modes); returns n. Exact integer arithmetic.
+std::uint64_t round_to_quantum(double a, int qe, RoundingMode mode, bool negative, std::uint32_t random,
+                               int sr_bits);
+
+/// The generic conversion of x; inputs below `input_min_normal` are flushed under DAZ.
+Converted convert(const Format& f, double x, const ConvertOptions& o, std::uint64_t index,
+                  double input_min_normal);
+
+}  // namespace lpemu::format::detail

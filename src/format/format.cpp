@@ -1,0 +1,161 @@
+#include "lpemu/format/format.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "lpemu/error.hpp"
+
+namespace lpemu::format {
+namespace {
+
+[[noreturn]] void bad_field(const Format& f, std::string_view field, const std::string& value,
+                            std::string_view expected) {
+  throw SpecError("format '" + f.name + "': field '" + std::string(field) + "' = " + value +
+                  ": expected " + std::string(expected));
+}
+
+// Double-carrier limits: every value of a format must be an exact, normal-or-subnormal double.
+constexpr int kDoubleEmax = 1023;
+constexpr int kDoubleMinSubnormalExp = -1074;
+
+}  // namespace
+
+Specials parse_specials(std::string_view text) {
+  if (text == "ieee") return Specials::ieee;
+  if (text == "fn") return Specials::fn;
+  if (text == "fnuz") return Specials::fnuz;
+  if (text == "none") return Specials::none;
+  throw SpecError("specials '" + std::string(text) + "': expected one of ieee, fn, fnuz, none");
+}
+
+std::string_view to_string(Specials s) {
+  switch (s) {
+    case Specials::ieee: return "ieee";
+    case Specials::fn: return "fn";
+    case Specials::fnuz: return "fnuz";
+    case Specials::none: return "none";
+  }
+  return "?";
+}
+
+std::string_view to_string(Kind k) { return k == Kind::floating ? "float" : "int"; }
+
+std::uint64_t Format::nan_code() const {
+  switch (specials) {
+    // IEEE 754 §3.4: quiet NaN = exponent all ones, leading mantissa bit set.
+    case Specials::ieee:
+      return (((std::uint64_t{1} << exponent_bits) - 1) << mantissa_bits) |
+             (mantissa_bits > 0 ? std::uint64_t{1} << (mantissa_bits - 1) : 0);
+    // OCP OFP8 Rev 1.0 E4M3 encoding (S.1111.111), OCP MX v1.0 scale E8M0 (0xFF).
+    case Specials::fn: return (std::uint64_t{1} << (exponent_bits + mantissa_bits)) - 1;
+    // FNUZ: the negative-zero code is the single NaN.
+    case Specials::fnuz: return sign_bit();
+    case Specials::none: break;
+  }
+  return 0;
+}
+
+std::uint64_t Format::inf_code() const {
+  return ((std::uint64_t{1} << exponent_bits) - 1) << mantissa_bits;
+}
+
+void Format::finalize() {
+  if (name.empty()) bad_field(*this, "name", "\"\"", "a non-empty name");
+  if (kind == Kind::integer) {
+    if (bits < kMinIntegerBits || bits > kMaxIntegerBits) {
+      bad_field(*this, "bits", std::to_string(bits), "an integer width of 2..32 bits");
+    }
+    if (fraction_bits < -1000 || fraction_bits > 1000) {
+      bad_field(*this, "fraction_bits", std::to_string(fraction_bits), "-1000..1000");
+    }
+    if (symmetric && !is_signed) bad_field(*this, "symmetric", "true", "false for unsigned integers");
+    const double step = std::ldexp(1.0, -fraction_bits);
+    const double top = is_signed ? std::ldexp(1.0, bits - 1) - 1 : std::ldexp(1.0, bits) - 1;
+    const double bottom = is_signed ? -(std::ldexp(1.0, bits - 1) - (symmetric ? 1 : 0)) : 0.0;
+    max_finite = top * step;
+    lowest = bottom * step;
+    min_normal = min_subnormal = step;
+    exponent_bits = mantissa_bits = bias = 0;
+    specials = Specials::none;
+    subnormals = false;
+    emin = emax = -fraction_bits;
+    max_code = 0;
+    return;
+  }
+  if (exponent_bits < 1 || exponent_bits > kMaxExponentBits) {
+    bad_field(*this, "exponent_bits", std::to_string(exponent_bits), "1..11");
+  }
+  if (mantissa_bits < 0 || mantissa_bits > kMaxMantissaBits) {
+    bad_field(*this, "mantissa_bits", std::to_string(mantissa_bits), "0..52");
+  }
+  bits = (is_signed ? 1 : 0) + exponent_bits + mantissa_bits;
+  if (bits < 2) bad_field(*this, "exponent_bits", std::to_string(exponent_bits), "a format of at least 2 bits");
+  if (specials == Specials::ieee && exponent_bits < 2) {
+    bad_field(*this, "exponent_bits", std::to_string(exponent_bits),
+              "at least 2 with specials = \"ieee\" (all-ones exponent is reserved)");
+  }
+  if (specials == Specials::fnuz && !is_signed) {
+    bad_field(*this, "specials", "\"fnuz\"", "a signed format (fnuz NaN is the sign bit alone)");
+  }
+  if (!has_zero && subnormals) {
+    bad_field(*this, "subnormals", "true", "false when zero = false (exponent field 0 is a normal binade)");
+  }
+  if (!has_zero && specials == Specials::fnuz) {
+    bad_field(*this, "zero", "false", "true with specials = \"fnuz\"");
+  }
+  const std::uint64_t all = (std::uint64_t{1} << (exponent_bits + mantissa_bits)) - 1;
+  switch (specials) {
+    case Specials::ieee: max_code = ((((std::uint64_t{1} << exponent_bits) - 1)) << mantissa_bits) - 1; break;
+    case Specials::fn: max_code = all - 1; break;
+    case Specials::fnuz:
+    case Specials::none: max_code = all; break;
+  }
+  // Exponent of the smallest normal: field 1 (field 0 too when there is no zero).
+  emin = (has_zero ? 1 : 0) - bias;
+  const int top_field = static_cast<int>(max_code >> mantissa_bits);
+  emax = top_field - bias;
+  if (max_code < (has_zero ? (std::uint64_t{1} << mantissa_bits) : 0)) {
+    bad_field(*this, "exponent_bits", std::to_string(exponent_bits), "room for at least one normal binade");
+  }
+  if (emax > kDoubleEmax || emin - mantissa_bits < kDoubleMinSubnormalExp) {
+    bad_field(*this, "bias", std::to_string(bias),
+              "a range inside double's (emax <= 1023 and emin - mantissa_bits >= -1074); emax would be " +
+                  std::to_string(emax) + ", emin " + std::to_string(emin));
+  }
+  const std::uint64_t top_frac = max_code & ((std::uint64_t{1} << mantissa_bits) - 1);
+  max_finite = std::ldexp(static_cast<double>((std::uint64_t{1} << mantissa_bits) + top_frac), emax - mantissa_bits);
+  min_normal = std::ldexp(1.0, emin);
+  min_subnormal = subnormals ? std::ldexp(1.0, emin - mantissa_bits) : min_normal;
+  lowest = is_signed ? -max_finite : (has_zero ? 0.0 : min_normal);
+  fraction_bits = 0;
+  symmetric = false;
+}
+
+Format make_float(std::string name, int exponent_bits, int mantissa_bits, int bias, Specials specials,
+                  bool subnormals, bool is_signed) {
+  Format f;
+  f.name = std::move(name);
+  f.kind = Kind::floating;
+  f.exponent_bits = exponent_bits;
+  f.mantissa_bits = mantissa_bits;
+  f.bias = bias;
+  f.specials = specials;
+  f.subnormals = subnormals;
+  f.is_signed = is_signed;
+  f.finalize();
+  return f;
+}
+
+Format make_int(std::string name, int bits, bool is_signed, int fraction_bits, bool symmetric) {
+  Format f;
+  f.name = std::move(name);
+  f.kind = Kind::integer;
+  f.bits = bits;
+  f.is_signed = is_signed;
+  f.fraction_bits = fraction_bits;
+  f.symmetric = symmetric;
+  f.finalize();
+  return f;
+}
+
+}  // namespace lpemu::format

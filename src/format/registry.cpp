@@ -1,0 +1,285 @@
+#include "lpemu/format/registry.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "lpemu/detail/embedded.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
+
+namespace lpemu::format {
+namespace {
+
+std::string where(std::string_view origin, const toml::node* node) {
+  std::string out(origin);
+  if (node != nullptr && node->source().begin.line > 0) out += ":" + std::to_string(node->source().begin.line);
+  return out;
+}
+
+[[noreturn]] void fail(std::string_view origin, const toml::node* node, std::string_view field,
+                       const std::string& value, std::string_view expected) {
+  throw SpecError(where(origin, node) + ": field '" + std::string(field) + "' = " + value + ": expected " +
+                  std::string(expected));
+}
+
+std::string show(const toml::node& n) {
+  std::ostringstream s;
+  if (n.is_string()) {
+    s << '"' << n.value<std::string>().value_or("") << '"';
+  } else if (n.is_table()) {
+    s << "a table";
+  } else if (n.is_array()) {
+    s << "an array";
+  } else {
+    n.visit([&](const auto& v) { s << v; });
+  }
+  return s.str();
+}
+
+struct Reader {
+  const toml::table& t;
+  std::string_view origin;
+
+  const toml::node* node(std::string_view key) const { return t.get(key); }
+
+  std::string str(std::string_view key, bool required, std::string def = {}) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) {
+      if (required) fail(origin, &t, key, "(missing)", "a string");
+      return def;
+    }
+    if (!n->is_string()) fail(origin, n, key, show(*n), "a string");
+    return *n->value<std::string>();
+  }
+
+  int integer(std::string_view key, bool required, int def, long lo, long hi, std::string_view what) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) {
+      if (required) fail(origin, &t, key, "(missing)", what);
+      return def;
+    }
+    if (!n->is_integer()) fail(origin, n, key, show(*n), what);
+    const auto v = *n->value<std::int64_t>();
+    if (v < lo || v > hi) fail(origin, n, key, std::to_string(v), what);
+    return static_cast<int>(v);
+  }
+
+  bool boolean(std::string_view key, bool def) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) return def;
+    if (!n->is_boolean()) fail(origin, n, key, show(*n), "true or false");
+    return *n->value<bool>();
+  }
+};
+
+const std::set<std::string, std::less<>> kFloatKeys = {"name", "aliases", "source", "kind", "exponent_bits",
+                                                       "mantissa_bits", "bias", "specials", "subnormals",
+                                                       "signed", "zero", "description"};
+const std::set<std::string, std::less<>> kIntKeys = {"name",   "aliases",       "source",    "kind", "bits",
+                                                     "signed", "fraction_bits", "symmetric", "description"};
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1);
+  std::vector<std::size_t> cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string read_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open format file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+Format parse_format_toml(std::string_view text, std::string_view origin) {
+  toml::table t;
+  try {
+    t = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) +
+                    ": not valid TOML: " + std::string(e.description()));
+  }
+  const Reader r{t, origin};
+  Format f;
+  f.name = r.str("name", true);
+  if (f.name.empty()) fail(origin, r.node("name"), "name", "\"\"", "a non-empty name");
+  f.source = r.str("source", false);
+  const std::string kind = r.str("kind", false, "float");
+  if (kind != "float" && kind != "int") fail(origin, r.node("kind"), "kind", '"' + kind + '"', "\"float\" or \"int\"");
+  f.kind = kind == "float" ? Kind::floating : Kind::integer;
+  const auto& allowed = f.kind == Kind::floating ? kFloatKeys : kIntKeys;
+  for (const auto& [key, value] : t) {
+    if (allowed.find(key.str()) == allowed.end()) {
+      std::string list;
+      for (const auto& k : allowed) {
+        if (!list.empty()) list += ", ";
+        list += k;
+      }
+      fail(origin, &value, key.str(), show(value), "a known key for kind = \"" + kind + "\" (" + list + ")");
+    }
+  }
+  if (const toml::node* a = r.node("aliases")) {
+    const toml::array* arr = a->as_array();
+    if (arr == nullptr) fail(origin, a, "aliases", show(*a), "an array of strings");
+    for (const toml::node& e : *arr) {
+      if (!e.is_string()) fail(origin, &e, "aliases", show(e), "an array of strings");
+      f.aliases.push_back(*e.value<std::string>());
+    }
+  }
+  f.is_signed = r.boolean("signed", true);
+  if (f.kind == Kind::floating) {
+    f.exponent_bits = r.integer("exponent_bits", true, 0, 1, kMaxExponentBits, "an integer in 1..11");
+    f.mantissa_bits = r.integer("mantissa_bits", true, 0, 0, kMaxMantissaBits, "an integer in 0..52");
+    const int ieee_bias = (1 << (f.exponent_bits - 1)) - 1;
+    f.bias = r.integer("bias", false, ieee_bias, -100000, 100000, "an integer");
+    const std::string sp = r.str("specials", false, "ieee");
+    if (sp != "ieee" && sp != "fn" && sp != "fnuz" && sp != "none") {
+      fail(origin, r.node("specials"), "specials", '"' + sp + '"', "one of \"ieee\", \"fn\", \"fnuz\", \"none\"");
+    }
+    f.specials = parse_specials(sp);
+    f.subnormals = r.boolean("subnormals", true);
+    f.has_zero = r.boolean("zero", true);
+  } else {
+    f.bits = r.integer("bits", true, 0, kMinIntegerBits, kMaxIntegerBits, "an integer width in 2..32");
+    f.fraction_bits = r.integer("fraction_bits", false, 0, -1000, 1000, "an integer in -1000..1000");
+    f.symmetric = r.boolean("symmetric", false);
+  }
+  try {
+    f.finalize();
+  } catch (const SpecError& e) {
+    throw SpecError(where(origin, &t) + ": " + e.what());
+  }
+  return f;
+}
+
+std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& known, std::size_t n) {
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  scored.reserve(known.size());
+  for (const auto& k : known) {
+    const bool contains = k.find(name) != std::string::npos || std::string(name).find(k) != std::string::npos;
+    scored.emplace_back(contains ? 0 : edit_distance(name, k), k);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < scored.size() && i < n; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+const Registry& Registry::builtin() {
+  static const Registry kBuiltin = [] {
+    Registry r;
+    for (const auto& spec : lpemu::detail::embedded_specs()) {
+      const std::string_view path = spec.path;
+      if (path.rfind("element/", 0) != 0) continue;
+      const std::string origin = "builtin:" + std::string(path);
+      r.add(parse_format_toml(spec.text, origin), origin);
+    }
+    return r;
+  }();
+  return kBuiltin;
+}
+
+Registry Registry::with_user_paths(const std::vector<std::filesystem::path>& dirs) {
+  Registry r = builtin();
+  if (const char* env = std::getenv("LPEMU_FORMATS_PATH"); env != nullptr && *env != '\0') {
+    std::string_view rest(env);
+    while (!rest.empty()) {
+      const auto colon = rest.find(':');
+      const std::string_view dir = rest.substr(0, colon);
+      if (!dir.empty()) r.add_directory(std::filesystem::path(dir));
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  for (const auto& d : dirs) r.add_directory(d);
+  return r;
+}
+
+void Registry::add(Format f, std::string origin) {
+  std::vector<std::string> keys{f.name};
+  keys.insert(keys.end(), f.aliases.begin(), f.aliases.end());
+  for (const auto& k : keys) {
+    if (auto it = index_.find(k); it != index_.end()) {
+      throw SpecError(origin + ": format name '" + k + "' is already defined by " + origins_[it->second]);
+    }
+  }
+  const std::size_t i = formats_.size();
+  for (const auto& k : keys) index_[k] = i;
+  formats_.push_back(std::move(f));
+  origins_.push_back(std::move(origin));
+}
+
+void Registry::add_file(const std::filesystem::path& file) {
+  add(parse_format_toml(read_file(file), file.string()), file.string());
+}
+
+void Registry::add_directory(const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir)) {
+    throw IoError(dir.string() + ": formats directory does not exist (from --formats-dir or LPEMU_FORMATS_PATH)");
+  }
+  for (const auto& sub : {dir, dir / "element"}) {
+    if (!std::filesystem::is_directory(sub)) continue;
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(sub)) {
+      if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) add_file(file);
+  }
+}
+
+const Format* Registry::find(std::string_view name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &formats_[it->second];
+}
+
+const Format& Registry::get(std::string_view name) const {
+  if (const Format* f = find(name)) return *f;
+  std::vector<std::string> all;
+  all.reserve(index_.size());
+  for (const auto& [k, v] : index_) all.push_back(k);
+  std::string msg = "unknown format '" + std::string(name) + "'";
+  const auto near = closest_names(name, all);
+  if (!near.empty()) {
+    msg += "; closest known names: ";
+    for (std::size_t i = 0; i < near.size(); ++i) {
+      if (i > 0) msg += ", ";
+      msg += near[i];
+    }
+  }
+  msg += " (see `lpemu formats list`)";
+  throw UnknownNameError(msg);
+}
+
+std::vector<std::string> Registry::names() const {
+  std::vector<std::string> out;
+  out.reserve(formats_.size());
+  for (const auto& f : formats_) out.push_back(f.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const std::string& Registry::origin(std::string_view name) const {
+  const auto it = index_.find(name);
+  if (it == index_.end()) (void)get(name);  // throws with suggestions
+  return origins_[it->second];
+}
+
+}  // namespace lpemu::format

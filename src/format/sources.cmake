@@ -1,0 +1,6 @@
+target_sources(lpemu PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/format.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rounding.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/codec.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/codec_bulk.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/registry.cpp)

@@ -1,0 +1,2 @@
+target_sources(lpemu_unit_tests PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/unit/format/format_test.cpp)
