@@ -1,0 +1,104 @@
+// HDF5 files without HDF5 types in the interface: tensors, attributes and groups by path.
+// Every error names the file and the object at fault. Used by every layer's loaders.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lpemu::io {
+
+/// A dense row-major float tensor.
+struct Tensor {
+  std::vector<std::size_t> shape;
+  std::vector<float> data;
+
+  /// Number of elements implied by the shape.
+  std::size_t count() const;
+};
+
+/// An HDF5 dataset named on the command line as `FILE.h5:/path/to/dataset`.
+struct DatasetRef {
+  std::filesystem::path file;
+  std::string dataset;
+};
+
+/// Splits `FILE.h5:/path` (also .hdf5 / .he5); nullopt if `text` does not name a dataset.
+std::optional<DatasetRef> parse_dataset_ref(const std::string& text);
+
+/// An open HDF5 file.
+class H5File {
+ public:
+  /// Opens an existing file read-only; throws IoError if missing or not HDF5.
+  static H5File open(const std::filesystem::path& file);
+  /// Opens a file for writing: creates it, or opens it read-write when it exists.
+  static H5File open_rw(const std::filesystem::path& file);
+
+  H5File(H5File&&) noexcept;
+  H5File& operator=(H5File&&) noexcept;
+  ~H5File();
+
+  /// The file's path.
+  const std::filesystem::path& path() const;
+  /// True if an object (group or dataset) exists at `name`, intermediate groups included.
+  bool exists(const std::string& name) const;
+  /// Names of the members of a group, sorted.
+  std::vector<std::string> list(const std::string& group) const;
+  /// Shape of a dataset.
+  std::vector<std::size_t> shape(const std::string& dataset) const;
+  /// Any numeric dataset converted to float32; throws IoError naming file and dataset.
+  Tensor read_floats(const std::string& dataset) const;
+  /// Any numeric dataset converted to float64.
+  std::vector<double> read_doubles(const std::string& dataset, std::vector<std::size_t>* shape = nullptr) const;
+  /// An integer dataset converted to int64.
+  std::vector<std::int64_t> read_ints(const std::string& dataset, std::vector<std::size_t>* shape = nullptr) const;
+  /// A uint8 dataset.
+  std::vector<std::uint8_t> read_bytes(const std::string& dataset) const;
+  /// A 1-D dataset of variable- or fixed-length strings.
+  std::vector<std::string> read_strings(const std::string& dataset) const;
+
+  /// True if object `obj` ("/" for the root) has attribute `name`.
+  bool has_attr(const std::string& obj, const std::string& name) const;
+  /// A numeric attribute as double; throws IoError if missing or not numeric.
+  double attr_double(const std::string& obj, const std::string& name) const;
+  /// A numeric attribute as int64.
+  std::int64_t attr_int(const std::string& obj, const std::string& name) const;
+  /// A string attribute.
+  std::string attr_string(const std::string& obj, const std::string& name) const;
+
+  /// Writes (replacing) a float32 dataset, creating intermediate groups.
+  void write_floats(const std::string& dataset, const std::vector<std::size_t>& shape, const float* data);
+  /// Writes (replacing) a float64 dataset.
+  void write_doubles(const std::string& dataset, const std::vector<std::size_t>& shape, const double* data);
+  /// Writes (replacing) an int64 dataset.
+  void write_ints(const std::string& dataset, const std::vector<std::size_t>& shape, const std::int64_t* data);
+  /// Writes (replacing) a uint8 dataset.
+  void write_bytes(const std::string& dataset, const std::vector<std::size_t>& shape, const std::uint8_t* data);
+  /// Writes (replacing) a 1-D dataset of variable-length UTF-8 strings.
+  void write_strings(const std::string& dataset, const std::vector<std::string>& values);
+  /// Creates a group and its parents if missing.
+  void ensure_group(const std::string& group);
+  /// Sets a string attribute on an existing object.
+  void set_attr(const std::string& obj, const std::string& name, const std::string& value);
+  /// Sets a float64 attribute.
+  void set_attr(const std::string& obj, const std::string& name, double value);
+  /// Sets an int64 attribute.
+  void set_attr(const std::string& obj, const std::string& name, std::int64_t value);
+
+ private:
+  struct Impl;
+  explicit H5File(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Reads a float tensor from `FILE.npy` or `FILE.h5:/dataset`.
+Tensor read_tensor(const std::string& spec);
+/// Writes a float tensor to `FILE.npy` or `FILE.h5:/dataset` (an existing dataset is replaced;
+/// an existing .npy file only when `overwrite`).
+void write_tensor(const std::string& spec, const Tensor& t, bool overwrite);
+
+}  // namespace lpemu::io

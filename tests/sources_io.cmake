@@ -1,0 +1,2 @@
+target_sources(lpemu_unit_tests PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/unit/io/hdf5_test.cpp)

@@ -1,0 +1,56 @@
+#include <filesystem>
+
+#include <catch2/catch.hpp>
+
+#include "lpemu/error.hpp"
+#include "lpemu/io/hdf5.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+using namespace lpemu::io;
+
+TEST_CASE("HDF5 tensors and attributes round-trip", "[io][unit]") {
+  const auto dir = std::filesystem::temp_directory_path() / "lpemu_io_test";
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "t.h5";
+  std::filesystem::remove(file);
+  {
+    H5File f = H5File::open_rw(file);
+    const std::vector<float> v{1.5F, -2.0F, 3.25F, 0.0F, 5.0F, 6.0F};
+    f.write_floats("/a/b/x", {2, 3}, v.data());
+    f.set_attr("/a", "note", std::string("hello"));
+    f.set_attr("/", "n", std::int64_t{7});
+    f.write_strings("/s", {"one", "two"});
+  }
+  H5File f = H5File::open(file);
+  const Tensor t = f.read_floats("/a/b/x");
+  REQUIRE(t.shape == std::vector<std::size_t>{2, 3});
+  CHECK(t.data[2] == 3.25F);
+  CHECK(f.attr_string("/a", "note") == "hello");
+  CHECK(f.attr_int("/", "n") == 7);
+  CHECK(f.read_strings("/s") == std::vector<std::string>{"one", "two"});
+  CHECK(f.list("/a") == std::vector<std::string>{"b"});
+  CHECK_THROWS_WITH(f.read_floats("/a/missing"), Catch::Contains("t.h5:/a/missing: no such dataset"));
+  CHECK_THROWS_WITH(f.attr_double("/a", "zzz"), Catch::Contains("missing attribute 'zzz'"));
+  CHECK_THROWS_AS(H5File::open(dir / "nope.h5"), lpemu::IoError);
+}
+
+TEST_CASE("the shipped stories260K model file reads", "[io][unit]") {
+  const auto path = lpemu::test::source_path("data/models/stories260K/model.h5");
+  REQUIRE(std::filesystem::exists(path));
+  H5File f = H5File::open(path);
+  CHECK(f.attr_int("/", "dim") == 64);
+  CHECK(f.shape("/tok_embeddings") == std::vector<std::size_t>{512, 64});
+  CHECK(f.read_strings("/tokenizer/pieces").size() == 512);
+}
+
+TEST_CASE("dataset references parse", "[io][unit]") {
+  const auto r = parse_dataset_ref("x/acts.h5:/layers/0/w");
+  REQUIRE(r.has_value());
+  CHECK(r->file == "x/acts.h5");
+  CHECK(r->dataset == "/layers/0/w");
+  CHECK_FALSE(parse_dataset_ref("plain.npy").has_value());
+}
+
+}  // namespace
