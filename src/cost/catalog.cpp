@@ -210,6 +210,23 @@ PlanFormats Catalog::plan_formats(const CostPlan& p) const {
                      resolve_format(p.kv_cache, formats_)};
 }
 
+IsoArea iso_area_peak(const Target& target, std::string_view budget_class, const CostFormat& budget_format,
+                      const CostFormat& candidate, const MacDatapath& dp) {
+  const Rate* budget = target.find_rate(budget_class);
+  if (budget == nullptr || budget->macs_per_clock_per_unit == 0 || target.units == 0 || target.clock_mhz == 0) {
+    throw SpecError("target '" + target.name + "' does not publish units, clock and MACs/clock for rate class '" +
+                    std::string(budget_class) + "'");
+  }
+  IsoArea r;
+  r.budget = mac_cost(budget_format, budget_format, dp);
+  r.candidate = mac_cost(candidate, candidate, dp);
+  r.budget_macs_per_clock_per_unit = budget->macs_per_clock_per_unit;
+  r.macs_per_clock_per_unit =
+      iso_area_count(r.candidate, r.budget, static_cast<long long>(budget->macs_per_clock_per_unit));
+  r.tflops = target.units * static_cast<double>(r.macs_per_clock_per_unit) * 2.0 * target.clock_mhz * 1e6 / 1e12;
+  return r;
+}
+
 Target Catalog::parse_target_toml(std::string_view text, std::string_view origin) {
   const toml::table t = detail::parse(text, origin);
   const Reader r{t, origin, ""};

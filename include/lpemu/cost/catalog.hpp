@@ -66,4 +66,18 @@ class Catalog {
   std::vector<std::string> resolving_;
 };
 
+/// Result of spending a target's MAC-array area for one rate class on MACs of another format.
+struct IsoArea {
+  MacCost budget, candidate;
+  double budget_macs_per_clock_per_unit = 0;
+  long long macs_per_clock_per_unit = 0;  ///< floor(budget MACs x budget area / candidate area)
+  double tflops = 0;                      ///< units x MACs/clock/unit x 2 x clock
+};
+
+/// How many `candidate` MACs fit in the area of `target`'s `budget_class` MACs (priced as
+/// `budget_format`) on datapath `dp`, and the resulting peak rate. Throws SpecError if the
+/// target does not publish units, clock and MACs/clock for `budget_class`.
+IsoArea iso_area_peak(const Target& target, std::string_view budget_class, const CostFormat& budget_format,
+                      const CostFormat& candidate, const MacDatapath& dp);
+
 }  // namespace lpemu::cost
