@@ -37,10 +37,13 @@ class Catalog {
   /// The datapath called `name` (or a .toml path).
   const MacDatapath& datapath(std::string_view name);
 
-  /// Sorted names of each kind.
+  /// Sorted target names.
   std::vector<std::string> target_names() const;
+  /// Sorted model-shape names.
   std::vector<std::string> shape_names() const;
+  /// Sorted plan names.
   std::vector<std::string> plan_names() const;
+  /// Sorted datapath names.
   std::vector<std::string> datapath_names() const;
 
   /// Resolves the three formats of a plan.
