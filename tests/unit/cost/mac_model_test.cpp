@@ -116,3 +116,18 @@ TEST_CASE("bad datapath files get clear errors", "[cost]") {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("absolute constants reproduce Horowitz ISSCC 2014 integer figures they were fitted to", "[cost]") {
+  const auto i8 = resolve_format("int8", fmts());
+  const double mul_fa = mac_cost(i8, i8, catalog().datapath("int32_n4")).part("multiplier");  // 64 FA
+  // Horowitz (45 nm): 8-bit multiply 0.2 pJ and 282 um^2.
+  CHECK(mul_fa * lpemu::cost::kFaEnergyFj45nm / 1000 == Approx(lpemu::cost::kHorowitzInt8MulPj).epsilon(0.01));
+  CHECK(mul_fa * lpemu::cost::kFaAreaUm2_45nm == Approx(282).epsilon(0.03));
+  // 32-bit add: 0.1 pJ and 137 um^2 for 32 FA.
+  CHECK(32 * lpemu::cost::kFaEnergyFj45nm / 1000 == Approx(0.1).epsilon(0.01));
+  CHECK(32 * lpemu::cost::kFaAreaUm2_45nm == Approx(137).epsilon(0.01));
+}
+
+}  // namespace
