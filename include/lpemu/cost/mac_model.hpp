@@ -28,6 +28,8 @@ namespace lpemu::cost {
 inline constexpr double kFaEnergyFj45nm = 3.1;
 /// Horowitz ISSCC 2014 (45 nm) area table: 32-bit add 137 um^2 (4.3/bit), 8-bit add 36 um^2
 /// (4.5/bit), 8-bit multiply 282 um^2 (4.4 per partial-product bit). Area of one FA-equivalent.
+/// (Unverified: the area column was not found in a stored copy; the 32-bit add/multiply energies
+/// 0.1/3.1 pJ and FP32 0.9/3.7 pJ were, as quoted by secondary sources.)
 inline constexpr double kFaAreaUm2_45nm = 4.3;
 /// No published source: a 2:1 mux taken as half a full adder (typical standard-cell ratio).
 inline constexpr double kMuxFa = 0.5;
