@@ -2,6 +2,8 @@
 // clock, format-rate ratios are the published ones, bad files get clear errors.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -178,6 +180,34 @@ TEST_CASE("bad shape and plan files get clear errors", "[cost]") {
                       "weights)");
   REQUIRE_THROWS_WITH(lpemu::cost::parse_plan_toml("name = \"p\"\nweights = \"fp8\n", "p.toml"),
                       Catch::Matchers::StartsWith("p.toml:2: not valid TOML: "));
+}
+
+}  // namespace
+
+namespace {
+
+TEST_CASE("user directories add targets and proposed targets derive from built-ins", "[cost]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "lpemu_cost_user_dir_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "hardware");
+  {
+    std::ofstream f(dir / "hardware" / "mine.toml");
+    f << "name = \"mine\"\nkind = \"proposed\"\nsource = \"test\"\n[derive]\nbase = \"a100\"\n"
+         "budget_class = \"bf16\"\nbudget_format = \"bf16\"\ndatapath = \"fp32_n4\"\n"
+         "[derive.rates.fp8]\nformat = \"fp8_e4m3\"\n";
+  }
+  Catalog c(lpemu::format::Registry::builtin(), {dir});
+  const auto& t = c.target("mine");
+  // A100 bf16 array: 256 MACs/clock/TC at 237.625 FA; fp8_e4m3 MAC 178.625 FA:
+  // floor(256 x 237.625 / 178.625) = floor(340.56) = 340; 432 x 340 x 2 x 1.41 GHz = 414.2 TFLOP/s.
+  REQUIRE(t.find_rate("fp8") != nullptr);
+  CHECK(t.find_rate("fp8")->macs_per_clock_per_unit == 340);
+  CHECK(t.find_rate("fp8")->tflops == Approx(432.0 * 340 * 2 * 1.41e9 / 1e12));
+  CHECK(t.bandwidth_gb_s == 2039);
+  fs::remove_all(dir);
+  REQUIRE_THROWS_WITH(Catalog(lpemu::format::Registry::builtin(), {dir}),
+                      dir.string() + ": cost data directory does not exist");
 }
 
 }  // namespace
