@@ -45,7 +45,7 @@ void check_all(const Format& f, const Table& t, const std::vector<float>& inputs
   });
 }
 
-TEST_CASE("every float32 in the interesting window converts as the reference (nearest_even, native)",
+TEST_CASE("every float32 in the interesting window converts as the reference under nearest_even and native overflow",
           "[format][exhaustive]") {
   std::uint64_t total = 0;
   for_each_builtin_format([&](const Format& f) {
