@@ -13,3 +13,7 @@ target_sources(lpemu_exhaustive_tests PRIVATE
 
 target_sources(lpemu_property_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/property/format/quantize_property_test.cpp)
+
+target_sources(lpemu_golden_tests PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/golden/format/vectors_test.cpp)
+target_link_libraries(lpemu_golden_tests PRIVATE tomlplusplus::tomlplusplus)
