@@ -5,7 +5,8 @@ target_sources(lpemu_test_support PRIVATE
 target_link_libraries(lpemu_test_support PUBLIC TBB::tbb)
 
 target_sources(lpemu_unit_tests PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/unit/format/format_test.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/unit/format/format_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/format/errors_test.cpp)
 
 target_sources(lpemu_exhaustive_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/exhaustive/format/codes_test.cpp
