@@ -37,6 +37,7 @@ struct Paths {
   bool bulk_encode = true;
   bool bulk_quantize = true;
   bool scalar_encode = true;
+  std::size_t scalar_stride = 1;  ///< the scalar path checks every scalar_stride-th input only
 };
 
 /// Checks every input of `in` (element i has stochastic index opts.index_offset + i) with the

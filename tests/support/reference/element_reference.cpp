@@ -254,32 +254,30 @@ std::uint64_t Table::round(double x, const Options& o, std::size_t& hint) const 
   hint = i;
   const double lo = ext_[i];
   const double hi = ext_[i + 1];
-  double w = 0;
-  if (x == lo) {
-    w = lo;
-  } else {
-    const double small = neg ? hi : lo;  // smaller magnitude
-    const double large = neg ? lo : hi;
+  std::size_t w = i;  // index into ext_ of the result
+  if (x != lo) {
+    const std::size_t small = neg ? i + 1 : i;  // smaller magnitude
+    const std::size_t large = neg ? i : i + 1;
     const double q = hi - lo;
     const double mid = lo + q / 2;
     switch (o.rounding) {
       case RoundingMode::nearest_even:
       case RoundingMode::nearest_away:
         if (x < mid) {
-          w = lo;
+          w = i;
         } else if (x > mid) {
-          w = hi;
+          w = i + 1;
         } else if (o.rounding == RoundingMode::nearest_away) {
           w = large;
         } else {
-          w = std::fmod(lo / q, 2.0) == 0 ? lo : hi;  // the neighbour n·q with n even
+          w = std::fmod(lo / q, 2.0) == 0 ? i : i + 1;  // the neighbour n·q with n even
         }
         break;
       case RoundingMode::toward_zero: w = small; break;
-      case RoundingMode::toward_positive: w = hi; break;
-      case RoundingMode::toward_negative: w = lo; break;
+      case RoundingMode::toward_positive: w = i + 1; break;
+      case RoundingMode::toward_negative: w = i; break;
       case RoundingMode::stochastic: {
-        const double frac = (std::fabs(x) - std::fabs(small)) / q;  // exact: q is a power of two
+        const double frac = (std::fabs(x) - std::fabs(ext_[small])) / q;  // exact: q is a power of two
         const auto t = static_cast<std::uint64_t>(std::floor(std::ldexp(frac, o.sr_bits)));
         const std::uint64_t rnd = static_cast<std::uint64_t>(o.random) >> (32 - o.sr_bits);
         w = t + rnd >= (std::uint64_t{1} << o.sr_bits) ? large : small;
@@ -287,10 +285,12 @@ std::uint64_t Table::round(double x, const Options& o, std::size_t& hint) const 
       }
     }
   }
-  if (w > vals_.back()) return overflow_code(false, o);
-  if (w < vals_.front()) return overflow_code(true, o);
-  if (o.ftz && is_float_ && w != 0 && std::fabs(w) < min_normal_) w = 0;
-  return code_of_value(w, neg);
+  const std::size_t first = signed_ ? 1 : 0;  // ext_[first + k] == vals_[k]
+  if (w + 1 == ext_.size()) return overflow_code(false, o);
+  if (w < first) return overflow_code(true, o);
+  const std::size_t k = w - first;
+  if (vals_[k] == 0 || (o.ftz && is_float_ && std::fabs(vals_[k]) < min_normal_)) return code_of_value(0.0, neg);
+  return val_code_[k];
 }
 
 std::string describe(const format::Format& f, const Options& o, float x, std::uint64_t expected,
