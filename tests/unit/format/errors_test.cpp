@@ -75,7 +75,7 @@ TEST_CASE("invalid TOML is reported with its line", "[format][unit]") {
 }
 
 TEST_CASE("inconsistent field combinations name the field, value and rule", "[format][unit]") {
-  CHECK_THAT(spec_error(std::string(kFloatHead) + "exponent_bits = 8\nmantissa_bits = 0\nzero = false\n"),
+  CHECK_THAT(spec_error(std::string(kFloatHead) + "exponent_bits = 8\nmantissa_bits = 1\nzero = false\n"),
              Catch::Matchers::EndsWith(
                  "format 'my': field 'subnormals' = true: expected false when zero = false (exponent field 0 is a "
                  "normal binade)"));
@@ -103,6 +103,11 @@ TEST_CASE("make_float and make_int reject out-of-range fields", "[format][unit]"
       make_float("x", 11, 52, -2000, Specials::ieee), lpemu::SpecError,
       Catch::Message("format 'x': field 'bias' = -2000: expected a range inside double's (emax <= 1023 and "
                      "emin - mantissa_bits >= -1074); emax would be 4046, emin 2001"));
+  // An ieee format without mantissa bits would have Inf but no NaN code (NaN used to encode as Inf).
+  REQUIRE_THROWS_MATCHES(make_float("e5m0", 5, 0, 15, Specials::ieee), lpemu::SpecError,
+                         Catch::Message("format 'e5m0': field 'mantissa_bits' = 0: expected at least 1 with "
+                                        "specials = \"ieee\" (NaN needs a non-zero mantissa)"));
+  CHECK_NOTHROW(make_float("e5m0", 5, 0, 15, Specials::fn));
   CHECK_NOTHROW(make_float("ok", 11, 52, 1023, Specials::ieee));
   CHECK_NOTHROW(make_int("ok", 2));
   CHECK_NOTHROW(make_int("ok", 32, false, 7));
