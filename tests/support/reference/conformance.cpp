@@ -35,6 +35,14 @@ Options reference_options(const format::ConvertOptions& opts, std::uint64_t inde
 
 namespace {
 
+// Adds the fielded binary of the expected and actual codes (STYLE.md §3.7 failure messages).
+std::string with_fields(const format::Format& f, std::string text, std::uint64_t expected, std::uint64_t actual,
+                        bool actual_is_code) {
+  text += " [expected " + format::fielded_binary(f, expected);
+  if (actual_is_code) text += ", got " + format::fielded_binary(f, actual);
+  return text + "]";
+}
+
 // The reference value of a code as the float a float-output path must produce.
 bool same_float(const Table& t, const format::Format& f, std::uint64_t code, float got) {
   const double v = t.value(code);
@@ -58,15 +66,19 @@ void check_typed(const format::Format& f, const Table& t, std::span<const float>
     const Options o = reference_options(opts, index);
     const std::uint64_t expected = t.round(static_cast<double>(in[i]), o, hint);
     if (paths.bulk_encode && codes[i] != expected) {
-      failures.add(describe(f, o, in[i], expected, codes[i], "bulk encode"));
+      failures.add(with_fields(f, describe(f, o, in[i], expected, codes[i], "bulk encode"), expected, codes[i], true));
     }
     if (paths.scalar_encode && i % paths.scalar_stride == 0) {
       const std::uint64_t got = format::encode(f, in[i], opts, index);
-      if (got != expected) failures.add(describe(f, o, in[i], expected, got, "scalar encode"));
+      if (got != expected) {
+        failures.add(with_fields(f, describe(f, o, in[i], expected, got, "scalar encode"), expected, got, true));
+      }
     }
     if (paths.bulk_quantize && !same_float(t, f, expected, values[i])) {
-      failures.add(describe(f, o, in[i], expected, std::bit_cast<std::uint32_t>(values[i]),
-                            "bulk quantize (got = float bits)"));
+      failures.add(with_fields(f,
+                               describe(f, o, in[i], expected, std::bit_cast<std::uint32_t>(values[i]),
+                                        "bulk quantize (got = float bits)"),
+                               expected, 0, false));
     }
   }
   failures.checked.fetch_add(in.size());
