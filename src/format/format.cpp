@@ -94,6 +94,10 @@ void Format::finalize() {
     bad_field(*this, "exponent_bits", std::to_string(exponent_bits),
               "at least 2 with specials = \"ieee\" (all-ones exponent is reserved)");
   }
+  if (specials == Specials::ieee && mantissa_bits == 0) {
+    // Exponent all ones with mantissa 0 is Inf; no code would be left for NaN.
+    bad_field(*this, "mantissa_bits", "0", "at least 1 with specials = \"ieee\" (NaN needs a non-zero mantissa)");
+  }
   if (specials == Specials::fnuz && !is_signed) {
     bad_field(*this, "specials", "\"fnuz\"", "a signed format (fnuz NaN is the sign bit alone)");
   }
