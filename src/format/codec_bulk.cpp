@@ -63,6 +63,9 @@ struct Fast {
   std::uint32_t sr_bits;
   std::uint64_t seed, index0;
   float sub_quantum;  // 2^(emin - m): value of subnormal code 1
+  // Decoding specials: the Inf magnitude (~0 if none), whether magnitudes above max_code are NaN
+  // (ieee, fn), whether the bare sign bit is NaN (fnuz), and the sign mask of NaN results.
+  std::uint32_t inf_mag, nan_above_max, nan_sign_bit, nan_keeps_sign;
 };
 
 bool fast_eligible(const Format& f) {
@@ -100,38 +103,53 @@ Fast make_fast(const Format& f, const ConvertOptions& o, std::uint64_t index0) {
   p.seed = o.seed;
   p.index0 = index0;
   p.sub_quantum = static_cast<float>(std::ldexp(1.0, f.emin - f.mantissa_bits));
+  p.inf_mag = f.has_inf() ? static_cast<std::uint32_t>(f.inf_code()) : ~0U;
+  p.nan_above_max = f.specials == Specials::ieee || f.specials == Specials::fn;
+  p.nan_sign_bit = f.specials == Specials::fnuz;
+  p.nan_keeps_sign = f.specials != Specials::fnuz;
   return p;
 }
+
+// Branch-free selection: c ? a : b for an all-ones/all-zero mask m. The kernels below use only
+// integer arithmetic, comparisons and masks (no bool made from an integer, no control flow), so
+// that GCC if-converts and vectorises them.
+[[gnu::always_inline]] inline std::uint32_t selm(std::uint32_t m, std::uint32_t a, std::uint32_t b) {
+  return b ^ ((a ^ b) & m);
+}
+
+// All-ones when `c` holds.
+[[gnu::always_inline]] inline std::uint32_t mask(bool c) { return 0U - static_cast<std::uint32_t>(c); }
 
 // Rounds float bits `u` to a code of the format (see detail::convert for the definition).
 template <RoundingMode M>
 [[gnu::always_inline]] inline std::uint32_t fast_encode_one(const Fast& p, std::uint32_t u, std::uint64_t index) {
   const std::uint32_t s = u >> 31;
+  const std::uint32_t negm = 0U - s;  // all ones for negative inputs
   std::uint32_t a = u & 0x7fffffffU;
-  if (p.daz) a = a < 0x00800000U ? 0 : a;
+  a = selm(mask((p.daz != 0) & (a < 0x00800000U)), 0U, a);
   const std::int32_t fe = static_cast<std::int32_t>(a >> 23);
   const std::int32_t fe1 = fe > 1 ? fe : 1;
-  const std::uint32_t sig = (a & 0x7fffffU) | (fe != 0 ? 0x800000U : 0U);
+  const std::uint32_t sig = (a & 0x7fffffU) | (mask(fe != 0) & 0x800000U);
   const std::int32_t ex = fe1 - 127;
   const bool tiny = ex < p.emin;
-  const std::int32_t qe = tiny ? (p.subnormals ? p.emin - p.m : p.emin) : ex - p.m;
-  std::int32_t shift = qe - (fe1 - 150);  // >= 1 because m <= 22
-  shift = shift < 31 ? shift : 31;        // beyond 24 every bit is discarded anyway
+  const std::int32_t tiny_qe = p.subnormals != 0 ? p.emin - p.m : p.emin;  // loop-invariant
+  const std::int32_t qe = tiny ? tiny_qe : ex - p.m;
+  const std::int32_t true_shift = qe - (fe1 - 150);  // >= 1 because m <= 22
+  const std::int32_t shift = true_shift < 31 ? true_shift : 31;  // past 24 every bit is discarded anyway
   const std::uint32_t n = sig >> shift;
   const std::uint32_t rem = sig & ((1U << shift) - 1U);
   const std::uint32_t half = 1U << (shift - 1);
   std::uint32_t up = 0;
   if constexpr (M == RoundingMode::nearest_even) {
-    up = static_cast<std::uint32_t>((rem > half) | ((rem == half) & ((n & 1U) != 0)));
+    up = (rem + half - 1U + (n & 1U)) >> shift;  // rem > half, or rem == half with n odd
   } else if constexpr (M == RoundingMode::nearest_away) {
-    up = static_cast<std::uint32_t>(rem >= half);
+    up = (rem + half) >> shift;  // rem >= half
   } else if constexpr (M == RoundingMode::toward_positive) {
-    up = static_cast<std::uint32_t>((rem != 0) & (s == 0));
+    up = ((rem + (half - 1U) + half) >> shift) & (s ^ 1U);  // rem != 0, positive
   } else if constexpr (M == RoundingMode::toward_negative) {
-    up = static_cast<std::uint32_t>((rem != 0) & (s != 0));
+    up = ((rem + (half - 1U) + half) >> shift) & s;  // rem != 0, negative
   } else if constexpr (M == RoundingMode::stochastic) {
-    // True shift may exceed 31: recompute the r leading discarded bits exactly in 64 bits.
-    const std::int32_t true_shift = qe - (fe1 - 150);
+    // The r leading discarded bits, exactly, in 64 bits (the true shift may exceed 31).
     const std::int32_t r = static_cast<std::int32_t>(p.sr_bits);
     const std::uint64_t rem64 = true_shift >= 32 ? sig : rem;
     std::uint64_t frac_r = 0;
@@ -141,50 +159,58 @@ template <RoundingMode M>
       frac_r = rem64 << (r - true_shift);
     }
     const std::uint64_t rnd = static_cast<std::uint64_t>(sr_random_bits(p.seed, index)) >> (32 - r);
-    up = static_cast<std::uint32_t>(((frac_r + rnd) >> r) != 0);
+    up = static_cast<std::uint32_t>((frac_r + rnd) >> r);
   }
   const std::uint32_t nr = n + up;
-  std::uint32_t mag = (tiny && !p.subnormals)
-                          ? (nr << p.m)
-                          : (static_cast<std::uint32_t>(qe + p.m + p.bias - 1) << p.m) + nr;
-  if (tiny && p.subnormals) mag = nr;
-  if (p.ftz) mag = mag < p.sub_limit ? 0 : mag;
-  const std::uint32_t zero_code = p.neg_zero ? (s << p.sign_shift) : 0U;
-  std::uint32_t code = mag == 0 ? zero_code : (mag | ((s & p.is_signed) << p.sign_shift));
-  code = mag > p.max_code ? p.ovf_code[s] : code;
-  code = (!p.is_signed && s != 0 && a != 0) ? p.neg_code : code;
-  code = a == 0x7f800000U ? p.inf_code[s] : code;
-  code = a > 0x7f800000U ? p.nan_code[s] : code;
+  const std::uint32_t normal_mag = (static_cast<std::uint32_t>(qe + p.m + p.bias - 1) << p.m) + nr;
+  const std::uint32_t tiny_mag = p.subnormals != 0 ? nr : (nr << p.m);
+  std::uint32_t mag = selm(mask(tiny), tiny_mag, normal_mag);
+  mag = selm(mask((p.ftz != 0) & (mag < p.sub_limit)), 0U, mag);
+  const std::uint32_t zero_code = (s << p.sign_shift) & mask(p.neg_zero != 0);
+  std::uint32_t code = selm(mask(mag == 0), zero_code, mag | ((s & p.is_signed) << p.sign_shift));
+  code = selm(mask(mag > p.max_code), selm(negm, p.ovf_code[1], p.ovf_code[0]), code);
+  code = selm(negm & mask((p.is_signed == 0) & (a != 0)), p.neg_code, code);
+  code = selm(mask(a == 0x7f800000U), selm(negm, p.inf_code[1], p.inf_code[0]), code);
+  code = selm(mask(a > 0x7f800000U), selm(negm, p.nan_code[1], p.nan_code[0]), code);
   return code;
 }
 
-// Value of a code of a fast-eligible format as float bits.
+// Value of a code of a fast-eligible format (NaN/Inf codes included), as decode() gives it.
 [[gnu::always_inline]] inline float fast_decode_one(const Fast& p, std::uint32_t code) {
-  const std::uint32_t s = p.is_signed ? (code >> p.sign_shift) & 1U : 0U;
-  const std::uint32_t mag = p.is_signed ? code & ((1U << p.sign_shift) - 1U) : code;
+  const std::uint32_t s = p.is_signed != 0 ? (code >> p.sign_shift) & 1U : 0U;
+  const std::uint32_t mag = p.is_signed != 0 ? code & ((1U << p.sign_shift) - 1U) : code;
   const std::uint32_t field = mag >> p.m;
   const std::uint32_t frac = mag & (p.sub_limit - 1U);
   // Normal: rebuild float bits directly; subnormal: frac · 2^(emin-m), an exact product.
   const std::uint32_t normal_bits =
       (static_cast<std::uint32_t>(static_cast<std::int32_t>(field) - p.bias + 127) << 23) | (frac << (23 - p.m));
-  const float sub = p.subnormals ? static_cast<float>(frac) * p.sub_quantum : 0.0F;
-  float v = field == 0 ? sub : std::bit_cast<float>(normal_bits);
-  v = s != 0 ? -v : v;
-  return v;
+  const float sub = static_cast<float>(static_cast<std::int32_t>(frac)) * p.sub_quantum;
+  const std::uint32_t sub_bits = std::bit_cast<std::uint32_t>(sub) & mask(p.subnormals != 0);
+  std::uint32_t bits = selm(mask(field == 0), sub_bits, normal_bits) | (s << 31);
+  const std::uint32_t inf_m = mask(mag == p.inf_mag);
+  const std::uint32_t nan_m = (mask(p.nan_above_max != 0) & mask(mag > p.max_code) & ~inf_m) |
+                              (mask(p.nan_sign_bit != 0) & mask(mag == 0) & (0U - s));
+  bits = selm(inf_m, 0x7f800000U | (s << 31), bits);
+  bits = selm(nan_m, 0x7fc00000U | ((s & p.nan_keeps_sign) << 31), bits);
+  return std::bit_cast<float>(bits);
 }
 
+// The parameters are copied into a local first: `out` may alias anything (uint8_t), so reading
+// them through a reference inside the loop would block vectorisation.
 template <RoundingMode M, class Out>
-[[gnu::always_inline]] inline void fast_encode_span(const Fast& p, const float* in, Out* out, std::size_t n,
-                                                   std::uint64_t index0) {
+[[gnu::always_inline]] inline void fast_encode_span(const Fast& params, const float* __restrict in,
+                                                   Out* __restrict out, std::size_t n, std::uint64_t index0) {
+  const Fast p = params;
   for (std::size_t i = 0; i < n; ++i) {
     out[i] = static_cast<Out>(fast_encode_one<M>(p, std::bit_cast<std::uint32_t>(in[i]), index0 + i));
   }
 }
 
-// Values of codes; NaN/Inf outcomes are patched afterwards by the caller (rare, outside the hot loop).
+// Values of the codes, NaN and Inf included.
 template <RoundingMode M>
-[[gnu::always_inline]] inline void fast_quantize_span(const Fast& p, const float* in, float* out,
-                                                     std::size_t n, std::uint64_t index0) {
+[[gnu::always_inline]] inline void fast_quantize_span(const Fast& params, const float* __restrict in,
+                                                     float* __restrict out, std::size_t n, std::uint64_t index0) {
+  const Fast p = params;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t code = fast_encode_one<M>(p, std::bit_cast<std::uint32_t>(in[i]), index0 + i);
     out[i] = fast_decode_one(p, code);
@@ -208,6 +234,12 @@ LPEMU_CLONES void encode_u32(const Fast& p, const float* in, std::uint32_t* out,
 template <RoundingMode M>
 LPEMU_CLONES void quantize_f32(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0) {
   fast_quantize_span<M>(p, in, out, n, i0);
+}
+
+template <class Code>
+LPEMU_CLONES void decode_fast(const Fast& params, const Code* __restrict in, float* __restrict out, std::size_t n) {
+  const Fast p = params;
+  for (std::size_t i = 0; i < n; ++i) out[i] = fast_decode_one(p, static_cast<std::uint32_t>(in[i]));
 }
 
 #undef LPEMU_CLONES
@@ -253,6 +285,20 @@ void encode_fast_or_generic(const Format& f, std::span<const float> in, std::spa
 template <class Code>
 void decode_via_table(const Format& f, std::span<const Code> in, std::span<float> out) {
   check_sizes(in.size(), out.size(), "decode");
+  if (fast_eligible(f) && !(f.bits <= 8 && in.size() >= 1024)) {
+    // Vectorised arithmetic decode (8-bit codes in bulk use a 256-entry table, faster still) (bits above the format's width are ignored, as decode() does).
+    const Fast p = make_fast(f, ConvertOptions{}, 0);
+    const auto mask_bits = static_cast<Code>(f.code_mask());
+    for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
+      Code buf[1024];
+      for (std::size_t i = lo; i < hi; i += 1024) {
+        const std::size_t k = std::min<std::size_t>(1024, hi - i);
+        for (std::size_t j = 0; j < k; ++j) buf[j] = static_cast<Code>(in[i + j] & mask_bits);
+        decode_fast<Code>(p, buf, out.data() + i, k);
+      }
+    });
+    return;
+  }
   if (f.bits <= 16 && in.size() >= (std::size_t{1} << f.bits) / 4) {
     std::vector<float> table(std::size_t{1} << f.bits);
     for (std::size_t c = 0; c < table.size(); ++c) table[c] = static_cast<float>(decode(f, c));
@@ -286,18 +332,6 @@ void quantize(const Format& fmt, std::span<const float> in, std::span<float> out
     dispatch_mode(opts.rounding, [&]<RoundingMode M>() {
       quantize_f32<M>(p, in.data() + lo, out.data() + lo, hi - lo, opts.index_offset + lo);
     });
-    // Codes that are NaN or Inf in the format: patch the values (the fast decode is finite-only).
-    if (fmt.has_nan() || fmt.has_inf()) {
-      for (std::size_t i = lo; i < hi; ++i) {
-        const bool may_be_special =
-            !std::isfinite(in[i]) || std::fabs(in[i]) > static_cast<float>(fmt.max_finite) ||
-            (!fmt.is_signed && std::signbit(in[i]));
-        if (may_be_special) {
-          out[i] = static_cast<float>(
-              detail::convert(fmt, in[i], opts, opts.index_offset + i, std::numeric_limits<float>::min()).value);
-        }
-      }
-    }
   });
 }
 
