@@ -11,5 +11,7 @@ namespace lpemu::cli {
 void register_formats(CLI::App& app, Context& ctx);
 /// `lpemu convert`.
 void register_convert(CLI::App& app, Context& ctx);
+/// `lpemu dot`, `lpemu datapath-error`, `lpemu datapath list|show`.
+void register_datapath(CLI::App& app, Context& ctx);
 
 }  // namespace lpemu::cli

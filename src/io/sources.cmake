@@ -1,2 +1,3 @@
 target_sources(lpemu PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/npy.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/npy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/svg_plot.cpp)
