@@ -599,6 +599,20 @@ void check_code(const format::Format& f, std::uint64_t code, const char* what, s
   }
 }
 
+std::uint64_t finish_block(const Datapath& dp, i128 s, int qexp, bool zero_neg, std::uint64_t c_code, bool add_c) {
+  OutSpec o{&dp.accumulator, dp.accumulator.kind == format::Kind::floating ? dp.accumulator_fraction_bits : 0,
+            dp.accumulator_rounding, dp.overflow, dp.flush_subnormal_outputs};
+  if (!add_c) return round_to_code(from_i128(s, qexp), zero_neg, o, 0);
+  const Operand c = decode_operand(dp.accumulator, c_code, false);
+  if (c.kind == Kind::finite) {
+    const u128 m = s < 0 ? static_cast<u128>(-s) : static_cast<u128>(s);
+    const Term t[2] = {Term{m, qexp, 0, s < 0}, to_term(c)};
+    const std::size_t n = m == 0 ? 1 : 2;
+    return round_to_code(sum_terms(std::span<const Term>(t + (2 - n), n), AlignSpec{}), false, o, 0);
+  }
+  return round_to_code(from_i128(s, qexp), zero_neg && c.neg, o, 0);
+}
+
 std::uint64_t dot_decoded(const Datapath& dp, std::span<const Operand> a, std::span<const Operand> b,
                           std::uint64_t c_code, std::span<const std::int32_t> scale_a,
                           std::span<const std::int32_t> scale_b, std::uint64_t index) {

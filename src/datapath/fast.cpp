@@ -1,10 +1,158 @@
+// Fast GEMM kernels. Same algorithm as the block engine (tensor-cores.md §1), specialised for
+// exact products of narrow inputs, truncating alignment with c fused, sequential chaining,
+// deterministic rounding; and for `exact` alignment over all of K (ideal). Operands are
+// re-packed once per matrix into signed significands and exponents; block sums are int64.
 #include "datapath/fast.hpp"
 
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include <tbb/blocked_range2d.h>
+#include <tbb/parallel_for.h>
+
 namespace lpemu::datapath::detail {
+namespace {
 
-bool fast_gemm_applicable(const Datapath&, bool) { return false; }
+constexpr int kZeroExp = -(1 << 20);
 
-void fast_gemm(const Datapath&, std::size_t, std::size_t, std::size_t, std::span<const Operand>,
-               std::span<const Operand>, std::span<const std::uint64_t>, std::span<std::uint64_t>) {}
+struct Packed {
+  std::vector<std::int32_t> m;  // signed significand (0 for zero)
+  std::vector<std::int32_t> e;  // alignment exponent (kZeroExp for zero)
+  std::vector<std::int32_t> l;  // lsb exponent
+  std::vector<char> special;    // per row: holds NaN or Inf
+};
+
+Packed pack(std::span<const Operand> x, std::size_t rows, std::size_t k) {
+  Packed p;
+  p.m.resize(rows * k);
+  p.e.resize(rows * k);
+  p.l.resize(rows * k);
+  p.special.assign(rows, 0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t i = 0; i < k; ++i) {
+      const Operand& o = x[r * k + i];
+      const std::size_t j = r * k + i;
+      if (o.kind == Kind::finite) {
+        p.m[j] = o.neg ? -static_cast<std::int32_t>(o.mag) : static_cast<std::int32_t>(o.mag);
+        p.e[j] = o.e;
+        p.l[j] = o.lsb;
+      } else {
+        p.m[j] = 0;
+        p.e[j] = kZeroExp;
+        p.l[j] = 0;
+        if (o.kind != Kind::zero) p.special[r] = 1;
+      }
+    }
+  }
+  return p;
+}
+
+bool narrow(const format::Format& f) { return f.kind == format::Kind::floating && f.mantissa_bits <= 10; }
+
+}  // namespace
+
+bool fast_gemm_applicable(const Datapath& dp, bool no_scales) {
+  if (!no_scales || dp.scale_application != ScaleApplication::none || dp.product_format || dp.promote_every > 0 ||
+      dp.order != Order::sequential || dp.addend != Addend::fused || dp.flush_subnormal_inputs ||
+      dp.accumulator_rounding.mode == format::RoundingMode::stochastic ||
+      dp.accumulator.kind != format::Kind::floating || !narrow(dp.a) || !narrow(dp.b)) {
+    return false;
+  }
+  if (dp.alignment == Alignment::truncate) return !dp.sticky && dp.fused_terms >= 1 && dp.fraction_bits <= 36;
+  if (dp.alignment == Alignment::exact) {
+    // int64 fixed point at the smallest product lsb: products span at most this many bits.
+    const int span = (dp.a.emax - dp.a.emin + dp.a.mantissa_bits + 1) + (dp.b.emax - dp.b.emin + dp.b.mantissa_bits + 1) + 2;
+    return dp.fused_terms == 0 && span <= 40;
+  }
+  return false;
+}
+
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const Operand> a,
+               std::span<const Operand> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
+  const Packed pa = pack(a, m, k);
+  const Packed pb = pack(b, n, k);
+  const bool exact = dp.alignment == Alignment::exact;
+  const int lmin = (dp.a.emin - dp.a.mantissa_bits) + (dp.b.emin - dp.b.mantissa_bits);
+  const std::size_t bs = exact ? std::max<std::size_t>(k, 1) : static_cast<std::size_t>(dp.fused_terms);
+  const int F = dp.fraction_bits;
+  const int floor = dp.exponent_floor ? *dp.exponent_floor : INT_MIN / 2;
+  tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, n, 16), [&](const auto& r) {
+    std::vector<std::uint64_t> row_codes;
+    for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
+      const std::int32_t* am = pa.m.data() + i * k;
+      const std::int32_t* ae = pa.e.data() + i * k;
+      const std::int32_t* al = pa.l.data() + i * k;
+      for (std::size_t j = r.cols().begin(); j != r.cols().end(); ++j) {
+        const std::uint64_t cc = c.empty() ? 0 : c[i * n + j];
+        if (pa.special[i] != 0 || pb.special[j] != 0) {
+          d[i * n + j] = dot_decoded(dp, a.subspan(i * k, k), b.subspan(j * k, k), cc, {}, {}, i * n + j);
+          continue;
+        }
+        const std::int32_t* bm = pb.m.data() + j * k;
+        const std::int32_t* be = pb.e.data() + j * k;
+        const std::int32_t* bl = pb.l.data() + j * k;
+        if (exact) {
+          // ideal: Σ exactly at the smallest possible product lsb, then one rounding with c.
+          std::int64_t s = 0;
+          bool all_zero_neg = true;
+          for (std::size_t p = 0; p < k; ++p) {
+            const std::int64_t prod = static_cast<std::int64_t>(am[p]) * bm[p];
+            s += prod * (std::int64_t{1} << (al[p] + bl[p] - lmin));
+            if (prod != 0) all_zero_neg = false;
+            else all_zero_neg = all_zero_neg && (a[i * k + p].neg != b[j * k + p].neg);
+          }
+          d[i * n + j] = finish_block(dp, s, lmin, all_zero_neg, cc, true);
+          continue;
+        }
+        std::uint64_t acc = cc;
+        for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += bs) {
+          const std::size_t s1 = std::min(k, s0 + bs);
+          // tensor-cores.md §1.4: E = max(e_i, e_c, E_floor) over the block.
+          int e_max = floor;
+          bool any = false;
+          bool all_zero_neg = true;
+          for (std::size_t p = s0; p < s1; ++p) {
+            const int e = (am[p] != 0 && bm[p] != 0) ? ae[p] + be[p] : kZeroExp;
+            e_max = std::max(e_max, e);
+          }
+          const Operand co = decode_operand(dp.accumulator, acc, false, dp.addend_emin);
+          if (co.kind == Kind::nan || co.kind == Kind::inf) {
+            // Propagate through the general engine (rare).
+            acc = dot_decoded(dp, a.subspan(i * k + s0, s1 - s0), b.subspan(j * k + s0, s1 - s0), acc, {}, {}, 0);
+            if (s1 >= k) break;
+            continue;
+          }
+          if (co.kind == Kind::finite) e_max = std::max(e_max, co.e);
+          const int q = e_max - F;
+          // §1.5: truncation toward zero of each term at 2^q; §1.6: exact int64 sum.
+          std::int64_t sum = 0;
+          for (std::size_t p = s0; p < s1; ++p) {
+            const std::int64_t prod = static_cast<std::int64_t>(am[p]) * bm[p];
+            const int sh = q - (al[p] + bl[p]);
+            const std::int64_t mag = prod < 0 ? -prod : prod;
+            const std::int64_t t = sh <= 0 ? (mag << std::min(-sh, 62)) : (sh >= 63 ? 0 : mag >> sh);
+            sum += prod < 0 ? -t : t;
+            any = any || prod != 0;
+          }
+          if (!any) {
+            for (std::size_t p = s0; p < s1; ++p) all_zero_neg = all_zero_neg && (a[i * k + p].neg != b[j * k + p].neg);
+          } else {
+            all_zero_neg = false;
+          }
+          if (co.kind == Kind::finite) {
+            const int sh = q - co.lsb;
+            const auto mag = static_cast<std::int64_t>(co.mag);
+            const std::int64_t t = sh <= 0 ? (mag << -sh) : (sh >= 63 ? 0 : mag >> sh);
+            sum += co.neg ? -t : t;
+          }
+          acc = finish_block(dp, sum, q, all_zero_neg && co.kind == Kind::zero && co.neg, acc, false);
+          if (s1 >= k) break;
+        }
+        d[i * n + j] = acc;
+      }
+    }
+  });
+}
 
 }  // namespace lpemu::datapath::detail
