@@ -5,6 +5,7 @@
 #include "datapath/fast.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <vector>
 
@@ -48,6 +49,33 @@ Packed pack(std::span<const Operand> x, std::size_t rows, std::size_t k) {
   return p;
 }
 
+// Decodes an IEEE-style accumulator code from its fields (tensor-cores.md §1.3 exponent clamp).
+Operand decode_acc(const format::Format& f, std::uint64_t code, int clamp) {
+  Operand o;
+  const int mb = f.mantissa_bits;
+  const std::uint64_t emask = (std::uint64_t{1} << f.exponent_bits) - 1;
+  const std::uint64_t field = (code >> mb) & emask;
+  const std::uint64_t mant = code & ((std::uint64_t{1} << mb) - 1);
+  o.neg = (code & f.sign_bit()) != 0;
+  if (field == emask) {
+    o.kind = mant == 0 ? Kind::inf : Kind::nan;
+    return o;
+  }
+  if (field == 0) {
+    if (mant == 0) return o;  // zero
+    o.kind = Kind::finite;
+    o.mag = mant;
+    o.lsb = f.emin - mb;
+    o.e = std::max(o.lsb + static_cast<int>(std::bit_width(mant)) - 1, clamp);
+    return o;
+  }
+  o.kind = Kind::finite;
+  o.mag = mant | (std::uint64_t{1} << mb);
+  o.lsb = static_cast<int>(field) - f.bias - mb;
+  o.e = std::max(static_cast<int>(field) - f.bias, clamp);
+  return o;
+}
+
 bool narrow(const format::Format& f) { return f.kind == format::Kind::floating && f.mantissa_bits <= 10; }
 
 }  // namespace
@@ -56,7 +84,7 @@ bool fast_gemm_applicable(const Datapath& dp, bool no_scales) {
   if (!no_scales || dp.scale_application != ScaleApplication::none || dp.product_format || dp.promote_every > 0 ||
       dp.order != Order::sequential || dp.addend != Addend::fused || dp.flush_subnormal_inputs ||
       dp.accumulator_rounding.mode == format::RoundingMode::stochastic ||
-      dp.accumulator.kind != format::Kind::floating || !narrow(dp.a) || !narrow(dp.b)) {
+      dp.accumulator.kind != format::Kind::floating || dp.accumulator.specials != format::Specials::ieee || !narrow(dp.a) || !narrow(dp.b)) {
     return false;
   }
   if (dp.alignment == Alignment::truncate) return !dp.sticky && dp.fused_terms >= 1 && dp.fraction_bits <= 36;
@@ -116,7 +144,7 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
             const int e = (am[p] != 0 && bm[p] != 0) ? ae[p] + be[p] : kZeroExp;
             e_max = std::max(e_max, e);
           }
-          const Operand co = decode_operand(dp.accumulator, acc, false, dp.addend_emin);
+          const Operand co = decode_acc(dp.accumulator, acc, dp.addend_emin);
           if (co.kind == Kind::nan || co.kind == Kind::inf) {
             // Propagate through the general engine (rare).
             acc = dot_decoded(dp, a.subspan(i * k + s0, s1 - s0), b.subspan(j * k + s0, s1 - s0), acc, {}, {}, 0);
