@@ -16,6 +16,7 @@ namespace lpemu::datapath::detail {
 namespace {
 
 constexpr int kZeroExp = -(1 << 20);
+constexpr int kLift = 30;  // products < 2^22 lifted by 2^30 stay below 2^52
 
 struct Packed {
   std::vector<std::int32_t> m;  // signed significand (0 for zero)
@@ -76,6 +77,101 @@ Operand decode_acc(const format::Format& f, std::uint64_t code, int clamp) {
   return o;
 }
 
+// Rounds ±|s|·2^q into an IEEE-style accumulator with RZ or RNE at p fraction bits
+// (tensor-cores.md §1.7), or returns false to defer to the general engine.
+bool finish_fast(const Datapath& dp, std::int64_t s, int q, std::uint64_t& out) {
+  const format::Format& f = dp.accumulator;
+  const format::RoundingMode mode = dp.accumulator_rounding.mode;
+  if (s == 0 || dp.flush_subnormal_outputs ||
+      (mode != format::RoundingMode::toward_zero && mode != format::RoundingMode::nearest_even)) {
+    return false;
+  }
+  const bool neg = s < 0;
+  const std::uint64_t mag = neg ? static_cast<std::uint64_t>(-s) : static_cast<std::uint64_t>(s);
+  const int p = dp.accumulator_fraction_bits;
+  const int e = q + static_cast<int>(std::bit_width(mag)) - 1;
+  int qo = std::max(e, f.emin) - p;
+  const int sh = qo - q;
+  std::uint64_t r = 0;
+  if (sh <= 0) {
+    r = mag << (-sh);
+  } else if (sh >= 64) {
+    return false;
+  } else {
+    r = mag >> sh;
+    if (mode == format::RoundingMode::nearest_even) {
+      const std::uint64_t rem = mag & ((std::uint64_t{1} << sh) - 1);
+      const std::uint64_t half = std::uint64_t{1} << (sh - 1);
+      if (rem > half || (rem == half && (r & 1) != 0)) ++r;
+    }
+  }
+  if (r >> (p + 1) != 0) {
+    r >>= 1;
+    ++qo;
+  }
+  if (r == 0) return false;
+  const std::uint64_t hidden = std::uint64_t{1} << p;
+  const int shift = f.mantissa_bits - p;
+  const std::uint64_t sign = neg ? f.sign_bit() : 0;
+  if (r < hidden) {
+    if (!f.subnormals) return false;
+    out = sign | (r << shift);
+    return true;
+  }
+  const int ev = qo + p;
+  if (ev > f.emax) return false;
+  out = sign | (static_cast<std::uint64_t>(ev + f.bias) << f.mantissa_bits) | ((r - hidden) << shift);
+  return true;
+}
+
+// The two inner loops of one block, written so the compiler vectorises them (an AVX2 clone is
+// chosen at run time where the CPU has it; the arithmetic is integer, so every clone gives the
+// same bits). Returns max(e_floor, e_a + e_b) in `e_max` and sets `any` if a product is non-zero.
+__attribute__((target_clones("avx2", "default"))) int block_max(const std::int32_t* ae, const std::int32_t* be,
+                                                                 std::size_t len, int e_floor) {
+  int e_max = e_floor;
+  for (std::size_t p = 0; p < len; ++p) e_max = std::max(e_max, ae[p] + be[p]);
+  return e_max;
+}
+
+__attribute__((target_clones("avx2", "default"))) std::int64_t block_sum(
+    const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be, std::size_t len,
+    int shift0, std::int64_t& any) {
+  std::int64_t sum = 0;
+  std::int64_t nz = 0;
+  for (std::size_t p = 0; p < len; ++p) {
+    const std::int64_t prod = static_cast<std::int64_t>(am[p]) * bm[p];
+    const std::int64_t sgn = prod >> 63;
+    const std::int64_t mag = (prod ^ sgn) - sgn;
+    const std::int64_t sh = std::min<std::int64_t>(shift0 - (ae[p] + be[p]), 63);
+    const std::int64_t t = (mag << kLift) >> sh;
+    sum += (t ^ sgn) - sgn;
+    nz |= prod;
+  }
+  any = nz;
+  return sum;
+}
+
+// int32 variant for narrow products (FP8): products lifted by `lift` stay below 2^31 and the
+// block sum of at most 64 terms below 2^(F+9) <= 2^31.
+__attribute__((target_clones("avx2", "default"))) std::int32_t block_sum32(
+    const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be, std::size_t len,
+    int shift0, int lift, std::int32_t& any) {
+  std::int32_t sum = 0;
+  std::int32_t nz = 0;
+  for (std::size_t p = 0; p < len; ++p) {
+    const std::int32_t prod = am[p] * bm[p];
+    const std::int32_t sgn = prod >> 31;
+    const std::int32_t mag = (prod ^ sgn) - sgn;
+    const std::int32_t sh = std::min(shift0 - (ae[p] + be[p]), 31);
+    const std::int32_t t = (mag << lift) >> sh;
+    sum += (t ^ sgn) - sgn;
+    nz |= prod;
+  }
+  any = nz;
+  return sum;
+}
+
 bool narrow(const format::Format& f) { return f.kind == format::Kind::floating && f.mantissa_bits <= 10; }
 
 }  // namespace
@@ -87,7 +183,11 @@ bool fast_gemm_applicable(const Datapath& dp, bool no_scales) {
       dp.accumulator.kind != format::Kind::floating || dp.accumulator.specials != format::Specials::ieee || !narrow(dp.a) || !narrow(dp.b)) {
     return false;
   }
-  if (dp.alignment == Alignment::truncate) return !dp.sticky && dp.fused_terms >= 1 && dp.fraction_bits <= 36;
+  if (dp.alignment == Alignment::truncate) {
+    // Left shifts of products are at most F − m_a − m_b, which kLift must cover.
+    return !dp.sticky && dp.fused_terms >= 1 && dp.fused_terms <= 64 && dp.fraction_bits <= 36 &&
+           dp.fraction_bits - dp.a.mantissa_bits - dp.b.mantissa_bits <= kLift;
+  }
   if (dp.alignment == Alignment::exact) {
     // int64 fixed point at the smallest product lsb: products span at most this many bits.
     const int span = (dp.a.emax - dp.a.emin + dp.a.mantissa_bits + 1) + (dp.b.emax - dp.b.emin + dp.b.mantissa_bits + 1) + 2;
@@ -105,6 +205,13 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   const std::size_t bs = exact ? std::max<std::size_t>(k, 1) : static_cast<std::size_t>(dp.fused_terms);
   const int F = dp.fraction_bits;
   const int floor = dp.exponent_floor ? *dp.exponent_floor : INT_MIN / 2;
+  const int mbsum = dp.a.mantissa_bits + dp.b.mantissa_bits;
+  // int32 kernel: products have at most mbsum + 2 bits; lift them to 30 bits; the largest left
+  // shift F − mbsum must fit in the lift, and 64 terms of < 2^(F+2) must fit in int32.
+  const int lift32 = 30 - (mbsum + 2);
+  const bool use32 = dp.alignment == Alignment::truncate && F - mbsum <= lift32 && F + 2 + 7 <= 31 &&
+                     dp.fused_terms <= 64;
+  const int base_shift32 = mbsum - F + lift32;
   tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, n, 16), [&](const auto& r) {
     std::vector<std::uint64_t> row_codes;
     for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
@@ -136,14 +243,10 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
         std::uint64_t acc = cc;
         for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += bs) {
           const std::size_t s1 = std::min(k, s0 + bs);
-          // tensor-cores.md §1.4: E = max(e_i, e_c, E_floor) over the block.
-          int e_max = floor;
-          bool any = false;
+          // tensor-cores.md §1.4: E = max(e_i, e_c, E_floor) over the block. Zero operands carry
+          // a hugely negative exponent, so they never win the max and their terms shift to 0.
+          int e_max = block_max(ae + s0, be + s0, s1 - s0, floor);
           bool all_zero_neg = true;
-          for (std::size_t p = s0; p < s1; ++p) {
-            const int e = (am[p] != 0 && bm[p] != 0) ? ae[p] + be[p] : kZeroExp;
-            e_max = std::max(e_max, e);
-          }
           const Operand co = decode_acc(dp.accumulator, acc, dp.addend_emin);
           if (co.kind == Kind::nan || co.kind == Kind::inf) {
             // Propagate through the general engine (rare).
@@ -153,15 +256,20 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
           }
           if (co.kind == Kind::finite) e_max = std::max(e_max, co.e);
           const int q = e_max - F;
-          // §1.5: truncation toward zero of each term at 2^q; §1.6: exact int64 sum.
+          // §1.5: each product truncated toward zero at 2^q; §1.6: exact int64 sum. The product
+          // lsb is e_a + e_b − (m_a + m_b), so the right shift is (E − e_p) − F + m_a + m_b, done as
+          // a left shift by kLift then one clamped right shift (branch-free).
+          const int base_shift = mbsum - F + kLift;
           std::int64_t sum = 0;
-          for (std::size_t p = s0; p < s1; ++p) {
-            const std::int64_t prod = static_cast<std::int64_t>(am[p]) * bm[p];
-            const int sh = q - (al[p] + bl[p]);
-            const std::int64_t mag = prod < 0 ? -prod : prod;
-            const std::int64_t t = sh <= 0 ? (mag << std::min(-sh, 62)) : (sh >= 63 ? 0 : mag >> sh);
-            sum += prod < 0 ? -t : t;
-            any = any || prod != 0;
+          bool any = false;
+          if (use32) {
+            std::int32_t nz = 0;
+            sum = block_sum32(am + s0, ae + s0, bm + s0, be + s0, s1 - s0, e_max + base_shift32, lift32, nz);
+            any = nz != 0;
+          } else {
+            std::int64_t nz = 0;
+            sum = block_sum(am + s0, ae + s0, bm + s0, be + s0, s1 - s0, e_max + base_shift, nz);
+            any = nz != 0;
           }
           if (!any) {
             for (std::size_t p = s0; p < s1; ++p) all_zero_neg = all_zero_neg && (a[i * k + p].neg != b[j * k + p].neg);
@@ -173,6 +281,10 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
             const auto mag = static_cast<std::int64_t>(co.mag);
             const std::int64_t t = sh <= 0 ? (mag << -sh) : (sh >= 63 ? 0 : mag >> sh);
             sum += co.neg ? -t : t;
+          }
+          if (finish_fast(dp, sum, q, acc)) {
+            if (s1 >= k) break;
+            continue;
           }
           acc = finish_block(dp, sum, q, all_zero_neg && co.kind == Kind::zero && co.neg, acc, false);
           if (s1 >= k) break;
