@@ -214,3 +214,58 @@ TEST_CASE("gemm equals dot per element and is bit-identical for 1 and 2 threads"
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("power-of-two block scales scale the result exactly when nothing overflows or underflows",
+          "[datapath][property]") {
+  // OCP MX v1.0 §6: a dot product of blocks is the element dot product times 2^(s_a + s_b). With
+  // c = 0 and a shift that keeps the value in fp32's normal range, rounding commutes with it.
+  const auto& reg = DatapathRegistry::builtin();
+  std::mt19937_64 rng(11);
+  for (const char* name : {"b200_mxfp8_fp32", "b200_mxfp6_fp32", "b200_mxfp4_fp32", "b200_nvfp4_fp32"}) {
+    const Datapath& dp = reg.get(name);
+    for (int trial = 0; trial < 50; ++trial) {
+      const std::size_t k = 64;
+      const auto a = random_codes(rng, dp.a, k);
+      const auto b = random_codes(rng, dp.b, k);
+      const std::size_t ns = k / static_cast<std::size_t>(dp.scale_block);
+      const std::int32_t t = static_cast<std::int32_t>(rng() % 21) - 10;
+      std::vector<std::int32_t> sa(ns, t), sb(ns, 3);
+      const double plain = lpemu::format::decode(dp.output(), dot(dp, a, b, 0));
+      const double scaled = lpemu::format::decode(dp.output(), dot(dp, a, b, 0, BlockScales{sa, sb}));
+      INFO(name << " trial " << trial << " t " << t);
+      CHECK(scaled == std::ldexp(plain, t + 3));
+    }
+  }
+}
+
+TEST_CASE("summation orders agree with the exact sum when nothing is dropped", "[datapath][property]") {
+  // With exact alignment and a wide (fp64) accumulator, fp8 products are summed without error
+  // whatever the order, so sequential, pairwise and split-K all give the exact value.
+  Datapath dp = DatapathRegistry::builtin().get("ideal");
+  dp.a = dp.b = Registry::builtin().get("fp8_e4m3");
+  dp.accumulator = Registry::builtin().get("fp64");
+  dp.accumulator_fraction_bits = 52;
+  dp.addend_emin = dp.accumulator.emin;
+  dp.fused_terms = 8;
+  std::mt19937_64 rng(3);
+  for (const Order order : {Order::sequential, Order::pairwise, Order::split_k}) {
+    dp.order = order;
+    dp.split_chunks = 3;
+    for (int trial = 0; trial < 30; ++trial) {
+      const std::size_t k = 1 + rng() % 100;
+      const auto a = random_codes(rng, dp.a, k);
+      const auto b = random_codes(rng, dp.b, k);
+      const double got = lpemu::format::decode(dp.accumulator, dot(dp, a, b, 0));
+      cpp_rational sum = 0;
+      for (std::size_t i = 0; i < k; ++i) {
+        sum += exact_of(lpemu::format::decode(dp.a, a[i])) * exact_of(lpemu::format::decode(dp.b, b[i]));
+      }
+      INFO("order " << to_string(order) << " trial " << trial);
+      CHECK(exact_of(got) == sum);
+    }
+  }
+}
+
+}  // namespace
