@@ -51,7 +51,7 @@ Packed pack(std::span<const Operand> x, std::size_t rows, std::size_t k) {
 }
 
 // Decodes an IEEE-style accumulator code from its fields (tensor-cores.md §1.3 exponent clamp).
-Operand decode_acc(const format::Format& f, std::uint64_t code, int clamp) {
+[[gnu::always_inline]] inline Operand decode_acc(const format::Format& f, std::uint64_t code, int clamp) {
   Operand o;
   const int mb = f.mantissa_bits;
   const std::uint64_t emask = (std::uint64_t{1} << f.exponent_bits) - 1;
@@ -79,7 +79,7 @@ Operand decode_acc(const format::Format& f, std::uint64_t code, int clamp) {
 
 // Rounds ±|s|·2^q into an IEEE-style accumulator with RZ or RNE at p fraction bits
 // (tensor-cores.md §1.7), or returns false to defer to the general engine.
-bool finish_fast(const Datapath& dp, std::int64_t s, int q, std::uint64_t& out) {
+[[gnu::always_inline]] inline bool finish_fast(const Datapath& dp, std::int64_t s, int q, std::uint64_t& out) {
   const format::Format& f = dp.accumulator;
   const format::RoundingMode mode = dp.accumulator_rounding.mode;
   if (s == 0 || dp.flush_subnormal_outputs ||
@@ -124,52 +124,84 @@ bool finish_fast(const Datapath& dp, std::int64_t s, int q, std::uint64_t& out) 
   return true;
 }
 
-// The two inner loops of one block, written so the compiler vectorises them (an AVX2 clone is
-// chosen at run time where the CPU has it; the arithmetic is integer, so every clone gives the
-// same bits). Returns max(e_floor, e_a + e_b) in `e_max` and sets `any` if a product is non-zero.
-__attribute__((target_clones("avx2", "default"))) int block_max(const std::int32_t* ae, const std::int32_t* be,
-                                                                 std::size_t len, int e_floor) {
-  int e_max = e_floor;
-  for (std::size_t p = 0; p < len; ++p) e_max = std::max(e_max, ae[p] + be[p]);
-  return e_max;
-}
+struct TruncParams {
+  const Datapath* dp;
+  std::size_t block;
+  int F;
+  int floor;
+  int base_shift;
+  int base_shift32;
+  int lift32;
+  bool use32;
+};
 
-__attribute__((target_clones("avx2", "default"))) std::int64_t block_sum(
-    const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be, std::size_t len,
-    int shift0, std::int64_t& any) {
-  std::int64_t sum = 0;
-  std::int64_t nz = 0;
-  for (std::size_t p = 0; p < len; ++p) {
-    const std::int64_t prod = static_cast<std::int64_t>(am[p]) * bm[p];
-    const std::int64_t sgn = prod >> 63;
-    const std::int64_t mag = (prod ^ sgn) - sgn;
-    const std::int64_t sh = std::min<std::int64_t>(shift0 - (ae[p] + be[p]), 63);
-    const std::int64_t t = (mag << kLift) >> sh;
-    sum += (t ^ sgn) - sgn;
-    nz |= prod;
+// One output element of a truncating BFMA datapath (tensor-cores.md §1, steps 1–8), all inlined
+// so each clone vectorises its inner loops. Returns false where the general engine must decide
+// (special values, an all-zero block with zero c, or a rounding finish_fast defers).
+__attribute__((target_clones("avx2", "default"))) bool element_trunc(
+    const TruncParams& P, const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm,
+    const std::int32_t* be, std::size_t k, std::uint64_t c, std::uint64_t& out) {
+  const Datapath& dp = *P.dp;
+  std::uint64_t acc = c;
+  for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += P.block) {
+    const std::size_t s1 = std::min(k, s0 + P.block);
+    // §1.4: E = max(e_i, e_c, E_floor); zero operands carry a hugely negative exponent.
+    int e_max = P.floor;
+    for (std::size_t p = s0; p < s1; ++p) e_max = std::max(e_max, ae[p] + be[p]);
+    const Operand co = decode_acc(dp.accumulator, acc, dp.addend_emin);
+    if (co.kind == Kind::nan || co.kind == Kind::inf) return false;
+    if (co.kind == Kind::finite) e_max = std::max(e_max, co.e);
+    const int q = e_max - P.F;
+    // §1.5: each product truncated toward zero at 2^q (a lift, then one clamped right shift);
+    // §1.6: exact integer sum.
+    std::int64_t sum = 0;
+    bool any = false;
+    if (P.use32) {
+      std::int32_t s32 = 0;
+      std::int32_t nz = 0;
+      const std::int32_t shift0 = e_max + P.base_shift32;
+      for (std::size_t p = s0; p < s1; ++p) {
+        const std::int32_t prod = am[p] * bm[p];
+        const std::int32_t sgn = prod >> 31;
+        const std::int32_t mag = (prod ^ sgn) - sgn;
+        const std::int32_t sh = std::min(shift0 - (ae[p] + be[p]), 31);
+        const std::int32_t t = (mag << P.lift32) >> sh;
+        s32 += (t ^ sgn) - sgn;
+        nz |= prod;
+      }
+      sum = s32;
+      any = nz != 0;
+    } else {
+      std::int64_t nz = 0;
+      const std::int64_t shift0 = e_max + P.base_shift;
+      for (std::size_t p = s0; p < s1; ++p) {
+        const std::int64_t prod = static_cast<std::int64_t>(am[p]) * bm[p];
+        const std::int64_t sgn = prod >> 63;
+        const std::int64_t mag = (prod ^ sgn) - sgn;
+        const std::int64_t sh = std::min<std::int64_t>(shift0 - (ae[p] + be[p]), 63);
+        const std::int64_t t = (mag << kLift) >> sh;
+        sum += (t ^ sgn) - sgn;
+        nz |= prod;
+      }
+      any = nz != 0;
+    }
+    if (co.kind == Kind::finite) {
+      const int sh = q - co.lsb;
+      const auto mag = static_cast<std::int64_t>(co.mag);
+      const std::int64_t t = sh <= 0 ? (mag << -sh) : (sh >= 63 ? 0 : mag >> sh);
+      sum += co.neg ? -t : t;
+    } else if (!any) {
+      return false;  // the sign of an all-zero block depends on the zeros' signs
+    }
+    if (sum == 0) {
+      acc = 0;  // exact cancellation or everything truncated away: +0, as the block engine
+    } else if (!finish_fast(dp, sum, q, acc)) {
+      return false;
+    }
+    if (s1 >= k) break;
   }
-  any = nz;
-  return sum;
-}
-
-// int32 variant for narrow products (FP8): products lifted by `lift` stay below 2^31 and the
-// block sum of at most 64 terms below 2^(F+9) <= 2^31.
-__attribute__((target_clones("avx2", "default"))) std::int32_t block_sum32(
-    const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm, const std::int32_t* be, std::size_t len,
-    int shift0, int lift, std::int32_t& any) {
-  std::int32_t sum = 0;
-  std::int32_t nz = 0;
-  for (std::size_t p = 0; p < len; ++p) {
-    const std::int32_t prod = am[p] * bm[p];
-    const std::int32_t sgn = prod >> 31;
-    const std::int32_t mag = (prod ^ sgn) - sgn;
-    const std::int32_t sh = std::min(shift0 - (ae[p] + be[p]), 31);
-    const std::int32_t t = (mag << lift) >> sh;
-    sum += (t ^ sgn) - sgn;
-    nz |= prod;
-  }
-  any = nz;
-  return sum;
+  out = acc;
+  return true;
 }
 
 bool narrow(const format::Format& f) { return f.kind == format::Kind::floating && f.mantissa_bits <= 10; }
@@ -212,6 +244,7 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   const bool use32 = dp.alignment == Alignment::truncate && F - mbsum <= lift32 && F + 2 + 7 <= 31 &&
                      dp.fused_terms <= 64;
   const int base_shift32 = mbsum - F + lift32;
+  const TruncParams tp{&dp, bs, F, floor, mbsum - F + kLift, base_shift32, lift32, use32};
   tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, n, 16), [&](const auto& r) {
     std::vector<std::uint64_t> row_codes;
     for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
@@ -240,56 +273,12 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
           d[i * n + j] = finish_block(dp, s, lmin, all_zero_neg, cc, true);
           continue;
         }
-        std::uint64_t acc = cc;
-        for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += bs) {
-          const std::size_t s1 = std::min(k, s0 + bs);
-          // tensor-cores.md §1.4: E = max(e_i, e_c, E_floor) over the block. Zero operands carry
-          // a hugely negative exponent, so they never win the max and their terms shift to 0.
-          int e_max = block_max(ae + s0, be + s0, s1 - s0, floor);
-          bool all_zero_neg = true;
-          const Operand co = decode_acc(dp.accumulator, acc, dp.addend_emin);
-          if (co.kind == Kind::nan || co.kind == Kind::inf) {
-            // Propagate through the general engine (rare).
-            acc = dot_decoded(dp, a.subspan(i * k + s0, s1 - s0), b.subspan(j * k + s0, s1 - s0), acc, {}, {}, 0);
-            if (s1 >= k) break;
-            continue;
-          }
-          if (co.kind == Kind::finite) e_max = std::max(e_max, co.e);
-          const int q = e_max - F;
-          // §1.5: each product truncated toward zero at 2^q; §1.6: exact int64 sum. The product
-          // lsb is e_a + e_b − (m_a + m_b), so the right shift is (E − e_p) − F + m_a + m_b, done as
-          // a left shift by kLift then one clamped right shift (branch-free).
-          const int base_shift = mbsum - F + kLift;
-          std::int64_t sum = 0;
-          bool any = false;
-          if (use32) {
-            std::int32_t nz = 0;
-            sum = block_sum32(am + s0, ae + s0, bm + s0, be + s0, s1 - s0, e_max + base_shift32, lift32, nz);
-            any = nz != 0;
-          } else {
-            std::int64_t nz = 0;
-            sum = block_sum(am + s0, ae + s0, bm + s0, be + s0, s1 - s0, e_max + base_shift, nz);
-            any = nz != 0;
-          }
-          if (!any) {
-            for (std::size_t p = s0; p < s1; ++p) all_zero_neg = all_zero_neg && (a[i * k + p].neg != b[j * k + p].neg);
-          } else {
-            all_zero_neg = false;
-          }
-          if (co.kind == Kind::finite) {
-            const int sh = q - co.lsb;
-            const auto mag = static_cast<std::int64_t>(co.mag);
-            const std::int64_t t = sh <= 0 ? (mag << -sh) : (sh >= 63 ? 0 : mag >> sh);
-            sum += co.neg ? -t : t;
-          }
-          if (finish_fast(dp, sum, q, acc)) {
-            if (s1 >= k) break;
-            continue;
-          }
-          acc = finish_block(dp, sum, q, all_zero_neg && co.kind == Kind::zero && co.neg, acc, false);
-          if (s1 >= k) break;
+        std::uint64_t out = 0;
+        if (element_trunc(tp, am, ae, bm, be, k, cc, out)) {
+          d[i * n + j] = out;
+        } else {
+          d[i * n + j] = dot_decoded(dp, a.subspan(i * k, k), b.subspan(j * k, k), cc, {}, {}, i * n + j);
         }
-        d[i * n + j] = acc;
       }
     }
   });

@@ -36,19 +36,32 @@ void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   if (!scales.b.empty()) check_size("B's scales", scales.b.size(), ns * n);
   for (std::size_t i = 0; i < c.size(); ++i) detail::check_code(dp.output(), c[i], "C", i);
 
-  // Decode A by rows and B by columns (B transposed), once.
+  // Decode A by rows and B by columns (B transposed), once; codes of <= 8 bits via a table.
+  auto table = [&](const format::Format& f) {
+    std::vector<detail::Operand> t;
+    if (f.bits <= 8) {
+      for (std::uint64_t code = 0; code < (std::uint64_t{1} << f.bits); ++code) {
+        t.push_back(detail::decode_operand(f, code, dp.flush_subnormal_inputs));
+      }
+    }
+    return t;
+  };
+  const std::vector<detail::Operand> ta = table(dp.a);
+  const std::vector<detail::Operand> tb = table(dp.b);
   std::vector<detail::Operand> da(m * k);
   std::vector<detail::Operand> db(n * k);
   tbb::parallel_for(std::size_t{0}, m, [&](std::size_t i) {
     for (std::size_t p = 0; p < k; ++p) {
-      detail::check_code(dp.a, a[i * k + p], "A", i * k + p);
-      da[i * k + p] = detail::decode_operand(dp.a, a[i * k + p], dp.flush_subnormal_inputs);
+      const auto code = static_cast<std::uint64_t>(a[i * k + p]);
+      detail::check_code(dp.a, code, "A", i * k + p);
+      da[i * k + p] = ta.empty() ? detail::decode_operand(dp.a, code, dp.flush_subnormal_inputs) : ta[code];
     }
   });
   tbb::parallel_for(std::size_t{0}, k, [&](std::size_t p) {
     for (std::size_t j = 0; j < n; ++j) {
-      detail::check_code(dp.b, b[p * n + j], "B", p * n + j);
-      db[j * k + p] = detail::decode_operand(dp.b, b[p * n + j], dp.flush_subnormal_inputs);
+      const auto code = static_cast<std::uint64_t>(b[p * n + j]);
+      detail::check_code(dp.b, code, "B", p * n + j);
+      db[j * k + p] = tb.empty() ? detail::decode_operand(dp.b, code, dp.flush_subnormal_inputs) : tb[code];
     }
   });
   std::vector<std::int32_t> sbt(scales.b.empty() ? 0 : ns * n);
