@@ -6,6 +6,7 @@
 
 #include <Eigen/Dense>
 #include <benchmark/benchmark.h>
+#include <tbb/global_control.h>
 
 #include "lpemu/datapath/gemm.hpp"
 #include "lpemu/format/codec.hpp"
@@ -55,6 +56,12 @@ void gemm_datapath(benchmark::State& state, const char* name) {
   state.SetLabel("MACs/s");
 }
 
+// One worker thread: the same cores as Eigen's GEMM (single-threaded without OpenMP).
+void gemm_datapath_1thread(benchmark::State& state, const char* name) {
+  tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+  gemm_datapath(state, name);
+}
+
 void gemm_eigen_float(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const Inputs& in = inputs(n);
@@ -69,6 +76,8 @@ void gemm_eigen_float(benchmark::State& state) {
 
 BENCHMARK(gemm_eigen_float)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(gemm_datapath, h100_e4m3_fp32, "h100_e4m3_fp32")->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath_1thread, h100_e4m3_fp32, "h100_e4m3_fp32")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath_1thread, ideal, "ideal")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(gemm_datapath, ideal, "ideal")->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(gemm_datapath, fp32_sequential, "fp32_sequential")->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
