@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 #include <tbb/blocked_range2d.h>
@@ -124,6 +125,64 @@ Packed pack(std::span<const Operand> x, std::size_t rows, std::size_t k) {
   return true;
 }
 
+// The running accumulator between blocks, kept decoded: ±r·2^q (zero when r == 0).
+struct AccState {
+  std::uint64_t r = 0;
+  int q = 0;
+  bool neg = false;
+};
+
+// Rounds ±|s|·2^q like finish_fast (RZ or RNE at p fraction bits, subnormal quantum
+// 2^(emin − p)), leaving the result decoded; false where the general engine must decide.
+[[gnu::always_inline]] inline bool round_state(const format::Format& f, int p, bool rne, std::int64_t s, int q,
+                                               AccState& st) {
+  const bool neg = s < 0;
+  const std::uint64_t mag = neg ? static_cast<std::uint64_t>(-s) : static_cast<std::uint64_t>(s);
+  const int e = q + static_cast<int>(std::bit_width(mag)) - 1;
+  int qo = std::max(e, f.emin) - p;
+  const int sh = qo - q;
+  std::uint64_t r = 0;
+  if (sh <= 0) {
+    r = mag << (-sh);
+  } else if (sh >= 64) {
+    return false;
+  } else {
+    r = mag >> sh;
+    if (rne) {
+      const std::uint64_t rem = mag & ((std::uint64_t{1} << sh) - 1);
+      const std::uint64_t half = std::uint64_t{1} << (sh - 1);
+      if (rem > half || (rem == half && (r & 1) != 0)) ++r;
+    }
+  }
+  if (r >> (p + 1) != 0) {
+    r >>= 1;
+    ++qo;
+  }
+  if (r == 0) return false;
+  if (r < (std::uint64_t{1} << p) && !f.subnormals) return false;
+  if (r >= (std::uint64_t{1} << p)) {
+    // Overflow: the largest finite has exponent emax and the format's top mantissa pattern.
+    const int ev = qo + p;
+    if (ev > f.emax) return false;
+    const std::uint64_t code = (static_cast<std::uint64_t>(ev + f.bias) << f.mantissa_bits) |
+                               ((r - (std::uint64_t{1} << p)) << (f.mantissa_bits - p));
+    if (code > f.max_code) return false;
+  }
+  st.r = r;
+  st.q = qo;
+  st.neg = neg;
+  return true;
+}
+
+std::uint64_t encode_state(const format::Format& f, int p, const AccState& st) {
+  if (st.r == 0) return 0;
+  const std::uint64_t sign = st.neg ? f.sign_bit() : 0;
+  const std::uint64_t hidden = std::uint64_t{1} << p;
+  const int shift = f.mantissa_bits - p;
+  if (st.r < hidden) return sign | (st.r << shift);
+  return sign | (static_cast<std::uint64_t>(st.q + p + f.bias) << f.mantissa_bits) | ((st.r - hidden) << shift);
+}
+
 struct TruncParams {
   const Datapath* dp;
   std::size_t block;
@@ -142,15 +201,29 @@ __attribute__((target_clones("avx2", "default"))) bool element_trunc(
     const TruncParams& P, const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm,
     const std::int32_t* be, std::size_t k, std::uint64_t c, std::uint64_t& out) {
   const Datapath& dp = *P.dp;
-  std::uint64_t acc = c;
+  const format::Format& f = dp.accumulator;
+  const int pbits = dp.accumulator_fraction_bits;
+  const bool rne = dp.accumulator_rounding.mode == format::RoundingMode::nearest_even;
+  const Operand c0 = decode_acc(f, c, dp.addend_emin);
+  if (c0.kind == Kind::nan || c0.kind == Kind::inf) return false;
+  AccState st;
+  bool c_zero = c0.kind == Kind::zero;
+  if (!c_zero) {
+    st.r = c0.mag;
+    st.q = c0.lsb;
+    st.neg = c0.neg;
+  }
   for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += P.block) {
     const std::size_t s1 = std::min(k, s0 + P.block);
     // §1.4: E = max(e_i, e_c, E_floor); zero operands carry a hugely negative exponent.
     int e_max = P.floor;
     for (std::size_t p = s0; p < s1; ++p) e_max = std::max(e_max, ae[p] + be[p]);
-    const Operand co = decode_acc(dp.accumulator, acc, dp.addend_emin);
-    if (co.kind == Kind::nan || co.kind == Kind::inf) return false;
-    if (co.kind == Kind::finite) e_max = std::max(e_max, co.e);
+    int e_c = 0;
+    if (!c_zero) {
+      // §1.3: e_c = max(floor(log2|c|), addend_emin).
+      e_c = std::max(st.q + static_cast<int>(std::bit_width(st.r)) - 1, dp.addend_emin);
+      e_max = std::max(e_max, e_c);
+    }
     const int q = e_max - P.F;
     // §1.5: each product truncated toward zero at 2^q (a lift, then one clamped right shift);
     // §1.6: exact integer sum.
@@ -185,23 +258,137 @@ __attribute__((target_clones("avx2", "default"))) bool element_trunc(
       }
       any = nz != 0;
     }
-    if (co.kind == Kind::finite) {
-      const int sh = q - co.lsb;
-      const auto mag = static_cast<std::int64_t>(co.mag);
+    if (!c_zero) {
+      const int sh = q - st.q;
+      const auto mag = static_cast<std::int64_t>(st.r);
       const std::int64_t t = sh <= 0 ? (mag << -sh) : (sh >= 63 ? 0 : mag >> sh);
-      sum += co.neg ? -t : t;
+      sum += st.neg ? -t : t;
     } else if (!any) {
       return false;  // the sign of an all-zero block depends on the zeros' signs
     }
     if (sum == 0) {
-      acc = 0;  // exact cancellation or everything truncated away: +0, as the block engine
-    } else if (!finish_fast(dp, sum, q, acc)) {
+      st = AccState{};  // exact cancellation or everything truncated away: +0, as the block engine
+      c_zero = true;
+    } else if (!round_state(f, pbits, rne, sum, q, st)) {
       return false;
+    } else {
+      c_zero = false;
     }
     if (s1 >= k) break;
   }
-  out = acc;
+  out = encode_state(f, pbits, st);
   return true;
+}
+
+constexpr std::size_t kLanes = 8;
+typedef std::int32_t V8 __attribute__((vector_size(32)));
+
+#define LPEMU_SPLAT(x) (V8{} + static_cast<std::int32_t>(x))
+#define LPEMU_LOAD8(v, ptr) std::memcpy(&(v), (ptr), sizeof(V8))
+
+// Eight output columns j0..j0+7 of row i at once (lanes = columns, so every max and sum is
+// vertical: no horizontal reductions). B is packed [k][n]. Same arithmetic as element_trunc's
+// int32 path; a lane that needs the general engine gets ok[l] = false.
+__attribute__((target_clones("avx2", "default"))) void row_trunc8(
+    const TruncParams& P, const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bmk,
+    const std::int32_t* bek, std::size_t n, std::size_t k, const std::uint64_t* c, std::uint64_t* out, bool* ok) {
+  const Datapath& dp = *P.dp;
+  const format::Format& f = dp.accumulator;
+  const int pbits = dp.accumulator_fraction_bits;
+  const bool rne = dp.accumulator_rounding.mode == format::RoundingMode::nearest_even;
+  AccState st[kLanes];
+  bool c_zero[kLanes];
+  for (std::size_t l = 0; l < kLanes; ++l) {
+    ok[l] = true;
+    const Operand c0 = decode_acc(f, c[l], dp.addend_emin);
+    c_zero[l] = c0.kind != Kind::finite;
+    if (c0.kind == Kind::nan || c0.kind == Kind::inf) ok[l] = false;
+    if (c0.kind == Kind::finite) st[l] = AccState{c0.mag, c0.lsb, c0.neg};
+  }
+  for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += P.block) {
+    const std::size_t s1 = std::min(k, s0 + P.block);
+    // GCC vector extension: one 8 × int32 value per lane set (AVX2 ymm, or two SSE registers).
+    V8 vmax = LPEMU_SPLAT(P.floor);
+    for (std::size_t p = s0; p < s1; ++p) {
+      V8 be;
+      LPEMU_LOAD8(be, bek + p * n);
+      const V8 e = LPEMU_SPLAT(ae[p]) + be;
+      vmax = vmax > e ? vmax : e;
+    }
+    std::int32_t emax[kLanes];
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      emax[l] = vmax[l];
+      if (!c_zero[l]) {
+        // §1.3: e_c = max(floor(log2|c|), addend_emin).
+        const int e_c = std::max(st[l].q + static_cast<int>(std::bit_width(st[l].r)) - 1, dp.addend_emin);
+        emax[l] = std::max(emax[l], e_c);
+      }
+    }
+    V8 shift0;
+    LPEMU_LOAD8(shift0, emax);
+    shift0 += P.base_shift32;
+    V8 vsum = LPEMU_SPLAT(0);
+    V8 vnz = LPEMU_SPLAT(0);
+    const V8 lift = LPEMU_SPLAT(P.lift32);
+    const V8 cap = LPEMU_SPLAT(31);
+    for (std::size_t p = s0; p < s1; ++p) {
+      V8 bm;
+      V8 be;
+      LPEMU_LOAD8(bm, bmk + p * n);
+      LPEMU_LOAD8(be, bek + p * n);
+      const V8 prod = LPEMU_SPLAT(am[p]) * bm;
+      const V8 sgn = prod >> 31;
+      const V8 mag = (prod ^ sgn) - sgn;
+      V8 sh = shift0 - (LPEMU_SPLAT(ae[p]) + be);
+      sh = sh < cap ? sh : cap;
+      const V8 t = (mag << lift) >> sh;
+      vsum += (t ^ sgn) - sgn;
+      vnz |= prod;
+    }
+    std::int32_t s32[kLanes];
+    std::int32_t nz[kLanes];
+    for (std::size_t l = 0; l < kLanes; ++l) s32[l] = vsum[l], nz[l] = vnz[l];
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      if (!ok[l]) continue;
+      const int q = emax[l] - P.F;
+      std::int64_t sum = s32[l];
+      if (!c_zero[l]) {
+        const int sh = q - st[l].q;
+        const auto mag = static_cast<std::int64_t>(st[l].r);
+        const std::int64_t t = sh <= 0 ? (mag << -sh) : (sh >= 63 ? 0 : mag >> sh);
+        sum += st[l].neg ? -t : t;
+      } else if (nz[l] == 0) {
+        ok[l] = false;  // the sign of an all-zero block depends on the zeros' signs
+        continue;
+      }
+      if (sum == 0) {
+        st[l] = AccState{};
+        c_zero[l] = true;
+      } else if (!round_state(f, pbits, rne, sum, q, st[l])) {
+        ok[l] = false;
+      } else {
+        c_zero[l] = false;
+      }
+    }
+    if (s1 >= k) break;
+  }
+  for (std::size_t l = 0; l < kLanes; ++l) out[l] = ok[l] ? encode_state(f, pbits, st[l]) : 0;
+}
+
+// ideal: Σ of exact products at the smallest possible product lsb (int64); `nz` = 0 when every
+// product is zero (the caller then lets the general engine pick the sign of zero).
+__attribute__((target_clones("avx2", "default"))) std::int64_t element_exact(
+    const std::int32_t* am, const std::int32_t* al, const std::int32_t* bm, const std::int32_t* bl, std::size_t k,
+    int lmin, std::int64_t& nz) {
+  std::int64_t s = 0;
+  std::int64_t any = 0;
+  for (std::size_t p = 0; p < k; ++p) {
+    const std::int64_t prod = static_cast<std::int64_t>(am[p]) * bm[p];
+    s += prod << (al[p] + bl[p] - lmin);
+    any |= prod;
+  }
+  nz = any;
+  return s;
 }
 
 bool narrow(const format::Format& f) { return f.kind == format::Kind::floating && f.mantissa_bits <= 10; }
@@ -233,6 +420,15 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   const Packed pa = pack(a, m, k);
   const Packed pb = pack(b, n, k);
   const bool exact = dp.alignment == Alignment::exact;
+  // ideal in int64: products span at most `span` bits above lmin, K of them need bit_width(K) more.
+  const int span = (dp.a.emax - dp.a.emin + dp.a.mantissa_bits + 1) + (dp.b.emax - dp.b.emin + dp.b.mantissa_bits + 1) + 2;
+  if (exact && span + static_cast<int>(std::bit_width(k)) > 62) {
+    tbb::parallel_for(std::size_t{0}, m * n, [&](std::size_t e) {
+      const std::size_t i = e / n, j = e % n;
+      d[e] = dot_decoded(dp, a.subspan(i * k, k), b.subspan(j * k, k), c.empty() ? 0 : c[e], {}, {}, e);
+    });
+    return;
+  }
   const int lmin = (dp.a.emin - dp.a.mantissa_bits) + (dp.b.emin - dp.b.mantissa_bits);
   const std::size_t bs = exact ? std::max<std::size_t>(k, 1) : static_cast<std::size_t>(dp.fused_terms);
   const int F = dp.fraction_bits;
@@ -245,40 +441,59 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
                      dp.fused_terms <= 64;
   const int base_shift32 = mbsum - F + lift32;
   const TruncParams tp{&dp, bs, F, floor, mbsum - F + kLift, base_shift32, lift32, use32};
-  tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, n, 16), [&](const auto& r) {
-    std::vector<std::uint64_t> row_codes;
+  // B also packed in panels of eight columns, [n/8][k][8], for the eight-column kernel.
+  std::vector<std::int32_t> bmk, bek;
+  const std::size_t panels = n / kLanes;
+  if (use32 && !exact) {
+    bmk.resize(panels * k * kLanes);
+    bek.resize(panels * k * kLanes);
+    for (std::size_t j = 0; j < panels * kLanes; ++j) {
+      for (std::size_t p = 0; p < k; ++p) {
+        const std::size_t at = ((j / kLanes) * k + p) * kLanes + j % kLanes;
+        bmk[at] = pb.m[j * k + p];
+        bek[at] = pb.e[j * k + p];
+      }
+    }
+  }
+  auto general = [&](std::size_t i, std::size_t j) {
+    const std::uint64_t cc = c.empty() ? 0 : c[i * n + j];
+    return dot_decoded(dp, a.subspan(i * k, k), b.subspan(j * k, k), cc, {}, {}, i * n + j);
+  };
+  tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, n, 64), [&](const auto& r) {
     for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
       const std::int32_t* am = pa.m.data() + i * k;
       const std::int32_t* ae = pa.e.data() + i * k;
       const std::int32_t* al = pa.l.data() + i * k;
-      for (std::size_t j = r.cols().begin(); j != r.cols().end(); ++j) {
+      std::size_t j = r.cols().begin();
+      if (use32 && !exact && pa.special[i] == 0 && j % kLanes == 0) {
+        for (; j + kLanes <= r.cols().end(); j += kLanes) {
+          std::uint64_t cc[kLanes] = {};
+          std::uint64_t out[kLanes];
+          bool ok[kLanes];
+          if (!c.empty()) std::copy(c.begin() + static_cast<long>(i * n + j), c.begin() + static_cast<long>(i * n + j + kLanes), cc);
+          row_trunc8(tp, am, ae, bmk.data() + j * k, bek.data() + j * k, kLanes, k, cc, out, ok);
+          for (std::size_t l = 0; l < kLanes; ++l) {
+            d[i * n + j + l] = (ok[l] && pb.special[j + l] == 0) ? out[l] : general(i, j + l);
+          }
+        }
+      }
+      for (; j != r.cols().end(); ++j) {
         const std::uint64_t cc = c.empty() ? 0 : c[i * n + j];
         if (pa.special[i] != 0 || pb.special[j] != 0) {
-          d[i * n + j] = dot_decoded(dp, a.subspan(i * k, k), b.subspan(j * k, k), cc, {}, {}, i * n + j);
+          d[i * n + j] = general(i, j);
           continue;
         }
         const std::int32_t* bm = pb.m.data() + j * k;
         const std::int32_t* be = pb.e.data() + j * k;
         const std::int32_t* bl = pb.l.data() + j * k;
         if (exact) {
-          // ideal: Σ exactly at the smallest possible product lsb, then one rounding with c.
-          std::int64_t s = 0;
-          bool all_zero_neg = true;
-          for (std::size_t p = 0; p < k; ++p) {
-            const std::int64_t prod = static_cast<std::int64_t>(am[p]) * bm[p];
-            s += prod * (std::int64_t{1} << (al[p] + bl[p] - lmin));
-            if (prod != 0) all_zero_neg = false;
-            else all_zero_neg = all_zero_neg && (a[i * k + p].neg != b[j * k + p].neg);
-          }
-          d[i * n + j] = finish_block(dp, s, lmin, all_zero_neg, cc, true);
+          std::int64_t nz = 0;
+          const std::int64_t s = element_exact(am, al, bm, bl, k, lmin, nz);
+          d[i * n + j] = nz != 0 ? finish_block(dp, s, lmin, false, cc, true) : general(i, j);
           continue;
         }
         std::uint64_t out = 0;
-        if (element_trunc(tp, am, ae, bm, be, k, cc, out)) {
-          d[i * n + j] = out;
-        } else {
-          d[i * n + j] = dot_decoded(dp, a.subspan(i * k, k), b.subspan(j * k, k), cc, {}, {}, i * n + j);
-        }
+        d[i * n + j] = element_trunc(tp, am, ae, bm, be, k, cc, out) ? out : general(i, j);
       }
     }
   });

@@ -184,7 +184,7 @@ TEST_CASE("gemm equals dot per element and is bit-identical for 1 and 2 threads"
   std::vector<Datapath> dps = {reg.get("h100_e4m3_fp32"), reg.get("ideal"), reg.get("fp32_sequential"),
                                reg.get("a100_fp16_fp16"), reg.get("h100_e4m3_fp32_promote128"), sr};
   dps[1].a = dps[1].b = dps[2].a = dps[2].b = Registry::builtin().get("fp8_e4m3");
-  const std::size_t m = 9, n = 7, k = 300;
+  const std::size_t m = 9, n = 19, k = 300;  // n: two 8-column kernels plus a tail
   std::mt19937_64 rng(5);
   for (const Datapath& dp : dps) {
     const auto a = random_codes(rng, dp.a, m * k);
@@ -278,7 +278,7 @@ TEST_CASE("gemm equals dot with NaN, Inf and zero-heavy rows", "[datapath][prope
   std::mt19937_64 rng(21);
   for (const char* name : {"h100_e4m3_fp32", "h100_fp16_fp32", "v100_fp16_fp32", "a100_bf16_fp32", "ada_e5m2_fp16"}) {
     const Datapath& dp = reg.get(name);
-    const std::size_t m = 6, n = 5, k = 70;
+    const std::size_t m = 6, n = 13, k = 70;
     std::vector<std::uint64_t> a(m * k), b(k * n);
     for (auto& x : a) x = (rng() % 3 == 0) ? random_finite(rng, dp.a) : (rng() % 2) * dp.a.sign_bit();
     for (auto& x : b) x = (rng() % 3 == 0) ? random_finite(rng, dp.b) : (rng() % 2) * dp.b.sign_bit();
