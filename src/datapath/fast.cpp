@@ -4,6 +4,10 @@
 // re-packed once per matrix into signed significands and exponents; block sums are int64.
 #include "datapath/fast.hpp"
 
+// The vector helpers below are internal and always inlined; no function with a vector in its
+// signature leaves this file, so GCC's -Wpsabi note about the AVX calling convention does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -283,8 +287,13 @@ __attribute__((target_clones("avx2", "default"))) bool element_trunc(
 constexpr std::size_t kLanes = 8;
 typedef std::int32_t V8 __attribute__((vector_size(32)));
 
-#define LPEMU_SPLAT(x) (V8{} + static_cast<std::int32_t>(x))
-#define LPEMU_LOAD8(v, ptr) std::memcpy(&(v), (ptr), sizeof(V8))
+[[gnu::always_inline]] inline V8 splat(std::int32_t x) { return V8{} + x; }
+
+[[gnu::always_inline]] inline V8 load8(const std::int32_t* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 
 // Eight output columns j0..j0+7 of row i at once (lanes = columns, so every max and sum is
 // vertical: no horizontal reductions). B is packed [k][n]. Same arithmetic as element_trunc's
@@ -308,11 +317,9 @@ __attribute__((target_clones("avx2", "default"))) void row_trunc8(
   for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += P.block) {
     const std::size_t s1 = std::min(k, s0 + P.block);
     // GCC vector extension: one 8 × int32 value per lane set (AVX2 ymm, or two SSE registers).
-    V8 vmax = LPEMU_SPLAT(P.floor);
+    V8 vmax = splat(P.floor);
     for (std::size_t p = s0; p < s1; ++p) {
-      V8 be;
-      LPEMU_LOAD8(be, bek + p * n);
-      const V8 e = LPEMU_SPLAT(ae[p]) + be;
+      const V8 e = splat(ae[p]) + load8(bek + p * n);
       vmax = vmax > e ? vmax : e;
     }
     std::int32_t emax[kLanes];
@@ -324,22 +331,17 @@ __attribute__((target_clones("avx2", "default"))) void row_trunc8(
         emax[l] = std::max(emax[l], e_c);
       }
     }
-    V8 shift0;
-    LPEMU_LOAD8(shift0, emax);
-    shift0 += P.base_shift32;
-    V8 vsum = LPEMU_SPLAT(0);
-    V8 vnz = LPEMU_SPLAT(0);
-    const V8 lift = LPEMU_SPLAT(P.lift32);
-    const V8 cap = LPEMU_SPLAT(31);
+    const V8 shift0 = load8(emax) + P.base_shift32;
+    V8 vsum = splat(0);
+    V8 vnz = splat(0);
+    const V8 lift = splat(P.lift32);
+    const V8 cap = splat(31);
     for (std::size_t p = s0; p < s1; ++p) {
-      V8 bm;
-      V8 be;
-      LPEMU_LOAD8(bm, bmk + p * n);
-      LPEMU_LOAD8(be, bek + p * n);
-      const V8 prod = LPEMU_SPLAT(am[p]) * bm;
+      const V8 be = load8(bek + p * n);
+      const V8 prod = splat(am[p]) * load8(bmk + p * n);
       const V8 sgn = prod >> 31;
       const V8 mag = (prod ^ sgn) - sgn;
-      V8 sh = shift0 - (LPEMU_SPLAT(ae[p]) + be);
+      V8 sh = shift0 - (splat(ae[p]) + be);
       sh = sh < cap ? sh : cap;
       const V8 t = (mag << lift) >> sh;
       vsum += (t ^ sgn) - sgn;
