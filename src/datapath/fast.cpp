@@ -491,7 +491,9 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
         if (exact) {
           std::int64_t nz = 0;
           const std::int64_t s = element_exact(am, al, bm, bl, k, lmin, nz);
-          d[i * n + j] = nz != 0 ? finish_block(dp, s, lmin, false, cc, true) : general(i, j);
+          const Kind ck = decode_acc(dp.accumulator, cc, dp.addend_emin).kind;
+          const bool plain = nz != 0 && ck != Kind::nan && ck != Kind::inf;
+          d[i * n + j] = plain ? finish_block(dp, s, lmin, false, cc, true) : general(i, j);
           continue;
         }
         std::uint64_t out = 0;

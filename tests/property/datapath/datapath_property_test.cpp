@@ -276,8 +276,10 @@ TEST_CASE("gemm equals dot with NaN, Inf and zero-heavy rows", "[datapath][prope
   // Covers the fast kernels' fallbacks (special rows, all-zero blocks) and their int64 variant.
   const auto& reg = DatapathRegistry::builtin();
   std::mt19937_64 rng(21);
-  for (const char* name : {"h100_e4m3_fp32", "h100_fp16_fp32", "v100_fp16_fp32", "a100_bf16_fp32", "ada_e5m2_fp16"}) {
-    const Datapath& dp = reg.get(name);
+  Datapath ideal8 = reg.get("ideal");
+  ideal8.a = ideal8.b = Registry::builtin().get("fp8_e4m3");
+  for (const char* name : {"h100_e4m3_fp32", "h100_fp16_fp32", "v100_fp16_fp32", "a100_bf16_fp32", "ada_e5m2_fp16", "ideal8"}) {
+    const Datapath& dp = std::string(name) == "ideal8" ? ideal8 : reg.get(name);
     const std::size_t m = 6, n = 13, k = 70;
     std::vector<std::uint64_t> a(m * k), b(k * n);
     for (auto& x : a) x = (rng() % 3 == 0) ? random_finite(rng, dp.a) : (rng() % 2) * dp.a.sign_bit();
@@ -287,6 +289,8 @@ TEST_CASE("gemm equals dot with NaN, Inf and zero-heavy rows", "[datapath][prope
     for (std::size_t p = 0; p < k; ++p) a[4 * k + p] = dp.a.sign_bit();      // row 4: all −0
     std::vector<std::uint64_t> c(m * n);
     for (std::size_t i = 0; i < c.size(); ++i) c[i] = (i % 2) * dp.output().sign_bit();
+    c[3 * n + 1] = dp.output().nan_code();  // NaN and Inf in C
+    c[3 * n + 2] = dp.output().inf_code();
     std::vector<std::uint64_t> d(m * n);
     gemm(dp, m, n, k, a, b, c, d);
     for (std::size_t i = 0; i < m; ++i) {

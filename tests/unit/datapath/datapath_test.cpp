@@ -125,3 +125,21 @@ TEST_CASE("exact_dot returns the exact sum", "[datapath][unit]") {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("an integer accumulator sums int8 products exactly and saturates", "[datapath][unit]") {
+  Datapath dp = DatapathRegistry::builtin().get("ideal");
+  dp.a = dp.b = Registry::builtin().get("int8");
+  dp.accumulator = lpemu::format::make_int("int32", 32);
+  dp.accumulator_fraction_bits = 0;
+  // 127·127 + (−128)·127 = −127 → two's complement 0xffffff81.
+  CHECK(dot(dp, std::vector<std::uint64_t>{0x7f, 0x80}, std::vector<std::uint64_t>{0x7f, 0x7f}, 0) == 0xffffff81);
+  // c = 2^31 − 1 plus 1 saturates at 2^31 − 1.
+  CHECK(dot(dp, std::vector<std::uint64_t>{0x01}, std::vector<std::uint64_t>{0x01}, 0x7fffffff) == 0x7fffffff);
+  dp.accumulator = lpemu::format::make_int("int16", 16);
+  CHECK(dot(dp, std::vector<std::uint64_t>{0x80, 0x80, 0x80}, std::vector<std::uint64_t>{0x80, 0x80, 0x80}, 0) ==
+        0x7fff);  // 3·2^14 = 49152 saturates at 32767
+}
+
+}  // namespace
