@@ -143,3 +143,21 @@ TEST_CASE("an integer accumulator sums int8 products exactly and saturates", "[d
 }
 
 }  // namespace
+
+#include "lpemu/io/svg_plot.hpp"
+
+namespace {
+
+TEST_CASE("svg_line_plot draws one polyline and legend entry per series", "[io][unit]") {
+  const std::string svg = lpemu::io::svg_line_plot(
+      {"error vs K", "K", "relative error"},
+      {{"h100<e4m3>", {16, 256, 4096}, {1e-5, 1e-4, 0.0}}, {"ideal", {16, 256}, {1e-8, 2e-8}}});
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("h100&lt;e4m3&gt;") != std::string::npos);
+  std::size_t lines = 0;
+  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++lines;
+  CHECK(lines == 2);
+  CHECK(svg.find("</svg>") != std::string::npos);
+}
+
+}  // namespace
