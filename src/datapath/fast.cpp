@@ -82,53 +82,6 @@ Packed pack(std::span<const Operand> x, std::size_t rows, std::size_t k) {
   return o;
 }
 
-// Rounds ±|s|·2^q into an IEEE-style accumulator with RZ or RNE at p fraction bits
-// (tensor-cores.md §1.7), or returns false to defer to the general engine.
-[[gnu::always_inline]] inline bool finish_fast(const Datapath& dp, std::int64_t s, int q, std::uint64_t& out) {
-  const format::Format& f = dp.accumulator;
-  const format::RoundingMode mode = dp.accumulator_rounding.mode;
-  if (s == 0 || dp.flush_subnormal_outputs ||
-      (mode != format::RoundingMode::toward_zero && mode != format::RoundingMode::nearest_even)) {
-    return false;
-  }
-  const bool neg = s < 0;
-  const std::uint64_t mag = neg ? static_cast<std::uint64_t>(-s) : static_cast<std::uint64_t>(s);
-  const int p = dp.accumulator_fraction_bits;
-  const int e = q + static_cast<int>(std::bit_width(mag)) - 1;
-  int qo = std::max(e, f.emin) - p;
-  const int sh = qo - q;
-  std::uint64_t r = 0;
-  if (sh <= 0) {
-    r = mag << (-sh);
-  } else if (sh >= 64) {
-    return false;
-  } else {
-    r = mag >> sh;
-    if (mode == format::RoundingMode::nearest_even) {
-      const std::uint64_t rem = mag & ((std::uint64_t{1} << sh) - 1);
-      const std::uint64_t half = std::uint64_t{1} << (sh - 1);
-      if (rem > half || (rem == half && (r & 1) != 0)) ++r;
-    }
-  }
-  if (r >> (p + 1) != 0) {
-    r >>= 1;
-    ++qo;
-  }
-  if (r == 0) return false;
-  const std::uint64_t hidden = std::uint64_t{1} << p;
-  const int shift = f.mantissa_bits - p;
-  const std::uint64_t sign = neg ? f.sign_bit() : 0;
-  if (r < hidden) {
-    if (!f.subnormals) return false;
-    out = sign | (r << shift);
-    return true;
-  }
-  const int ev = qo + p;
-  if (ev > f.emax) return false;
-  out = sign | (static_cast<std::uint64_t>(ev + f.bias) << f.mantissa_bits) | ((r - hidden) << shift);
-  return true;
-}
-
 // The running accumulator between blocks, kept decoded: ±r·2^q (zero when r == 0).
 struct AccState {
   std::uint64_t r = 0;
@@ -136,7 +89,7 @@ struct AccState {
   bool neg = false;
 };
 
-// Rounds ±|s|·2^q like finish_fast (RZ or RNE at p fraction bits, subnormal quantum
+// Rounds ±|s|·2^q (RZ or RNE at p fraction bits, subnormal quantum
 // 2^(emin − p)), leaving the result decoded; false where the general engine must decide.
 [[gnu::always_inline]] inline bool round_state(const format::Format& f, int p, bool rne, std::int64_t s, int q,
                                                AccState& st) {
@@ -200,7 +153,7 @@ struct TruncParams {
 
 // One output element of a truncating BFMA datapath (tensor-cores.md §1, steps 1–8), all inlined
 // so each clone vectorises its inner loops. Returns false where the general engine must decide
-// (special values, an all-zero block with zero c, or a rounding finish_fast defers).
+// (special values, an all-zero block with zero c, or a rounding round_state defers).
 __attribute__((target_clones("avx2", "default"))) bool element_trunc(
     const TruncParams& P, const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm,
     const std::int32_t* be, std::size_t k, std::uint64_t c, std::uint64_t& out) {
