@@ -5,4 +5,5 @@ target_sources(lpemu_cli PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cmd_convert.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cmd_proposal.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cmd_cost.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cmd_dot.cpp
 )

@@ -1,0 +1,84 @@
+// GEMM under datapaths (fp8_e4m3 inputs) beside Eigen's native float GEMM of the same shape.
+// Figures go in notes, not assertions (STYLE.md §3.7).
+#include <map>
+#include <random>
+#include <vector>
+
+#include <Eigen/Dense>
+#include <benchmark/benchmark.h>
+#include <tbb/global_control.h>
+
+#include "lpemu/datapath/gemm.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/format/registry.hpp"
+
+namespace {
+
+using namespace lpemu;
+
+struct Inputs {
+  std::vector<std::uint8_t> a, b;
+  Eigen::MatrixXf fa, fb;
+};
+
+const Inputs& inputs(std::size_t n) {
+  static std::map<std::size_t, Inputs> cache;
+  auto it = cache.find(n);
+  if (it != cache.end()) return it->second;
+  const auto& e4m3 = format::Registry::builtin().get("fp8_e4m3");
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Inputs in;
+  in.a.resize(n * n);
+  in.b.resize(n * n);
+  in.fa.resize(static_cast<long>(n), static_cast<long>(n));
+  in.fb.resize(static_cast<long>(n), static_cast<long>(n));
+  for (std::size_t i = 0; i < n * n; ++i) {
+    in.a[i] = static_cast<std::uint8_t>(format::encode(e4m3, static_cast<double>(normal(rng))));
+    in.b[i] = static_cast<std::uint8_t>(format::encode(e4m3, static_cast<double>(normal(rng))));
+    in.fa(static_cast<long>(i / n), static_cast<long>(i % n)) = static_cast<float>(format::decode(e4m3, in.a[i]));
+    in.fb(static_cast<long>(i / n), static_cast<long>(i % n)) = static_cast<float>(format::decode(e4m3, in.b[i]));
+  }
+  return cache.emplace(n, std::move(in)).first->second;
+}
+
+void gemm_datapath(benchmark::State& state, const char* name) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  datapath::Datapath dp = datapath::DatapathRegistry::builtin().get(name);
+  dp.a = dp.b = format::Registry::builtin().get("fp8_e4m3");  // ideal / fp32_sequential: e4m3 codes in
+  const Inputs& in = inputs(n);
+  std::vector<std::uint32_t> d(n * n);
+  for (auto _ : state) {
+    datapath::gemm(dp, n, n, n, in.a, in.b, {}, d);
+    benchmark::DoNotOptimize(d.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(n * n * n));
+  state.SetLabel("MACs/s");
+}
+
+// One worker thread: the same cores as Eigen's GEMM (single-threaded without OpenMP).
+void gemm_datapath_1thread(benchmark::State& state, const char* name) {
+  tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+  gemm_datapath(state, name);
+}
+
+void gemm_eigen_float(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const Inputs& in = inputs(n);
+  Eigen::MatrixXf c(static_cast<long>(n), static_cast<long>(n));
+  for (auto _ : state) {
+    c.noalias() = in.fa * in.fb;
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(n * n * n));
+  state.SetLabel("MACs/s");
+}
+
+BENCHMARK(gemm_eigen_float)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath, h100_e4m3_fp32, "h100_e4m3_fp32")->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath_1thread, h100_e4m3_fp32, "h100_e4m3_fp32")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath_1thread, ideal, "ideal")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath, ideal, "ideal")->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath, fp32_sequential, "fp32_sequential")->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace

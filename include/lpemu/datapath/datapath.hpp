@@ -1,0 +1,154 @@
+// Datapaths as data: how a compute core forms d = c + Σ a_i·b_i (issue 4, DESIGN.md "The numeric
+// core"). A datapath is a TOML file under formats/datapath/ (embedded at build time) or DIR/datapath/.
+//
+// The block model is the "block fused multiply-add" (BFMA) collected in
+// shared/reference/tensor-cores.md §1 from [KM-TACO] Generic_BFMA_TC.m / GlobalAlignmentSum() and
+// [MMA-Sim] fused_sum(): exact products with unnormalised exponents, alignment of every term to
+// 2^(E-F) below the block's largest exponent E, an exact fixed-point sum, one normalisation and
+// one rounding per block, blocks chained along K.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lpemu/format/format.hpp"
+#include "lpemu/format/registry.hpp"
+#include "lpemu/format/rounding.hpp"
+
+namespace lpemu::datapath {
+
+/// How the bits of a term below the alignment quantum 2^(E-F) are dropped.
+enum class Alignment : std::uint8_t {
+  exact,         ///< nothing dropped: the block sum is exact (F is unbounded)
+  truncate,      ///< toward zero of each term's magnitude (NVIDIA tensor cores, tensor-cores.md §1.5)
+  nearest_even,  ///< each term rounded to nearest, ties to even, at the quantum
+  round_down,    ///< each term rounded toward −∞ (two's-complement truncation)
+};
+
+/// Where the addend c enters a block.
+enum class Addend : std::uint8_t {
+  fused,  ///< c joins the alignment and the fixed-point sum (tensor-cores.md §1.3)
+  late,   ///< the block sums products only, rounds, then adds c with a second rounding
+};
+
+/// How K longer than one block is summed.
+enum class Order : std::uint8_t {
+  sequential,  ///< consecutive blocks of n, each block's output is the next block's c (§1.8)
+  pairwise,    ///< blocks from c = 0, block results added in a balanced tree, then c added
+  split_k,     ///< K split into `split_chunks` contiguous chunks, each chained from 0, then summed
+};
+
+/// How per-block power-of-two scales (block-scaled formats) are applied.
+enum class ScaleApplication : std::uint8_t {
+  none,     ///< no block scales
+  product,  ///< scale exponents added to each product's exponent before alignment (OCP MX, mxf8f6f4)
+  group,    ///< products summed exactly per scale block, the group sum scaled, then aligned (nvf4)
+};
+
+/// Overflow of a rounded result.
+enum class OverflowRule : std::uint8_t {
+  native,    ///< ±Inf (or NaN where the format has no Inf) whatever the rounding, as the published models
+  ieee,      ///< IEEE 754 §7.4: directed roundings that do not round away give ±max finite
+  saturate,  ///< ±max finite
+};
+
+/// Rounding of a result into a format, with the stochastic-rounding parameters.
+struct ResultRounding {
+  format::RoundingMode mode = format::RoundingMode::nearest_even;
+  int sr_bits = 32;        ///< stochastic: random bits r
+  std::uint64_t seed = 0;  ///< stochastic: stream seed
+};
+
+/// A datapath: every parameter of d = c + Σ a_i·b_i as a core computes it.
+struct Datapath {
+  std::string name;
+  std::string description;
+  std::string source;              ///< citation(s) for the parameters
+  std::vector<std::string> open;   ///< parameters the sources leave open
+
+  // Inputs.
+  format::Format a;                ///< element format of a
+  format::Format b;                ///< element format of b
+  bool flush_subnormal_inputs = false;
+  ScaleApplication scale_application = ScaleApplication::none;
+  int scale_block = 0;             ///< products per block scale (32 for MX, 16 for NVFP4)
+  int group_size = 0;              ///< scale_application = group: products per exact group sum (0: scale_block)
+
+  // Products.
+  std::optional<format::Format> product_format;  ///< empty: products exact
+  format::RoundingMode product_rounding = format::RoundingMode::nearest_even;
+
+  // Block (fused multi-term adder).
+  int fused_terms = 1;             ///< n products per block; 0 = all of K in one block
+  Addend addend = Addend::fused;
+  int addend_emin = 0;             ///< e_c = max(floor(log2|c|), addend_emin) (§1.3: −126 even for fp16 c)
+  ResultRounding late_rounding;    ///< addend = late: rounding of c + block result
+  Alignment alignment = Alignment::exact;
+  int fraction_bits = 0;           ///< F: bits kept below the block's largest exponent
+  std::optional<int> exponent_floor;  ///< E_floor: E = max(E, E_floor) ([KM-TACO] min_exp_limit)
+  bool sticky = false;             ///< each term keeps one sticky bit below the quantum
+
+  // Accumulator: the format each block rounds to (c and d are in it unless promotion is set).
+  format::Format accumulator;
+  int accumulator_fraction_bits = 0;  ///< p_out: fraction bits kept (13 for FP8 "e8m13" in fp32)
+  ResultRounding accumulator_rounding;
+  OverflowRule overflow = OverflowRule::native;
+  bool flush_subnormal_outputs = false;
+
+  // Promotion: every `promote_every` products the partial sum is added into a wider accumulator.
+  int promote_every = 0;           ///< 0: no promotion
+  std::optional<format::Format> promotion_format;
+  ResultRounding promotion_rounding;
+
+  // Summation order for long K.
+  Order order = Order::sequential;
+  int split_chunks = 1;
+
+  /// The format of c and d: the promotion format when promotion is on, else the accumulator.
+  const format::Format& output() const { return promotion_format ? *promotion_format : accumulator; }
+  /// One line: inputs, n, F, rounding, output.
+  std::string summary() const;
+};
+
+/// Parses one datapath TOML document; element formats are looked up in `formats`. Errors name
+/// origin:line, the field, the value and what was expected.
+Datapath parse_datapath_toml(std::string_view text, std::string_view origin, const format::Registry& formats);
+
+/// Datapaths by name.
+class DatapathRegistry {
+ public:
+  /// The built-in presets (formats/datapath/*.toml) over the built-in element formats.
+  static const DatapathRegistry& builtin();
+  /// Built-in presets, then DIR/datapath/*.toml for each dir of LPEMU_FORMATS_PATH and `dirs`,
+  /// with element formats from `formats`.
+  static DatapathRegistry with_user_paths(const std::vector<std::filesystem::path>& dirs,
+                                          const format::Registry& formats);
+
+  /// Adds a datapath; throws SpecError if the name is taken.
+  void add(Datapath d, std::string origin);
+  /// The datapath called `name`; throws UnknownNameError with the closest names.
+  const Datapath& get(std::string_view name) const;
+  /// The datapath called `name`, or nullptr.
+  const Datapath* find(std::string_view name) const;
+  /// Names in sorted order.
+  std::vector<std::string> names() const;
+  /// Where a datapath came from ("builtin:datapath/ideal.toml" or a path).
+  const std::string& origin(std::string_view name) const;
+
+ private:
+  std::vector<Datapath> items_;
+  std::vector<std::string> origins_;
+  std::map<std::string, std::size_t, std::less<>> index_;
+};
+
+/// TOML spelling of an Alignment.
+std::string_view to_string(Alignment a);
+/// TOML spelling of an Order.
+std::string_view to_string(Order o);
+
+}  // namespace lpemu::datapath

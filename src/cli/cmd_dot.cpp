@@ -1,0 +1,281 @@
+// `lpemu dot`, `lpemu datapath-error`, `lpemu datapath list|show`: thin wrappers over
+// lpemu::datapath (issue 4).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+
+#include <tbb/parallel_for.h>
+
+#include "cli/commands.hpp"
+#include "lpemu/datapath/dot.hpp"
+#include "lpemu/datapath/exact.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/io/svg_plot.hpp"
+
+namespace lpemu::cli {
+namespace {
+
+const datapath::DatapathRegistry& datapaths(Context& ctx) {
+  static std::optional<datapath::DatapathRegistry> reg;
+  if (!reg) reg = datapath::DatapathRegistry::with_user_paths(ctx.formats_dirs, ctx.formats());
+  return *reg;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) out.push_back(cur);
+  if (!s.empty() && s.back() == sep) out.emplace_back();
+  return out;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  return s.substr(i);
+}
+
+std::string hex(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// One hex code of format f from a CSV field; errors name file:row, the column and the value.
+std::uint64_t parse_hex(const std::string& text, const format::Format& f, const std::string& where,
+                        const std::string& column) {
+  std::string t = trim(text);
+  if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) t = t.substr(2);
+  std::uint64_t v = 0;
+  bool ok = !t.empty() && t.size() <= 16;
+  for (const char ch : t) {
+    int d = -1;
+    if (ch >= '0' && ch <= '9') d = ch - '0';
+    else if (ch >= 'a' && ch <= 'f') d = ch - 'a' + 10;
+    else if (ch >= 'A' && ch <= 'F') d = ch - 'A' + 10;
+    if (d < 0) ok = false;
+    else v = (v << 4) | static_cast<std::uint64_t>(d);
+  }
+  if (!ok) {
+    throw Error(where + ": column '" + column + "' = '" + text + "': expected hex codes of " + f.name);
+  }
+  if ((v & ~f.code_mask()) != 0) {
+    throw Error(where + ": column '" + column + "' = '" + text + "': code wider than format '" + f.name + "' (" +
+                std::to_string(f.bits) + " bits)");
+  }
+  return v;
+}
+
+void run_dot(Context& ctx, const std::string& name, const std::string& in_path, const std::string& out_path) {
+  ctx.apply_threads();
+  const datapath::Datapath& dp = datapaths(ctx).get(name);
+  std::ifstream in(in_path);
+  if (!in) throw IoError(in_path + ": cannot open cases file");
+  std::string line;
+  if (!std::getline(in, line)) throw IoError(in_path + ": empty file: expected a header row with columns a,b,c");
+  const auto header = split(trim(line), ',');
+  std::map<std::string, std::size_t> col;
+  for (std::size_t i = 0; i < header.size(); ++i) col[trim(header[i])] = i;
+  for (const char* need : {"a", "b", "c"}) {
+    if (col.find(need) == col.end()) {
+      throw IoError(in_path + ":1: header has no column '" + need + "' (expected columns a,b,c)");
+    }
+  }
+  std::ofstream out_file;
+  if (!out_path.empty()) {
+    out_file.open(out_path);
+    if (!out_file) throw IoError(out_path + ": cannot write");
+  }
+  std::ostream& out = out_path.empty() ? std::cout : out_file;
+  out << "a,b,c,d,d_value,exact\n";
+  std::size_t row = 1;
+  std::size_t cases = 0;
+  while (std::getline(in, line)) {
+    ++row;
+    if (trim(line).empty()) continue;
+    const std::string where = in_path + ":" + std::to_string(row);
+    const auto fields = split(line, ',');
+    if (fields.size() != header.size()) {
+      throw Error(where + ": " + std::to_string(fields.size()) + " fields, expected " +
+                  std::to_string(header.size()) + " (a,b,c)");
+    }
+    std::vector<std::uint64_t> a, b;
+    for (const auto& s : split(fields[col["a"]], ';')) a.push_back(parse_hex(s, dp.a, where, "a"));
+    for (const auto& s : split(fields[col["b"]], ';')) b.push_back(parse_hex(s, dp.b, where, "b"));
+    if (a.size() != b.size()) {
+      throw Error(where + ": column 'a' has " + std::to_string(a.size()) + " codes but 'b' has " +
+                  std::to_string(b.size()));
+    }
+    const std::uint64_t c = parse_hex(fields[col["c"]], dp.output(), where, "c");
+    const std::uint64_t d = datapath::dot(dp, a, b, c, {}, cases);
+    const datapath::ExactValue ex = datapath::exact_dot(dp, a, b, c);
+    out << trim(fields[col["a"]]) << ',' << trim(fields[col["b"]]) << ',' << trim(fields[col["c"]]) << ','
+        << hex(d) << ',' << format_real(format::decode(dp.output(), d)) << ',' << ex.to_string(25) << '\n';
+    ++cases;
+  }
+  if (!out_path.empty()) std::cout << "wrote " << cases << " results to " << out_path << "\n";
+}
+
+struct ErrorFlags {
+  std::string datapaths = "h100_e4m3_fp32,h100_e4m3_fp32_promote128,ideal";
+  std::string ks = "16,64,256,1024,4096";
+  std::string dist = "normal";
+  std::string inputs;
+  int trials = 100;
+  std::uint64_t seed = 1;
+  std::string out_dir;
+};
+
+double draw(std::mt19937_64& rng, const std::string& dist) {
+  if (dist == "uniform") return std::uniform_real_distribution<double>(-1.0, 1.0)(rng);
+  if (dist == "lognormal") {
+    const double m = std::lognormal_distribution<double>(0.0, 1.0)(rng);
+    return (rng() & 1) != 0 ? -m : m;
+  }
+  return std::normal_distribution<double>(0.0, 1.0)(rng);
+}
+
+void run_error(Context& ctx, const ErrorFlags& f) {
+  ctx.apply_threads();
+  if (f.dist != "normal" && f.dist != "uniform" && f.dist != "lognormal") {
+    throw Error("--dist '" + f.dist + "': expected normal, uniform or lognormal");
+  }
+  if (f.trials < 1) throw Error("--trials " + std::to_string(f.trials) + ": expected a positive count");
+  std::vector<datapath::Datapath> dps;
+  for (const auto& n : split(f.datapaths, ',')) {
+    datapath::Datapath dp = datapaths(ctx).get(trim(n));
+    if (!f.inputs.empty()) dp.a = dp.b = ctx.formats().get(f.inputs);
+    if (dp.scale_application != datapath::ScaleApplication::none) {
+      throw Error("datapath '" + dp.name + "' is block-scaled: datapath-error does not draw block scales yet");
+    }
+    dps.push_back(std::move(dp));
+  }
+  std::vector<std::size_t> ks;
+  for (const auto& s : split(f.ks, ',')) ks.push_back(static_cast<std::size_t>(parse_code(trim(s), "--k")));
+  // mean and max relative error per (datapath, K)
+  std::vector<std::vector<double>> mean(dps.size(), std::vector<double>(ks.size()));
+  std::vector<std::vector<double>> worst(dps.size(), std::vector<double>(ks.size()));
+  for (std::size_t ki = 0; ki < ks.size(); ++ki) {
+    const std::size_t k = ks[ki];
+    std::vector<std::vector<double>> err(dps.size(), std::vector<double>(static_cast<std::size_t>(f.trials)));
+    tbb::parallel_for(0, f.trials, [&](int t) {
+      // Each trial's stream depends only on (seed, K, trial): thread count cannot change results.
+      std::mt19937_64 rng(f.seed * 0x9E3779B97F4A7C15ULL + k * 1000003ULL + static_cast<std::uint64_t>(t));
+      std::vector<double> x(k), y(k);
+      for (std::size_t i = 0; i < k; ++i) x[i] = draw(rng, f.dist), y[i] = draw(rng, f.dist);
+      for (std::size_t d = 0; d < dps.size(); ++d) {
+        std::vector<std::uint64_t> a(k), b(k);
+        for (std::size_t i = 0; i < k; ++i) {
+          a[i] = format::encode(dps[d].a, x[i]);
+          b[i] = format::encode(dps[d].b, y[i]);
+        }
+        const std::uint64_t c0 = 0;
+        const double got = format::decode(dps[d].output(), datapath::dot(dps[d], a, b, c0, {}, static_cast<std::uint64_t>(t)));
+        const double ex = datapath::exact_dot(dps[d], a, b, c0).to_double();
+        err[d][static_cast<std::size_t>(t)] = ex == 0.0 ? (got == 0.0 ? 0.0 : HUGE_VAL) : std::fabs(got - ex) / std::fabs(ex);
+      }
+    });
+    for (std::size_t d = 0; d < dps.size(); ++d) {
+      double s = 0, m = 0;
+      for (const double e : err[d]) s += e, m = std::max(m, e);
+      mean[d][ki] = s / f.trials;
+      worst[d][ki] = m;
+    }
+  }
+  std::printf("relative error |d - exact| / |exact|, %s inputs, %d trials, mean (max)\n", f.dist.c_str(), f.trials);
+  std::printf("%-8s", "K");
+  for (const auto& dp : dps) std::printf("  %-28s", dp.name.c_str());
+  std::printf("\n");
+  for (std::size_t ki = 0; ki < ks.size(); ++ki) {
+    std::printf("%-8zu", ks[ki]);
+    for (std::size_t d = 0; d < dps.size(); ++d) {
+      char cell[64];
+      std::snprintf(cell, sizeof cell, "%.3e (%.2e)", mean[d][ki], worst[d][ki]);
+      std::printf("  %-28s", cell);
+    }
+    std::printf("\n");
+  }
+  if (!f.out_dir.empty()) {
+    std::filesystem::create_directories(f.out_dir);
+    const std::string csv = f.out_dir + "/datapath_error.csv";
+    std::ofstream o(csv);
+    if (!o) throw IoError(csv + ": cannot write");
+    o << "datapath,k,dist,trials,mean_rel_error,max_rel_error\n";
+    std::vector<io::PlotSeries> series;
+    for (std::size_t d = 0; d < dps.size(); ++d) {
+      io::PlotSeries s{dps[d].name, {}, {}};
+      for (std::size_t ki = 0; ki < ks.size(); ++ki) {
+        char line[256];
+        std::snprintf(line, sizeof line, "%s,%zu,%s,%d,%.17g,%.17g\n", dps[d].name.c_str(), ks[ki], f.dist.c_str(),
+                      f.trials, mean[d][ki], worst[d][ki]);
+        o << line;
+        s.x.push_back(static_cast<double>(ks[ki]));
+        s.y.push_back(mean[d][ki]);
+      }
+      series.push_back(std::move(s));
+    }
+    const std::string svg = f.out_dir + "/datapath_error.svg";
+    std::ofstream p(svg);
+    if (!p) throw IoError(svg + ": cannot write");
+    p << io::svg_line_plot({"Mean relative error vs K (" + f.dist + " inputs)", "K", "mean relative error"}, series);
+    std::cout << "wrote " << csv << "\nwrote " << svg << "\n";
+  }
+}
+
+void show_datapath(Context& ctx, const std::string& name) {
+  const auto& reg = datapaths(ctx);
+  const datapath::Datapath& d = reg.get(name);
+  std::cout << "name:        " << d.name << "\n"
+            << "defined in:  " << reg.origin(name) << "\n"
+            << "description: " << d.description << "\n"
+            << "source:      " << d.source << "\n"
+            << "summary:     " << d.summary() << "\n";
+  for (const auto& o : d.open) std::cout << "open:        " << o << "\n";
+}
+
+}  // namespace
+
+void register_datapath(CLI::App& app, Context& ctx) {
+  auto* dot = app.add_subcommand("dot", "bit-exact dot products d = c + sum a_i*b_i under a datapath");
+  auto dot_name = std::make_shared<std::string>();
+  auto dot_in = std::make_shared<std::string>();
+  auto dot_out = std::make_shared<std::string>();
+  dot->add_option("--datapath", *dot_name, "datapath name (see `lpemu datapath list`)")->required();
+  dot->add_option("--cases", *dot_in, "CSV with columns a, b (';'-separated hex codes) and c (hex)")->required();
+  dot->add_option("--out", *dot_out, "output CSV (default: standard output)");
+  dot->callback([&ctx, dot_name, dot_in, dot_out] { run_dot(ctx, *dot_name, *dot_in, *dot_out); });
+
+  auto* err = app.add_subcommand("datapath-error", "relative error of datapaths versus K against the exact dot product");
+  auto flags = std::make_shared<ErrorFlags>();
+  err->add_option("--datapath", flags->datapaths, "comma-separated datapath names")->capture_default_str();
+  err->add_option("--k", flags->ks, "comma-separated dot-product lengths")->capture_default_str();
+  err->add_option("--dist", flags->dist, "normal | uniform | lognormal")->capture_default_str();
+  err->add_option("--trials", flags->trials, "random dot products per K")->capture_default_str();
+  err->add_option("--seed", flags->seed, "random seed")->capture_default_str();
+  err->add_option("--inputs", flags->inputs, "override the input format of every datapath");
+  err->add_option("--out", flags->out_dir, "directory for datapath_error.csv and datapath_error.svg");
+  err->callback([&ctx, flags] { run_error(ctx, *flags); });
+
+  auto* dpc = app.add_subcommand("datapath", "list or show datapaths");
+  dpc->require_subcommand(1);
+  auto* list = dpc->add_subcommand("list", "list datapaths");
+  list->callback([&ctx] {
+    const auto& reg = datapaths(ctx);
+    for (const auto& n : reg.names()) std::cout << n << "  " << reg.get(n).summary() << "\n";
+  });
+  auto* show = dpc->add_subcommand("show", "show one datapath");
+  auto show_name = std::make_shared<std::string>();
+  show->add_option("name", *show_name, "datapath name")->required();
+  show->callback([&ctx, show_name] { show_datapath(ctx, *show_name); });
+}
+
+}  // namespace lpemu::cli

@@ -1,0 +1,412 @@
+#include "lpemu/datapath/datapath.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "lpemu/detail/embedded.hpp"
+#include "lpemu/error.hpp"
+
+namespace lpemu::datapath {
+namespace {
+
+std::string where(std::string_view origin, const toml::node* node) {
+  std::string out(origin);
+  if (node != nullptr && node->source().begin.line > 0) out += ":" + std::to_string(node->source().begin.line);
+  return out;
+}
+
+[[noreturn]] void fail(std::string_view origin, const toml::node* node, std::string_view field,
+                       const std::string& value, std::string_view expected) {
+  throw SpecError(where(origin, node) + ": field '" + std::string(field) + "' = " + value + ": expected " +
+                  std::string(expected));
+}
+
+std::string show(const toml::node& n) {
+  std::ostringstream s;
+  if (n.is_string()) {
+    s << '"' << n.value<std::string>().value_or("") << '"';
+  } else if (n.is_table()) {
+    s << "a table";
+  } else if (n.is_array()) {
+    s << "an array";
+  } else {
+    n.visit([&](const auto& v) { s << v; });
+  }
+  return s.str();
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+/// Reads the keys of one table, with the table's dotted name for messages.
+struct Reader {
+  const toml::table* t;
+  std::string prefix;  // "" or "accumulator."
+  std::string_view origin;
+  const toml::node* parent;
+
+  const toml::node* node(std::string_view key) const { return t == nullptr ? nullptr : t->get(key); }
+  std::string field(std::string_view key) const { return prefix + std::string(key); }
+
+  void only(const std::set<std::string, std::less<>>& keys) const {
+    if (t == nullptr) return;
+    for (const auto& [k, v] : *t) {
+      if (keys.find(k.str()) == keys.end()) {
+        std::vector<std::string> list(keys.begin(), keys.end());
+        fail(origin, &v, field(k.str()), show(v), "a known key (" + join(list) + ")");
+      }
+    }
+  }
+
+  std::optional<std::string> str(std::string_view key) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) return std::nullopt;
+    if (!n->is_string()) fail(origin, n, field(key), show(*n), "a string");
+    return *n->value<std::string>();
+  }
+
+  std::string str_req(std::string_view key) const {
+    auto s = str(key);
+    if (!s) fail(origin, t != nullptr ? static_cast<const toml::node*>(t) : parent, field(key), "(missing)", "a string");
+    return *s;
+  }
+
+  std::optional<int> integer(std::string_view key, long lo, long hi) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) return std::nullopt;
+    const std::string what = "an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
+    if (!n->is_integer()) fail(origin, n, field(key), show(*n), what);
+    const auto v = *n->value<std::int64_t>();
+    if (v < lo || v > hi) fail(origin, n, field(key), std::to_string(v), what);
+    return static_cast<int>(v);
+  }
+
+  std::optional<std::uint64_t> u64(std::string_view key) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) return std::nullopt;
+    if (!n->is_integer() || *n->value<std::int64_t>() < 0) {
+      fail(origin, n, field(key), show(*n), "a non-negative integer");
+    }
+    return static_cast<std::uint64_t>(*n->value<std::int64_t>());
+  }
+
+  bool boolean(std::string_view key, bool def) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) return def;
+    if (!n->is_boolean()) fail(origin, n, field(key), show(*n), "true or false");
+    return *n->value<bool>();
+  }
+
+  template <typename E>
+  E choice(std::string_view key, E def, const std::vector<std::pair<std::string, E>>& options) const {
+    const auto s = str(key);
+    if (!s) return def;
+    std::vector<std::string> names;
+    for (const auto& [name, value] : options) {
+      if (*s == name) return value;
+      names.push_back('"' + name + '"');
+    }
+    fail(origin, node(key), field(key), '"' + *s + '"', "one of " + join(names));
+  }
+
+  const format::Format& format_named(std::string_view key, const std::string& name,
+                                     const format::Registry& formats) const {
+    if (const format::Format* f = formats.find(name)) return *f;
+    const auto near = format::closest_names(name, formats.names());
+    fail(origin, node(key), field(key), '"' + name + '"',
+         "a known element format (closest: " + join(near) + "; see `lpemu formats list`)");
+  }
+};
+
+Reader sub(const toml::table& root, std::string_view key, std::string_view origin) {
+  const toml::node* n = root.get(key);
+  if (n != nullptr && !n->is_table()) fail(origin, n, key, show(*n), "a table [" + std::string(key) + "]");
+  return Reader{n != nullptr ? n->as_table() : nullptr, std::string(key) + ".", origin, &root};
+}
+
+const std::vector<std::pair<std::string, format::RoundingMode>> kRoundings = {
+    {"nearest_even", format::RoundingMode::nearest_even},
+    {"nearest_away", format::RoundingMode::nearest_away},
+    {"toward_zero", format::RoundingMode::toward_zero},
+    {"toward_positive", format::RoundingMode::toward_positive},
+    {"toward_negative", format::RoundingMode::toward_negative},
+    {"stochastic", format::RoundingMode::stochastic}};
+
+ResultRounding read_rounding(const Reader& r, std::string_view prefix, format::RoundingMode def) {
+  ResultRounding rr;
+  const std::string p(prefix);
+  rr.mode = r.choice(p + "rounding", def, kRoundings);
+  rr.sr_bits = r.integer(p + "sr_bits", 1, 32).value_or(32);
+  rr.seed = r.u64(p + "seed").value_or(0);
+  return rr;
+}
+
+void check_accumulator_like(const Reader& r, std::string_view key, const format::Format& f) {
+  if (f.kind == format::Kind::floating && (!f.is_signed || !f.has_zero)) {
+    fail(r.origin, r.node(key), r.field(key), '"' + f.name + '"',
+         "a signed floating-point format with a zero, or an integer format");
+  }
+}
+
+std::string read_text(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open datapath file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+std::string_view to_string(Alignment a) {
+  switch (a) {
+    case Alignment::exact: return "exact";
+    case Alignment::truncate: return "truncate";
+    case Alignment::nearest_even: return "nearest_even";
+    case Alignment::round_down: return "round_down";
+  }
+  return "?";
+}
+
+std::string_view to_string(Order o) {
+  switch (o) {
+    case Order::sequential: return "sequential";
+    case Order::pairwise: return "pairwise";
+    case Order::split_k: return "split_k";
+  }
+  return "?";
+}
+
+std::string Datapath::summary() const {
+  std::string s = a.name + " x " + b.name + " -> " + output().name + ", n=" +
+                  (fused_terms == 0 ? std::string("K") : std::to_string(fused_terms));
+  if (alignment == Alignment::exact) {
+    s += ", exact alignment";
+  } else {
+    s += ", F=" + std::to_string(fraction_bits) + " (" + std::string(to_string(alignment)) + ")";
+  }
+  s += ", " + std::string(format::to_string(accumulator_rounding.mode)) + " to " + accumulator.name;
+  if (accumulator.kind == format::Kind::floating && accumulator_fraction_bits != accumulator.mantissa_bits) {
+    s += " (" + std::to_string(accumulator_fraction_bits) + " fraction bits)";
+  }
+  if (promote_every > 0) s += ", promoted to " + promotion_format->name + " every " + std::to_string(promote_every);
+  return s;
+}
+
+Datapath parse_datapath_toml(std::string_view text, std::string_view origin, const format::Registry& formats) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) +
+                    ": not valid TOML: " + std::string(e.description()));
+  }
+  const Reader top{&root, "", origin, nullptr};
+  top.only({"name", "description", "source", "open", "inputs", "products", "block", "alignment", "accumulator",
+            "promotion", "order"});
+  Datapath d;
+  d.name = top.str_req("name");
+  if (d.name.empty()) fail(origin, top.node("name"), "name", "\"\"", "a non-empty name");
+  d.description = top.str("description").value_or("");
+  d.source = top.str_req("source");
+  if (const toml::node* o = root.get("open")) {
+    const toml::array* arr = o->as_array();
+    if (arr == nullptr) fail(origin, o, "open", show(*o), "an array of strings");
+    for (const toml::node& e : *arr) {
+      if (!e.is_string()) fail(origin, &e, "open", show(e), "an array of strings");
+      d.open.push_back(*e.value<std::string>());
+    }
+  }
+
+  const Reader in = sub(root, "inputs", origin);
+  in.only({"a", "b", "flush_subnormals", "scale_application", "scale_block", "group_size"});
+  d.a = in.format_named("a", in.str_req("a"), formats);
+  d.b = in.format_named("b", in.str_req("b"), formats);
+  d.flush_subnormal_inputs = in.boolean("flush_subnormals", false);
+  d.scale_application = in.choice("scale_application", ScaleApplication::none,
+                                  {{"none", ScaleApplication::none},
+                                   {"product", ScaleApplication::product},
+                                   {"group", ScaleApplication::group}});
+  d.scale_block = in.integer("scale_block", 1, 1 << 20).value_or(0);
+  d.group_size = in.integer("group_size", 1, 1 << 20).value_or(d.scale_block);
+  if (d.scale_application != ScaleApplication::none && d.scale_block == 0) {
+    fail(origin, in.node("scale_application"), "inputs.scale_block", "(missing)",
+         "the number of elements per block scale when scale_application is not \"none\"");
+  }
+
+  const Reader pr = sub(root, "products", origin);
+  pr.only({"format", "rounding"});
+  if (auto pf = pr.str("format"); pf && *pf != "exact") {
+    d.product_format = pr.format_named("format", *pf, formats);
+    if (d.product_format->kind != format::Kind::floating) {
+      fail(origin, pr.node("format"), "products.format", '"' + *pf + '"', "\"exact\" or a floating-point format");
+    }
+    d.product_rounding = pr.choice("rounding", format::RoundingMode::nearest_even, kRoundings);
+    if (d.product_rounding == format::RoundingMode::stochastic) {
+      fail(origin, pr.node("rounding"), "products.rounding", "\"stochastic\"", "a deterministic rounding mode");
+    }
+  }
+
+  const Reader bl = sub(root, "block", origin);
+  bl.only({"fused_terms", "addend", "addend_emin", "late_rounding", "late_sr_bits", "late_seed", "normalisation"});
+  d.fused_terms = bl.integer("fused_terms", 0, 1 << 20).value_or(1);
+  d.addend = bl.choice("addend", Addend::fused, {{"fused", Addend::fused}, {"late", Addend::late}});
+  d.late_rounding = read_rounding(bl, "late_", format::RoundingMode::nearest_even);
+  if (const auto norm = bl.str("normalisation"); norm && *norm != "late") {
+    fail(origin, bl.node("normalisation"), "block.normalisation", '"' + *norm + '"',
+         "\"late\" (one normalisation per block; use fused_terms = 1 for a normalising FMA chain)");
+  }
+
+  const Reader al = sub(root, "alignment", origin);
+  al.only({"mode", "fraction_bits", "extra_bits", "exponent_floor", "sticky"});
+  d.alignment = al.choice("mode", Alignment::exact,
+                          {{"exact", Alignment::exact},
+                           {"truncate", Alignment::truncate},
+                           {"nearest_even", Alignment::nearest_even},
+                           {"round_down", Alignment::round_down}});
+  d.sticky = al.boolean("sticky", false);
+  if (auto f = al.integer("exponent_floor", -100000, 100000)) d.exponent_floor = *f;
+
+  const Reader ac = sub(root, "accumulator", origin);
+  ac.only({"format", "fraction_bits", "rounding", "sr_bits", "seed", "overflow", "flush_subnormals"});
+  d.accumulator = ac.format_named("format", ac.str_req("format"), formats);
+  check_accumulator_like(ac, "format", d.accumulator);
+  const int mb = d.accumulator.mantissa_bits;
+  d.accumulator_fraction_bits = ac.integer("fraction_bits", 0, mb).value_or(mb);
+  d.accumulator_rounding = read_rounding(ac, "", format::RoundingMode::nearest_even);
+  d.overflow = ac.choice("overflow", OverflowRule::native,
+                         {{"native", OverflowRule::native}, {"ieee", OverflowRule::ieee},
+                          {"saturate", OverflowRule::saturate}});
+  d.flush_subnormal_outputs = ac.boolean("flush_subnormals", false);
+  d.addend_emin = bl.integer("addend_emin", -100000, 100000)
+                      .value_or(d.accumulator.kind == format::Kind::floating ? d.accumulator.emin : -100000);
+
+  // Alignment width: F directly, or extra bits relative to the accumulator's fraction (F = 23 + neab).
+  const auto fb = al.integer("fraction_bits", -60, 100);
+  const auto xb = al.integer("extra_bits", -60, 60);
+  if (fb && xb) {
+    fail(origin, al.node("extra_bits"), "alignment.extra_bits", std::to_string(*xb),
+         "either alignment.fraction_bits or alignment.extra_bits, not both");
+  }
+  if (d.alignment != Alignment::exact) {
+    if (!fb && !xb) {
+      fail(origin, al.node("mode"), "alignment.fraction_bits", "(missing)",
+           "fraction_bits (F) or extra_bits when alignment.mode drops bits");
+    }
+    d.fraction_bits = fb ? *fb : mb + *xb;
+    if (d.fraction_bits < 0 || d.fraction_bits > 100) {
+      fail(origin, al.node(fb ? "fraction_bits" : "extra_bits"), fb ? "alignment.fraction_bits" : "alignment.extra_bits",
+           std::to_string(fb ? *fb : *xb), "an alignment width F in 0..100 bits");
+    }
+  }
+
+  const Reader pm = sub(root, "promotion", origin);
+  pm.only({"every", "format", "rounding", "sr_bits", "seed"});
+  d.promote_every = pm.integer("every", 0, 1 << 24).value_or(0);
+  if (d.promote_every > 0) {
+    d.promotion_format = pm.format_named("format", pm.str_req("format"), formats);
+    check_accumulator_like(pm, "format", *d.promotion_format);
+    d.promotion_rounding = read_rounding(pm, "", format::RoundingMode::nearest_even);
+  }
+
+  const Reader od = sub(root, "order", origin);
+  od.only({"kind", "chunks"});
+  d.order = od.choice("kind", Order::sequential,
+                      {{"sequential", Order::sequential}, {"pairwise", Order::pairwise}, {"split_k", Order::split_k}});
+  d.split_chunks = od.integer("chunks", 1, 1 << 20).value_or(1);
+  if (d.fused_terms > 64 && d.alignment != Alignment::exact) {
+    fail(origin, bl.node("fused_terms"), "block.fused_terms", std::to_string(d.fused_terms),
+         "1..64 terms per fused block when alignment drops bits (0 = all of K needs mode = \"exact\")");
+  }
+  if (d.fused_terms == 0 && d.alignment != Alignment::exact) {
+    fail(origin, bl.node("fused_terms"), "block.fused_terms", "0",
+         "1..64 when alignment drops bits (0 = all of K needs alignment.mode = \"exact\")");
+  }
+  return d;
+}
+
+const DatapathRegistry& DatapathRegistry::builtin() {
+  static const DatapathRegistry kBuiltin = [] {
+    DatapathRegistry r;
+    for (const auto& spec : lpemu::detail::embedded_specs()) {
+      const std::string_view path = spec.path;
+      if (path.rfind("datapath/", 0) != 0) continue;
+      const std::string origin = "builtin:" + std::string(path);
+      r.add(parse_datapath_toml(spec.text, origin, format::Registry::builtin()), origin);
+    }
+    return r;
+  }();
+  return kBuiltin;
+}
+
+DatapathRegistry DatapathRegistry::with_user_paths(const std::vector<std::filesystem::path>& dirs,
+                                                   const format::Registry& formats) {
+  DatapathRegistry r = builtin();
+  std::vector<std::filesystem::path> all;
+  if (const char* env = std::getenv("LPEMU_FORMATS_PATH"); env != nullptr && *env != '\0') {
+    std::string_view rest(env);
+    while (!rest.empty()) {
+      const auto colon = rest.find(':');
+      if (colon != 0) all.emplace_back(std::string(rest.substr(0, colon)));
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  all.insert(all.end(), dirs.begin(), dirs.end());
+  for (const auto& dir : all) {
+    const auto sub = dir / "datapath";
+    if (!std::filesystem::is_directory(sub)) continue;
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(sub)) {
+      if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) r.add(parse_datapath_toml(read_text(f), f.string(), formats), f.string());
+  }
+  return r;
+}
+
+void DatapathRegistry::add(Datapath d, std::string origin) {
+  if (auto it = index_.find(d.name); it != index_.end()) {
+    throw SpecError(origin + ": datapath name '" + d.name + "' is already defined by " + origins_[it->second]);
+  }
+  index_[d.name] = items_.size();
+  items_.push_back(std::move(d));
+  origins_.push_back(std::move(origin));
+}
+
+const Datapath* DatapathRegistry::find(std::string_view name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &items_[it->second];
+}
+
+const Datapath& DatapathRegistry::get(std::string_view name) const {
+  if (const Datapath* d = find(name)) return *d;
+  const auto near = format::closest_names(name, names());
+  throw UnknownNameError("unknown datapath '" + std::string(name) + "'; closest known names: " + join(near) +
+                         " (see `lpemu datapath list`)");
+}
+
+std::vector<std::string> DatapathRegistry::names() const {
+  std::vector<std::string> out;
+  out.reserve(items_.size());
+  for (const auto& d : items_) out.push_back(d.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const std::string& DatapathRegistry::origin(std::string_view name) const {
+  const auto it = index_.find(name);
+  if (it == index_.end()) (void)get(name);
+  return origins_[it->second];
+}
+
+}  // namespace lpemu::datapath

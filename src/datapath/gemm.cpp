@@ -1,0 +1,113 @@
+// GEMM under a datapath: operands are decoded once per matrix, then every output element is one
+// block-engine dot product over row i of A and column j of B. Elements are independent, so the
+// tiling over oneTBB threads cannot change any bit.
+#include "lpemu/datapath/gemm.hpp"
+
+#include <string>
+#include <vector>
+
+#include <tbb/blocked_range2d.h>
+#include <tbb/parallel_for.h>
+
+#include "datapath/engine.hpp"
+#include "datapath/fast.hpp"
+#include "lpemu/error.hpp"
+
+namespace lpemu::datapath {
+namespace {
+
+void check_size(const char* what, std::size_t got, std::size_t want) {
+  if (got != want) {
+    throw ShapeError("gemm: " + std::string(what) + " has " + std::to_string(got) + " elements, expected " +
+                     std::to_string(want));
+  }
+}
+
+template <typename In, typename Acc>
+void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const In> a,
+               std::span<const In> b, std::span<const Acc> c, std::span<Acc> d, const GemmScales& scales) {
+  check_size("A", a.size(), m * k);
+  check_size("B", b.size(), k * n);
+  if (!c.empty()) check_size("C", c.size(), m * n);
+  check_size("D", d.size(), m * n);
+  const std::size_t sb = dp.scale_block > 0 ? static_cast<std::size_t>(dp.scale_block) : 0;
+  const std::size_t ns = sb > 0 ? (k + sb - 1) / sb : 0;
+  if (!scales.a.empty()) check_size("A's scales", scales.a.size(), m * ns);
+  if (!scales.b.empty()) check_size("B's scales", scales.b.size(), ns * n);
+  for (std::size_t i = 0; i < c.size(); ++i) detail::check_code(dp.output(), c[i], "C", i);
+
+  // Decode A by rows and B by columns (B transposed), once; codes of <= 8 bits via a table.
+  auto table = [&](const format::Format& f) {
+    std::vector<detail::Operand> t;
+    if (f.bits <= 8) {
+      for (std::uint64_t code = 0; code < (std::uint64_t{1} << f.bits); ++code) {
+        t.push_back(detail::decode_operand(f, code, dp.flush_subnormal_inputs));
+      }
+    }
+    return t;
+  };
+  const std::vector<detail::Operand> ta = table(dp.a);
+  const std::vector<detail::Operand> tb = table(dp.b);
+  std::vector<detail::Operand> da(m * k);
+  std::vector<detail::Operand> db(n * k);
+  tbb::parallel_for(std::size_t{0}, m, [&](std::size_t i) {
+    for (std::size_t p = 0; p < k; ++p) {
+      const auto code = static_cast<std::uint64_t>(a[i * k + p]);
+      detail::check_code(dp.a, code, "A", i * k + p);
+      da[i * k + p] = ta.empty() ? detail::decode_operand(dp.a, code, dp.flush_subnormal_inputs) : ta[code];
+    }
+  });
+  tbb::parallel_for(std::size_t{0}, k, [&](std::size_t p) {
+    for (std::size_t j = 0; j < n; ++j) {
+      const auto code = static_cast<std::uint64_t>(b[p * n + j]);
+      detail::check_code(dp.b, code, "B", p * n + j);
+      db[j * k + p] = tb.empty() ? detail::decode_operand(dp.b, code, dp.flush_subnormal_inputs) : tb[code];
+    }
+  });
+  std::vector<std::int32_t> sbt(scales.b.empty() ? 0 : ns * n);
+  for (std::size_t s = 0; s < sbt.size() / (n == 0 ? 1 : n) && !scales.b.empty(); ++s) {
+    for (std::size_t j = 0; j < n; ++j) sbt[j * ns + s] = scales.b[s * n + j];
+  }
+
+  if (detail::fast_gemm_applicable(dp, scales.a.empty() && scales.b.empty())) {
+    std::vector<std::uint64_t> c64(c.begin(), c.end());
+    std::vector<std::uint64_t> d64(m * n);
+    detail::fast_gemm(dp, m, n, k, da, db, c64, d64);
+    for (std::size_t i = 0; i < m * n; ++i) d[i] = static_cast<Acc>(d64[i]);
+    return;
+  }
+
+  tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, n, 16), [&](const auto& r) {
+    for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
+      const std::span<const detail::Operand> row(da.data() + i * k, k);
+      const std::span<const std::int32_t> sa =
+          scales.a.empty() ? std::span<const std::int32_t>() : scales.a.subspan(i * ns, ns);
+      for (std::size_t j = r.cols().begin(); j != r.cols().end(); ++j) {
+        const std::span<const detail::Operand> col(db.data() + j * k, k);
+        const std::span<const std::int32_t> sbj =
+            sbt.empty() ? std::span<const std::int32_t>() : std::span<const std::int32_t>(sbt.data() + j * ns, ns);
+        const std::uint64_t cc = c.empty() ? 0 : static_cast<std::uint64_t>(c[i * n + j]);
+        d[i * n + j] = static_cast<Acc>(detail::dot_decoded(dp, row, col, cc, sa, sbj, i * n + j));
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint64_t> a,
+          std::span<const std::uint64_t> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d,
+          const GemmScales& scales) {
+  gemm_impl<std::uint64_t, std::uint64_t>(dp, m, n, k, a, b, c, d, scales);
+}
+
+void gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint8_t> a,
+          std::span<const std::uint8_t> b, std::span<const std::uint32_t> c, std::span<std::uint32_t> d,
+          const GemmScales& scales) {
+  if (dp.output().bits > 32) {
+    throw ShapeError("gemm: 32-bit C/D storage cannot hold codes of '" + dp.output().name + "'");
+  }
+  gemm_impl<std::uint8_t, std::uint32_t>(dp, m, n, k, a, b, c, d, scales);
+}
+
+}  // namespace lpemu::datapath
