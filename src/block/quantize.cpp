@@ -1,0 +1,684 @@
+// Block quantisation (issue 3). Two paths give identical bits:
+//  * generic: per block, the scale from the rule, then each element y = x / S in double (exact for
+//    power-of-two S), rounded by the element format's scalar codec with saturation, times S;
+//  * fast (quantize only): power-of-two scales 2^s with s in [-126, 127] and element formats that
+//    fit float32 with a smallest step ≥ 2^-90: y = x·2^-s in float (exact except below 2^-126,
+//    where the step is so coarse that only y's sign and non-zeroness matter, which are kept),
+//    rounded on its bits by an integer kernel, times 2^s. Blocks it cannot take go generic.
+#include "lpemu/block/quantize.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
+
+namespace lpemu::block {
+
+using format::RoundingMode;
+
+BlockLayout make_layout(const BlockFormat& fmt, std::span<const std::size_t> shape) {
+  if (shape.empty()) throw ShapeError("block quantize: the tensor shape is empty (rank 0)");
+  BlockLayout L;
+  L.shape.assign(shape.begin(), shape.end());
+  const std::size_t rank = shape.size();
+  auto prod = [&](std::size_t lo, std::size_t hi) {
+    std::size_t p = 1;
+    for (std::size_t i = lo; i < hi; ++i) p *= shape[i];
+    return p;
+  };
+  switch (fmt.granularity) {
+    case Granularity::block: {
+      const long r = static_cast<long>(rank);
+      const long ax = fmt.axis < 0 ? fmt.axis + r : fmt.axis;
+      if (ax < 0 || ax >= r) {
+        throw ShapeError("block format '" + fmt.name + "': axis " + std::to_string(fmt.axis) +
+                         " is out of range for a tensor of rank " + std::to_string(rank));
+      }
+      const auto k = static_cast<std::size_t>(ax);
+      L.outer = prod(0, k);
+      L.rows = shape[k];
+      L.cols = prod(k + 1, rank);
+      L.block_rows = static_cast<std::size_t>(fmt.block_size);
+      L.block_cols = 1;
+      break;
+    }
+    case Granularity::tile:
+      L.outer = rank > 2 ? prod(0, rank - 2) : 1;
+      L.rows = rank >= 2 ? shape[rank - 2] : 1;
+      L.cols = shape[rank - 1];
+      L.block_rows = static_cast<std::size_t>(fmt.tile_rows);
+      L.block_cols = static_cast<std::size_t>(fmt.tile_cols);
+      break;
+    case Granularity::per_tensor:
+      L.outer = 1;
+      L.rows = 1;
+      L.cols = prod(0, rank);
+      L.block_rows = 1;
+      L.block_cols = std::max<std::size_t>(L.cols, 1);
+      break;
+    case Granularity::per_row:
+      L.outer = 1;
+      L.rows = prod(0, rank - 1);
+      L.cols = shape[rank - 1];
+      L.block_rows = 1;
+      L.block_cols = std::max<std::size_t>(L.cols, 1);
+      break;
+    case Granularity::per_column:
+      L.outer = 1;
+      L.rows = prod(0, rank - 1);
+      L.cols = shape[rank - 1];
+      L.block_rows = std::max<std::size_t>(L.rows, 1);
+      L.block_cols = 1;
+      break;
+  }
+  return L;
+}
+
+namespace {
+
+constexpr std::uint32_t kAbsMask = 0x7fffffffU;
+constexpr std::uint32_t kInfBits = 0x7f800000U;
+
+std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
+
+// Per-call constants.
+struct Ctx {
+  const BlockFormat& f;
+  BlockLayout L;
+  format::ConvertOptions eopts;  // element options, saturating
+  format::ConvertOptions sopts;  // scale options (amax_over_max)
+  double max_elem = 0;           // element max finite
+  int emax = 0;                  // exponent of the largest power of two ≤ max_elem
+  int prec = 0;                  // significant bits of the element at its top binade
+  int s_lo = 0, s_hi = 0;        // power-of-two range of the scale format
+  double g = 1.0;                // tensor scale (1 when none)
+
+  explicit Ctx(const BlockFormat& fmt, std::span<const std::size_t> shape) : f(fmt), L(make_layout(fmt, shape)) {
+    fmt.validate();
+    eopts = fmt.element_options;
+    eopts.overflow = format::Overflow::saturate;
+    eopts.index_offset = 0;
+    eopts.flush_subnormal_inputs = false;
+    eopts.flush_subnormal_outputs = false;
+    sopts.rounding = fmt.scale_rounding;
+    sopts.overflow = format::Overflow::saturate;
+    max_elem = fmt.element.max_finite;
+    emax = fmt.element_emax();
+    prec = fmt.element.kind == format::Kind::floating ? fmt.element.mantissa_bits + 1
+                                                      : emax - std::ilogb(fmt.element.min_normal) + 1;
+    s_lo = fmt.scale_is_pow2 ? std::numeric_limits<int>::min() / 4 : fmt.scale_min_exponent();
+    s_hi = fmt.scale_is_pow2 ? std::numeric_limits<int>::max() / 4 : fmt.scale_max_exponent();
+  }
+
+  // The input as the block rule sees it (subnormal_inputs = flush: float32 subnormals are ±0).
+  float load(float x) const {
+    if (f.subnormal_inputs == SubnormalInputs::flush && (bits_of(x) & kAbsMask) < 0x00800000U) {
+      return std::copysign(0.0F, x);
+    }
+    return x;
+  }
+};
+
+// The scale chosen for one block.
+struct Scale {
+  enum Kind : std::uint8_t { normal, nan, zero } kind = normal;
+  std::uint32_t code = 0;
+  double value = 1;  // effective scale S (tensor scale included)
+  bool pow2 = false;
+  int exponent = 0;  // S = 2^exponent when pow2
+};
+
+std::uint32_t nan_scale_code(const BlockFormat& f) {
+  return f.scale_is_pow2 ? kPow2NanCode : static_cast<std::uint32_t>(f.scale.nan_code());
+}
+
+Scale nan_scale(const Ctx& c) {
+  Scale s;
+  s.kind = Scale::nan;
+  s.code = nan_scale_code(c.f);
+  s.value = std::numeric_limits<double>::quiet_NaN();
+  return s;
+}
+
+// 2^e as a scale (e already inside the scale format's range).
+Scale pow2_scale(const Ctx& c, int e) {
+  Scale s;
+  s.pow2 = true;
+  s.exponent = e;
+  s.value = std::ldexp(1.0, e);
+  s.code = c.f.scale_is_pow2 ? static_cast<std::uint32_t>(e)
+                             : static_cast<std::uint32_t>(format::encode(c.f.scale, s.value));
+  return s;
+}
+
+// The scale of a scale-format code (times the tensor scale).
+Scale code_scale(const Ctx& c, std::uint32_t code) {
+  Scale s;
+  s.code = code;
+  const double v = format::decode(c.f.scale, code);
+  s.value = v * c.g;
+  if (v == 0.0) s.kind = Scale::zero;  // NOLINT(clang-diagnostic-float-equal)
+  int e = 0;
+  const double fr = std::frexp(v, &e);
+  s.pow2 = c.g == 1.0 && fr == 0.5;
+  s.exponent = e - 1;
+  return s;
+}
+
+// Power-of-two exponent of the rule (ocp / ceil / even) for amax > 0, before range clamping.
+int pow2_exponent(const Ctx& c, double amax) {
+  switch (c.f.rule) {
+    case ScaleRule::ceil: {
+      // Smallest s with amax <= max_elem·2^s: s0 = ilogb(amax) − ilogb(max) or s0 + 1.
+      const int s0 = std::ilogb(amax) - std::ilogb(c.max_elem);
+      return amax <= std::ldexp(c.max_elem, s0) ? s0 : s0 + 1;
+    }
+    case ScaleRule::even: {
+      // amax rounded to the element's precision (ties away), then the OCP rule. Exact in double.
+      const int e = std::ilogb(amax);
+      const double q = std::ldexp(1.0, e - c.prec + 1);
+      const double r = std::floor(amax / q + 0.5) * q;
+      return std::ilogb(r) - c.emax;
+    }
+    default:
+      // OCP MX v1.0, shared-scale computation: shared_exp = floor(log2(amax)) − emax_elem, with
+      // floor(log2(amax)) read from the binary exponent (std::ilogb), never from a float log2.
+      return std::ilogb(amax) - c.emax;
+  }
+}
+
+// The scale of a power-of-two rule; nullopt means "scale overflow → NaN block".
+std::optional<Scale> pow2_rule_scale(const Ctx& c, double amax) {
+  if (amax == 0.0) return pow2_scale(c, c.f.scale_is_pow2 ? 0 : c.s_lo);  // NOLINT
+  int e = pow2_exponent(c, amax);
+  // Scale underflow: clamp to the smallest scale; elements then underflow through rounding.
+  if (e < c.s_lo) e = c.s_lo;
+  if (e > c.s_hi) {
+    if (c.f.scale_overflow == ScaleOverflow::nan) return std::nullopt;
+    e = c.s_hi;
+  }
+  return pow2_scale(c, e);
+}
+
+// amax / (max_elem · g) rounded to the scale format; nullopt means NaN block (scale overflow).
+std::optional<Scale> amax_over_max_scale(const Ctx& c, double amax) {
+  const double v = amax / (c.max_elem * c.g);
+  if (amax == 0.0) {  // NOLINT
+    // Zero block: the zero scale where the format has one, else its smallest value.
+    const double z = c.f.scale.has_zero ? 0.0 : c.f.scale.min_subnormal;
+    return code_scale(c, static_cast<std::uint32_t>(format::encode(c.f.scale, z)));
+  }
+  format::ConvertOptions native = c.sopts;
+  native.overflow = format::Overflow::native;
+  const double vn = format::quantize(c.f.scale, v, native);
+  if (!std::isfinite(vn) && c.f.scale_overflow == ScaleOverflow::nan) return std::nullopt;
+  return code_scale(c, static_cast<std::uint32_t>(format::encode(c.f.scale, v, c.sopts)));
+}
+
+// ---- generic element path ------------------------------------------------------------------
+
+struct ElemOut {
+  float value;
+  std::uint32_t code;
+};
+
+ElemOut generic_element(const Ctx& c, const Scale& s, float xin, std::uint64_t index, bool want_code) {
+  const float x = c.load(xin);
+  const format::Format& e = c.f.element;
+  if (s.kind == Scale::nan) return {std::numeric_limits<float>::quiet_NaN(), 0};
+  double y = 0;
+  if (s.kind == Scale::zero) {
+    y = std::isnan(x) ? static_cast<double>(x) : std::copysign(0.0, static_cast<double>(x));
+  } else {
+    y = static_cast<double>(x) / s.value;
+  }
+  if (c.f.signed_zero == SignedZero::positive && y == 0.0) y = 0.0;  // NOLINT
+  double q = format::quantize(e, y, c.eopts, index);
+  // Element formats without −0 (integers, fnuz) give +0.
+  if ((c.f.signed_zero == SignedZero::positive || !e.has_negative_zero()) && q == 0.0) q = 0.0;  // NOLINT
+  std::uint32_t code = 0;
+  if (want_code) code = static_cast<std::uint32_t>(format::encode(e, q, format::ConvertOptions{}));
+  const double scaled = s.kind == Scale::zero ? q * 0.0 : q * s.value;
+  return {static_cast<float>(scaled), code};
+}
+
+// Calls f(start, length) for each contiguous run of elements of block (a, bi, bj).
+template <class F>
+void for_segments(const BlockLayout& L, std::size_t a, std::size_t bi, std::size_t bj, F&& f) {
+  const std::size_t r0 = bi * L.block_rows, r1 = std::min(L.rows, r0 + L.block_rows);
+  const std::size_t c0 = bj * L.block_cols, c1 = std::min(L.cols, c0 + L.block_cols);
+  if (c0 == 0 && c1 == L.cols) {
+    f((a * L.rows + r0) * L.cols, (r1 - r0) * L.cols);
+    return;
+  }
+  for (std::size_t r = r0; r < r1; ++r) f((a * L.rows + r) * L.cols + c0, c1 - c0);
+}
+
+struct BlockStats {
+  double amax = 0;
+  bool nonfinite = false;
+};
+
+BlockStats block_stats(const Ctx& c, const float* in, std::size_t a, std::size_t bi, std::size_t bj) {
+  BlockStats st;
+  float amax = 0;
+  for_segments(c.L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
+    for (std::size_t i = lo; i < lo + n; ++i) {
+      const float x = c.load(in[i]);
+      if (!std::isfinite(x)) {
+        st.nonfinite = true;
+        continue;
+      }
+      amax = std::max(amax, std::fabs(x));
+    }
+  });
+  st.amax = amax;
+  if (c.f.subnormal_inputs == SubnormalInputs::flush_block && amax < std::numeric_limits<float>::min()) {
+    st.amax = 0;
+  }
+  return st;
+}
+
+// Sum of squared errors of the block under scale s (search rule).
+double block_sse(const Ctx& c, const Scale& s, const float* in, std::size_t a, std::size_t bi, std::size_t bj) {
+  double sse = 0;
+  for_segments(c.L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
+    for (std::size_t i = lo; i < lo + n; ++i) {
+      const float x = c.load(in[i]);
+      if (!std::isfinite(x)) continue;
+      const double d = static_cast<double>(x) - static_cast<double>(generic_element(c, s, in[i], i, false).value);
+      sse += d * d;
+    }
+  });
+  return sse;
+}
+
+// The scale of block (a, bi, bj) under the format's rule.
+Scale choose_scale(const Ctx& c, const float* in, std::size_t a, std::size_t bi, std::size_t bj,
+                   const BlockStats& st) {
+  if (st.nonfinite && c.f.nonfinite == NonFinite::nan_block) return nan_scale(c);
+  const bool flushed = c.f.subnormal_inputs == SubnormalInputs::flush_block && st.amax == 0.0;  // NOLINT
+  std::optional<Scale> s;
+  if (c.f.rule == ScaleRule::amax_over_max || (c.f.rule == ScaleRule::search && !c.f.scale_is_pow2)) {
+    s = amax_over_max_scale(c, st.amax);
+  } else {
+    s = pow2_rule_scale(c, st.amax);
+  }
+  if (!s) return nan_scale(c);
+  if (c.f.rule == ScaleRule::search && st.amax > 0.0) {
+    // Candidates: the base, then base−1, base+1, ... (codes, or exponents for "pow2"); the first
+    // with the least squared error wins.
+    Scale best = *s;
+    double best_sse = block_sse(c, best, in, a, bi, bj);
+    for (int k = 1; k <= c.f.search_radius; ++k) {
+      for (int sign : {-1, 1}) {
+        Scale cand;
+        if (c.f.scale_is_pow2 || s->pow2) {
+          if (!s->pow2) continue;
+          const long e = static_cast<long>(s->exponent) + sign * k;
+          if (e < c.s_lo || e > c.s_hi) continue;
+          cand = pow2_scale(c, static_cast<int>(e));
+        } else {
+          const long code = static_cast<long>(s->code) + sign * k;
+          const auto mc = static_cast<long>(c.f.scale.max_code);
+          if (code < 1 || code > mc) continue;
+          cand = code_scale(c, static_cast<std::uint32_t>(code));
+          if (cand.kind != Scale::normal) continue;
+        }
+        const double sse = block_sse(c, cand, in, a, bi, bj);
+        if (sse < best_sse) {
+          best_sse = sse;
+          best = cand;
+        }
+      }
+    }
+    s = best;
+  }
+  if (flushed) s->kind = Scale::zero;
+  return *s;
+}
+
+// Generic processing of one block: scale code, and values and/or codes.
+void generic_block(const Ctx& c, const float* in, float* out, std::uint32_t* codes, std::uint32_t* scale_code,
+                   std::size_t a, std::size_t bi, std::size_t bj) {
+  const BlockStats st = block_stats(c, in, a, bi, bj);
+  const Scale s = choose_scale(c, in, a, bi, bj, st);
+  if (scale_code != nullptr) *scale_code = s.code;
+  for_segments(c.L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
+    for (std::size_t i = lo; i < lo + n; ++i) {
+      const ElemOut r = generic_element(c, s, in[i], i, codes != nullptr);
+      if (out != nullptr) out[i] = r.value;
+      if (codes != nullptr) codes[i] = r.code;
+    }
+  });
+}
+
+// ---- fast path -------------------------------------------------------------------------------
+
+struct Fast {
+  std::int32_t m, emin;
+  std::uint32_t subnormals, positive_zero, sr_bits;
+  std::uint64_t seed;
+  float maxf;
+};
+
+bool fast_eligible(const Ctx& c) {
+  const BlockFormat& f = c.f;
+  const format::Format& e = f.element;
+  return e.kind == format::Kind::floating && e.has_zero && e.mantissa_bits <= 22 && format::fits_in_float(e) &&
+         e.emin - e.mantissa_bits >= -90 && f.tensor_scale == TensorScale::none &&
+         (f.rule == ScaleRule::ocp || f.rule == ScaleRule::ceil || f.rule == ScaleRule::even) &&
+         f.subnormal_inputs == SubnormalInputs::keep;
+}
+
+Fast make_fast(const Ctx& c) {
+  Fast p{};
+  p.m = c.f.element.mantissa_bits;
+  p.emin = c.f.element.emin;
+  p.subnormals = c.f.element.subnormals ? 1U : 0U;
+  p.positive_zero = (c.f.signed_zero == SignedZero::positive || !c.f.element.has_negative_zero()) ? 1U : 0U;
+  p.sr_bits = static_cast<std::uint32_t>(c.eopts.sr_bits);
+  p.seed = c.eopts.seed;
+  p.maxf = static_cast<float>(c.max_elem);
+  return p;
+}
+
+// Rounds the scaled input y (finite) to the element grid with saturation (the same definition as
+// the element codec's; see src/format/codec_bulk.cpp).
+template <RoundingMode M>
+[[gnu::always_inline]] inline float fast_element(const Fast& p, float y, std::uint64_t index) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(y);
+  const std::uint32_t s = u >> 31;
+  const std::uint32_t a = u & kAbsMask;
+  const std::int32_t fe = static_cast<std::int32_t>(a >> 23);
+  const std::int32_t fe1 = fe > 1 ? fe : 1;
+  const std::uint32_t sig = (a & 0x7fffffU) | (fe != 0 ? 0x800000U : 0U);
+  const std::int32_t ex = fe1 - 127;
+  const bool tiny = ex < p.emin;
+  const std::int32_t qe = tiny ? (p.subnormals != 0 ? p.emin - p.m : p.emin) : ex - p.m;
+  std::int32_t shift = qe - (fe1 - 150);  // >= 1 because m <= 22
+  shift = shift < 31 ? shift : 31;
+  const std::uint32_t n = sig >> shift;
+  const std::uint32_t rem = sig & ((1U << shift) - 1U);
+  const std::uint32_t half = 1U << (shift - 1);
+  std::uint32_t up = 0;
+  if constexpr (M == RoundingMode::nearest_even) {
+    up = static_cast<std::uint32_t>((rem > half) | ((rem == half) & ((n & 1U) != 0)));
+  } else if constexpr (M == RoundingMode::nearest_away) {
+    up = static_cast<std::uint32_t>(rem >= half);
+  } else if constexpr (M == RoundingMode::toward_positive) {
+    up = static_cast<std::uint32_t>((rem != 0) & (s == 0));
+  } else if constexpr (M == RoundingMode::toward_negative) {
+    up = static_cast<std::uint32_t>((rem != 0) & (s != 0));
+  } else if constexpr (M == RoundingMode::stochastic) {
+    const std::int32_t true_shift = qe - (fe1 - 150);
+    const std::int32_t r = static_cast<std::int32_t>(p.sr_bits);
+    const std::uint64_t rem64 = true_shift >= 32 ? sig : rem;
+    std::uint64_t frac_r = 0;
+    if (true_shift >= r) {
+      frac_r = (true_shift - r) >= 64 ? 0 : rem64 >> (true_shift - r);
+    } else {
+      frac_r = rem64 << (r - true_shift);
+    }
+    const std::uint64_t rnd = static_cast<std::uint64_t>(format::sr_random_bits(p.seed, index)) >> (32 - r);
+    up = static_cast<std::uint32_t>(((frac_r + rnd) >> r) != 0);
+  }
+  const std::uint32_t nr = n + up;
+  const float v0 = static_cast<float>(nr) * std::bit_cast<float>(static_cast<std::uint32_t>(qe + 127) << 23);
+  const float v = v0 < p.maxf ? v0 : p.maxf;
+  const std::uint32_t sign = (p.positive_zero & static_cast<std::uint32_t>(nr == 0)) != 0 ? 0U : s << 31;
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) | sign);
+}
+
+// x·2^-s with the sign and non-zeroness of the exact product kept when it underflows to zero.
+[[gnu::always_inline]] inline float scale_down(float x, float inv) {
+  const float y = x * inv;
+  const std::uint32_t yb = std::bit_cast<std::uint32_t>(y);
+  const std::uint32_t xb = std::bit_cast<std::uint32_t>(x);
+  const bool lost = (yb & kAbsMask) == 0 && (xb & kAbsMask) != 0;
+  return lost ? std::bit_cast<float>((xb & 0x80000000U) | 1U) : y;
+}
+
+#define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))
+
+template <RoundingMode M>
+LPEMU_CLONES void fast_segment(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0,
+                               float inv, float scale) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = fast_element<M>(p, scale_down(in[i], inv), i0 + i) * scale;
+}
+
+template <RoundingMode M>
+LPEMU_CLONES void fast_row(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0,
+                           const float* inv, const float* scale) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = fast_element<M>(p, scale_down(in[i], inv[i]), i0 + i) * scale[i];
+}
+
+LPEMU_CLONES std::uint32_t amax_bits(const float* in, std::size_t n) {
+  std::uint32_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(in[i]) & kAbsMask;
+    m = b > m ? b : m;
+  }
+  return m;
+}
+
+LPEMU_CLONES void amax_bits_row(const float* in, std::uint32_t* m, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(in[i]) & kAbsMask;
+    m[i] = b > m[i] ? b : m[i];
+  }
+}
+
+#undef LPEMU_CLONES
+
+// The fast-path scale for a block with amax bits `ab`, or nullopt if the block goes generic.
+std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab) {
+  if (ab >= kInfBits) return std::nullopt;
+  const auto s = pow2_rule_scale(c, static_cast<double>(std::bit_cast<float>(ab)));
+  if (!s || s->exponent < -126 || s->exponent > 127) return std::nullopt;
+  return s->exponent;
+}
+
+float pow2f(int e) { return std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23); }
+
+template <RoundingMode M>
+void fast_block_row(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t a, std::size_t bi,
+                    std::vector<std::uint32_t>& amax, std::vector<float>& inv, std::vector<float>& scl,
+                    std::vector<float>& tmp) {
+  const BlockLayout& L = c.L;
+  const std::size_t r0 = bi * L.block_rows, r1 = std::min(L.rows, r0 + L.block_rows);
+  if (L.block_cols == 1 && L.cols > 1) {
+    // Blocks run across rows: one scale per column, rows processed as contiguous vectors.
+    amax.assign(L.cols, 0);
+    for (std::size_t r = r0; r < r1; ++r) amax_bits_row(in + (a * L.rows + r) * L.cols, amax.data(), L.cols);
+    inv.resize(L.cols);
+    scl.resize(L.cols);
+    std::vector<std::size_t> slow;
+    for (std::size_t col = 0; col < L.cols; ++col) {
+      const auto e = fast_exponent(c, amax[col]);
+      if (!e) {
+        slow.push_back(col);
+        inv[col] = 1;
+        scl[col] = 1;
+        continue;
+      }
+      inv[col] = pow2f(-*e);
+      scl[col] = pow2f(*e);
+    }
+    // Slow columns first into a buffer (in and out may alias), then the fast pass, then patch.
+    tmp.assign(slow.size() * (r1 - r0), 0.0F);
+    for (std::size_t k = 0; k < slow.size(); ++k) {
+      const BlockStats st = block_stats(c, in, a, bi, slow[k]);
+      const Scale s = choose_scale(c, in, a, bi, slow[k], st);
+      for (std::size_t r = r0; r < r1; ++r) {
+        const std::size_t i = (a * L.rows + r) * L.cols + slow[k];
+        tmp[k * (r1 - r0) + (r - r0)] = generic_element(c, s, in[i], i, false).value;
+      }
+    }
+    for (std::size_t r = r0; r < r1; ++r) {
+      const std::size_t base = (a * L.rows + r) * L.cols;
+      fast_row<M>(p, in + base, out + base, L.cols, base, inv.data(), scl.data());
+    }
+    for (std::size_t k = 0; k < slow.size(); ++k) {
+      for (std::size_t r = r0; r < r1; ++r) out[(a * L.rows + r) * L.cols + slow[k]] = tmp[k * (r1 - r0) + (r - r0)];
+    }
+    return;
+  }
+  for (std::size_t bj = 0; bj < L.grid_cols(); ++bj) {
+    std::uint32_t ab = 0;
+    for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) { ab = std::max(ab, amax_bits(in + lo, n)); });
+    const auto e = fast_exponent(c, ab);
+    if (!e) {
+      generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
+      continue;
+    }
+    const float iv = pow2f(-*e), sc = pow2f(*e);
+    for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) { fast_segment<M>(p, in + lo, out + lo, n, lo, iv, sc); });
+  }
+}
+
+// Runs body(a, bi) over every block row in parallel (blocks are independent: any split gives
+// the same bits).
+template <class F>
+void for_block_rows(const BlockLayout& L, F&& body) {
+  const std::size_t n = L.outer * L.grid_rows();
+  const std::size_t per_row = std::max<std::size_t>(1, L.block_rows * L.cols);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 15) / per_row);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t k = r.begin(); k != r.end(); ++k) body(k / L.grid_rows(), k % L.grid_rows());
+  });
+}
+
+template <class F>
+void dispatch_mode(RoundingMode m, F&& f) {
+  switch (m) {
+    case RoundingMode::nearest_even: f.template operator()<RoundingMode::nearest_even>(); break;
+    case RoundingMode::nearest_away: f.template operator()<RoundingMode::nearest_away>(); break;
+    case RoundingMode::toward_zero: f.template operator()<RoundingMode::toward_zero>(); break;
+    case RoundingMode::toward_positive: f.template operator()<RoundingMode::toward_positive>(); break;
+    case RoundingMode::toward_negative: f.template operator()<RoundingMode::toward_negative>(); break;
+    case RoundingMode::stochastic: f.template operator()<RoundingMode::stochastic>(); break;
+  }
+}
+
+void check_sizes(const BlockLayout& L, std::size_t in, std::size_t out, const char* what) {
+  if (in != L.element_count() || out != L.element_count()) {
+    throw ShapeError(std::string(what) + ": the shape holds " + std::to_string(L.element_count()) +
+                     " elements but the input has " + std::to_string(in) + " and the output " + std::to_string(out));
+  }
+}
+
+// NVFP4-style tensor scale: fp32(amax_tensor / (max_elem · max_scale)); 1 when that is not a
+// positive finite float (all-zero or non-finite tensors).
+void set_tensor_scale(Ctx& c, std::span<const float> in) {
+  if (c.f.tensor_scale == TensorScale::none) return;
+  float amax = 0;
+  for (float v : in) {
+    const float x = c.load(v);
+    if (std::isfinite(x)) amax = std::max(amax, std::fabs(x));
+  }
+  const float g = static_cast<float>(static_cast<double>(amax) / (c.max_elem * c.f.scale.max_finite));
+  c.g = (std::isfinite(g) && g > 0.0F) ? static_cast<double>(g) : 1.0;
+}
+
+void quantize_impl(const BlockFormat& fmt, std::span<const float> in, std::span<float> out,
+                   std::span<const std::size_t> shape, bool allow_fast) {
+  Ctx c(fmt, shape);
+  check_sizes(c.L, in.size(), out.size(), "block quantize");
+  if (in.empty()) return;
+  set_tensor_scale(c, in);
+  if (allow_fast && fast_eligible(c)) {
+    const Fast p = make_fast(c);
+    dispatch_mode(c.eopts.rounding, [&]<RoundingMode M>() {
+      for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
+        thread_local std::vector<std::uint32_t> amax;
+        thread_local std::vector<float> inv, scl, tmp;
+        fast_block_row<M>(c, p, in.data(), out.data(), a, bi, amax, inv, scl, tmp);
+      });
+    });
+    return;
+  }
+  for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
+    for (std::size_t bj = 0; bj < c.L.grid_cols(); ++bj) generic_block(c, in.data(), out.data(), nullptr, nullptr, a, bi, bj);
+  });
+}
+
+}  // namespace
+
+void quantize(const BlockFormat& fmt, std::span<const float> in, std::span<float> out,
+              std::span<const std::size_t> shape) {
+  quantize_impl(fmt, in, out, shape, true);
+}
+
+void detail::quantize_generic(const BlockFormat& fmt, std::span<const float> in, std::span<float> out,
+                              std::span<const std::size_t> shape) {
+  quantize_impl(fmt, in, out, shape, false);
+}
+
+BlockTensor encode(const BlockFormat& fmt, std::span<const float> in, std::span<const std::size_t> shape) {
+  Ctx c(fmt, shape);
+  check_sizes(c.L, in.size(), in.size(), "block encode");
+  if (fmt.element.bits > 32) {
+    throw ShapeError("block encode: element format '" + fmt.element.name + "' has " +
+                     std::to_string(fmt.element.bits) + "-bit codes; at most 32 are supported");
+  }
+  set_tensor_scale(c, in);
+  BlockTensor t;
+  t.format_name = fmt.name;
+  t.layout = c.L;
+  t.codes.assign(in.size(), 0);
+  t.scales.assign(c.L.block_count(), 0);
+  t.tensor_scale = static_cast<float>(c.g);
+  if (in.empty()) return t;
+  for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
+    for (std::size_t bj = 0; bj < c.L.grid_cols(); ++bj) {
+      const std::size_t b = (a * c.L.grid_rows() + bi) * c.L.grid_cols() + bj;
+      generic_block(c, in.data(), nullptr, t.codes.data(), &t.scales[b], a, bi, bj);
+    }
+  });
+  return t;
+}
+
+double scale_value(const BlockFormat& fmt, std::uint32_t code) {
+  if (fmt.scale_is_pow2) {
+    if (code == kPow2NanCode) return std::numeric_limits<double>::quiet_NaN();
+    return std::ldexp(1.0, static_cast<std::int32_t>(code));
+  }
+  return format::decode(fmt.scale, code);
+}
+
+void decode(const BlockFormat& fmt, const BlockTensor& t, std::span<float> out) {
+  const BlockLayout& L = t.layout;
+  if (out.size() != L.element_count() || t.codes.size() != L.element_count() || t.scales.size() != L.block_count()) {
+    throw ShapeError("block decode: the block tensor has " + std::to_string(t.codes.size()) + " codes and " +
+                     std::to_string(t.scales.size()) + " scales for a layout of " +
+                     std::to_string(L.element_count()) + " elements in " + std::to_string(L.block_count()) +
+                     " blocks; the output has " + std::to_string(out.size()));
+  }
+  const double g = static_cast<double>(t.tensor_scale);
+  for_block_rows(L, [&](std::size_t a, std::size_t bi) {
+    for (std::size_t bj = 0; bj < L.grid_cols(); ++bj) {
+      const std::size_t b = (a * L.grid_rows() + bi) * L.grid_cols() + bj;
+      const double sv = scale_value(fmt, t.scales[b]);
+      const double s = sv * g;
+      const bool zero = sv == 0.0;  // NOLINT
+      for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
+        for (std::size_t i = lo; i < lo + n; ++i) {
+          const double q = format::decode(fmt.element, t.codes[i]);
+          out[i] = std::isnan(s) ? std::numeric_limits<float>::quiet_NaN()
+                                 : static_cast<float>(zero ? q * 0.0 : q * s);
+        }
+      });
+    }
+  });
+}
+
+}  // namespace lpemu::block
