@@ -100,6 +100,9 @@ struct Ctx {
   int prec = 0;                  // significant bits of the element at its top binade
   int s_lo = 0, s_hi = 0;        // power-of-two range of the scale format
   double g = 1.0;                // tensor scale (1 when none)
+  int max_ilogb = 0;             // ilogb(max_elem)
+  std::uint32_t max_mant = 0;    // float32 mantissa field of max_elem (fast ceil rule)
+  std::uint32_t even_half = 0;   // half an element ulp in float32 mantissa units (fast even rule)
 
   explicit Ctx(const BlockFormat& fmt, std::span<const std::size_t> shape) : f(fmt), L(make_layout(fmt, shape)) {
     fmt.validate();
@@ -114,6 +117,9 @@ struct Ctx {
     emax = fmt.element_emax();
     prec = fmt.element.kind == format::Kind::floating ? fmt.element.mantissa_bits + 1
                                                       : emax - std::ilogb(fmt.element.min_normal) + 1;
+    max_ilogb = std::ilogb(max_elem);
+    max_mant = std::bit_cast<std::uint32_t>(static_cast<float>(max_elem)) & 0x7fffffU;
+    even_half = prec >= 1 && prec <= 23 ? 1U << (23 - prec) : 0U;
     s_lo = fmt.scale_is_pow2 ? std::numeric_limits<int>::min() / 4 : fmt.scale_min_exponent();
     s_hi = fmt.scale_is_pow2 ? std::numeric_limits<int>::max() / 4 : fmt.scale_max_exponent();
   }
@@ -374,7 +380,7 @@ bool fast_eligible(const Ctx& c) {
   const BlockFormat& f = c.f;
   const format::Format& e = f.element;
   return e.kind == format::Kind::floating && e.has_zero && e.mantissa_bits <= 22 && format::fits_in_float(e) &&
-         e.emin - e.mantissa_bits >= -90 && f.tensor_scale == TensorScale::none &&
+         e.emin - e.mantissa_bits >= -90 && e.emax <= 100 && f.tensor_scale == TensorScale::none &&
          (f.rule == ScaleRule::ocp || f.rule == ScaleRule::ceil || f.rule == ScaleRule::even) &&
          f.subnormal_inputs == SubnormalInputs::keep;
 }
@@ -438,6 +444,23 @@ template <RoundingMode M>
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) | sign);
 }
 
+// nearest_even without variable shifts (vectorises on any x86-64): adding C = 2^(qe+23) rounds |y|
+// to a multiple of 2^qe in float32's own round-to-nearest-even, and subtracting C is exact. Same
+// result as fast_element<nearest_even>; the property tests compare both with the generic path.
+[[gnu::always_inline]] inline float fast_element_rne(const Fast& p, float y) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(y);
+  const std::uint32_t s = u & 0x80000000U;
+  const std::uint32_t a = u & kAbsMask;
+  const std::int32_t ex = static_cast<std::int32_t>(a >> 23) - 127;
+  const std::int32_t qe = ex < p.emin ? (p.subnormals != 0 ? p.emin - p.m : p.emin) : ex - p.m;
+  const float c = std::bit_cast<float>(static_cast<std::uint32_t>(qe + 150) << 23);
+  const float r = (std::bit_cast<float>(a) + c) - c;
+  const float v = r < p.maxf ? r : p.maxf;
+  const std::uint32_t vb = std::bit_cast<std::uint32_t>(v);
+  const std::uint32_t sign = (p.positive_zero != 0 && vb == 0) ? 0U : s;
+  return std::bit_cast<float>(vb | sign);
+}
+
 // x·2^-s with the sign and non-zeroness of the exact product kept when it underflows to zero.
 [[gnu::always_inline]] inline float scale_down(float x, float inv) {
   const float y = x * inv;
@@ -447,18 +470,30 @@ template <RoundingMode M>
   return lost ? std::bit_cast<float>((xb & 0x80000000U) | 1U) : y;
 }
 
+std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab);
+
 #define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))
 
 template <RoundingMode M>
 LPEMU_CLONES void fast_segment(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0,
                                float inv, float scale) {
-  for (std::size_t i = 0; i < n; ++i) out[i] = fast_element<M>(p, scale_down(in[i], inv), i0 + i) * scale;
+  const Fast lp = p;  // local: stores to out cannot alias it
+  if constexpr (M == RoundingMode::nearest_even) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element_rne(lp, scale_down(in[i], inv)) * scale;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element<M>(lp, scale_down(in[i], inv), i0 + i) * scale;
+  }
 }
 
 template <RoundingMode M>
 LPEMU_CLONES void fast_row(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0,
                            const float* inv, const float* scale) {
-  for (std::size_t i = 0; i < n; ++i) out[i] = fast_element<M>(p, scale_down(in[i], inv[i]), i0 + i) * scale[i];
+  const Fast lp = p;
+  if constexpr (M == RoundingMode::nearest_even) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element_rne(lp, scale_down(in[i], inv[i])) * scale[i];
+  } else {
+    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element<M>(lp, scale_down(in[i], inv[i]), i0 + i) * scale[i];
+  }
 }
 
 LPEMU_CLONES std::uint32_t amax_bits(const float* in, std::size_t n) {
@@ -477,14 +512,65 @@ LPEMU_CLONES void amax_bits_row(const float* in, std::uint32_t* m, std::size_t n
   }
 }
 
+// Whole-row blocks (block_cols == cols): block k covers one contiguous run. Blocks k0..k1.
+template <RoundingMode M>
+void fast_contiguous(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t k0,
+                                  std::size_t k1) {
+  const BlockLayout& L = c.L;
+  const std::size_t gr = L.grid_rows();
+  const Fast lp = p;  // a local copy: stores to out cannot alias it, so the loop vectorises
+  for (std::size_t k = k0; k < k1; ++k) {
+    const std::size_t a = k / gr, bi = k % gr;
+    const std::size_t lo = (a * L.rows + bi * L.block_rows) * L.cols;
+    const std::size_t hi = (a * L.rows + std::min(L.rows, bi * L.block_rows + L.block_rows)) * L.cols;
+    std::uint32_t ab = 0;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const std::uint32_t b = std::bit_cast<std::uint32_t>(in[i]) & kAbsMask;
+      ab = b > ab ? b : ab;
+    }
+    const auto e = fast_exponent(c, ab);
+    if (!e) {
+      generic_block(c, in, out, nullptr, nullptr, a, bi, 0);
+      continue;
+    }
+    const float inv = std::bit_cast<float>(static_cast<std::uint32_t>(127 - *e) << 23);
+    const float sc = std::bit_cast<float>(static_cast<std::uint32_t>(*e + 127) << 23);
+    const std::size_t n = hi - lo;
+    const float* src = in + lo;
+    float* dst = out + lo;
+    fast_segment<M>(lp, src, dst, n, lo, inv, sc);
+  }
+}
+
 #undef LPEMU_CLONES
 
-// The fast-path scale for a block with amax bits `ab`, or nullopt if the block goes generic.
+// The fast-path exponent for a block with amax bits `ab` (the rules of pow2_exponent read from the
+// float32 fields), or nullopt if the block goes generic (non-finite, scale overflow, or 2^s not a
+// normal float).
 std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab) {
   if (ab >= kInfBits) return std::nullopt;
-  const auto s = pow2_rule_scale(c, static_cast<double>(std::bit_cast<float>(ab)));
-  if (!s || s->exponent < -126 || s->exponent > 127) return std::nullopt;
-  return s->exponent;
+  const auto fe = static_cast<int>(ab >> 23);
+  int e = 0;
+  if (fe == 0) {  // zero or subnormal amax: rare, take the general rule
+    const auto s = pow2_rule_scale(c, static_cast<double>(std::bit_cast<float>(ab)));
+    if (!s) return std::nullopt;
+    e = s->exponent;
+  } else {
+    const std::uint32_t mant = ab & 0x7fffffU;
+    const int E = fe - 127;  // floor(log2(amax)) from the exponent field
+    switch (c.f.rule) {
+      case ScaleRule::ceil: e = E - c.max_ilogb + (mant > c.max_mant ? 1 : 0); break;
+      case ScaleRule::even: e = E + ((mant + c.even_half) >= 0x800000U ? 1 : 0) - c.emax; break;
+      default: e = E - c.emax; break;
+    }
+    if (e < c.s_lo) e = c.s_lo;
+    if (e > c.s_hi) {
+      if (c.f.scale_overflow == ScaleOverflow::nan) return std::nullopt;
+      e = c.s_hi;
+    }
+  }
+  if (e < -126 || e > 127) return std::nullopt;
+  return e;
 }
 
 float pow2f(int e) { return std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23); }
@@ -597,6 +683,16 @@ void quantize_impl(const BlockFormat& fmt, std::span<const float> in, std::span<
   set_tensor_scale(c, in);
   if (allow_fast && fast_eligible(c)) {
     const Fast p = make_fast(c);
+    if (c.L.block_cols == c.L.cols) {
+      const std::size_t n = c.L.outer * c.L.grid_rows();
+      const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 15) / std::max<std::size_t>(1, c.L.block_rows * c.L.cols));
+      dispatch_mode(c.eopts.rounding, [&]<RoundingMode M>() {
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), [&](const tbb::blocked_range<std::size_t>& r) {
+          fast_contiguous<M>(c, p, in.data(), out.data(), r.begin(), r.end());
+        });
+      });
+      return;
+    }
     dispatch_mode(c.eopts.rounding, [&]<RoundingMode M>() {
       for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
         thread_local std::vector<std::uint32_t> amax;
