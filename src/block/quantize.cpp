@@ -1,7 +1,7 @@
 // Block quantisation (issue 3). Two paths give identical bits:
 //  * generic: per block, the scale from the rule, then each element y = x / S in double (exact for
 //    power-of-two S), rounded by the element format's scalar codec with saturation, times S;
-//  * fast (quantize only): power-of-two scales 2^s with s in [-126, 127] and element formats that
+//  * fast (quantize only): power-of-two scales 2^s with s in [-126, 126] and element formats that
 //    fit float32 with a smallest step ≥ 2^-90: y = x·2^-s in float (exact except below 2^-126,
 //    where the step is so coarse that only y's sign and non-zeroness matter, which are kept),
 //    rounded on its bits by an integer kernel, times 2^s. Blocks it cannot take go generic.
@@ -371,6 +371,7 @@ void generic_block(const Ctx& c, const float* in, float* out, std::uint32_t* cod
 
 struct Fast {
   std::int32_t m, emin;
+  std::int32_t is_int, int_qe;  // integer elements: fixed quantum 2^int_qe (nearest_even only)
   std::uint32_t subnormals, positive_zero, sr_bits;
   std::uint64_t seed;
   float maxf;
@@ -379,8 +380,13 @@ struct Fast {
 bool fast_eligible(const Ctx& c) {
   const BlockFormat& f = c.f;
   const format::Format& e = f.element;
-  return e.kind == format::Kind::floating && e.has_zero && e.mantissa_bits <= 22 && format::fits_in_float(e) &&
-         e.emin - e.mantissa_bits >= -90 && e.emax <= 100 && f.tensor_scale == TensorScale::none &&
+  const bool float_ok = e.kind == format::Kind::floating && e.has_zero && e.mantissa_bits <= 22 &&
+                        format::fits_in_float(e) && e.emin - e.mantissa_bits >= -90 && e.emax <= 100;
+  // Symmetric signed integers (MXINT8) with round-to-nearest-even: a fixed quantum, ±max clamp.
+  const bool int_ok = e.kind == format::Kind::integer && e.is_signed && e.lowest == -e.max_finite &&
+                      e.bits <= 24 && e.fraction_bits <= 90 && c.prec <= 23 &&
+                      f.element_options.rounding == RoundingMode::nearest_even;
+  return (float_ok || int_ok) && f.tensor_scale == TensorScale::none &&
          (f.rule == ScaleRule::ocp || f.rule == ScaleRule::ceil || f.rule == ScaleRule::even) &&
          f.subnormal_inputs == SubnormalInputs::keep;
 }
@@ -390,6 +396,8 @@ Fast make_fast(const Ctx& c) {
   p.m = c.f.element.mantissa_bits;
   p.emin = c.f.element.emin;
   p.subnormals = c.f.element.subnormals ? 1U : 0U;
+  p.is_int = c.f.element.kind == format::Kind::integer ? 1 : 0;
+  p.int_qe = -c.f.element.fraction_bits;
   p.positive_zero = (c.f.signed_zero == SignedZero::positive || !c.f.element.has_negative_zero()) ? 1U : 0U;
   p.sr_bits = static_cast<std::uint32_t>(c.eopts.sr_bits);
   p.seed = c.eopts.seed;
@@ -452,7 +460,8 @@ template <RoundingMode M>
   const std::uint32_t s = u & 0x80000000U;
   const std::uint32_t a = u & kAbsMask;
   const std::int32_t ex = static_cast<std::int32_t>(a >> 23) - 127;
-  const std::int32_t qe = ex < p.emin ? (p.subnormals != 0 ? p.emin - p.m : p.emin) : ex - p.m;
+  const std::int32_t qf = ex < p.emin ? (p.subnormals != 0 ? p.emin - p.m : p.emin) : ex - p.m;
+  const std::int32_t qe = p.is_int != 0 ? p.int_qe : qf;
   const float c = std::bit_cast<float>(static_cast<std::uint32_t>(qe + 150) << 23);
   const float r = (std::bit_cast<float>(a) + c) - c;
   const float v = r < p.maxf ? r : p.maxf;
@@ -569,7 +578,7 @@ std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab) {
       e = c.s_hi;
     }
   }
-  if (e < -126 || e > 127) return std::nullopt;
+  if (e < -126 || e > 126) return std::nullopt;  // 2^e and 2^-e both normal floats
   return e;
 }
 
