@@ -218,3 +218,85 @@ TEST_CASE("results are bit-identical with 1 and 2 threads", "[block][property]")
 }
 
 }  // namespace
+
+namespace {
+
+double block_sse(const std::vector<float>& x, const std::vector<float>& q, std::size_t b0, std::size_t b1) {
+  double s = 0;
+  for (std::size_t i = b0; i < b1; ++i) {
+    if (!std::isfinite(x[i])) continue;
+    const double d = static_cast<double>(x[i]) - static_cast<double>(q[i]);
+    s += d * d;
+  }
+  return s;
+}
+
+TEST_CASE("search never has a larger block error than its base rule", "[block][property]") {
+  std::uint64_t seed = 2000;
+  for (const char* name : {"mxfp4", "mxfp8_e4m3", "mxint8", "nvfp4"}) {
+    lb::BlockFormat base = lb::BlockRegistry::builtin().get(name);
+    lb::BlockFormat search = base;
+    search.rule = lb::ScaleRule::search;
+    search.search_radius = 2;
+    const std::size_t bs = static_cast<std::size_t>(base.block_size);
+    auto x = random_tensor(bs * 40, seed++);
+    for (auto& v : x) v = std::isfinite(v) ? v : 1.0F;
+    std::vector<float> qb(x.size()), qs(x.size());
+    lb::quantize(base, x, qb, std::vector<std::size_t>{x.size()});
+    lb::quantize(search, x, qs, std::vector<std::size_t>{x.size()});
+    for (std::size_t b0 = 0; b0 < x.size(); b0 += bs) {
+      INFO(name << " block " << b0 / bs);
+      CHECK(block_sse(x, qs, b0, b0 + bs) <= block_sse(x, qb, b0, b0 + bs));
+    }
+  }
+}
+
+TEST_CASE("quantize in place equals quantize out of place", "[block][property]") {
+  std::uint64_t seed = 3000;
+  for (const auto& name : lb::BlockRegistry::builtin().names()) {
+    for (int axis : {-1, 0}) {
+      lb::BlockFormat f = lb::BlockRegistry::builtin().get(name);
+      f.axis = axis;
+      const std::vector<std::size_t> shape{40, 33};
+      auto x = random_tensor(40 * 33, seed++);
+      x[5] = std::numeric_limits<float>::infinity();  // forces a generic block/column beside fast ones
+      std::vector<float> out(x.size());
+      lb::quantize(f, x, out, shape);
+      lb::quantize(f, x, x, shape);
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        INFO(name << " axis " << axis << " i " << i);
+        REQUIRE(same(x[i], static_cast<double>(out[i])));
+      }
+    }
+  }
+}
+
+TEST_CASE("stochastic rounding is reproducible per seed and returns a grid neighbour", "[block][property]") {
+  lb::BlockFormat f = lb::BlockRegistry::builtin().get("mxfp4");
+  f.element_options.rounding = RoundingMode::stochastic;
+  f.element_options.seed = 5;
+  const auto x = random_tensor(32 * 64, 4000);
+  std::vector<float> a(x.size()), b(x.size()), dn(x.size()), up(x.size());
+  lb::quantize(f, x, a, std::vector<std::size_t>{x.size()});
+  lb::quantize(f, x, b, std::vector<std::size_t>{x.size()});
+  lb::BlockFormat fd = f, fu = f;
+  fd.element_options.rounding = RoundingMode::toward_negative;
+  fu.element_options.rounding = RoundingMode::toward_positive;
+  lb::quantize(fd, x, dn, std::vector<std::size_t>{x.size()});
+  lb::quantize(fu, x, up, std::vector<std::size_t>{x.size()});
+  std::size_t differ_from_down = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    INFO("i " << i << " x " << x[i]);
+    REQUIRE(same(a[i], static_cast<double>(b[i])));
+    const bool neighbour = same(a[i], static_cast<double>(dn[i])) || same(a[i], static_cast<double>(up[i])) ||
+                           (a[i] == 0.0F && (dn[i] == 0.0F || up[i] == 0.0F));
+    REQUIRE(neighbour);
+    if (a[i] != dn[i]) ++differ_from_down;
+  }
+  CHECK(differ_from_down > 0);
+  f.element_options.seed = 6;
+  lb::quantize(f, x, b, std::vector<std::size_t>{x.size()});
+  CHECK(a != b);
+}
+
+}  // namespace
