@@ -551,6 +551,33 @@ void fast_contiguous(const Ctx& c, const Fast& p, const float* in, float* out, s
   }
 }
 
+// Non-power-of-two scales (NVFP4, FP32 scales) under nearest_even: y = x / S in double (the
+// generic path's quotient), rounded by adding and subtracting 2^(qe+52), clamped, times S.
+struct FastD {
+  std::int64_t m, emin, is_int, int_qe;
+  std::uint64_t subnormals, positive_zero;
+  double maxd;
+};
+
+LPEMU_CLONES void fast_scaled_segment(const FastD& p, const float* in, float* out, std::size_t n, double scale) {
+  const FastD lp = p;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double y = static_cast<double>(in[i]) / scale;
+    const std::uint64_t u = std::bit_cast<std::uint64_t>(y);
+    const std::uint64_t sg = u & 0x8000000000000000ULL;
+    const std::uint64_t a = u & 0x7fffffffffffffffULL;
+    const std::int64_t ex = static_cast<std::int64_t>(a >> 52) - 1023;
+    const std::int64_t qf = ex < lp.emin ? (lp.subnormals != 0 ? lp.emin - lp.m : lp.emin) : ex - lp.m;
+    const std::int64_t qe = lp.is_int != 0 ? lp.int_qe : qf;
+    const double c = std::bit_cast<double>(static_cast<std::uint64_t>(qe + 1075) << 52);
+    const double r = (std::bit_cast<double>(a) + c) - c;
+    const double v = r < lp.maxd ? r : lp.maxd;
+    const std::uint64_t vb = std::bit_cast<std::uint64_t>(v);
+    const std::uint64_t sign = (lp.positive_zero != 0 && vb == 0) ? 0ULL : sg;
+    out[i] = static_cast<float>(std::bit_cast<double>(vb | sign) * scale);
+  }
+}
+
 #undef LPEMU_CLONES
 
 // The fast-path exponent for a block with amax bits `ab` (the rules of pow2_exponent read from the
@@ -684,6 +711,49 @@ void set_tensor_scale(Ctx& c, std::span<const float> in) {
   c.g = (std::isfinite(g) && g > 0.0F) ? static_cast<double>(g) : 1.0;
 }
 
+bool fast_scaled_eligible(const Ctx& c) {
+  const BlockFormat& f = c.f;
+  const format::Format& e = f.element;
+  const bool float_ok = e.kind == format::Kind::floating && e.has_zero && e.mantissa_bits <= 22 &&
+                        format::fits_in_float(e);
+  const bool int_ok = e.kind == format::Kind::integer && e.is_signed && e.lowest == -e.max_finite && e.bits <= 24;
+  return (float_ok || int_ok) && !f.scale_is_pow2 && f.rule == ScaleRule::amax_over_max &&
+         f.element_options.rounding == RoundingMode::nearest_even && f.subnormal_inputs == SubnormalInputs::keep;
+}
+
+FastD make_fast_d(const Ctx& c) {
+  const format::Format& e = c.f.element;
+  FastD p{};
+  p.m = e.mantissa_bits;
+  p.emin = e.emin;
+  p.is_int = e.kind == format::Kind::integer ? 1 : 0;
+  p.int_qe = -e.fraction_bits;
+  p.subnormals = e.subnormals ? 1U : 0U;
+  p.positive_zero = (c.f.signed_zero == SignedZero::positive || !e.has_negative_zero()) ? 1U : 0U;
+  p.maxd = e.max_finite;
+  return p;
+}
+
+// One block on the non-power-of-two fast path; blocks with non-finite inputs or a NaN/zero scale
+// go generic.
+void fast_scaled_block(const Ctx& c, const FastD& p, const float* in, float* out, std::size_t a, std::size_t bi,
+                       std::size_t bj) {
+  std::uint32_t ab = 0;
+  for_segments(c.L, a, bi, bj, [&](std::size_t lo, std::size_t n) { ab = std::max(ab, amax_bits(in + lo, n)); });
+  if (ab >= kInfBits) {
+    generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
+    return;
+  }
+  BlockStats st;
+  st.amax = static_cast<double>(std::bit_cast<float>(ab));
+  const Scale s = choose_scale(c, in, a, bi, bj, st);
+  if (s.kind != Scale::normal) {
+    generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
+    return;
+  }
+  for_segments(c.L, a, bi, bj, [&](std::size_t lo, std::size_t n) { fast_scaled_segment(p, in + lo, out + lo, n, s.value); });
+}
+
 void quantize_impl(const BlockFormat& fmt, std::span<const float> in, std::span<float> out,
                    std::span<const std::size_t> shape, bool allow_fast) {
   Ctx c(fmt, shape);
@@ -708,6 +778,13 @@ void quantize_impl(const BlockFormat& fmt, std::span<const float> in, std::span<
         thread_local std::vector<float> inv, scl, tmp;
         fast_block_row<M>(c, p, in.data(), out.data(), a, bi, amax, inv, scl, tmp);
       });
+    });
+    return;
+  }
+  if (allow_fast && fast_scaled_eligible(c)) {
+    const FastD p = make_fast_d(c);
+    for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
+      for (std::size_t bj = 0; bj < c.L.grid_cols(); ++bj) fast_scaled_block(c, p, in.data(), out.data(), a, bi, bj);
     });
     return;
   }
