@@ -89,6 +89,17 @@ constexpr std::uint32_t kInfBits = 0x7f800000U;
 
 std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
 
+// double → float32 rounded to nearest even, with overflow to ±Inf defined (a plain cast of a
+// value beyond FLT_MAX is undefined behaviour). 0x1.ffffffp127 is the midpoint between FLT_MAX
+// and 2^128; it rounds to 2^128 (even), i.e. Inf.
+[[gnu::always_inline]] inline float narrow(double v) {
+  const double av = std::fabs(v);
+  const double in_range = av > 0x1.fffffep127 ? 0.0 : v;
+  const float f = static_cast<float>(in_range);
+  const float big = av >= 0x1.ffffffp127 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::max();
+  return av > 0x1.fffffep127 ? std::copysign(big, static_cast<float>(std::copysign(1.0, v))) : f;
+}
+
 // Per-call constants.
 struct Ctx {
   const BlockFormat& f;
@@ -253,7 +264,7 @@ ElemOut generic_element(const Ctx& c, const Scale& s, float xin, std::uint64_t i
   std::uint32_t code = 0;
   if (want_code) code = static_cast<std::uint32_t>(format::encode(e, q, format::ConvertOptions{}));
   const double scaled = s.kind == Scale::zero ? q * 0.0 : q * s.value;
-  return {static_cast<float>(scaled), code};
+  return {narrow(scaled), code};
 }
 
 // Calls f(start, length) for each contiguous run of elements of block (a, bi, bj).
@@ -574,7 +585,7 @@ LPEMU_CLONES void fast_scaled_segment(const FastD& p, const float* in, float* ou
     const double v = r < lp.maxd ? r : lp.maxd;
     const std::uint64_t vb = std::bit_cast<std::uint64_t>(v);
     const std::uint64_t sign = (lp.positive_zero != 0 && vb == 0) ? 0ULL : sg;
-    out[i] = static_cast<float>(std::bit_cast<double>(vb | sign) * scale);
+    out[i] = narrow(std::bit_cast<double>(vb | sign) * scale);
   }
 }
 
@@ -707,7 +718,7 @@ void set_tensor_scale(Ctx& c, std::span<const float> in) {
     const float x = c.load(v);
     if (std::isfinite(x)) amax = std::max(amax, std::fabs(x));
   }
-  const float g = static_cast<float>(static_cast<double>(amax) / (c.max_elem * c.f.scale.max_finite));
+  const float g = narrow(static_cast<double>(amax) / (c.max_elem * c.f.scale.max_finite));
   c.g = (std::isfinite(g) && g > 0.0F) ? static_cast<double>(g) : 1.0;
 }
 
@@ -856,7 +867,7 @@ void decode(const BlockFormat& fmt, const BlockTensor& t, std::span<float> out) 
         for (std::size_t i = lo; i < lo + n; ++i) {
           const double q = format::decode(fmt.element, t.codes[i]);
           out[i] = std::isnan(s) ? std::numeric_limits<float>::quiet_NaN()
-                                 : static_cast<float>(zero ? q * 0.0 : q * s);
+                                 : narrow(zero ? q * 0.0 : q * s);
         }
       });
     }

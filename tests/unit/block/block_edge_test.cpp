@@ -272,3 +272,26 @@ TEST_CASE("per-tensor FP8: scale amax/448 in FP32", "[block][unit]") {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("results beyond FLT_MAX become Inf in float32 output, on every path", "[block][unit]") {
+  // ceil with amax = FLT_MAX = (2 − 2^-23)·2^127: s = 120 (1.75·2^127 < amax); the element
+  // (2 − 2^-23)·2^7 rounds to 256 (E4M3 step 16 there), and 256·2^120 = 2^128 overflows float32.
+  lb::BlockFormat f = fmt("mxfp8_e4m3");
+  f.rule = lb::ScaleRule::ceil;
+  std::vector<float> x(32, 1.0F);
+  x[0] = std::numeric_limits<float>::max();
+  x[1] = -std::numeric_limits<float>::max();
+  const auto out = q(f, x);
+  CHECK(out[0] == kInf);
+  CHECK(out[1] == -kInf);
+  CHECK(static_cast<int>(lb::encode(f, x, std::vector<std::size_t>{32}).scales[0]) - 127 == 120);
+  // NVFP4 at the top of the range: fast, generic and decode(encode) agree (checked inside q).
+  std::vector<float> y(16, 2.0F);
+  y[3] = std::numeric_limits<float>::max();
+  const auto out2 = q(fmt("nvfp4"), y);
+  CHECK(std::fabs(out2[3]) >= 3.0e38F);
+}
+
+}  // namespace
