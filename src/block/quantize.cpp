@@ -324,7 +324,10 @@ Scale choose_scale(const Ctx& c, const float* in, std::size_t a, std::size_t bi,
   if (st.nonfinite && c.f.nonfinite == NonFinite::nan_block) return nan_scale(c);
   const bool flushed = c.f.subnormal_inputs == SubnormalInputs::flush_block && st.amax == 0.0;  // NOLINT
   std::optional<Scale> s;
-  if (c.f.rule == ScaleRule::amax_over_max || (c.f.rule == ScaleRule::search && !c.f.scale_is_pow2)) {
+  // search starts from the OCP scale when every scale is a power of two ("pow2", or an
+  // exponent-only format such as E8M0 without a tensor scale), else from amax_over_max.
+  const bool pow2_valued = c.f.scale_is_pow2 || (c.f.scale.mantissa_bits == 0 && c.f.tensor_scale == TensorScale::none);
+  if (c.f.rule == ScaleRule::amax_over_max || (c.f.rule == ScaleRule::search && !pow2_valued)) {
     s = amax_over_max_scale(c, st.amax);
   } else {
     s = pow2_rule_scale(c, st.amax);

@@ -34,7 +34,8 @@ enum class Granularity : std::uint8_t { block, tile, per_tensor, per_row, per_co
 ///  ceil: the smallest power of two 2^s with amax ≤ max_elem·2^s (nothing saturates; "rceil");
 ///  even: ocp applied to amax rounded (ties away) to the element's precision;
 ///  amax_over_max: amax / max_elem (/ tensor scale) rounded to the scale format (NVFP4 style);
-///  search: the candidate (base ± search_radius scale codes) with the least squared error.
+///  search: the candidate with the least squared error among the base scale (ocp for power-of-two
+///  scales, amax_over_max otherwise) and its ±search_radius neighbours (exponents or codes).
 enum class ScaleRule : std::uint8_t { ocp, ceil, even, amax_over_max, search };
 
 /// What a NaN or ±Inf input does to its block.
@@ -89,9 +90,9 @@ struct BlockFormat {
 
   /// emax of the element for the scale rules: the exponent of the largest power of two ≤ max.
   int element_emax() const;
-  /// Smallest and largest exponent s with 2^s a value of the scale format.
+  /// Smallest exponent s with 2^s a value of the scale format (−1074 for "pow2").
   int scale_min_exponent() const;
-  /// Largest exponent s with 2^s a value of the scale format.
+  /// Largest exponent s with 2^s a value of the scale format (1023 for "pow2").
   int scale_max_exponent() const;
   /// Checks cross-field consistency; throws SpecError naming the field.
   void validate() const;
