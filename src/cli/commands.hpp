@@ -11,6 +11,8 @@ namespace lpemu::cli {
 void register_formats(CLI::App& app, Context& ctx);
 /// `lpemu convert`.
 void register_convert(CLI::App& app, Context& ctx);
+/// `lpemu quantize`.
+void register_quantize(CLI::App& app, Context& ctx);
 /// `lpemu proposal` and `lpemu proposal verify`.
 void register_proposal(CLI::App& app, Context& ctx);
 /// `lpemu cost`, `lpemu cost mac`, `lpemu cost targets`.

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", ctx.threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
   lpemu::cli::register_formats(app, ctx);
   lpemu::cli::register_convert(app, ctx);
+  lpemu::cli::register_quantize(app, ctx);
   lpemu::cli::register_proposal(app, ctx);
   lpemu::cli::register_cost(app, ctx);
   lpemu::cli::register_datapath(app, ctx);

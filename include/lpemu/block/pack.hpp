@@ -1,0 +1,20 @@
+// Packed byte layout of block-encoded tensors (README.md "Block-scaled formats", packed layout).
+// Codes of b bits form a little-endian bit stream: code i occupies bits [i·b, (i+1)·b) of the
+// stream, bit j of the stream being bit (j mod 8) of byte ⌊j/8⌋. So FP4 puts element 0 in the low
+// nibble of byte 0 and element 1 in its high nibble; FP6 puts 4 elements in 3 bytes; 8-bit codes
+// are one byte each; 16- and 32-bit codes are little-endian.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace lpemu::block {
+
+/// Packs `codes` of `bits` bits (1..32) into the little-endian bit stream described above.
+std::vector<std::uint8_t> pack_codes(std::span<const std::uint32_t> codes, int bits);
+/// Unpacks `count` codes of `bits` bits; throws ShapeError if `bytes` is too short.
+std::vector<std::uint32_t> unpack_codes(std::span<const std::uint8_t> bytes, int bits, std::size_t count);
+
+}  // namespace lpemu::block

@@ -1,0 +1,400 @@
+#include "lpemu/block/block_format.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "lpemu/detail/embedded.hpp"
+#include "lpemu/error.hpp"
+
+namespace lpemu::block {
+namespace {
+
+std::string where(std::string_view origin, const toml::node* node) {
+  std::string out(origin);
+  if (node != nullptr && node->source().begin.line > 0) out += ":" + std::to_string(node->source().begin.line);
+  return out;
+}
+
+[[noreturn]] void fail(std::string_view origin, const toml::node* node, std::string_view field,
+                       const std::string& value, std::string_view expected) {
+  throw SpecError(where(origin, node) + ": field '" + std::string(field) + "' = " + value + ": expected " +
+                  std::string(expected));
+}
+
+std::string show(const toml::node& n) {
+  std::ostringstream s;
+  if (n.is_string()) {
+    s << '"' << n.value<std::string>().value_or("") << '"';
+  } else if (n.is_table()) {
+    s << "a table";
+  } else if (n.is_array()) {
+    s << "an array";
+  } else {
+    n.visit([&](const auto& v) { s << v; });
+  }
+  return s.str();
+}
+
+const std::set<std::string, std::less<>> kKeys = {
+    "name",      "aliases",        "source",         "description",      "element",     "scale",
+    "granularity", "block_size",   "axis",           "tile",             "scale_rule",  "search_radius",
+    "scale_rounding", "rounding",  "sr_bits",        "nonfinite",        "scale_overflow",
+    "subnormal_inputs", "signed_zero", "tensor_scale"};
+
+template <class E>
+E parse_choice(std::string_view text, std::initializer_list<std::pair<std::string_view, E>> choices,
+               std::string_view field) {
+  std::string list;
+  for (const auto& [k, v] : choices) {
+    if (k == text) return v;
+    if (!list.empty()) list += ", ";
+    list += '"' + std::string(k) + '"';
+  }
+  throw SpecError("field '" + std::string(field) + "' = \"" + std::string(text) + "\": expected one of " + list);
+}
+
+std::string read_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open block format file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+Granularity parse_granularity(std::string_view text) {
+  return parse_choice<Granularity>(text,
+                                   {{"block", Granularity::block},
+                                    {"tile", Granularity::tile},
+                                    {"per_tensor", Granularity::per_tensor},
+                                    {"per_row", Granularity::per_row},
+                                    {"per_column", Granularity::per_column}},
+                                   "granularity");
+}
+
+ScaleRule parse_scale_rule(std::string_view text) {
+  return parse_choice<ScaleRule>(text,
+                                 {{"ocp", ScaleRule::ocp},
+                                  {"ceil", ScaleRule::ceil},
+                                  {"rceil", ScaleRule::ceil},
+                                  {"even", ScaleRule::even},
+                                  {"amax_over_max", ScaleRule::amax_over_max},
+                                  {"search", ScaleRule::search}},
+                                 "scale_rule");
+}
+
+std::string_view to_string(Granularity g) {
+  switch (g) {
+    case Granularity::block: return "block";
+    case Granularity::tile: return "tile";
+    case Granularity::per_tensor: return "per_tensor";
+    case Granularity::per_row: return "per_row";
+    case Granularity::per_column: return "per_column";
+  }
+  return "?";
+}
+
+std::string_view to_string(ScaleRule r) {
+  switch (r) {
+    case ScaleRule::ocp: return "ocp";
+    case ScaleRule::ceil: return "ceil";
+    case ScaleRule::even: return "even";
+    case ScaleRule::amax_over_max: return "amax_over_max";
+    case ScaleRule::search: return "search";
+  }
+  return "?";
+}
+
+std::string_view to_string(NonFinite n) { return n == NonFinite::nan_block ? "nan_block" : "ignore"; }
+std::string_view to_string(ScaleOverflow o) { return o == ScaleOverflow::nan ? "nan" : "clamp"; }
+std::string_view to_string(SubnormalInputs s) {
+  return s == SubnormalInputs::keep ? "keep" : s == SubnormalInputs::flush ? "flush" : "flush_block";
+}
+std::string_view to_string(SignedZero s) { return s == SignedZero::keep ? "keep" : "positive"; }
+std::string_view to_string(TensorScale t) { return t == TensorScale::none ? "none" : "fp32"; }
+
+int BlockFormat::element_emax() const { return std::ilogb(element.max_finite); }
+
+int BlockFormat::scale_min_exponent() const {
+  if (scale_is_pow2) return -1074;
+  return std::ilogb(scale.min_subnormal);
+}
+
+int BlockFormat::scale_max_exponent() const {
+  if (scale_is_pow2) return 1023;
+  return std::ilogb(scale.max_finite);
+}
+
+void BlockFormat::validate() const {
+  auto bad = [&](std::string_view field, const std::string& value, std::string_view expected) {
+    throw SpecError("block format '" + name + "': field '" + std::string(field) + "' = " + value + ": expected " +
+                    std::string(expected));
+  };
+  if (name.empty()) bad("name", "\"\"", "a non-empty name");
+  if (element.max_finite <= 0 || !element.is_signed) {
+    bad("element", '"' + element.name + '"', "a signed element format");
+  }
+  if (!scale_is_pow2) {
+    if (scale.kind != format::Kind::floating) bad("scale", '"' + scale.name + '"', "a floating-point scale format or \"pow2\"");
+  }
+  if (granularity == Granularity::block && (block_size < 1 || block_size > 4096)) {
+    bad("block_size", std::to_string(block_size), "an integer in 1..4096");
+  }
+  if (granularity == Granularity::tile &&
+      (tile_rows < 1 || tile_rows > 4096 || tile_cols < 1 || tile_cols > 4096)) {
+    bad("tile", "[" + std::to_string(tile_rows) + ", " + std::to_string(tile_cols) + "]",
+        "two integers in 1..4096, e.g. [16, 16]");
+  }
+  if (search_radius < 1 || search_radius > 8) bad("search_radius", std::to_string(search_radius), "1..8");
+  if (scale_is_pow2 && rule == ScaleRule::amax_over_max) {
+    bad("scale_rule", "\"amax_over_max\"", "a power-of-two rule (ocp, ceil, even, search) with scale = \"pow2\"");
+  }
+  if (nonfinite == NonFinite::nan_block && !scale_is_pow2 && !scale.has_nan()) {
+    bad("nonfinite", "\"nan_block\"", "\"ignore\" with a scale format that has no NaN");
+  }
+  if (scale_overflow == ScaleOverflow::nan && !scale_is_pow2 && !scale.has_nan()) {
+    bad("scale_overflow", "\"nan\"", "\"clamp\" with a scale format that has no NaN");
+  }
+  if (tensor_scale != TensorScale::none &&
+      (scale_is_pow2 || (rule != ScaleRule::amax_over_max && rule != ScaleRule::search))) {
+    bad("tensor_scale", '"' + std::string(to_string(tensor_scale)) + '"',
+        "\"none\" unless the scale format is not \"pow2\" and scale_rule is amax_over_max or search");
+  }
+  format::validate(element_options);
+}
+
+BlockFormat parse_block_format_toml(std::string_view text, std::string_view origin,
+                                    const format::Registry& elements) {
+  toml::table t;
+  try {
+    t = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) +
+                    ": not valid TOML: " + std::string(e.description()));
+  }
+  for (const auto& [key, value] : t) {
+    if (kKeys.find(key.str()) == kKeys.end()) {
+      std::string list;
+      for (const auto& k : kKeys) {
+        if (!list.empty()) list += ", ";
+        list += k;
+      }
+      fail(origin, &value, key.str(), show(value), "a known block-format key (" + list + ")");
+    }
+  }
+  auto str = [&](std::string_view key, bool required, std::string def = {}) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      if (required) fail(origin, &t, key, "(missing)", "a string");
+      return def;
+    }
+    if (!n->is_string()) fail(origin, n, key, show(*n), "a string");
+    return *n->value<std::string>();
+  };
+  auto integer = [&](std::string_view key, int def, long lo, long hi, std::string_view what) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return def;
+    if (!n->is_integer()) fail(origin, n, key, show(*n), what);
+    const auto v = *n->value<std::int64_t>();
+    if (v < lo || v > hi) fail(origin, n, key, std::to_string(v), what);
+    return static_cast<int>(v);
+  };
+  // An enumerated string field: errors keep file:line and list the choices.
+  auto choice = [&](std::string_view key, std::string def, auto parse) {
+    const std::string v = str(key, false, def);
+    try {
+      return parse(v);
+    } catch (const SpecError& e) {
+      throw SpecError(where(origin, t.get(key)) + ": " + e.what());
+    }
+  };
+  auto element_format = [&](std::string_view key, const std::string& nm) -> format::Format {
+    try {
+      return elements.get(nm);
+    } catch (const UnknownNameError& e) {
+      throw UnknownNameError(where(origin, t.get(key)) + ": field '" + std::string(key) + "': " + e.what());
+    }
+  };
+
+  BlockFormat f;
+  f.name = str("name", true);
+  if (f.name.empty()) fail(origin, t.get("name"), "name", "\"\"", "a non-empty name");
+  f.source = str("source", false);
+  f.description = str("description", false);
+  if (const toml::node* a = t.get("aliases")) {
+    const toml::array* arr = a->as_array();
+    if (arr == nullptr) fail(origin, a, "aliases", show(*a), "an array of strings");
+    for (const toml::node& e : *arr) {
+      if (!e.is_string()) fail(origin, &e, "aliases", show(e), "an array of strings");
+      f.aliases.push_back(*e.value<std::string>());
+    }
+  }
+  f.element = element_format("element", str("element", true));
+  f.scale_name = str("scale", true);
+  if (f.scale_name == "pow2") {
+    f.scale_is_pow2 = true;
+  } else {
+    f.scale = element_format("scale", f.scale_name);
+    if (f.scale.kind != format::Kind::floating) {
+      fail(origin, t.get("scale"), "scale", '"' + f.scale_name + '"',
+           "\"pow2\" or a floating-point format such as \"e8m0\", \"fp8_e4m3\", \"fp32\"");
+    }
+  }
+  f.granularity = choice("granularity", "block", parse_granularity);
+  f.block_size = integer("block_size", 32, 1, 4096, "an integer in 1..4096");
+  f.axis = integer("axis", -1, -64, 63, "an axis in -64..63 (negative counts from the end)");
+  if (const toml::node* n = t.get("tile")) {
+    const toml::array* arr = n->as_array();
+    if (arr == nullptr || arr->size() != 2 || !(*arr)[0].is_integer() || !(*arr)[1].is_integer()) {
+      fail(origin, n, "tile", show(*n), "two integers [rows, cols], each 1..4096");
+    }
+    const auto r = *(*arr)[0].value<std::int64_t>();
+    const auto c = *(*arr)[1].value<std::int64_t>();
+    if (r < 1 || r > 4096 || c < 1 || c > 4096) fail(origin, n, "tile", show(*n), "two integers [rows, cols], each 1..4096");
+    f.tile_rows = static_cast<int>(r);
+    f.tile_cols = static_cast<int>(c);
+  }
+  if (f.granularity == Granularity::tile && f.tile_rows == 0) {
+    fail(origin, &t, "tile", "(missing)", "[rows, cols] with granularity = \"tile\"");
+  }
+  f.rule = choice("scale_rule", "ocp", parse_scale_rule);
+  f.search_radius = integer("search_radius", 1, 1, 8, "an integer in 1..8");
+  f.scale_rounding = choice("scale_rounding", "nearest_even", format::parse_rounding);
+  f.element_options.rounding = choice("rounding", "nearest_even", format::parse_rounding);
+  f.element_options.sr_bits = integer("sr_bits", 32, 1, 32, "an integer in 1..32");
+  f.element_options.overflow = format::Overflow::saturate;
+  f.nonfinite = choice("nonfinite", "nan_block", [](std::string_view v) {
+    return parse_choice<NonFinite>(v, {{"nan_block", NonFinite::nan_block}, {"ignore", NonFinite::ignore}},
+                                   "nonfinite");
+  });
+  f.scale_overflow = choice("scale_overflow", "nan", [](std::string_view v) {
+    return parse_choice<ScaleOverflow>(v, {{"nan", ScaleOverflow::nan}, {"clamp", ScaleOverflow::clamp}},
+                                       "scale_overflow");
+  });
+  f.subnormal_inputs = choice("subnormal_inputs", "keep", [](std::string_view v) {
+    return parse_choice<SubnormalInputs>(
+        v, {{"keep", SubnormalInputs::keep}, {"flush", SubnormalInputs::flush}, {"flush_block", SubnormalInputs::flush_block}},
+        "subnormal_inputs");
+  });
+  f.signed_zero = choice("signed_zero", "keep", [](std::string_view v) {
+    return parse_choice<SignedZero>(v, {{"keep", SignedZero::keep}, {"positive", SignedZero::positive}}, "signed_zero");
+  });
+  f.tensor_scale = choice("tensor_scale", "none", [](std::string_view v) {
+    return parse_choice<TensorScale>(v, {{"none", TensorScale::none}, {"fp32", TensorScale::fp32}}, "tensor_scale");
+  });
+  try {
+    f.validate();
+  } catch (const SpecError& e) {
+    throw SpecError(where(origin, &t) + ": " + e.what());
+  }
+  return f;
+}
+
+const BlockRegistry& BlockRegistry::builtin() {
+  static const BlockRegistry kBuiltin = [] {
+    BlockRegistry r;
+    const format::Registry& elements = format::Registry::builtin();
+    for (const auto& spec : lpemu::detail::embedded_specs()) {
+      const std::string_view path = spec.path;
+      if (path.rfind("block/", 0) != 0) continue;
+      const std::string origin = "builtin:" + std::string(path);
+      r.add(parse_block_format_toml(spec.text, origin, elements), origin);
+    }
+    return r;
+  }();
+  return kBuiltin;
+}
+
+BlockRegistry BlockRegistry::with_user_paths(const format::Registry& elements,
+                                             const std::vector<std::filesystem::path>& dirs) {
+  BlockRegistry r = builtin();
+  if (const char* env = std::getenv("LPEMU_FORMATS_PATH"); env != nullptr && *env != '\0') {
+    std::string_view rest(env);
+    while (!rest.empty()) {
+      const auto colon = rest.find(':');
+      const std::string_view dir = rest.substr(0, colon);
+      if (!dir.empty()) r.add_directory(std::filesystem::path(dir), elements);
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  for (const auto& d : dirs) r.add_directory(d, elements);
+  return r;
+}
+
+void BlockRegistry::add(BlockFormat f, std::string origin) {
+  std::vector<std::string> keys{f.name};
+  keys.insert(keys.end(), f.aliases.begin(), f.aliases.end());
+  for (const auto& k : keys) {
+    if (auto it = index_.find(k); it != index_.end()) {
+      throw SpecError(origin + ": block format name '" + k + "' is already defined by " + origins_[it->second]);
+    }
+  }
+  const std::size_t i = formats_.size();
+  for (const auto& k : keys) index_[k] = i;
+  formats_.push_back(std::move(f));
+  origins_.push_back(std::move(origin));
+}
+
+void BlockRegistry::add_file(const std::filesystem::path& file, const format::Registry& elements) {
+  add(parse_block_format_toml(read_file(file), file.string(), elements), file.string());
+}
+
+void BlockRegistry::add_directory(const std::filesystem::path& dir, const format::Registry& elements) {
+  if (!std::filesystem::is_directory(dir)) {
+    throw IoError(dir.string() + ": formats directory does not exist (from --formats-dir or LPEMU_FORMATS_PATH)");
+  }
+  const auto sub = dir / "block";
+  if (!std::filesystem::is_directory(sub)) return;
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(sub)) {
+    if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) add_file(file, elements);
+}
+
+const BlockFormat* BlockRegistry::find(std::string_view name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &formats_[it->second];
+}
+
+const BlockFormat& BlockRegistry::get(std::string_view name) const {
+  if (const BlockFormat* f = find(name)) return *f;
+  std::vector<std::string> all;
+  all.reserve(index_.size());
+  for (const auto& [k, v] : index_) all.push_back(k);
+  std::string msg = "unknown block format '" + std::string(name) + "'";
+  const auto near = format::closest_names(name, all);
+  if (!near.empty()) {
+    msg += "; closest known names: ";
+    for (std::size_t i = 0; i < near.size(); ++i) {
+      if (i > 0) msg += ", ";
+      msg += near[i];
+    }
+  }
+  throw UnknownNameError(msg);
+}
+
+std::vector<std::string> BlockRegistry::names() const {
+  std::vector<std::string> out;
+  out.reserve(formats_.size());
+  for (const auto& f : formats_) out.push_back(f.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const std::string& BlockRegistry::origin(std::string_view name) const {
+  const auto it = index_.find(name);
+  if (it == index_.end()) (void)get(name);
+  return origins_[it->second];
+}
+
+}  // namespace lpemu::block

@@ -1,0 +1,230 @@
+// `lpemu quantize --format NAME IN OUT`: fake-quantises a tensor with a block format (or an element
+// format), optionally writing the packed codes and scales and printing error statistics.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "lpemu/block/block_format.hpp"
+#include "lpemu/block/pack.hpp"
+#include "lpemu/block/quantize.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/io/hdf5.hpp"
+
+namespace lpemu::cli {
+namespace {
+
+struct QuantizeArgs {
+  std::string format;
+  std::optional<int> axis;
+  std::optional<int> block;
+  std::string scale_rule;
+  std::string in;
+  std::string out;
+  std::string packed;
+  bool stats = false;
+  bool json = false;
+  bool force = false;
+  ConvertFlags flags;
+};
+
+// Error statistics of q against x over the finite inputs.
+struct Stats {
+  std::size_t count = 0, nonfinite = 0, clipped = 0, saturated = 0, flushed = 0;
+  double signal = 0, noise = 0, max_abs = 0, max_rel = 0;
+};
+
+bool output_exists(const std::string& spec) {
+  if (auto ref = io::parse_dataset_ref(spec)) {
+    if (!std::filesystem::exists(ref->file)) return false;
+    return io::H5File::open(ref->file).exists(ref->dataset);
+  }
+  return std::filesystem::exists(spec);
+}
+
+// Per-element block scale magnitude limit (max_elem · S) from an encoded tensor.
+std::vector<double> element_limits(const block::BlockFormat& f, const block::BlockTensor& t) {
+  const auto& L = t.layout;
+  std::vector<double> lim(L.element_count());
+  for (std::size_t i = 0; i < lim.size(); ++i) {
+    const std::size_t a = i / (L.rows * L.cols), r = (i / L.cols) % L.rows, c = i % L.cols;
+    const std::size_t b = (a * L.grid_rows() + r / L.block_rows) * L.grid_cols() + c / L.block_cols;
+    lim[i] = f.element.max_finite * block::scale_value(f, t.scales[b]) * static_cast<double>(t.tensor_scale);
+  }
+  return lim;
+}
+
+Stats compute_stats(const std::vector<float>& x, const std::vector<float>& q, const std::vector<double>& limit) {
+  Stats s;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      ++s.nonfinite;
+      continue;
+    }
+    ++s.count;
+    const double xv = x[i], qv = q[i], e = std::fabs(xv - qv);
+    s.signal += xv * xv;
+    s.noise += (xv - qv) * (xv - qv);
+    s.max_abs = std::max(s.max_abs, e);
+    if (xv != 0.0) s.max_rel = std::max(s.max_rel, e / std::fabs(xv));
+    if (std::fabs(xv) > limit[i]) ++s.clipped;
+    if (std::fabs(qv) == limit[i] && qv != 0.0) ++s.saturated;
+    if (xv != 0.0 && qv == 0.0) ++s.flushed;
+  }
+  return s;
+}
+
+std::string json_real(double v) {
+  if (std::isnan(v)) return "null";
+  if (std::isinf(v)) return v > 0 ? "1e999" : "-1e999";
+  return format_real(v);
+}
+
+void print_stats(const Stats& s, bool json, const std::string& fmt, std::size_t n, const std::string& out) {
+  const double mse = s.count ? s.noise / static_cast<double>(s.count) : 0.0;
+  const double sqnr = s.noise > 0 ? 10.0 * std::log10(s.signal / s.noise) : std::numeric_limits<double>::infinity();
+  const double c = s.count ? static_cast<double>(s.count) : 1.0;
+  if (json) {
+    std::cout << "{\"format\": \"" << fmt << "\", \"elements\": " << n << ", \"output\": \"" << out << "\", "
+              << "\"stats\": {\"sqnr_db\": " << json_real(sqnr) << ", \"mse\": " << json_real(mse)
+              << ", \"max_abs_error\": " << json_real(s.max_abs) << ", \"max_rel_error\": " << json_real(s.max_rel)
+              << ", \"clipped\": " << json_real(static_cast<double>(s.clipped) / c)
+              << ", \"saturated\": " << json_real(static_cast<double>(s.saturated) / c)
+              << ", \"flushed_to_zero\": " << json_real(static_cast<double>(s.flushed) / c)
+              << ", \"nonfinite_inputs\": " << s.nonfinite << "}}\n";
+    return;
+  }
+  std::printf("SQNR            %.4f dB\n", sqnr);
+  std::printf("MSE             %.6g\n", mse);
+  std::printf("max abs error   %.6g\n", s.max_abs);
+  std::printf("max rel error   %.6g\n", s.max_rel);
+  std::printf("clipped         %.6f\n", static_cast<double>(s.clipped) / c);
+  std::printf("saturated       %.6f\n", static_cast<double>(s.saturated) / c);
+  std::printf("flushed to zero %.6f\n", static_cast<double>(s.flushed) / c);
+  if (s.nonfinite) std::printf("non-finite inputs %zu (excluded)\n", s.nonfinite);
+}
+
+void write_packed(const std::string& file, bool force, const std::string& fmt_name, const std::vector<std::size_t>& shape,
+                  const std::vector<std::uint8_t>& codes, int code_bits, const std::vector<std::uint8_t>* scales,
+                  int scale_bits, double tensor_scale) {
+  if (std::filesystem::exists(file)) {
+    if (!force) throw Error(file + ": packed output exists; pass --force to overwrite it");
+    std::filesystem::remove(file);
+  }
+  io::H5File h = io::H5File::open_rw(file);
+  h.write_bytes("/codes", {codes.size()}, codes.data());
+  std::vector<std::int64_t> sh(shape.begin(), shape.end());
+  h.write_ints("/shape", {sh.size()}, sh.data());
+  h.set_attr("/", "format", fmt_name);
+  h.set_attr("/", "code_bits", static_cast<std::int64_t>(code_bits));
+  h.set_attr("/", "layout", std::string("codes: little-endian bit stream, code i at bits [i*b, (i+1)*b), row-major "
+                                        "tensor order; scales: same packing, one per block in block order"));
+  if (scales != nullptr) {
+    h.write_bytes("/scales", {scales->size()}, scales->data());
+    h.set_attr("/", "scale_bits", static_cast<std::int64_t>(scale_bits));
+    h.set_attr("/", "tensor_scale", tensor_scale);
+  }
+}
+
+void run_quantize(Context& ctx, const QuantizeArgs& a) {
+  ctx.apply_threads();
+  if (output_exists(a.out) && !a.force) throw Error(a.out + ": output exists; pass --force to overwrite it");
+  const format::Registry& elements = ctx.formats();
+  const block::BlockRegistry blocks = block::BlockRegistry::with_user_paths(elements, ctx.formats_dirs);
+  const block::BlockFormat* bf = blocks.find(a.format);
+  const format::Format* ef = bf ? nullptr : elements.find(a.format);
+  if (bf == nullptr && ef == nullptr) {
+    std::vector<std::string> all = blocks.names();
+    for (const auto& n : elements.names()) all.push_back(n);
+    std::string msg = "unknown format '" + a.format + "' (neither a block nor an element format)";
+    const auto near = format::closest_names(a.format, all);
+    if (!near.empty()) {
+      msg += "; closest known names: ";
+      for (std::size_t i = 0; i < near.size(); ++i) msg += (i ? ", " : "") + near[i];
+    }
+    throw UnknownNameError(msg);
+  }
+  io::Tensor t = io::read_tensor(a.in);
+  if (t.shape.empty()) t.shape = {t.data.size()};
+  io::Tensor q{t.shape, std::vector<float>(t.data.size())};
+  std::vector<double> limits;
+  if (bf != nullptr) {
+    block::BlockFormat f = *bf;
+    if (a.block) {
+      f.granularity = block::Granularity::block;
+      f.block_size = *a.block;
+    }
+    if (a.axis) f.axis = *a.axis;
+    if (!a.scale_rule.empty()) f.rule = block::parse_scale_rule(a.scale_rule);
+    const format::ConvertOptions o = a.flags.options();
+    if (o.overflow != format::Overflow::saturate) {
+      throw SpecError("--overflow native: block formats always clamp elements to ±max (use saturate)");
+    }
+    if (o.flush_subnormal_outputs) throw SpecError("--ftz is not supported with block formats");
+    f.element_options.rounding = o.rounding;
+    f.element_options.seed = o.seed;
+    f.element_options.sr_bits = o.sr_bits;
+    if (o.flush_subnormal_inputs) f.subnormal_inputs = block::SubnormalInputs::flush;
+    f.validate();
+    block::quantize(f, t.data, q.data, t.shape);
+    if (a.stats || !a.packed.empty()) {
+      const block::BlockTensor enc = block::encode(f, t.data, t.shape);
+      if (a.stats) limits = element_limits(f, enc);
+      if (!a.packed.empty()) {
+        const int sbits = f.scale_is_pow2 ? 32 : f.scale.bits;
+        const auto sc = block::pack_codes(enc.scales, sbits);
+        write_packed(a.packed, a.force, f.name, t.shape, block::pack_codes(enc.codes, f.element.bits), f.element.bits,
+                     &sc, sbits, static_cast<double>(enc.tensor_scale));
+      }
+    }
+  } else {
+    if (a.block || a.axis || !a.scale_rule.empty()) {
+      throw SpecError("--block, --axis and --scale-rule need a block format; '" + a.format + "' is an element format");
+    }
+    const format::ConvertOptions o = a.flags.options();
+    format::quantize(*ef, std::span<const float>(t.data), std::span<float>(q.data), o);
+    limits.assign(t.data.size(), ef->max_finite);
+    if (!a.packed.empty()) {
+      if (ef->bits > 32) throw SpecError("--packed: element codes wider than 32 bits are not supported");
+      std::vector<std::uint32_t> codes(t.data.size());
+      format::encode(*ef, std::span<const float>(t.data), std::span<std::uint32_t>(codes), o);
+      write_packed(a.packed, a.force, ef->name, t.shape, block::pack_codes(codes, ef->bits), ef->bits, nullptr, 0, 1.0);
+    }
+  }
+  io::write_tensor(a.out, q, a.force);
+  const std::string name = bf ? bf->name : ef->name;
+  if (a.stats) {
+    print_stats(compute_stats(t.data, q.data, limits), a.json, name, t.data.size(), a.out);
+  } else if (a.json) {
+    std::cout << "{\"format\": \"" << name << "\", \"elements\": " << t.data.size() << ", \"output\": \"" << a.out
+              << "\"}\n";
+  } else {
+    std::cout << "quantized " << t.data.size() << " elements with " << name << " -> " << a.out << "\n";
+  }
+}
+
+}  // namespace
+
+void register_quantize(CLI::App& app, Context& ctx) {
+  static QuantizeArgs args;
+  auto* sub = app.add_subcommand("quantize", "fake-quantize a tensor with a block format (MX, NVFP4, ...) or an element format");
+  sub->add_option("--format", args.format, "block format (see formats/block) or element format")->required();
+  sub->add_option("--axis", args.axis, "blocked axis (negative counts from the end); default: the format's");
+  sub->add_option("--block", args.block, "block size 1..4096 along the axis; default: the format's")
+      ->check(CLI::Range(1, 4096));
+  sub->add_option("--scale-rule", args.scale_rule, "ocp | ceil (rceil) | even | amax_over_max | search");
+  sub->add_flag("--stats", args.stats, "print SQNR, MSE, max abs/rel error, fractions clipped/saturated/flushed");
+  sub->add_flag("--json", args.json, "machine-readable output");
+  sub->add_option("--packed", args.packed, "also write packed codes and scales to this HDF5 file");
+  sub->add_flag("--force", args.force, "overwrite OUT (and --packed FILE) if it exists");
+  args.flags.add_to(sub, "saturate");
+  sub->add_option("IN", args.in, "input tensor: FILE.npy or FILE.h5:/path/dataset")->required();
+  sub->add_option("OUT", args.out, "output tensor: FILE.npy or FILE.h5:/path/dataset")->required();
+  sub->callback([&ctx] { run_quantize(ctx, args); });
+}
+
+}  // namespace lpemu::cli
