@@ -11,5 +11,7 @@ namespace lpemu::cli {
 void register_formats(CLI::App& app, Context& ctx);
 /// `lpemu convert`.
 void register_convert(CLI::App& app, Context& ctx);
+/// `lpemu run`, `lpemu eval`, `lpemu replay`.
+void register_engine(CLI::App& app, Context& ctx);
 
 }  // namespace lpemu::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", ctx.threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
   lpemu::cli::register_formats(app, ctx);
   lpemu::cli::register_convert(app, ctx);
+  lpemu::cli::register_engine(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
