@@ -47,9 +47,14 @@ RowMatrix to_f(const Mat<T>& m) {
   }
 }
 
+// A weight in the compute type: the model's own matrix when it needs no conversion or
+// quantisation (float compute, no weight format), otherwise an owned copy.
+template <class T>
+using WeightPtr = std::shared_ptr<const Mat<T>>;
+
 template <class T>
 struct LayerT {
-  Mat<T> wq, wk, wv, wo, w1, w2, w3;
+  WeightPtr<T> wq, wk, wv, wo, w1, w2, w3;
   Vec<T> bq, bk, bv, bo, b1, b2, b3;
   Vec<T> attention_norm, attention_norm_bias, ffn_norm, ffn_norm_bias;
   Mat<T> k_cache, v_cache;
@@ -103,9 +108,12 @@ class ImplT final : public Session::Impl {
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = m.layers[static_cast<std::size_t>(l)];
       LayerT<T> t;
-      const auto weight = [&](const RowMatrix& src, LayerKind k, std::string_view name) {
-        Mat<T> x = to_t<T>(src);
-        if (x.size() != 0) quant(x, Role::weights, l, k, name, -1, 0);
+      const auto weight = [&](const RowMatrix& src, LayerKind k, std::string_view name) -> WeightPtr<T> {
+        if constexpr (std::is_same_v<T, float>) {
+          if (find(Role::weights, l, k) == nullptr) return WeightPtr<T>(&src, [](const Mat<T>*) {});
+        }
+        auto x = std::make_shared<Mat<T>>(to_t<T>(src));
+        if (x->size() != 0) quant(*x, Role::weights, l, k, name, -1, 1);
         return x;
       };
       t.wq = weight(w.wq, LayerKind::attention, "wq");
@@ -135,7 +143,7 @@ class ImplT final : public Session::Impl {
     norm_ = to_t<T>(m.norm);
     norm_bias_ = to_t<T>(m.norm_bias);
     output_ = to_t<T>(m.output);
-    quant(output_, Role::lm_head, -1, LayerKind::head, "output", -1, 0);
+    quant(output_, Role::lm_head, -1, LayerKind::head, "output", -1, 1);
   }
 
   RowMatrix forward(std::span<const int> tokens) override {
@@ -163,9 +171,9 @@ class ImplT final : public Session::Impl {
       norm(x, w.attention_norm, w.attention_norm_bias, xb);
       trace(pre + "attention/qkv_input", xb);
       quant(xb, Role::linear_input, l, LayerKind::attention, "qkv_input", -1, 1, p0);
-      gemm(xb, w.wq, w.bq, q, l, LayerKind::attention, "wq");
-      gemm(xb, w.wk, w.bk, k, l, LayerKind::attention, "wk");
-      gemm(xb, w.wv, w.bv, v, l, LayerKind::attention, "wv");
+      gemm(xb, *w.wq, w.bq, q, l, LayerKind::attention, "wq");
+      gemm(xb, *w.wk, w.bk, k, l, LayerKind::attention, "wk");
+      gemm(xb, *w.wv, w.bv, v, l, LayerKind::attention, "wv");
       if (c.positions == PositionKind::rope) {
         rope(q, c.n_heads, c.head_dim, p0, c.rope_theta, c.rope_style);
         rope(k, c.n_kv_heads, c.head_dim, p0, c.rope_theta, c.rope_style);
@@ -189,16 +197,16 @@ class ImplT final : public Session::Impl {
       quant(att, Role::attn_output, l, LayerKind::attention, "attn_output", -1, 1, p0);
       trace(pre + "attention/wo_input", att);
       quant(att, Role::linear_input, l, LayerKind::attention, "wo_input", -1, 1, p0);
-      gemm(att, w.wo, w.bo, tmp, l, LayerKind::attention, "wo");
+      gemm(att, *w.wo, w.bo, tmp, l, LayerKind::attention, "wo");
       x += tmp;
       quant(x, Role::residual, l, LayerKind::attention, "residual", -1, 1, p0);
       // Feed-forward.
       norm(x, w.ffn_norm, w.ffn_norm_bias, xb);
       trace(pre + "feed_forward/w1_w3_input", xb);
       quant(xb, Role::linear_input, l, LayerKind::mlp, "w1_w3_input", -1, 1, p0);
-      gemm(xb, w.w1, w.b1, h1, l, LayerKind::mlp, "w1");
+      gemm(xb, *w.w1, w.b1, h1, l, LayerKind::mlp, "w1");
       if (c.ffn == FfnKind::swiglu) {
-        gemm(xb, w.w3, w.b3, h3, l, LayerKind::mlp, "w3");
+        gemm(xb, *w.w3, w.b3, h3, l, LayerKind::mlp, "w3");
         activate(h1, &h3, c.activation);
       } else {
         activate<T>(h1, nullptr, c.activation);
@@ -206,7 +214,7 @@ class ImplT final : public Session::Impl {
       quant(h1, Role::mlp_hidden, l, LayerKind::mlp, "mlp_hidden", -1, 1, p0);
       trace(pre + "feed_forward/w2_input", h1);
       quant(h1, Role::linear_input, l, LayerKind::mlp, "w2_input", -1, 1, p0);
-      gemm(h1, w.w2, w.b2, tmp, l, LayerKind::mlp, "w2");
+      gemm(h1, *w.w2, w.b2, tmp, l, LayerKind::mlp, "w2");
       x += tmp;
       quant(x, Role::residual, l, LayerKind::mlp, "residual", -1, 1, p0);
     }

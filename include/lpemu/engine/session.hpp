@@ -36,6 +36,7 @@ struct SessionOptions {
 class Session {
  public:
   /// Quantises the weights under the plan and allocates the cache; throws on unknown names.
+  /// The model must outlive the session (unquantised float weights are used in place).
   Session(const Model& model, const PrecisionPlan& plan, SessionOptions options = {});
   ~Session();
   Session(Session&&) noexcept;
