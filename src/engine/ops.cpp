@@ -19,6 +19,20 @@ constexpr Eigen::Index kTileCols = 128;
 
 Eigen::Index tiles(Eigen::Index n, Eigen::Index t) { return (n + t - 1) / t; }
 
+// Below this much work (multiply-adds or elements) an op runs its pieces in a plain loop: the
+// pieces are the same, so results are identical, and tiny decode steps avoid task overhead.
+constexpr double kParallelWork = 1 << 16;
+
+// Runs body(i) for i in [0, n): in parallel when `work` is large enough, else sequentially.
+template <class F>
+void for_each_piece(Eigen::Index n, double work, const F& body) {
+  if (work < kParallelWork || n < 2) {
+    for (Eigen::Index i = 0; i < n; ++i) body(i);
+  } else {
+    tbb::parallel_for(Eigen::Index{0}, n, body);
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -33,7 +47,8 @@ void linear(const Mat<T>& x, const Mat<T>& w, const Vec<T>& b, Mat<T>& y) {
   y.resize(m, n);
   const Eigen::Index tr = tiles(m, kTileRows);
   const Eigen::Index tc = tiles(n, kTileCols);
-  tbb::parallel_for(Eigen::Index{0}, tr * tc, [&](Eigen::Index t) {
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(x.cols());
+  for_each_piece(tr * tc, work, [&](Eigen::Index t) {
     const Eigen::Index r0 = (t / tc) * kTileRows;
     const Eigen::Index c0 = (t % tc) * kTileCols;
     const Eigen::Index rn = std::min(kTileRows, m - r0);
@@ -48,7 +63,7 @@ void rms_norm(const Mat<T>& x, const Vec<T>& w, double eps, Mat<T>& y) {
   if (w.size() != x.cols()) throw ShapeError("rms_norm: weight size disagrees with features");
   y.resize(x.rows(), x.cols());
   const T e = static_cast<T>(eps);
-  tbb::parallel_for(Eigen::Index{0}, x.rows(), [&](Eigen::Index r) {
+  for_each_piece(x.rows(), static_cast<double>(x.size()), [&](Eigen::Index r) {
     T ss = 0;
     for (Eigen::Index j = 0; j < x.cols(); ++j) ss += x(r, j) * x(r, j);
     ss /= static_cast<T>(x.cols());
@@ -66,7 +81,7 @@ void layer_norm(const Mat<T>& x, const Vec<T>& w, const Vec<T>& b, double eps, M
   y.resize(x.rows(), x.cols());
   const T e = static_cast<T>(eps);
   const T n = static_cast<T>(x.cols());
-  tbb::parallel_for(Eigen::Index{0}, x.rows(), [&](Eigen::Index r) {
+  for_each_piece(x.rows(), static_cast<double>(x.size()), [&](Eigen::Index r) {
     T mean = 0;
     for (Eigen::Index j = 0; j < x.cols(); ++j) mean += x(r, j);
     mean /= n;
@@ -86,7 +101,7 @@ void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, double theta, RopeStyl
     throw ShapeError("rope: tensor width is not n_heads·head_dim with an even head_dim");
   }
   const int half = head_dim / 2;
-  tbb::parallel_for(Eigen::Index{0}, x.rows(), [&](Eigen::Index r) {
+  for_each_piece(x.rows(), static_cast<double>(x.size()), [&](Eigen::Index r) {
     const double pos = static_cast<double>(pos0 + static_cast<int>(r));
     for (int j = 0; j < half; ++j) {
       // angle = p · θ^(−2j/head_dim), computed in double then rounded once to T.
@@ -124,7 +139,7 @@ void activate(Mat<T>& gate, const Mat<T>* up, Activation act) {
   if (up != nullptr && (up->rows() != gate.rows() || up->cols() != gate.cols())) {
     throw ShapeError("activate: gate and up shapes differ");
   }
-  tbb::parallel_for(Eigen::Index{0}, gate.rows(), [&](Eigen::Index r) {
+  for_each_piece(gate.rows(), 8.0 * static_cast<double>(gate.size()), [&](Eigen::Index r) {
     for (Eigen::Index j = 0; j < gate.cols(); ++j) {
       const T z = gate(r, j);
       T a;
@@ -162,7 +177,9 @@ void attention(const Mat<T>& q, const Mat<T>& k_cache, const Mat<T>& v_cache, in
   out.resize(n, q.cols());
   const int group = n_heads / n_kv_heads;
   const T scale = T{1} / std::sqrt(static_cast<T>(head_dim));
-  tbb::parallel_for(0, n_heads, [&](int h) {
+  const double work = static_cast<double>(n) * ctx * n_heads * head_dim;
+  for_each_piece(n_heads, work, [&](Eigen::Index hi) {
+    const int h = static_cast<int>(hi);
     const Eigen::Index qo = static_cast<Eigen::Index>(h) * head_dim;
     const Eigen::Index ko = static_cast<Eigen::Index>(h / group) * head_dim;
     Mat<T> s = Mat<T>::Zero(n, ctx);
