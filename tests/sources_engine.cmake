@@ -6,3 +6,5 @@ target_sources(lpemu_unit_tests PRIVATE
 target_sources(lpemu_golden_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/golden/engine/stories260k_test.cpp)
 add_dependencies(lpemu_unit_tests lpemu_cli)
+target_sources(lpemu_property_tests PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/property/engine/forward_property_test.cpp)
