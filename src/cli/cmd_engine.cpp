@@ -126,7 +126,7 @@ void register_engine(CLI::App& app, Context& ctx) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int> out = engine::generate_greedy(s, p, n);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << l.model.tokenizer.decode(out) << "\n";
+    std::cout << l.model.tokenizer.decode(out) << std::endl;
     std::cerr << "lpemu: " << l.model.config.name << " under plan " << l.plan.name << ": " << out.size()
               << " tokens, " << num(static_cast<double>(s.position()) / secs, 4) << " positions/s\n";
   });
@@ -138,11 +138,13 @@ void register_engine(CLI::App& app, Context& ctx) {
   static std::string reference = "fp32";
   static bool json = false;
   static bool per_token = false;
+  static bool points = false;
   ev_flags.add_to(ev);
   ev->add_option("--text", text_file, "UTF-8 text file to score")->required()->check(CLI::ExistingFile);
   ev->add_option("--reference", reference, "reference plan")->capture_default_str();
   ev->add_flag("--json", json, "print JSON instead of a table");
   ev->add_flag("--per-token", per_token, "print every token's NLL (the JSON always has them)");
+  ev->add_flag("--points", points, "print the error each quantisation point adds (the JSON always has them)");
   ev->callback([&ctx] {
     ctx.apply_threads();
     Loaded l = load(ctx, ev_flags);
@@ -170,6 +172,10 @@ void register_engine(CLI::App& app, Context& ctx) {
       for (std::size_t i = 0; i < r.residual.size(); ++i) {
         std::cout << (i ? ", " : "") << json_str(r.residual[i].first) << ": " << stats_json(r.residual[i].second);
       }
+      std::cout << "}, \"points\": {";
+      for (std::size_t i = 0; i < r.points.size(); ++i) {
+        std::cout << (i ? ", " : "") << json_str(r.points[i].first) << ": " << stats_json(r.points[i].second);
+      }
       std::cout << "}, \"per_token\": [";
       for (std::size_t t = 0; t < r.nll.size(); ++t) {
         std::cout << (t ? ", " : "") << "{\"token\": " << r.tokens[t + 1] << ", \"nll\": " << json_num(r.nll[t])
@@ -189,6 +195,12 @@ void register_engine(CLI::App& app, Context& ctx) {
               << num(r.logits.max_abs, 4) << "\n"
               << "  residual stream SQNR (dB):\n";
     for (const auto& [name, s] : r.residual) std::cout << "    " << name << "  " << num(s.sqnr_db, 4) << "\n";
+    if (points) {
+      std::cout << "  quantisation points (layer/role/tensor: SQNR dB, max |err|):\n";
+      for (const auto& [name, st] : r.points) {
+        std::cout << "    " << name << "  " << num(st.sqnr_db, 4) << "  " << num(st.max_abs, 3) << "\n";
+      }
+    }
     if (per_token) {
       std::cout << "  t  token  piece  nll  ref_nll  kl  top1\n";
       for (std::size_t t = 0; t < r.nll.size(); ++t) {

@@ -1,6 +1,8 @@
 #include "lpemu/metrics/model_eval.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <span>
 
@@ -19,6 +21,7 @@ std::span<const float> span_of(const RowMatrix& m) { return {m.data(), static_ca
 struct Run {
   RowMatrix logits;
   std::map<std::string, RowMatrix> residual;
+  ErrorAccumulator points;
 };
 
 Run run(const engine::Model& model, const engine::PrecisionPlan& plan, const std::vector<int>& tokens,
@@ -33,12 +36,50 @@ Run run(const engine::Model& model, const engine::PrecisionPlan& plan, const std
       r.residual[std::string(name)] = x;
     }
   };
+  o.on_quant = [&](const engine::QuantPoint& p, const RowMatrix& in, const RowMatrix& out) {
+    const std::string key = (p.layer < 0 ? std::string("head") : std::to_string(p.layer)) + "/" +
+                            std::string(engine::to_string(p.role)) + "/" + std::string(p.tensor);
+    r.points.add(key, span_of(in), span_of(out));
+  };
   engine::Session s(model, plan, o);
   r.logits = s.forward(tokens);
   return r;
 }
 
 }  // namespace
+
+void ErrorAccumulator::add(const std::string& key, std::span<const float> ref, std::span<const float> test) {
+  if (ref.size() != test.size()) throw ShapeError("metrics: '" + key + "' pair sizes differ");
+  auto it = std::find_if(sums_.begin(), sums_.end(), [&](const auto& e) { return e.first == key; });
+  if (it == sums_.end()) {
+    sums_.emplace_back(key, Sums{});
+    it = sums_.end() - 1;
+  }
+  Sums& s = it->second;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double r = static_cast<double>(ref[i]);
+    const double d = static_cast<double>(test[i]) - r;
+    s.sig += r * r;
+    s.err += d * d;
+    s.max_abs = std::max(s.max_abs, std::abs(d));
+  }
+  s.count += ref.size();
+}
+
+std::vector<std::pair<std::string, ErrorStats>> ErrorAccumulator::results() const {
+  std::vector<std::pair<std::string, ErrorStats>> out;
+  for (const auto& [k, s] : sums_) {
+    ErrorStats e;
+    e.count = s.count;
+    const double n = s.count == 0 ? 1.0 : static_cast<double>(s.count);
+    e.mse = s.err / n;
+    e.ref_rms = std::sqrt(s.sig / n);
+    e.max_abs = s.max_abs;
+    e.sqnr_db = s.err == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(s.sig / s.err);
+    out.emplace_back(k, e);
+  }
+  return out;
+}
 
 EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& plan,
                     const engine::PrecisionPlan& reference, const std::vector<int>& tokens,
@@ -76,6 +117,7 @@ EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& pla
     e.residual.emplace_back(name, compare(span_of(ref.residual.at(name)), span_of(test.residual.at(name))));
   }
   e.logits = compare(span_of(ref.logits), span_of(test.logits));
+  e.points = test.points.results();
   return e;
 }
 

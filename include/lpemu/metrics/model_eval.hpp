@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,25 @@ struct EvalResult {
   /// Residual-stream error per tensor: "layers/l/residual_input" (l ≥ 1), then "final_residual".
   std::vector<std::pair<std::string, ErrorStats>> residual;
   ErrorStats logits;  ///< logits of the plan against the reference
+  /// Error each quantisation point added (its output against its own input), accumulated over
+  /// heads and calls, keyed "layer/role/tensor" (layer "head" outside the blocks), in run order.
+  std::vector<std::pair<std::string, ErrorStats>> points;
+};
+
+/// Accumulates ErrorStats of in→out pairs under a key (for QuantHook-based error attribution).
+class ErrorAccumulator {
+ public:
+  /// Adds the elements of one (reference, test) pair to `key`'s totals.
+  void add(const std::string& key, std::span<const float> ref, std::span<const float> test);
+  /// Totals per key, in first-seen order.
+  std::vector<std::pair<std::string, ErrorStats>> results() const;
+
+ private:
+  struct Sums {
+    double sig = 0, err = 0, max_abs = 0;
+    std::size_t count = 0;
+  };
+  std::vector<std::pair<std::string, Sums>> sums_;
 };
 
 /// Runs `tokens` (BOS first) once under `plan` and once under `reference` (one prefill pass each).

@@ -7,6 +7,7 @@
 #include "lpemu/engine/tokenizer.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/metrics/metrics.hpp"
+#include "lpemu/metrics/model_eval.hpp"
 
 namespace {
 
@@ -70,6 +71,21 @@ TEST_CASE("metrics match hand-computed values", "[metrics]") {
   CHECK(lpemu::metrics::kl_divergence(p, q) == Approx(0.25 * std::log(0.5) + 0.75 * std::log(1.5)).epsilon(1e-6));
   CHECK(lpemu::metrics::argmax(std::vector<float>{1, 3, 3, 2}) == 1);
   CHECK_THROWS_AS(lpemu::metrics::compare(ref, uniform), lpemu::ShapeError);
+}
+
+TEST_CASE("error accumulator totals equal one comparison over the concatenation", "[metrics]") {
+  lpemu::metrics::ErrorAccumulator acc;
+  acc.add("a", std::vector<float>{1, 2}, std::vector<float>{1, 2.5F});
+  acc.add("b", std::vector<float>{3}, std::vector<float>{3});
+  acc.add("a", std::vector<float>{-4}, std::vector<float>{-3});
+  const auto r = acc.results();
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].first == "a");
+  CHECK(r[0].second.count == 3);
+  CHECK(r[0].second.mse == Approx((0.25 + 1.0) / 3));
+  CHECK(r[0].second.max_abs == Approx(1.0));
+  CHECK(r[0].second.sqnr_db == Approx(10.0 * std::log10(21.0 / 1.25)));
+  CHECK(r[1].second.sqnr_db == std::numeric_limits<double>::infinity());
 }
 
 }  // namespace
