@@ -18,7 +18,7 @@ namespace {
 using namespace lpemu::engine;
 
 const QuantizerFactory& quantizers() {
-  static const QuantizerFactory q = QuantizerFactory::with_element_formats(lpemu::format::Registry::builtin());
+  static const QuantizerFactory q = QuantizerFactory::standard(lpemu::format::Registry::builtin());
   return q;
 }
 

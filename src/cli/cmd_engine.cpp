@@ -61,7 +61,7 @@ struct Loaded {
 Loaded load(Context& ctx, const ModelFlags& f) {
   Loaded l;
   l.model = engine::load_model(engine::resolve_model_path(f.model, search_dirs()));
-  l.quantizers = engine::QuantizerFactory::with_element_formats(ctx.formats());
+  l.quantizers = engine::QuantizerFactory::standard(ctx.formats());
   l.gemms = engine::GemmFactory::builtin();
   std::vector<std::string> dirs;
   for (const auto& d : search_dirs()) dirs.push_back(d.string());

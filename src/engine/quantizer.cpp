@@ -102,6 +102,12 @@ QuantizerFactory QuantizerFactory::with_element_formats(const format::Registry& 
   return q;
 }
 
+QuantizerFactory QuantizerFactory::standard(const format::Registry& formats) {
+  QuantizerFactory q = with_element_formats(formats);
+  // Block formats (lpemu::block) register their provider here once that layer is merged.
+  return q;
+}
+
 void QuantizerFactory::add_provider(std::string kind, std::vector<std::string> names, Maker maker,
                                     std::function<bool(std::string_view)> accepts) {
   if (!accepts) {

@@ -80,7 +80,7 @@ class ImplT final : public Session::Impl {
     const Config& c = m.config;
     max_tokens = opts_.max_tokens > 0 ? opts_.max_tokens : c.seq_len;
     if (opts_.quantizers == nullptr) {
-      own_quantizers_ = QuantizerFactory::with_element_formats(format::Registry::builtin());
+      own_quantizers_ = QuantizerFactory::standard(format::Registry::builtin());
       opts_.quantizers = &own_quantizers_;
     }
     if (opts_.gemms == nullptr) {

@@ -92,6 +92,9 @@ class QuantizerFactory {
 
   /// A factory that knows every element format of `formats` (the registry must outlive it).
   static QuantizerFactory with_element_formats(const format::Registry& formats);
+  /// Every built-in kind of quantiser: the element formats of `formats`, plus (the single place
+  /// to register them) block formats and other kinds as their layers arrive.
+  static QuantizerFactory standard(const format::Registry& formats);
   /// Adds a provider of names (e.g. block formats); later providers are searched first. `accepts`
   /// (default: membership in `names`) decides which names, aliases included, the provider makes.
   void add_provider(std::string kind, std::vector<std::string> names, Maker maker,
