@@ -265,7 +265,11 @@ class ImplT final : public Session::Impl {
 
   void gemm(const Mat<T>& a, const Mat<T>& b, const Vec<T>& bias, Mat<T>& c, int l, LayerKind k,
             std::string_view tensor) {
-    const GemmPoint p{l, k, tensor};
+    const bool head = k == LayerKind::head;
+    const Quantizer* qa = find(head ? Role::lm_head_input : Role::linear_input, l, k);
+    const Quantizer* qb = find(head ? Role::lm_head : Role::weights, l, k);
+    const GemmPoint p{l, k, tensor, qa != nullptr ? std::string_view(qa->name()) : std::string_view(),
+                      qb != nullptr ? std::string_view(qb->name()) : std::string_view()};
     gemm_.at({l, k})->nt(a, b, c, p);
     if (bias.size() != 0) c.rowwise() += bias.transpose();
   }

@@ -164,7 +164,9 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
       quantizers.make(*w_spec)->apply(wq, p);
     }
     RowMatrix y;
-    gemms.make(r.gemm)->nt(xq, wq, y, engine::GemmPoint{layer, kind, tensor});
+    const std::string af = in_spec ? in_spec->format : std::string();
+    const std::string bf = w_spec ? w_spec->format : std::string();
+    gemms.make(r.gemm)->nt(xq, wq, y, engine::GemmPoint{layer, kind, tensor, af, bf});
     const engine::RowMatrixD xd = x.cast<double>();
     const engine::RowMatrixD wd = w.cast<double>();
     engine::RowMatrixD yd;

@@ -121,6 +121,8 @@ struct GemmPoint {
   int layer = -1;
   LayerKind kind = LayerKind::head;
   std::string_view tensor;  ///< "wq", ..., "output"
+  std::string_view a_format;  ///< format A's values lie on (the plan's input format; "" = float)
+  std::string_view b_format;  ///< format B's values lie on (the plan's weight format; "" = float)
 };
 
 /// Computes C = A · Bᵀ (A [m, k], B [n, k], C [m, n]): the accumulation datapath of a linear layer.
@@ -139,7 +141,8 @@ class Gemm {
 /// results are bit-identical for any thread count.
 const Gemm& eigen_gemm();
 
-/// GEMM strategies by name; "eigen" (aliases "fp32", "native") is built in.
+/// GEMM strategies by name; "eigen" (aliases "fp32", "native") is built in, and datapath presets
+/// (lpemu::datapath) register in builtin() once that layer is merged.
 class GemmFactory {
  public:
   /// Makes a strategy by name.
