@@ -10,6 +10,13 @@
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
 
+// Block formats plug in as a quantiser provider when the block layer is part of the build.
+#if __has_include("lpemu/block/block_format.hpp")
+#  include "lpemu/block/block_format.hpp"
+#  include "lpemu/block/quantize.hpp"
+#  define LPEMU_ENGINE_WITH_BLOCK 1
+#endif
+
 namespace lpemu::engine {
 namespace {
 
@@ -44,6 +51,39 @@ class ElementQuantizer final : public Quantizer {
   format::Format fmt_;
   QuantSpec spec_;
 };
+
+#ifdef LPEMU_ENGINE_WITH_BLOCK
+// A block format applied along the point's contraction axis (blocks of the last axis of a
+// [rows, cols] tensor for axis 1; axis 0 is transposed first).
+class BlockQuantizer final : public Quantizer {
+ public:
+  BlockQuantizer(block::BlockFormat f, const QuantSpec& spec) : fmt_(std::move(f)), spec_(spec) {}
+  const std::string& name() const override { return fmt_.name; }
+  void apply(RowMatrix& x, const QuantPoint& p) const override {
+    block::BlockFormat f = fmt_;
+    f.element_options.rounding = spec_.options.rounding;
+    f.element_options.sr_bits = spec_.options.sr_bits;
+    f.element_options.seed = mix64(spec_.options.seed ^ mix64(p.stream));
+    f.element_options.index_offset = p.index_offset;
+    if (p.axis == 0) {
+      RowMatrix t = x.transpose();
+      run(f, t);
+      x = t.transpose();
+    } else {
+      run(f, x);
+    }
+  }
+
+ private:
+  static void run(const block::BlockFormat& f, RowMatrix& x) {
+    const std::size_t shape[2] = {static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols())};
+    const std::span<float> s(x.data(), static_cast<std::size_t>(x.size()));
+    block::quantize(f, std::span<const float>(s), s, shape);
+  }
+  block::BlockFormat fmt_;
+  QuantSpec spec_;
+};
+#endif
 
 class EigenGemm final : public Gemm {
  public:
@@ -104,7 +144,15 @@ QuantizerFactory QuantizerFactory::with_element_formats(const format::Registry& 
 
 QuantizerFactory QuantizerFactory::standard(const format::Registry& formats) {
   QuantizerFactory q = with_element_formats(formats);
-  // Block formats (lpemu::block) register their provider here once that layer is merged.
+#ifdef LPEMU_ENGINE_WITH_BLOCK
+  auto blocks = std::make_shared<block::BlockRegistry>(block::BlockRegistry::with_user_paths(formats, {}));
+  q.add_provider(
+      "block format", blocks->names(),
+      [blocks](const QuantSpec& spec) {
+        return std::unique_ptr<Quantizer>(std::make_unique<BlockQuantizer>(blocks->get(spec.format), spec));
+      },
+      [blocks](std::string_view name) { return blocks->find(name) != nullptr; });
+#endif
   return q;
 }
 
