@@ -16,6 +16,12 @@
 #  include "lpemu/block/quantize.hpp"
 #  define LPEMU_ENGINE_WITH_BLOCK 1
 #endif
+// Datapath presets become GEMM strategies when the datapath layer is part of the build.
+#if __has_include("lpemu/datapath/gemm.hpp")
+#  include "lpemu/datapath/datapath.hpp"
+#  include "lpemu/datapath/gemm.hpp"
+#  define LPEMU_ENGINE_WITH_DATAPATH 1
+#endif
 
 namespace lpemu::engine {
 namespace {
@@ -82,6 +88,36 @@ class BlockQuantizer final : public Quantizer {
   }
   block::BlockFormat fmt_;
   QuantSpec spec_;
+};
+#endif
+
+#ifdef LPEMU_ENGINE_WITH_DATAPATH
+// A bit-exact datapath: A and B are encoded to the datapath's input formats (values already on
+// those grids encode exactly; others round to nearest even), multiplied by datapath::gemm on
+// codes, and the output codes decoded. Per-element formats only: block scales are not passed.
+class DatapathGemm final : public Gemm {
+ public:
+  explicit DatapathGemm(const datapath::Datapath& dp) : dp_(dp) {}
+  const std::string& name() const override { return dp_.name; }
+  void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint&) const override {
+    if (a.cols() != b.cols()) throw ShapeError("datapath gemm: inner dimensions differ");
+    const auto m = static_cast<std::size_t>(a.rows());
+    const auto n = static_cast<std::size_t>(b.rows());
+    const auto k = static_cast<std::size_t>(a.cols());
+    const Mat<double> ad = a.cast<double>();
+    const Mat<double> bt = b.transpose().cast<double>();  // [K, N] row-major
+    std::vector<std::uint64_t> ac(m * k), bc(k * n), dc(m * n);
+    format::encode(dp_.a, std::span<const double>(ad.data(), ac.size()), std::span<std::uint64_t>(ac));
+    format::encode(dp_.b, std::span<const double>(bt.data(), bc.size()), std::span<std::uint64_t>(bc));
+    datapath::gemm(dp_, m, n, k, ac, bc, {}, dc);
+    std::vector<double> d(m * n);
+    format::decode(dp_.output(), std::span<const std::uint64_t>(dc), std::span<double>(d));
+    c.resize(a.rows(), b.rows());
+    for (std::size_t i = 0; i < d.size(); ++i) c.data()[i] = static_cast<float>(d[i]);
+  }
+
+ private:
+  datapath::Datapath dp_;
 };
 #endif
 
@@ -210,6 +246,13 @@ GemmFactory GemmFactory::builtin() {
   f.add("eigen", shared);
   f.add("fp32", shared);
   f.add("native", shared);
+#ifdef LPEMU_ENGINE_WITH_DATAPATH
+  const auto& presets = datapath::DatapathRegistry::builtin();
+  for (const auto& name : presets.names()) {
+    const datapath::Datapath* dp = presets.find(name);
+    f.add(name, [dp]() { return std::shared_ptr<const Gemm>(std::make_shared<DatapathGemm>(*dp)); });
+  }
+#endif
   return f;
 }
 
