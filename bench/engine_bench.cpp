@@ -31,6 +31,11 @@ const PrecisionPlan* plan(const std::string& name) {
     plans["fp8_e4m3"] = parse_plan_toml("[defaults]\noverflow = \"saturate\"\n[roles]\nweights = \"fp8_e4m3\"\n"
                                         "linear_input = \"fp8_e4m3\"\n",
                                         "bench:fp8_e4m3", quantizers(), GemmFactory::builtin());
+    if (GemmFactory::builtin().knows("h100_e4m3_fp32")) {
+      plans["h100_e4m3"] = parse_plan_toml("[defaults]\noverflow = \"saturate\"\n[roles]\nweights = \"fp8_e4m3\"\n"
+                                           "linear_input = \"fp8_e4m3\"\ngemm = \"h100_e4m3_fp32\"\n",
+                                           "bench:h100_e4m3", quantizers(), GemmFactory::builtin());
+    }
     if (quantizers().knows("mxfp4")) {
       plans["mxfp4"] = parse_plan_toml("[roles]\nweights = \"mxfp4\"\nlinear_input = \"mxfp4\"\n", "bench:mxfp4",
                                        quantizers(), GemmFactory::builtin());
@@ -149,8 +154,10 @@ void register_all() {
   for (const auto& [model_name, model] : {std::pair<std::string, const Model& (*)()>{"stories260K", &stories},
                                           {"llama7b_layer", &llama7b_layer}}) {
     for (const auto& [kind, fn] : {std::pair<std::string, Fn>{"prefill128", &prefill}, {"decode", &decode}}) {
-      for (const std::string p : {"fp32", "fp8_e4m3", "mxfp4"}) {
+      for (const std::string p : {"fp32", "fp8_e4m3", "mxfp4", "h100_e4m3"}) {
         if (plan(p) == nullptr) continue;
+        // Bit-exact datapath emulation of a 7B block would take minutes per iteration.
+        if (p == "h100_e4m3" && model_name != "stories260K") continue;
         const auto m = model;
         const auto f = fn;
         benchmark::RegisterBenchmark((kind + "/" + model_name + "/" + p).c_str(),

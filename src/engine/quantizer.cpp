@@ -93,7 +93,7 @@ class BlockQuantizer final : public Quantizer {
 
 #ifdef LPEMU_ENGINE_WITH_DATAPATH
 // A bit-exact datapath: A and B are encoded to the datapath's input formats (values already on
-// those grids encode exactly; others round to nearest even), multiplied by datapath::gemm on
+// those grids encode exactly; others round to nearest even, saturating), multiplied by datapath::gemm on
 // codes, and the output codes decoded. Per-element formats only: block scales are not passed.
 class DatapathGemm final : public Gemm {
  public:
@@ -107,8 +107,10 @@ class DatapathGemm final : public Gemm {
     const Mat<double> ad = a.cast<double>();
     const Mat<double> bt = b.transpose().cast<double>();  // [K, N] row-major
     std::vector<std::uint64_t> ac(m * k), bc(k * n), dc(m * n);
-    format::encode(dp_.a, std::span<const double>(ad.data(), ac.size()), std::span<std::uint64_t>(ac));
-    format::encode(dp_.b, std::span<const double>(bt.data(), bc.size()), std::span<std::uint64_t>(bc));
+    format::ConvertOptions sat;
+    sat.overflow = format::Overflow::saturate;
+    format::encode(dp_.a, std::span<const double>(ad.data(), ac.size()), std::span<std::uint64_t>(ac), sat);
+    format::encode(dp_.b, std::span<const double>(bt.data(), bc.size()), std::span<std::uint64_t>(bc), sat);
     datapath::gemm(dp_, m, n, k, ac, bc, {}, dc);
     std::vector<double> d(m * n);
     format::decode(dp_.output(), std::span<const std::uint64_t>(dc), std::span<double>(d));
