@@ -53,7 +53,7 @@ TEST_CASE("the h100_e4m3 datapath plan runs stories260K close to its fp8 fake-qu
   const RowMatrix a = s.forward(tokens);
   const RowMatrix b = ref.forward(tokens);
   CHECK(a.allFinite());
-  CHECK((a - b).cwiseAbs().maxCoeff() < 5.0);
+  CHECK((a - b).cwiseAbs().maxCoeff() < 5.0F);
   int agree = 0;
   for (int t = 0; t < a.rows(); ++t) agree += argmax(a, t) == argmax(b, t) ? 1 : 0;
   CHECK(agree >= 4);
