@@ -15,5 +15,7 @@ void register_convert(CLI::App& app, Context& ctx);
 void register_engine(CLI::App& app, Context& ctx);
 /// `lpemu proposal` and `lpemu proposal verify`.
 void register_proposal(CLI::App& app, Context& ctx);
+/// `lpemu cost`, `lpemu cost mac`, `lpemu cost targets`.
+void register_cost(CLI::App& app, Context& ctx);
 
 }  // namespace lpemu::cli

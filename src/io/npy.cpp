@@ -4,7 +4,6 @@
 #include <fstream>
 #include <istream>
 #include <ostream>
-#include <regex>
 
 #include "lpemu/error.hpp"
 
@@ -52,22 +51,41 @@ NpyHeader read_npy_header(std::istream& in, const std::string& name) {
   if (!in.read(header.data(), static_cast<std::streamsize>(hlen))) throw IoError(name + ": truncated .npy header");
   NpyHeader h;
   h.data_offset = (major == 1 ? 10 : 12) + hlen;
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')"))) {
-    throw IoError(name + ": .npy header has no 'descr'");
-  }
-  h.dtype = m[1];
-  if (std::regex_search(header, m, std::regex(R"('fortran_order'\s*:\s*True)"))) {
+  // The header is a Python dict literal: find each key's value by plain scanning.
+  const auto value_after = [&](const std::string& key) -> std::string {
+    const auto k = header.find("'" + key + "'");
+    if (k == std::string::npos) throw IoError(name + ": .npy header has no '" + key + "'");
+    const auto colon = header.find(':', k);
+    if (colon == std::string::npos) throw IoError(name + ": malformed .npy header");
+    return header.substr(colon + 1);
+  };
+  const std::string descr = value_after("descr");
+  const auto q1 = descr.find('\'');
+  const auto q2 = q1 == std::string::npos ? q1 : descr.find('\'', q1 + 1);
+  if (q2 == std::string::npos) throw IoError(name + ": malformed 'descr' in .npy header");
+  h.dtype = descr.substr(q1 + 1, q2 - q1 - 1);
+  const std::string order = value_after("fortran_order");
+  if (order.find_first_not_of(' ') != std::string::npos && order.substr(order.find_first_not_of(' '), 4) == "True") {
     throw IoError(name + ": Fortran-order .npy arrays are not supported (save with np.ascontiguousarray)");
   }
-  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))"))) {
-    throw IoError(name + ": .npy header has no 'shape'");
+  const std::string shape = value_after("shape");
+  const auto p1 = shape.find('(');
+  const auto p2 = shape.find(')');
+  if (p1 == std::string::npos || p2 == std::string::npos || p2 < p1) throw IoError(name + ": malformed 'shape' in .npy header");
+  std::size_t cur = 0;
+  bool in_num = false;
+  for (std::size_t i = p1 + 1; i < p2; ++i) {
+    const char c = shape[i];
+    if (c >= '0' && c <= '9') {
+      cur = cur * 10 + static_cast<std::size_t>(c - '0');
+      in_num = true;
+    } else if (in_num) {
+      h.shape.push_back(cur);
+      cur = 0;
+      in_num = false;
+    }
   }
-  const std::string dims = m[1];
-  const std::regex num(R"(\d+)");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it) {
-    h.shape.push_back(std::stoull(it->str()));
-  }
+  if (in_num) h.shape.push_back(cur);
   if (h.dtype.size() < 3 || (h.dtype[0] != '<' && h.dtype[0] != '|') ||
       std::string("fiu").find(h.dtype[1]) == std::string::npos) {
     throw IoError(name + ": .npy dtype '" + h.dtype + "': expected a little-endian numeric dtype such as <f4");

@@ -1,0 +1,86 @@
+// The cost model's data: hardware targets, model shapes, plans and MAC datapaths. Built-ins are
+// the files under data/{hardware,shapes,plans,datapaths}/ embedded at build time
+// (src/cost/sources.cmake); users add DIR/{hardware,shapes,plans,datapaths}/*.toml with
+// --cost-dir DIR, or name a .toml file directly.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lpemu/cost/mac_model.hpp"
+#include "lpemu/cost/target.hpp"
+#include "lpemu/cost/workload.hpp"
+#include "lpemu/format/registry.hpp"
+
+namespace lpemu::cost {
+
+/// Parses a model-shape TOML document.
+ModelShape parse_shape_toml(std::string_view text, std::string_view origin);
+/// Parses a cost-plan TOML document.
+CostPlan parse_plan_toml(std::string_view text, std::string_view origin);
+
+/// Named targets, shapes, plans and datapaths.
+class Catalog {
+ public:
+  /// Built-ins (embedded data/), then each DIR in `dirs`; `formats` resolves format names.
+  explicit Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs = {});
+
+  /// The target called `name` (or a path to a .toml); throws UnknownNameError with suggestions.
+  const Target& target(std::string_view name);
+  /// The model shape called `name` (or a .toml path).
+  const ModelShape& shape(std::string_view name);
+  /// The plan called `name` (or a .toml path).
+  const CostPlan& plan(std::string_view name);
+  /// The datapath called `name` (or a .toml path).
+  const MacDatapath& datapath(std::string_view name);
+
+  /// Sorted target names.
+  std::vector<std::string> target_names() const;
+  /// Sorted model-shape names.
+  std::vector<std::string> shape_names() const;
+  /// Sorted plan names.
+  std::vector<std::string> plan_names() const;
+  /// Sorted datapath names.
+  std::vector<std::string> datapath_names() const;
+
+  /// Resolves the three formats of a plan.
+  PlanFormats plan_formats(const CostPlan& p) const;
+  /// The format registry in use.
+  const format::Registry& formats() const { return formats_; }
+
+  /// Parses a hardware TOML; proposed targets are derived through this catalog.
+  Target parse_target_toml(std::string_view text, std::string_view origin);
+
+ private:
+  struct Pending {
+    std::string text, origin;
+  };
+  void add_text(std::string_view kind, const std::string& text, const std::string& origin);
+
+  const format::Registry& formats_;
+  std::map<std::string, Pending, std::less<>> raw_targets_;
+  std::map<std::string, Target, std::less<>> targets_;
+  std::map<std::string, ModelShape, std::less<>> shapes_;
+  std::map<std::string, CostPlan, std::less<>> plans_;
+  std::map<std::string, MacDatapath, std::less<>> datapaths_;
+  std::vector<std::string> resolving_;
+};
+
+/// Result of spending a target's MAC-array area for one rate class on MACs of another format.
+struct IsoArea {
+  MacCost budget, candidate;
+  double budget_macs_per_clock_per_unit = 0;
+  long long macs_per_clock_per_unit = 0;  ///< floor(budget MACs x budget area / candidate area)
+  double tflops = 0;                      ///< units x MACs/clock/unit x 2 x clock
+};
+
+/// How many `candidate` MACs fit in the area of `target`'s `budget_class` MACs (priced as
+/// `budget_format`) on datapath `dp`, and the resulting peak rate. Throws SpecError if the
+/// target does not publish units, clock and MACs/clock for `budget_class`.
+IsoArea iso_area_peak(const Target& target, std::string_view budget_class, const CostFormat& budget_format,
+                      const CostFormat& candidate, const MacDatapath& dp);
+
+}  // namespace lpemu::cost

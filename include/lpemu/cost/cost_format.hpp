@@ -1,0 +1,56 @@
+// What the cost model needs to know about a number format: element widths, block-scale
+// overhead and which peak-rate class of a target it runs on (issue 7).
+//
+// Element formats come from lpemu::format::Registry. Block formats are a small built-in table
+// here (documented in README.md "Cost model") until the block layer's BlockFormat registry is
+// wired in: mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4 (OCP MX v1.0: 32-element
+// blocks, E8M0 scale), mxint8 (OCP MX v1.0, int8 elements), nvfp4 (NVIDIA: 16-element blocks,
+// FP8 E4M3 scale, one FP32 tensor scale).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lpemu/format/registry.hpp"
+
+namespace lpemu::cost {
+
+/// Bit widths of one element (or scale) format as the hardware sees them.
+struct ElementWidth {
+  bool is_float = true;
+  int bits = 0;              ///< storage bits
+  int exponent_bits = 0;     ///< 0 for integers
+  int significand_bits = 0;  ///< incl. the hidden bit for floats; magnitude bits + sign for ints (= bits)
+};
+
+/// A storage/compute format for the cost model: an element plus optional block and tensor scales.
+struct CostFormat {
+  std::string name;
+  std::string element_name;
+  ElementWidth element;
+  int block_size = 0;             ///< elements per block scale; 0 = no block scale
+  std::string scale_name;         ///< e.g. "e8m0", "fp8_e4m3"
+  ElementWidth scale;             ///< width of the block scale
+  double tensor_scale_bytes = 0;  ///< bytes of per-tensor scale (NVFP4: one FP32 = 4)
+
+  /// Storage bits per element including the amortised block scale (MXFP8: 8 + 8/32 = 8.25).
+  double bits_per_element() const;
+};
+
+/// Widths of an element format from the format registry.
+ElementWidth element_width(const format::Format& f);
+
+/// Resolves an element-format name or a built-in block-format name; throws UnknownNameError.
+CostFormat resolve_format(std::string_view name, const format::Registry& formats);
+
+/// Names of the built-in block formats.
+std::vector<std::string> block_format_names();
+
+/// Peak-rate classes in the order tried (narrowest first): fp4 int4 fp6 fp8 int8 fp16 bf16 tf32 fp32.
+const std::vector<std::string>& rate_classes();
+
+/// True if every value of `w` is exactly representable by the inputs of a `rate_class` unit.
+bool fits_class(const ElementWidth& w, std::string_view rate_class);
+
+}  // namespace lpemu::cost

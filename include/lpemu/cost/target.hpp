@@ -1,0 +1,47 @@
+// Hardware targets: dense peak rate per format class, memory bandwidth and capacity, clock and
+// units, each number with its source (data/hardware/*.toml, issue 7).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lpemu::cost {
+
+/// One dense peak rate of a target.
+struct Rate {
+  double tflops = 0;                 ///< dense TFLOP/s (TOP/s for integers), 1 MAC = 2 ops
+  std::string source;
+  double macs_per_clock_per_unit = 0;  ///< 0 if not published
+  std::string macs_source;
+  bool unverified = false;
+  std::string note;
+  std::string derived_from;          ///< proposed targets: how the MAC model derived it
+};
+
+/// A real or proposed accelerator.
+struct Target {
+  std::string name, display_name, vendor, kind, source, origin;
+  double bandwidth_gb_s = 0;  ///< peak DRAM/HBM bandwidth, 1e9 bytes/s
+  std::string bandwidth_source;
+  double capacity_gb = 0;     ///< 1e9 bytes
+  std::string capacity_source;
+  int units = 0;              ///< 0 if not published
+  std::string unit_name, units_source;
+  double clock_mhz = 0;       ///< 0 if not published
+  std::string clock_source;
+  bool compute_unverified = false;
+  std::string compute_note;
+  std::map<std::string, Rate> rates;  ///< by rate class (fp8, bf16, ...)
+
+  /// The rate for `rate_class`, or nullptr if the target lacks it.
+  const Rate* find_rate(std::string_view rate_class) const;
+  /// Dense peak in op/s for `rate_class`; throws UnknownNameError if absent.
+  double peak_ops(std::string_view rate_class) const;
+  /// units x MACs/clock/unit x 2 x clock, in TFLOP/s; nullopt if any factor is unpublished.
+  std::optional<double> rebuilt_tflops(std::string_view rate_class) const;
+};
+
+}  // namespace lpemu::cost

@@ -1,0 +1,269 @@
+// `lpemu cost` (roofline time and energy per token), `lpemu cost mac` (per-MAC breakdown and
+// iso-area), `lpemu cost targets` (the hardware table with sources). Thin: parse, call, print.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "lpemu/cost/catalog.hpp"
+#include "lpemu/error.hpp"
+
+namespace lpemu::cli {
+namespace {
+
+struct CostArgs {
+  std::vector<std::filesystem::path> cost_dirs;
+  std::string target, model, plan = "bf16", weights, activations, kv_cache, datapath = "fp32_n4", phase = "both";
+  long long batch = 1, context = 2048;
+  int top = 8;
+  bool json = false;
+  // mac
+  std::string format, format_b, iso_target, iso_class = "bf16", iso_format;
+};
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string sig(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Ops summed over layers, largest time first.
+struct Row {
+  std::string name, kind, rate_class;
+  long long count = 0;
+  double flops = 0, bytes = 0, time = 0, energy = 0;
+  bool compute_bound = false;
+};
+
+std::vector<Row> rows_of(const cost::Workload& w) {
+  std::vector<Row> rows;
+  for (const auto& op : w.ops) {
+    const double n = static_cast<double>(op.count);
+    rows.push_back({op.name, op.kind, op.rate_class, op.count, n * op.flops, n * op.bytes, n * op.time_s,
+                    n * op.energy_j, op.compute_bound});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.time > b.time; });
+  return rows;
+}
+
+const char* phase_name(cost::Phase p) { return p == cost::Phase::prefill ? "prefill" : "decode"; }
+
+void print_text(const cost::Workload& w, const cost::Roofline& r, int top) {
+  std::cout << "\n" << phase_name(w.phase) << " (batch " << w.batch << ", context " << w.context << "): "
+            << sig(w.tokens) << " tokens\n";
+  std::cout << "  time " << fixed(r.time_s * 1e3, 3) << " ms, " << fixed(r.time_per_token() * 1e6, 3)
+            << " us/token, " << fixed(r.tokens_per_s(), 1) << " tokens/s\n";
+  std::cout << "  energy " << fixed(r.energy_per_token() * 1e3, 3)
+            << " mJ/token (45 nm Horowitz constants: MACs + DRAM, not the target's node)\n";
+  std::cout << "  compute-bound share of time " << fixed(100.0 * r.compute_bound_time_s / r.time_s, 1) << "%\n";
+  std::printf("  %-12s %5s %5s %12s %12s %8s %8s %10s %6s\n", "op", "count", "class", "GFLOP", "MB", "flop/B",
+              "bound", "time ms", "share");
+  const auto rows = rows_of(w);
+  for (std::size_t i = 0; i < rows.size() && static_cast<int>(i) < top; ++i) {
+    const Row& x = rows[i];
+    std::printf("  %-12s %5lld %5s %12.3f %12.3f %8.1f %8s %10.4f %5.1f%%\n", x.name.c_str(), x.count,
+                x.rate_class.empty() ? "-" : x.rate_class.c_str(), x.flops / 1e9, x.bytes / 1e6,
+                x.bytes > 0 ? x.flops / x.bytes : 0.0, x.kind == "memory" ? "memory" : (x.compute_bound ? "compute" : "memory"),
+                x.time * 1e3, 100.0 * x.time / r.time_s);
+  }
+}
+
+std::string json_of(const cost::Workload& w, const cost::Roofline& r) {
+  std::ostringstream s;
+  s << "{\"phase\": " << quote(phase_name(w.phase)) << ", \"batch\": " << w.batch << ", \"context\": " << w.context
+    << ", \"tokens\": " << sig(w.tokens) << ", \"time_s\": " << sig(r.time_s)
+    << ", \"time_per_token_s\": " << sig(r.time_per_token()) << ", \"tokens_per_s\": " << sig(r.tokens_per_s())
+    << ", \"energy_per_token_j_45nm\": " << sig(r.energy_per_token())
+    << ", \"compute_bound_time_s\": " << sig(r.compute_bound_time_s) << ", \"ops\": [";
+  bool first = true;
+  for (const auto& op : w.ops) {
+    s << (first ? "" : ", ") << "{\"name\": " << quote(op.name) << ", \"kind\": " << quote(op.kind)
+      << ", \"count\": " << op.count << ", \"rate_class\": " << quote(op.rate_class) << ", \"flops\": " << sig(op.flops)
+      << ", \"bytes\": " << sig(op.bytes) << ", \"compute_s\": " << sig(op.compute_s)
+      << ", \"memory_s\": " << sig(op.memory_s) << ", \"time_s\": " << sig(op.time_s)
+      << ", \"bound\": " << quote(op.compute_bound ? "compute" : "memory") << ", \"energy_j\": " << sig(op.energy_j)
+      << "}";
+    first = false;
+  }
+  s << "]}";
+  return s.str();
+}
+
+void run_cost(Context& ctx, const CostArgs& a) {
+  if (a.target.empty() || a.model.empty()) {
+    throw Error("lpemu cost: --target and --model are required (see `lpemu cost --help`)");
+  }
+  cost::Catalog cat(ctx.formats(), a.cost_dirs);
+  const cost::Target& t = cat.target(a.target);
+  const cost::ModelShape& m = cat.shape(a.model);
+  cost::CostPlan plan = cat.plan(a.plan);
+  if (!a.weights.empty()) plan.weights = a.weights;
+  if (!a.activations.empty()) plan.activations = a.activations;
+  if (!a.kv_cache.empty()) plan.kv_cache = a.kv_cache;
+  const cost::PlanFormats pf = cat.plan_formats(plan);
+  const cost::MacDatapath& dp = cat.datapath(a.datapath);
+  if (a.phase != "both" && a.phase != "prefill" && a.phase != "decode") {
+    throw Error("--phase = \"" + a.phase + "\": expected prefill, decode or both");
+  }
+  std::vector<cost::Phase> phases;
+  if (a.phase != "decode") phases.push_back(cost::Phase::prefill);
+  if (a.phase != "prefill") phases.push_back(cost::Phase::decode);
+
+  std::vector<std::pair<cost::Workload, cost::Roofline>> results;
+  for (const auto ph : phases) {
+    cost::Workload w = cost::build_workload(m, pf, t, dp, ph, a.batch, a.context);
+    const cost::Roofline r = cost::roofline(w, t);
+    results.emplace_back(std::move(w), r);
+  }
+  const cost::Workload& w0 = results.front().first;
+  const bool fits = results.front().second.fits_in_memory;
+  if (a.json) {
+    std::cout << "{\"target\": " << quote(t.name) << ", \"model\": " << quote(m.name) << ", \"plan\": {\"name\": "
+              << quote(plan.name) << ", \"weights\": " << quote(pf.weights.name)
+              << ", \"activations\": " << quote(pf.activations.name) << ", \"kv_cache\": " << quote(pf.kv_cache.name)
+              << "}, \"datapath\": " << quote(dp.name) << ", \"bandwidth_gb_s\": " << sig(t.bandwidth_gb_s)
+              << ", \"capacity_gb\": " << sig(t.capacity_gb) << ", \"weight_bytes\": " << sig(w0.weight_bytes)
+              << ", \"kv_cache_bytes\": " << sig(w0.kv_cache_bytes) << ", \"fits_in_memory\": "
+              << (fits ? "true" : "false") << ", \"phases\": [";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      std::cout << (i ? ", " : "") << json_of(results[i].first, results[i].second);
+    }
+    std::cout << "]}\n";
+    return;
+  }
+  std::cout << "target   " << t.name << " (" << t.display_name << "): " << sig(t.bandwidth_gb_s) << " GB/s, "
+            << sig(t.capacity_gb) << " GB\n";
+  std::cout << "model    " << m.name << " (" << fixed(static_cast<double>(m.parameters()) / 1e9, 3)
+            << " G parameters)\n";
+  std::cout << "plan     " << plan.name << ": weights " << pf.weights.name << " (" << sig(pf.weights.bits_per_element())
+            << " bits), activations " << pf.activations.name << " (" << sig(pf.activations.bits_per_element())
+            << "), kv " << pf.kv_cache.name << " (" << sig(pf.kv_cache.bits_per_element()) << "); datapath "
+            << dp.name << "\n";
+  std::cout << "memory   weights " << fixed(w0.weight_bytes / 1e9, 3) << " GB + KV cache "
+            << fixed(w0.kv_cache_bytes / 1e9, 3) << " GB " << (fits ? "fit in " : "DO NOT FIT in ")
+            << sig(t.capacity_gb) << " GB\n";
+  for (const auto& [w, r] : results) print_text(w, r, a.top);
+}
+
+void print_mac_table(const cost::MacCost& m) {
+  std::printf("%-14s %10s %10s %10s  %s\n", "component", "FA", "um^2@45nm", "fJ@45nm", "formula");
+  for (const auto& p : m.parts) {
+    std::printf("%-14s %10.3f %10.1f %10.1f  %s\n", p.name.c_str(), p.fa, p.fa * cost::kFaAreaUm2_45nm,
+                p.fa * cost::kFaEnergyFj45nm, p.formula.c_str());
+  }
+  std::printf("%-14s %10.3f %10.1f %10.1f\n", "total", m.total_fa, m.area_um2_45nm(), m.energy_pj_45nm() * 1000);
+}
+
+void run_mac(Context& ctx, const CostArgs& a) {
+  cost::Catalog cat(ctx.formats(), a.cost_dirs);
+  const cost::MacDatapath& dp = cat.datapath(a.datapath);
+  const cost::CostFormat fa = cost::resolve_format(a.format, ctx.formats());
+  const cost::CostFormat fb = cost::resolve_format(a.format_b.empty() ? a.format : a.format_b, ctx.formats());
+  const cost::MacCost m = cost::mac_cost(fa, fb, dp);
+  std::cout << "MAC " << fa.name << " x " << fb.name << " on datapath " << dp.name << " (n = " << dp.fused_terms
+            << ", W = " << dp.alignment_bits << ", accumulator " << dp.accumulator << ")\n";
+  std::cout << "datapath source: " << dp.source << (dp.unverified ? " [unverified]" : "") << "\n\n";
+  print_mac_table(m);
+  std::cout << "\nrelative to baselines on the same datapath (area = energy ratio in this model):\n";
+  for (const char* base : {"bf16", "mxfp8_e4m3"}) {
+    const cost::CostFormat b = cost::resolve_format(base, ctx.formats());
+    const cost::MacCost mb = cost::mac_cost(b, b, dp);
+    std::cout << "  vs " << base << ": " << fixed(m.total_fa / mb.total_fa, 3) << "x area per MAC; "
+              << cost::iso_area_count(m, mb, 1024) << " MACs fit in the area of 1024 " << base << " MACs\n";
+  }
+  std::cout << "\nFA = full-adder equivalent; 45 nm figures use Horowitz ISSCC 2014 (" << cost::kFaAreaUm2_45nm
+            << " um^2 and " << cost::kFaEnergyFj45nm << " fJ per FA).\n";
+  if (!a.iso_target.empty()) {
+    const cost::Target& t = cat.target(a.iso_target);
+    const std::string bf = a.iso_format.empty() ? a.iso_class : a.iso_format;
+    const cost::IsoArea iso =
+        cost::iso_area_peak(t, a.iso_class, cost::resolve_format(bf, ctx.formats()), fa, dp);
+    std::cout << "\niso-area on " << t.name << ": its " << a.iso_class << " array (" << iso.budget_macs_per_clock_per_unit
+              << " MACs/clock/" << t.unit_name << ", priced as " << bf << ") holds " << iso.macs_per_clock_per_unit
+              << " " << fa.name << " MACs/clock/" << t.unit_name << " -> " << fixed(iso.tflops, 1)
+              << " dense TFLOP/s (vs " << fixed(t.find_rate(a.iso_class)->tflops, 1) << " listed for " << a.iso_class << " in the target file"
+              << ")\n";
+  }
+}
+
+void run_targets(Context& ctx, const CostArgs& a) {
+  cost::Catalog cat(ctx.formats(), a.cost_dirs);
+  for (const auto& name : cat.target_names()) {
+    const cost::Target& t = cat.target(name);
+    std::cout << t.name << ": " << t.display_name << " [" << t.kind << "]\n  memory " << sig(t.bandwidth_gb_s)
+              << " GB/s, " << sig(t.capacity_gb) << " GB  (" << t.bandwidth_source << ")\n";
+    if (t.units > 0) {
+      std::cout << "  " << t.units << " " << t.unit_name << "s" << (t.clock_mhz > 0 ? " at " + sig(t.clock_mhz) + " MHz" : "")
+                << (t.compute_unverified ? "  [unverified: " + t.compute_note + "]" : "") << "\n";
+    }
+    for (const auto& [cls, r] : t.rates) {
+      const auto rebuilt = t.rebuilt_tflops(cls);
+      std::cout << "  " << cls << ": " << sig(r.tflops) << " TFLOP/s dense"
+                << (rebuilt ? " (rebuilt " + fixed(*rebuilt, 1) + ")" : "") << (r.unverified ? " [unverified]" : "")
+                << "  -- " << (r.derived_from.empty() ? r.source : r.derived_from) << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void register_cost(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<CostArgs>();
+  auto* cmd = app.add_subcommand(
+      "cost", "roofline time and energy per token of a model on a hardware target under a precision plan");
+  cmd->require_subcommand(0, 1);
+  cmd->add_option("--cost-dir", args->cost_dirs,
+                  "extra directory with hardware/, shapes/, plans/, datapaths/ TOML files; repeatable")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--target", args->target, "hardware target name (data/hardware) or a .toml file");
+  cmd->add_option("--model", args->model, "model shape name (data/shapes) or a .toml file");
+  cmd->add_option("--plan", args->plan, "precision plan name (data/plans) or a .toml file")->capture_default_str();
+  cmd->add_option("--weights", args->weights, "override the plan's weight format");
+  cmd->add_option("--activations", args->activations, "override the plan's activation format");
+  cmd->add_option("--kv-cache", args->kv_cache, "override the plan's KV-cache format");
+  cmd->add_option("--datapath", args->datapath, "MAC datapath for energy (data/datapaths)")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--context", args->context, "prompt length (prefill) / tokens in the KV cache (decode)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--phase", args->phase, "prefill | decode | both")->capture_default_str();
+  cmd->add_option("--top", args->top, "ops to list per phase")->capture_default_str();
+  cmd->add_flag("--json", args->json, "print JSON instead of tables");
+  cmd->callback([&ctx, args, cmd] {
+    if (cmd->get_subcommands().empty()) run_cost(ctx, *args);
+  });
+
+  auto* mac = cmd->add_subcommand("mac", "per-MAC area/energy breakdown of a format on a datapath, and iso-area");
+  mac->add_option("--format", args->format, "element or block format of the inputs (e.g. fp8_e4m3, mxfp4, nvfp4)")
+      ->required();
+  mac->add_option("--format-b", args->format_b, "second input's format if it differs");
+  mac->add_option("--datapath", args->datapath, "MAC datapath (data/datapaths)")->capture_default_str();
+  mac->add_option("--iso-target", args->iso_target, "also spend this target's MAC array on --format MACs");
+  mac->add_option("--iso-class", args->iso_class, "rate class whose array is the area budget")->capture_default_str();
+  mac->add_option("--iso-format", args->iso_format, "format that prices the budget MACs (default: --iso-class)");
+  mac->callback([&ctx, args] { run_mac(ctx, *args); });
+
+  auto* targets = cmd->add_subcommand("targets", "list hardware targets with their rates and sources");
+  targets->callback([&ctx, args] { run_targets(ctx, *args); });
+}
+
+}  // namespace lpemu::cli

@@ -1,0 +1,336 @@
+#include "lpemu/cost/catalog.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "cost/embedded_data.hpp"
+#include "cost/toml_read.hpp"
+#include "lpemu/error.hpp"
+
+namespace lpemu::cost {
+namespace {
+
+using detail::fail;
+using detail::Reader;
+
+std::string read_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open cost-model file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool is_path(std::string_view name) {
+  return name.size() > 5 && name.substr(name.size() - 5) == ".toml";
+}
+
+template <typename Map>
+std::vector<std::string> keys(const Map& m) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : m) out.push_back(k);
+  return out;
+}
+
+[[noreturn]] void unknown(std::string_view what, std::string_view name, const std::vector<std::string>& known) {
+  std::string hint;
+  for (const auto& s : format::closest_names(name, known)) hint += (hint.empty() ? "" : ", ") + s;
+  throw UnknownNameError("unknown " + std::string(what) + " '" + std::string(name) + "'; did you mean: " + hint + "?");
+}
+
+std::string name_of(std::string_view text, std::string_view origin) {
+  const toml::table t = detail::parse(text, origin);
+  return Reader{t, origin, ""}.str("name", true);
+}
+
+Rate read_rate(const toml::table& t, std::string_view origin, const std::string& prefix) {
+  const Reader r{t, origin, prefix};
+  r.only({"tflops", "source", "macs_per_clock_per_unit", "macs_source", "unverified", "note"});
+  Rate rate;
+  rate.tflops = r.number("tflops", true, 0, 1e-6, 1e9, "a positive number of dense TFLOP/s");
+  rate.source = r.str("source", true);
+  rate.macs_per_clock_per_unit =
+      r.number("macs_per_clock_per_unit", false, 0, 1, 1e9, "a positive number of MACs per clock per unit");
+  if (rate.macs_per_clock_per_unit > 0) rate.macs_source = r.str("macs_source", true);
+  rate.unverified = r.boolean("unverified", false);
+  rate.note = r.str("note", false);
+  return rate;
+}
+
+}  // namespace
+
+ModelShape parse_shape_toml(std::string_view text, std::string_view origin) {
+  const toml::table t = detail::parse(text, origin);
+  const Reader r{t, origin, ""};
+  r.only({"name", "source", "dim", "n_layers", "n_heads", "n_kv_heads", "hidden_dim", "vocab_size",
+          "tied_embeddings", "description"});
+  ModelShape s;
+  s.origin = std::string(origin);
+  s.name = r.str("name", true);
+  s.source = r.str("source", true);
+  constexpr long long kMax = 1LL << 40;
+  s.dim = r.integer("dim", true, 0, 1, kMax, "a positive integer");
+  s.n_layers = r.integer("n_layers", true, 0, 1, kMax, "a positive integer");
+  s.n_heads = r.integer("n_heads", true, 0, 1, kMax, "a positive integer");
+  s.n_kv_heads = r.integer("n_kv_heads", true, 0, 1, kMax, "a positive integer");
+  s.hidden_dim = r.integer("hidden_dim", true, 0, 1, kMax, "a positive integer");
+  s.vocab_size = r.integer("vocab_size", true, 0, 1, kMax, "a positive integer");
+  s.tied_embeddings = r.boolean("tied_embeddings", false);
+  if (s.dim % s.n_heads != 0) {
+    fail(origin, t.get("n_heads"), "n_heads", std::to_string(s.n_heads),
+         "a divisor of dim = " + std::to_string(s.dim));
+  }
+  if (s.n_heads % s.n_kv_heads != 0) {
+    fail(origin, t.get("n_kv_heads"), "n_kv_heads", std::to_string(s.n_kv_heads),
+         "a divisor of n_heads = " + std::to_string(s.n_heads));
+  }
+  return s;
+}
+
+CostPlan parse_plan_toml(std::string_view text, std::string_view origin) {
+  const toml::table t = detail::parse(text, origin);
+  const Reader r{t, origin, ""};
+  r.only({"name", "description", "weights", "activations", "kv_cache"});
+  CostPlan p;
+  p.origin = std::string(origin);
+  p.name = r.str("name", true);
+  p.description = r.str("description", false);
+  p.weights = r.str("weights", true);
+  p.activations = r.str("activations", true);
+  p.kv_cache = r.str("kv_cache", true);
+  return p;
+}
+
+Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs)
+    : formats_(formats) {
+  for (const auto& f : detail::embedded_cost_data()) {
+    const std::string_view path = f.path;
+    add_text(path.substr(0, path.find('/')), f.text, "builtin:data/" + std::string(path));
+  }
+  for (const auto& dir : dirs) {
+    if (!std::filesystem::is_directory(dir)) throw IoError(dir.string() + ": cost data directory does not exist");
+    for (const char* kind : {"hardware", "shapes", "plans", "datapaths"}) {
+      const auto sub = dir / kind;
+      if (!std::filesystem::is_directory(sub)) continue;
+      std::vector<std::filesystem::path> files;
+      for (const auto& e : std::filesystem::directory_iterator(sub)) {
+        if (e.path().extension() == ".toml") files.push_back(e.path());
+      }
+      std::sort(files.begin(), files.end());
+      for (const auto& file : files) add_text(kind, read_file(file), file.string());
+    }
+  }
+}
+
+void Catalog::add_text(std::string_view kind, const std::string& text, const std::string& origin) {
+  // A later definition of a name (user directory) replaces an earlier one (built-in).
+  if (kind == "hardware") {
+    const std::string name = name_of(text, origin);
+    raw_targets_[name] = Pending{text, origin};
+    targets_.erase(name);
+  } else if (kind == "shapes") {
+    ModelShape s = parse_shape_toml(text, origin);
+    shapes_[s.name] = std::move(s);
+  } else if (kind == "plans") {
+    CostPlan p = parse_plan_toml(text, origin);
+    plans_[p.name] = std::move(p);
+  } else if (kind == "datapaths") {
+    MacDatapath d = parse_datapath_toml(text, origin, formats_);
+    datapaths_[d.name] = std::move(d);
+  }
+}
+
+const Target& Catalog::target(std::string_view name) {
+  if (is_path(name)) {
+    Target t = parse_target_toml(read_file(std::filesystem::path(name)), name);
+    const std::string key = t.name;
+    targets_[key] = std::move(t);
+    return targets_[key];
+  }
+  if (auto it = targets_.find(name); it != targets_.end()) return it->second;
+  const auto raw = raw_targets_.find(name);
+  if (raw == raw_targets_.end()) unknown("target", name, keys(raw_targets_));
+  if (std::find(resolving_.begin(), resolving_.end(), std::string(name)) != resolving_.end()) {
+    throw SpecError(raw->second.origin + ": target '" + std::string(name) + "' derives from itself");
+  }
+  resolving_.emplace_back(name);
+  Target t;
+  try {
+    t = parse_target_toml(raw->second.text, raw->second.origin);
+  } catch (...) {
+    resolving_.pop_back();
+    throw;
+  }
+  resolving_.pop_back();
+  return targets_[std::string(name)] = std::move(t);
+}
+
+const ModelShape& Catalog::shape(std::string_view name) {
+  if (is_path(name)) {
+    ModelShape s = parse_shape_toml(read_file(std::filesystem::path(name)), name);
+    const std::string key = s.name;
+    return shapes_[key] = std::move(s);
+  }
+  const auto it = shapes_.find(name);
+  if (it == shapes_.end()) unknown("model shape", name, keys(shapes_));
+  return it->second;
+}
+
+const CostPlan& Catalog::plan(std::string_view name) {
+  if (is_path(name)) {
+    CostPlan p = parse_plan_toml(read_file(std::filesystem::path(name)), name);
+    const std::string key = p.name;
+    return plans_[key] = std::move(p);
+  }
+  const auto it = plans_.find(name);
+  if (it == plans_.end()) unknown("plan", name, keys(plans_));
+  return it->second;
+}
+
+const MacDatapath& Catalog::datapath(std::string_view name) {
+  if (is_path(name)) {
+    MacDatapath d = parse_datapath_toml(read_file(std::filesystem::path(name)), name, formats_);
+    const std::string key = d.name;
+    return datapaths_[key] = std::move(d);
+  }
+  const auto it = datapaths_.find(name);
+  if (it == datapaths_.end()) unknown("datapath", name, keys(datapaths_));
+  return it->second;
+}
+
+std::vector<std::string> Catalog::target_names() const { return keys(raw_targets_); }
+std::vector<std::string> Catalog::shape_names() const { return keys(shapes_); }
+std::vector<std::string> Catalog::plan_names() const { return keys(plans_); }
+std::vector<std::string> Catalog::datapath_names() const { return keys(datapaths_); }
+
+PlanFormats Catalog::plan_formats(const CostPlan& p) const {
+  return PlanFormats{resolve_format(p.weights, formats_), resolve_format(p.activations, formats_),
+                     resolve_format(p.kv_cache, formats_)};
+}
+
+IsoArea iso_area_peak(const Target& target, std::string_view budget_class, const CostFormat& budget_format,
+                      const CostFormat& candidate, const MacDatapath& dp) {
+  const Rate* budget = target.find_rate(budget_class);
+  if (budget == nullptr || budget->macs_per_clock_per_unit == 0 || target.units == 0 || target.clock_mhz == 0) {
+    throw SpecError("target '" + target.name + "' does not publish units, clock and MACs/clock for rate class '" +
+                    std::string(budget_class) + "'");
+  }
+  IsoArea r;
+  r.budget = mac_cost(budget_format, budget_format, dp);
+  r.candidate = mac_cost(candidate, candidate, dp);
+  r.budget_macs_per_clock_per_unit = budget->macs_per_clock_per_unit;
+  r.macs_per_clock_per_unit =
+      iso_area_count(r.candidate, r.budget, static_cast<long long>(budget->macs_per_clock_per_unit));
+  r.tflops = target.units * static_cast<double>(r.macs_per_clock_per_unit) * 2.0 * target.clock_mhz * 1e6 / 1e12;
+  return r;
+}
+
+Target Catalog::parse_target_toml(std::string_view text, std::string_view origin) {
+  const toml::table t = detail::parse(text, origin);
+  const Reader r{t, origin, ""};
+  r.only({"name", "display_name", "vendor", "kind", "source", "memory", "compute", "rates", "derive"});
+  Target g;
+  g.origin = std::string(origin);
+  g.name = r.str("name", true);
+  g.display_name = r.str("display_name", false, g.name);
+  g.vendor = r.str("vendor", false);
+  g.kind = r.str("kind", true);
+  if (g.kind != "product" && g.kind != "proposed") {
+    fail(origin, t.get("kind"), "kind", '"' + g.kind + '"', "\"product\" or \"proposed\"");
+  }
+  g.source = r.str("source", true);
+
+  if (g.kind == "proposed") {
+    const toml::table* d = r.table("derive", true);
+    const Reader dr{*d, origin, "derive."};
+    dr.only({"base", "budget_class", "budget_format", "datapath", "rates"});
+    const std::string base_name = dr.str("base", true);
+    if (raw_targets_.find(base_name) == raw_targets_.end()) {
+      fail(origin, d->get("base"), "derive.base", '"' + base_name + '"', "the name of a known target");
+    }
+    const Target& base = target(base_name);
+    const std::string budget_class = dr.str("budget_class", true);
+    const Rate* budget = base.find_rate(budget_class);
+    if (budget == nullptr || budget->macs_per_clock_per_unit == 0 || base.units == 0 || base.clock_mhz == 0) {
+      fail(origin, d->get("budget_class"), "derive.budget_class", '"' + budget_class + '"',
+           "a rate class of '" + base_name + "' with units, clock and MACs/clock published");
+    }
+    const CostFormat budget_fmt = resolve_format(dr.str("budget_format", true), formats_);
+    const MacDatapath& dp = datapath(dr.str("datapath", true));
+    const MacCost budget_mac = mac_cost(budget_fmt, budget_fmt, dp);
+    const Target copy = base;  // `base` may move when targets_ grows
+    g.bandwidth_gb_s = copy.bandwidth_gb_s;
+    g.bandwidth_source = "from " + base_name + ": " + copy.bandwidth_source;
+    g.capacity_gb = copy.capacity_gb;
+    g.capacity_source = "from " + base_name + ": " + copy.capacity_source;
+    g.units = copy.units;
+    g.unit_name = copy.unit_name;
+    g.units_source = "from " + base_name + ": " + copy.units_source;
+    g.clock_mhz = copy.clock_mhz;
+    g.clock_source = "from " + base_name + ": " + copy.clock_source;
+    g.rates = copy.rates;
+    const toml::table* rates = dr.table("rates", true);
+    for (const auto& [cls, node] : *rates) {
+      const std::string c(cls.str());
+      if (std::find(rate_classes().begin(), rate_classes().end(), c) == rate_classes().end()) {
+        fail(origin, &node, "derive.rates." + c, "a table", "a rate class (fp4, int4, fp6, fp8, int8, fp16, bf16, tf32, fp32)");
+      }
+      if (!node.is_table()) fail(origin, &node, "derive.rates." + c, detail::show(node), "a table");
+      const Reader rr{*node.as_table(), origin, "derive.rates." + c + "."};
+      rr.only({"format"});
+      const CostFormat f = resolve_format(rr.str("format", true), formats_);
+      const MacCost m = mac_cost(f, f, dp);
+      Rate rate;
+      rate.macs_per_clock_per_unit =
+          static_cast<double>(iso_area_count(m, budget_mac, static_cast<long long>(budget->macs_per_clock_per_unit)));
+      rate.tflops = copy.units * rate.macs_per_clock_per_unit * 2.0 * copy.clock_mhz * 1e6 / 1e12;
+      std::ostringstream why;
+      why << "MAC model: floor(" << budget->macs_per_clock_per_unit << " x " << budget_mac.total_fa << " FA ("
+          << budget_fmt.name << ") / " << m.total_fa << " FA (" << f.name << ")) on datapath " << dp.name;
+      rate.source = "derived (not a datasheet figure)";
+      rate.macs_source = why.str();
+      rate.derived_from = why.str();
+      g.rates[c] = rate;
+    }
+    return g;
+  }
+
+  const toml::table* mem = r.table("memory", true);
+  const Reader mr{*mem, origin, "memory."};
+  mr.only({"bandwidth_gb_s", "bandwidth_source", "capacity_gb", "capacity_source", "unverified", "note"});
+  g.bandwidth_gb_s = mr.number("bandwidth_gb_s", true, 0, 1e-3, 1e9, "a positive bandwidth in GB/s");
+  g.bandwidth_source = mr.str("bandwidth_source", true);
+  g.capacity_gb = mr.number("capacity_gb", true, 0, 1e-6, 1e9, "a positive capacity in GB");
+  g.capacity_source = mr.str("capacity_source", true);
+
+  if (const toml::table* comp = r.table("compute", false)) {
+    const Reader cr{*comp, origin, "compute."};
+    cr.only({"units", "unit_name", "units_source", "clock_mhz", "clock_source", "unverified", "note"});
+    g.units = static_cast<int>(cr.integer("units", false, 0, 1, 1 << 30, "a positive integer"));
+    if (g.units > 0) {
+      g.unit_name = cr.str("unit_name", true);
+      g.units_source = cr.str("units_source", true);
+    }
+    g.clock_mhz = cr.number("clock_mhz", false, 0, 1, 1e6, "a clock in MHz (1..1e6)");
+    if (g.clock_mhz > 0) g.clock_source = cr.str("clock_source", true);
+    g.compute_unverified = cr.boolean("unverified", false);
+    g.compute_note = cr.str("note", false);
+  }
+
+  const toml::table* rates = r.table("rates", true);
+  for (const auto& [cls, node] : *rates) {
+    const std::string c(cls.str());
+    if (std::find(rate_classes().begin(), rate_classes().end(), c) == rate_classes().end()) {
+      fail(origin, &node, "rates." + c, node.is_table() ? "a table" : detail::show(node),
+           "a rate class (fp4, int4, fp6, fp8, int8, fp16, bf16, tf32, fp32)");
+    }
+    if (!node.is_table()) fail(origin, &node, "rates." + c, detail::show(node), "a table");
+    g.rates[c] = read_rate(*node.as_table(), origin, "rates." + c + ".");
+  }
+  if (g.rates.empty()) fail(origin, rates, "rates", "an empty table", "at least one rate class");
+  return g;
+}
+
+}  // namespace lpemu::cost

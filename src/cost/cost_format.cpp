@@ -1,0 +1,130 @@
+#include "lpemu/cost/cost_format.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "lpemu/error.hpp"
+
+namespace lpemu::cost {
+namespace {
+
+struct BlockSpec {
+  const char* name;
+  const char* element;
+  const char* scale;
+  int block_size;
+  double tensor_scale_bytes;
+};
+
+// OCP Microscaling Formats (MX) v1.0 (2023): block of 32, shared E8M0 scale, for MXFP8/6/4 and
+// MXINT8. NVFP4: NVIDIA Blackwell / TensorRT docs (2025): 16 FP4 E2M1 values share an FP8 E4M3
+// scale, plus one FP32 per-tensor scale.
+constexpr std::array<BlockSpec, 7> kBlocks{{
+    {"mxfp8_e4m3", "fp8_e4m3", "e8m0", 32, 0},
+    {"mxfp8_e5m2", "fp8_e5m2", "e8m0", 32, 0},
+    {"mxfp6_e2m3", "fp6_e2m3", "e8m0", 32, 0},
+    {"mxfp6_e3m2", "fp6_e3m2", "e8m0", 32, 0},
+    {"mxfp4", "fp4_e2m1", "e8m0", 32, 0},
+    {"mxint8", "int8", "e8m0", 32, 0},
+    {"nvfp4", "fp4_e2m1", "fp8_e4m3", 16, 4},
+}};
+
+struct ClassSpec {
+  const char* name;
+  bool is_float;
+  int max_e, max_m;  // float classes: each (e, m) alternative below
+  int max_e2, max_m2;
+  int int_bits;      // integer classes: max width; float classes: widest exact integer input
+};
+
+// Narrowest first. A float element (e, m) fits a float class if e <= max_e and m <= max_m (or the
+// second alternative); an integer of b bits fits a float class if b <= int_bits (exact in the
+// class's significand and range) and an integer class if b <= int_bits.
+constexpr std::array<ClassSpec, 9> kClasses{{
+    {"fp4", true, 2, 1, 2, 1, 0},
+    {"int4", false, 0, 0, 0, 0, 4},
+    {"fp6", true, 2, 3, 3, 2, 0},
+    {"fp8", true, 4, 3, 5, 2, 4},
+    {"int8", false, 0, 0, 0, 0, 8},
+    {"fp16", true, 5, 10, 5, 10, 12},
+    {"bf16", true, 8, 7, 8, 7, 9},
+    {"tf32", true, 8, 10, 8, 10, 12},
+    {"fp32", true, 8, 23, 8, 23, 25},
+}};
+
+}  // namespace
+
+double CostFormat::bits_per_element() const {
+  return element.bits + (block_size > 0 ? static_cast<double>(scale.bits) / block_size : 0.0);
+}
+
+ElementWidth element_width(const format::Format& f) {
+  ElementWidth w;
+  w.bits = f.bits;
+  if (f.kind == format::Kind::floating) {
+    w.is_float = true;
+    w.exponent_bits = f.exponent_bits;
+    w.significand_bits = f.mantissa_bits + 1;
+  } else {
+    w.is_float = false;
+    w.significand_bits = f.bits;
+  }
+  return w;
+}
+
+CostFormat resolve_format(std::string_view name, const format::Registry& formats) {
+  CostFormat c;
+  c.name = std::string(name);
+  for (const auto& b : kBlocks) {
+    if (name == b.name) {
+      c.element_name = b.element;
+      c.element = element_width(formats.get(b.element));
+      c.block_size = b.block_size;
+      c.scale_name = b.scale;
+      c.scale = element_width(formats.get(b.scale));
+      c.tensor_scale_bytes = b.tensor_scale_bytes;
+      return c;
+    }
+  }
+  if (const format::Format* f = formats.find(name)) {
+    c.name = f->name;
+    c.element_name = f->name;
+    c.element = element_width(*f);
+    return c;
+  }
+  std::vector<std::string> known = formats.names();
+  for (const auto& b : kBlocks) known.emplace_back(b.name);
+  std::string hint;
+  for (const auto& s : format::closest_names(name, known)) hint += (hint.empty() ? "" : ", ") + s;
+  throw UnknownNameError("unknown format '" + std::string(name) + "' (element formats and block formats " +
+                         "mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4); did you mean: " +
+                         hint + "?");
+}
+
+std::vector<std::string> block_format_names() {
+  std::vector<std::string> out;
+  for (const auto& b : kBlocks) out.emplace_back(b.name);
+  return out;
+}
+
+const std::vector<std::string>& rate_classes() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> v;
+    for (const auto& c : kClasses) v.emplace_back(c.name);
+    return v;
+  }();
+  return kNames;
+}
+
+bool fits_class(const ElementWidth& w, std::string_view rate_class) {
+  const auto it = std::find_if(kClasses.begin(), kClasses.end(), [&](const ClassSpec& c) { return rate_class == c.name; });
+  if (it == kClasses.end()) return false;
+  const int m = w.significand_bits - 1;
+  if (it->is_float) {
+    if (!w.is_float) return w.bits <= it->int_bits;
+    return (w.exponent_bits <= it->max_e && m <= it->max_m) || (w.exponent_bits <= it->max_e2 && m <= it->max_m2);
+  }
+  return !w.is_float && w.bits <= it->int_bits;
+}
+
+}  // namespace lpemu::cost

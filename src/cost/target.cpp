@@ -1,0 +1,30 @@
+#include "lpemu/cost/target.hpp"
+
+#include "lpemu/error.hpp"
+
+namespace lpemu::cost {
+
+const Rate* Target::find_rate(std::string_view rate_class) const {
+  const auto it = rates.find(std::string(rate_class));
+  return it == rates.end() ? nullptr : &it->second;
+}
+
+double Target::peak_ops(std::string_view rate_class) const {
+  const Rate* r = find_rate(rate_class);
+  if (r == nullptr) {
+    std::string have;
+    for (const auto& [k, v] : rates) have += (have.empty() ? "" : ", ") + k;
+    throw UnknownNameError("target '" + name + "' has no published " + std::string(rate_class) +
+                           " rate (it has: " + have + ")");
+  }
+  return r->tflops * 1e12;
+}
+
+std::optional<double> Target::rebuilt_tflops(std::string_view rate_class) const {
+  const Rate* r = find_rate(rate_class);
+  if (r == nullptr || units == 0 || clock_mhz == 0 || r->macs_per_clock_per_unit == 0) return std::nullopt;
+  // peak = units x MACs/clock/unit x 2 ops/MAC x clock
+  return units * r->macs_per_clock_per_unit * 2.0 * clock_mhz * 1e6 / 1e12;
+}
+
+}  // namespace lpemu::cost

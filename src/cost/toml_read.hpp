@@ -1,0 +1,123 @@
+// Private: reading cost-model TOML files with errors in the house style
+// (origin:line: field 'x' = value: expected ...).
+#pragma once
+
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include <toml++/toml.h>
+
+#include "lpemu/error.hpp"
+
+namespace lpemu::cost::detail {
+
+inline std::string where(std::string_view origin, const toml::node* node) {
+  std::string out(origin);
+  if (node != nullptr && node->source().begin.line > 0) out += ":" + std::to_string(node->source().begin.line);
+  return out;
+}
+
+[[noreturn]] inline void fail(std::string_view origin, const toml::node* node, std::string_view field,
+                              const std::string& value, std::string_view expected) {
+  throw SpecError(where(origin, node) + ": field '" + std::string(field) + "' = " + value + ": expected " +
+                  std::string(expected));
+}
+
+inline std::string show(const toml::node& n) {
+  std::ostringstream s;
+  if (n.is_string()) {
+    s << '"' << n.value<std::string>().value_or("") << '"';
+  } else if (n.is_table()) {
+    s << "a table";
+  } else if (n.is_array()) {
+    s << "an array";
+  } else {
+    n.visit([&](const auto& v) { s << v; });
+  }
+  return s.str();
+}
+
+inline toml::table parse(std::string_view text, std::string_view origin) {
+  try {
+    return toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) +
+                    ": not valid TOML: " + std::string(e.description()));
+  }
+}
+
+/// Reads fields of one table; `prefix` ("memory.") names nested fields in messages.
+struct Reader {
+  const toml::table& t;
+  std::string_view origin;
+  std::string prefix;
+
+  std::string field(std::string_view key) const { return prefix + std::string(key); }
+
+  void only(const std::set<std::string, std::less<>>& allowed) const {
+    for (const auto& [key, value] : t) {
+      if (allowed.find(key.str()) == allowed.end()) {
+        std::string list;
+        for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
+        fail(origin, &value, field(key.str()), show(value), "a known key (" + list + ")");
+      }
+    }
+  }
+
+  std::string str(std::string_view key, bool required, std::string def = {}) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      if (required) fail(origin, &t, field(key), "(missing)", "a string");
+      return def;
+    }
+    if (!n->is_string()) fail(origin, n, field(key), show(*n), "a string");
+    return *n->value<std::string>();
+  }
+
+  double number(std::string_view key, bool required, double def, double lo, double hi,
+                std::string_view what) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      if (required) fail(origin, &t, field(key), "(missing)", what);
+      return def;
+    }
+    if (!n->is_number()) fail(origin, n, field(key), show(*n), what);
+    const double v = n->is_integer() ? static_cast<double>(*n->value<std::int64_t>()) : *n->value<double>();
+    if (!(v >= lo && v <= hi)) fail(origin, n, field(key), show(*n), what);
+    return v;
+  }
+
+  long long integer(std::string_view key, bool required, long long def, long long lo, long long hi,
+                    std::string_view what) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      if (required) fail(origin, &t, field(key), "(missing)", what);
+      return def;
+    }
+    if (!n->is_integer()) fail(origin, n, field(key), show(*n), what);
+    const auto v = *n->value<std::int64_t>();
+    if (v < lo || v > hi) fail(origin, n, field(key), std::to_string(v), what);
+    return v;
+  }
+
+  bool boolean(std::string_view key, bool def) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return def;
+    if (!n->is_boolean()) fail(origin, n, field(key), show(*n), "true or false");
+    return *n->value<bool>();
+  }
+
+  const toml::table* table(std::string_view key, bool required) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      if (required) fail(origin, &t, field(key), "(missing)", "a table");
+      return nullptr;
+    }
+    if (!n->is_table()) fail(origin, n, field(key), show(*n), "a table");
+    return n->as_table();
+  }
+};
+
+}  // namespace lpemu::cost::detail
