@@ -38,6 +38,8 @@ class Session {
   /// Quantises the weights under the plan and allocates the cache; throws on unknown names.
   /// The model must outlive the session (unquantised float weights are used in place).
   Session(const Model& model, const PrecisionPlan& plan, SessionOptions options = {});
+  /// A temporary model would dangle: sessions refer to the model's weights.
+  Session(Model&& model, const PrecisionPlan& plan, SessionOptions options = {}) = delete;
   ~Session();
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
