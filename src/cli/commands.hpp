@@ -13,6 +13,8 @@ void register_formats(CLI::App& app, Context& ctx);
 void register_convert(CLI::App& app, Context& ctx);
 /// `lpemu quantize`.
 void register_quantize(CLI::App& app, Context& ctx);
+/// `lpemu run`, `lpemu eval`, `lpemu replay`.
+void register_engine(CLI::App& app, Context& ctx);
 /// `lpemu proposal` and `lpemu proposal verify`.
 void register_proposal(CLI::App& app, Context& ctx);
 /// `lpemu cost`, `lpemu cost mac`, `lpemu cost targets`.

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   lpemu::cli::register_formats(app, ctx);
   lpemu::cli::register_convert(app, ctx);
   lpemu::cli::register_quantize(app, ctx);
+  lpemu::cli::register_engine(app, ctx);
   lpemu::cli::register_proposal(app, ctx);
   lpemu::cli::register_cost(app, ctx);
   lpemu::cli::register_datapath(app, ctx);

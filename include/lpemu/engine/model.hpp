@@ -1,0 +1,85 @@
+// Transformer models loaded from HDF5 (schema: data/README.md). Llama family (RMSNorm, RoPE,
+// GQA, SwiGLU) and GPT-2 family (LayerNorm with bias, learned positions, GELU MLP, biases),
+// chosen by the file's config attributes.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lpemu/engine/tensor.hpp"
+#include "lpemu/engine/tokenizer.hpp"
+
+namespace lpemu::engine {
+
+/// Normalisation layer kind.
+enum class NormType { rmsnorm, layernorm };
+/// How RoPE pairs features inside a head: (2j, 2j+1) or (j, j + head_dim/2).
+enum class RopeStyle { interleaved, half };
+/// How positions enter the model.
+enum class PositionKind { rope, learned };
+/// Feed-forward network kind: gated SwiGLU (w1 gate, w3 up, w2 down) or plain MLP (w1, w2).
+enum class FfnKind { swiglu, mlp };
+/// Activation function of the FFN.
+enum class Activation { silu, gelu, gelu_tanh };
+
+/// Model hyper-parameters (the HDF5 root attributes).
+struct Config {
+  std::string name;
+  std::string family = "llama";  ///< "llama" or "gpt2": sets the defaults of the fields below
+  int dim = 0;
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int hidden_dim = 0;
+  int vocab_size = 0;
+  int seq_len = 0;
+  double norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  NormType norm = NormType::rmsnorm;
+  RopeStyle rope_style = RopeStyle::interleaved;
+  PositionKind positions = PositionKind::rope;
+  FfnKind ffn = FfnKind::swiglu;
+  Activation activation = Activation::silu;
+  bool tied_embeddings = false;
+  int bos_id = 1;
+  int eos_id = 2;
+};
+
+/// The weights of one transformer block. Biases and `w3` are empty when the model has none.
+struct LayerWeights {
+  Vec<float> attention_norm, attention_norm_bias;
+  RowMatrix wq, wk, wv, wo;
+  Vec<float> bq, bk, bv, bo;
+  Vec<float> ffn_norm, ffn_norm_bias;
+  RowMatrix w1, w2, w3;
+  Vec<float> b1, b2, b3;
+};
+
+/// A loaded model: config, weights and (optionally) tokenizer.
+struct Model {
+  Config config;
+  RowMatrix tok_embeddings;  ///< [vocab, dim]
+  RowMatrix pos_embeddings;  ///< [seq_len, dim] for learned positions, else empty
+  std::vector<LayerWeights> layers;
+  Vec<float> norm, norm_bias;
+  RowMatrix output;  ///< [vocab, dim] classifier (a copy of tok_embeddings when tied)
+  Tokenizer tokenizer;  ///< empty when the file has no tokenizer group
+  std::filesystem::path path;
+
+  /// Throws ShapeError if any weight's shape disagrees with the config.
+  void validate() const;
+};
+
+/// Loads a model from an HDF5 file (schema in data/README.md); throws IoError/SpecError/ShapeError.
+Model load_model(const std::filesystem::path& file);
+/// Writes a model in the same schema (used to make test models and to convert checkpoints).
+void save_model(const Model& model, const std::filesystem::path& file);
+/// Resolves `--model`: an existing path, or a shipped model name looked up as
+/// data/models/NAME/model.h5 under each of `search_dirs` (then LPEMU_DATA_DIR, then the
+/// working directory); throws IoError listing the places tried.
+std::filesystem::path resolve_model_path(const std::string& name_or_path,
+                                         const std::vector<std::filesystem::path>& search_dirs = {});
+
+}  // namespace lpemu::engine

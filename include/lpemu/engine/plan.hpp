@@ -1,0 +1,62 @@
+// Precision plans: which format each tensor role is quantised to, per layer and layer kind, and
+// which GEMM datapath each linear layer uses. Plans are TOML files (experiments/plans/, format in
+// README.md "Engine and models"); `fp32` and `fp64` are built in.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lpemu/engine/quantizer.hpp"
+
+namespace lpemu::engine {
+
+/// The scalar type the engine computes in.
+enum class Compute { fp32, fp64 };
+
+/// A precision plan. Resolution: the [roles] entry, then each matching [[override]] in file order.
+class PrecisionPlan {
+ public:
+  /// A role assignment: the spec, or no spec (identity) when `format` is "none".
+  struct Entry {
+    Role role;
+    std::optional<QuantSpec> spec;  ///< nullopt: leave the tensor unchanged
+  };
+  /// An override block: selected layers (negative counts from the end; empty = all) and kind.
+  struct Override {
+    std::vector<int> layers;
+    std::optional<LayerKind> kind;
+    std::vector<Entry> entries;
+    std::optional<std::string> gemm;
+    std::string origin;
+  };
+
+  std::string name = "fp32";
+  std::string description;
+  Compute compute = Compute::fp32;
+  std::vector<Entry> roles;
+  std::optional<std::string> gemm;  ///< default GEMM strategy; nullopt = eigen
+  std::vector<Override> overrides;
+  std::string origin;  ///< file the plan came from ("builtin:fp32" for built-ins)
+
+  /// The spec for a role at (layer, kind) in a model of n_layers blocks; nullopt = identity.
+  std::optional<QuantSpec> resolve(Role role, int layer, LayerKind kind, int n_layers) const;
+  /// The GEMM strategy name at (layer, kind); "eigen" when unset.
+  std::string resolve_gemm(int layer, LayerKind kind, int n_layers) const;
+  /// True when no role is quantised and every GEMM is the default (a pure reference plan).
+  bool is_reference() const;
+};
+
+/// Parses a plan document; `origin` names it in errors (file:line, key, value, expectation).
+/// Format names are checked against `quantizers` and GEMM names against `gemms`.
+PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
+                              const QuantizerFactory& quantizers, const GemmFactory& gemms);
+/// Loads a plan: "fp32"/"fp64" built-ins, a .toml path, or NAME found as experiments/plans/NAME.toml
+/// under `search_dirs`; throws IoError/SpecError/UnknownNameError.
+PrecisionPlan load_plan(const std::string& name_or_path, const QuantizerFactory& quantizers,
+                        const GemmFactory& gemms, const std::vector<std::string>& search_dirs = {});
+/// The built-in reference plan "fp32" or "fp64".
+PrecisionPlan builtin_plan(std::string_view name);
+
+}  // namespace lpemu::engine

@@ -1,0 +1,165 @@
+// Quantisation points and the pluggable quantisers and GEMM strategies a precision plan names.
+// Element formats (lpemu::format) are built in; block formats and datapaths register their own
+// providers with QuantizerFactory::add_provider and GemmFactory::add without engine changes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lpemu/engine/tensor.hpp"
+#include "lpemu/format/rounding.hpp"
+
+namespace lpemu::format {
+class Registry;
+}
+
+namespace lpemu::engine {
+
+/// A tensor role that a plan can map to a format. Spelled as in plan files.
+enum class Role {
+  weights,        ///< weights of every linear layer inside blocks
+  linear_input,   ///< the input of every linear layer inside blocks
+  q,              ///< queries after RoPE
+  k,              ///< keys after RoPE
+  v,              ///< values
+  kv_cache,       ///< keys and values as stored in the KV cache
+  scores,         ///< scaled attention scores q·k/√d before softmax
+  probs,          ///< softmax probabilities
+  attn_output,    ///< concatenated head outputs (input of wo)
+  mlp_hidden,     ///< FFN hidden activation (input of w2)
+  residual,       ///< residual stream after each residual add
+  lm_head,        ///< classifier weights
+  lm_head_input,  ///< classifier input (after the final norm)
+  logits,         ///< classifier output
+};
+
+/// Every role in declaration order.
+inline constexpr Role kAllRoles[] = {Role::weights,     Role::linear_input, Role::q,       Role::k,
+                                     Role::v,           Role::kv_cache,     Role::scores,  Role::probs,
+                                     Role::attn_output, Role::mlp_hidden,   Role::residual, Role::lm_head,
+                                     Role::lm_head_input, Role::logits};
+
+/// The plan-file spelling of a role.
+std::string_view to_string(Role r);
+/// Parses a role name; nullptr-free: returns false if unknown.
+bool parse_role(std::string_view text, Role& out);
+
+/// Which half of a block a tensor belongs to (for per-kind overrides); head = outside the blocks.
+enum class LayerKind { attention, mlp, head };
+/// The plan-file spelling of a layer kind.
+std::string_view to_string(LayerKind k);
+
+/// One place where a tensor is quantised: what it is and where it sits.
+struct QuantPoint {
+  Role role = Role::weights;
+  int layer = -1;                ///< block index, -1 outside the blocks
+  LayerKind kind = LayerKind::head;
+  std::string_view tensor;       ///< e.g. "wq", "w1_w3_input", "scores"
+  int head = -1;                 ///< attention head for per-head tensors, else -1
+  int axis = 1;                  ///< the GEMM contraction axis of this tensor (block formats scale along it)
+  std::uint64_t index_offset = 0;  ///< stochastic rounding: element index of element (0, 0)
+  std::uint64_t stream = 0;      ///< mixed into the stochastic seed so that points use distinct streams
+};
+
+/// A format reference as written in a plan: name plus conversion options.
+struct QuantSpec {
+  std::string format;  ///< element or block format name
+  format::ConvertOptions options;
+  std::string origin;  ///< file:line of the entry, for messages
+};
+
+/// Fake-quantises tensors in place (values stay float, on the format's grid).
+class Quantizer {
+ public:
+  virtual ~Quantizer() = default;
+  /// The format name.
+  virtual const std::string& name() const = 0;
+  /// Quantises a float tensor in place.
+  virtual void apply(RowMatrix& x, const QuantPoint& p) const = 0;
+  /// Quantises a double tensor in place (default: through float, exact for formats within fp32).
+  virtual void apply(RowMatrixD& x, const QuantPoint& p) const;
+};
+
+/// Creates quantisers by format name from registered providers (element formats built in).
+class QuantizerFactory {
+ public:
+  /// Makes a quantiser for a spec whose format the provider knows.
+  using Maker = std::function<std::unique_ptr<Quantizer>(const QuantSpec&)>;
+
+  /// A factory that knows every element format of `formats` (the registry must outlive it).
+  static QuantizerFactory with_element_formats(const format::Registry& formats);
+  /// Every built-in kind of quantiser: the element formats of `formats`, plus (the single place
+  /// to register them) block formats and other kinds as their layers arrive.
+  static QuantizerFactory standard(const format::Registry& formats);
+  /// Adds a provider of names (e.g. block formats); later providers are searched first. `accepts`
+  /// (default: membership in `names`) decides which names, aliases included, the provider makes.
+  void add_provider(std::string kind, std::vector<std::string> names, Maker maker,
+                    std::function<bool(std::string_view)> accepts = {});
+  /// True if some provider knows `name`.
+  bool knows(std::string_view name) const;
+  /// Every known name, sorted.
+  std::vector<std::string> names() const;
+  /// A quantiser for `spec`; throws UnknownNameError with the closest names.
+  std::unique_ptr<Quantizer> make(const QuantSpec& spec) const;
+
+ private:
+  struct Provider {
+    std::string kind;
+    std::vector<std::string> names;
+    Maker maker;
+    std::function<bool(std::string_view)> accepts;
+  };
+  std::vector<Provider> providers_;
+};
+
+/// Where a GEMM sits (for datapath strategies and their hooks).
+struct GemmPoint {
+  int layer = -1;
+  LayerKind kind = LayerKind::head;
+  std::string_view tensor;  ///< "wq", ..., "output"
+  std::string_view a_format;  ///< format A's values lie on (the plan's input format; "" = float)
+  std::string_view b_format;  ///< format B's values lie on (the plan's weight format; "" = float)
+};
+
+/// Computes C = A · Bᵀ (A [m, k], B [n, k], C [m, n]): the accumulation datapath of a linear layer.
+class Gemm {
+ public:
+  virtual ~Gemm() = default;
+  /// The strategy's name (a datapath preset or "eigen").
+  virtual const std::string& name() const = 0;
+  /// C = A · Bᵀ in float.
+  virtual void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint& p) const = 0;
+  /// C = A · Bᵀ in double (default: through float).
+  virtual void nt(const RowMatrixD& a, const RowMatrixD& b, RowMatrixD& c, const GemmPoint& p) const;
+};
+
+/// The default GEMM: Eigen in the tensor's scalar type, tiled in fixed tiles over oneTBB so that
+/// results are bit-identical for any thread count.
+const Gemm& eigen_gemm();
+
+/// GEMM strategies by name; "eigen" (aliases "fp32", "native") is built in, and datapath presets
+/// (lpemu::datapath) register in builtin() once that layer is merged.
+class GemmFactory {
+ public:
+  /// Makes a strategy by name.
+  using Maker = std::function<std::shared_ptr<const Gemm>()>;
+  /// The built-in factory.
+  static GemmFactory builtin();
+  /// Registers a named strategy (e.g. a datapath preset).
+  void add(std::string name, Maker maker);
+  /// True if `name` is known.
+  bool knows(std::string_view name) const;
+  /// Every known name, sorted.
+  std::vector<std::string> names() const;
+  /// The strategy `name`; throws UnknownNameError with the closest names.
+  std::shared_ptr<const Gemm> make(std::string_view name) const;
+
+ private:
+  std::vector<std::pair<std::string, Maker>> makers_;
+};
+
+}  // namespace lpemu::engine

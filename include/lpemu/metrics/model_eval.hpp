@@ -1,0 +1,71 @@
+// End-to-end and per-layer error of a model run under a precision plan against a reference run
+// (the work behind `lpemu eval` and `lpemu replay`).
+#pragma once
+
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lpemu/engine/model.hpp"
+#include "lpemu/engine/plan.hpp"
+#include "lpemu/metrics/metrics.hpp"
+
+namespace lpemu::metrics {
+
+/// Per-token and summary results of scoring a token sequence under a plan and a reference plan.
+struct EvalResult {
+  std::vector<int> tokens;
+  std::vector<double> nll;      ///< nll[t] = −log p(tokens[t+1] | tokens[..t]) under the plan
+  std::vector<double> ref_nll;  ///< the same under the reference plan
+  std::vector<double> kl;       ///< KL(reference ‖ plan) of the next-token distribution at t
+  std::vector<int> top1_agree;  ///< 1 where the argmax of both runs agrees at t
+  double mean_nll = 0, perplexity = 0, ref_mean_nll = 0, ref_perplexity = 0;
+  double mean_kl = 0, max_kl = 0, top1_agreement = 0;
+  /// Residual-stream error per tensor: "layers/l/residual_input" (l ≥ 1), then "final_residual".
+  std::vector<std::pair<std::string, ErrorStats>> residual;
+  ErrorStats logits;  ///< logits of the plan against the reference
+  /// Error each quantisation point added (its output against its own input), accumulated over
+  /// heads and calls, keyed "layer/role/tensor" (layer "head" outside the blocks), in run order.
+  std::vector<std::pair<std::string, ErrorStats>> points;
+};
+
+/// Accumulates ErrorStats of in→out pairs under a key (for QuantHook-based error attribution).
+class ErrorAccumulator {
+ public:
+  /// Adds the elements of one (reference, test) pair to `key`'s totals.
+  void add(const std::string& key, std::span<const float> ref, std::span<const float> test);
+  /// Totals per key, in first-seen order.
+  std::vector<std::pair<std::string, ErrorStats>> results() const;
+
+ private:
+  struct Sums {
+    double sig = 0, err = 0, max_abs = 0;
+    std::size_t count = 0;
+  };
+  std::vector<std::pair<std::string, Sums>> sums_;
+};
+
+/// Runs `tokens` (BOS first) once under `plan` and once under `reference` (one prefill pass each).
+EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& plan,
+                    const engine::PrecisionPlan& reference, const std::vector<int>& tokens,
+                    const engine::QuantizerFactory& quantizers, const engine::GemmFactory& gemms);
+
+/// Error of one linear layer fed with recorded inputs.
+struct ReplayRow {
+  int layer = -1;               ///< -1 for the classifier
+  std::string tensor;           ///< "wq", ..., "w2", "output"
+  std::string input;            ///< dataset the input came from
+  std::string input_format, weight_format, gemm;
+  ErrorStats input_error;       ///< quantised input vs recorded input
+  ErrorStats weight_error;      ///< quantised weight vs model weight
+  ErrorStats output_error;      ///< plan output vs the exact (double) product of the recorded input
+};
+
+/// Feeds each linear layer's recorded input from `activations` (schema of stories260K's
+/// activations.h5) through the plan's quantisers and GEMM; one row per layer and weight.
+std::vector<ReplayRow> replay(const std::filesystem::path& activations, const engine::Model& model,
+                              const engine::PrecisionPlan& plan, const engine::QuantizerFactory& quantizers,
+                              const engine::GemmFactory& gemms);
+
+}  // namespace lpemu::metrics

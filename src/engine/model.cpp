@@ -1,0 +1,254 @@
+#include "lpemu/engine/model.hpp"
+
+#include <cstdlib>
+
+#include "lpemu/error.hpp"
+#include "lpemu/io/hdf5.hpp"
+
+namespace lpemu::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string file_msg(const io::H5File& f, const std::string& what) { return f.path().string() + ": " + what; }
+
+RowMatrix read_matrix(const io::H5File& f, const std::string& name, Eigen::Index rows, Eigen::Index cols) {
+  const io::Tensor t = f.read_floats(name);
+  if (t.shape.size() != 2 || static_cast<Eigen::Index>(t.shape[0]) != rows ||
+      static_cast<Eigen::Index>(t.shape[1]) != cols) {
+    std::string got;
+    for (const auto d : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+    throw ShapeError(file_msg(f, "dataset '" + name + "' has shape [" + got + "], expected [" + std::to_string(rows) +
+                                     ", " + std::to_string(cols) + "]"));
+  }
+  RowMatrix m(rows, cols);
+  std::copy(t.data.begin(), t.data.end(), m.data());
+  return m;
+}
+
+Vec<float> read_vector(const io::H5File& f, const std::string& name, Eigen::Index n, bool optional = false) {
+  if (optional && !f.exists(name)) return {};
+  const io::Tensor t = f.read_floats(name);
+  if (t.shape.size() != 1 || static_cast<Eigen::Index>(t.shape[0]) != n) {
+    throw ShapeError(file_msg(f, "dataset '" + name + "' must be a vector of " + std::to_string(n)));
+  }
+  Vec<float> v(n);
+  std::copy(t.data.begin(), t.data.end(), v.data());
+  return v;
+}
+
+int int_attr(const io::H5File& f, const std::string& name, std::optional<int> def = std::nullopt) {
+  if (!f.has_attr("/", name)) {
+    if (def) return *def;
+    throw SpecError(file_msg(f, "root attribute '" + name + "' is missing (model schema: data/README.md)"));
+  }
+  return static_cast<int>(f.attr_int("/", name));
+}
+
+std::string str_attr(const io::H5File& f, const std::string& name, const std::string& def) {
+  return f.has_attr("/", name) ? f.attr_string("/", name) : def;
+}
+
+template <class E>
+E pick(const io::H5File& f, const std::string& attr, const std::string& value,
+       std::initializer_list<std::pair<const char*, E>> options) {
+  std::string names;
+  for (const auto& [n, e] : options) {
+    if (value == n) return e;
+    names += (names.empty() ? "" : ", ") + std::string(n);
+  }
+  throw SpecError(file_msg(f, "root attribute '" + attr + "' = \"" + value + "\": expected one of " + names));
+}
+
+void write_matrix(io::H5File& f, const std::string& name, const RowMatrix& m) {
+  f.write_floats(name, {static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols())}, m.data());
+}
+
+void write_vector(io::H5File& f, const std::string& name, const Vec<float>& v) {
+  if (v.size() == 0) return;
+  f.write_floats(name, {static_cast<std::size_t>(v.size())}, v.data());
+}
+
+}  // namespace
+
+void Model::validate() const {
+  const Config& c = config;
+  const auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw ShapeError("model: " + what);
+  };
+  need(c.dim > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 && c.vocab_size > 0,
+       "dim, n_layers, n_heads, n_kv_heads, head_dim and vocab_size must be positive");
+  need(c.n_heads % c.n_kv_heads == 0, "n_heads must be a multiple of n_kv_heads");
+  need(tok_embeddings.rows() == c.vocab_size && tok_embeddings.cols() == c.dim, "tok_embeddings is not [vocab, dim]");
+  need(output.rows() == c.vocab_size && output.cols() == c.dim, "output is not [vocab, dim]");
+  need(static_cast<int>(layers.size()) == c.n_layers, "layer count disagrees with n_layers");
+  const Eigen::Index qd = static_cast<Eigen::Index>(c.n_heads) * c.head_dim;
+  const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
+  for (const auto& l : layers) {
+    need(l.wq.rows() == qd && l.wq.cols() == c.dim, "wq is not [n_heads·head_dim, dim]");
+    need(l.wk.rows() == kd && l.wk.cols() == c.dim, "wk is not [n_kv_heads·head_dim, dim]");
+    need(l.wv.rows() == kd && l.wv.cols() == c.dim, "wv is not [n_kv_heads·head_dim, dim]");
+    need(l.wo.rows() == c.dim && l.wo.cols() == qd, "wo is not [dim, n_heads·head_dim]");
+    need(l.w1.rows() == c.hidden_dim && l.w1.cols() == c.dim, "w1 is not [hidden_dim, dim]");
+    need(l.w2.rows() == c.dim && l.w2.cols() == c.hidden_dim, "w2 is not [dim, hidden_dim]");
+    need(c.ffn == FfnKind::mlp || (l.w3.rows() == c.hidden_dim && l.w3.cols() == c.dim), "w3 is not [hidden_dim, dim]");
+  }
+  need(c.positions == PositionKind::rope || (pos_embeddings.rows() >= 1 && pos_embeddings.cols() == c.dim),
+       "pos_embeddings is not [seq_len, dim]");
+}
+
+Model load_model(const fs::path& file) {
+  const io::H5File f = io::H5File::open(file);
+  Model m;
+  m.path = file;
+  Config& c = m.config;
+  c.name = str_attr(f, "model_name", file.stem().string());
+  c.family = str_attr(f, "family", "llama");
+  const bool gpt2 = pick<bool>(f, "family", c.family, {{"llama", false}, {"gpt2", true}});
+  c.dim = int_attr(f, "dim");
+  c.n_layers = int_attr(f, "n_layers");
+  c.n_heads = int_attr(f, "n_heads");
+  c.n_kv_heads = int_attr(f, "n_kv_heads", c.n_heads);
+  c.head_dim = int_attr(f, "head_dim", c.n_heads > 0 ? c.dim / c.n_heads : 0);
+  c.hidden_dim = int_attr(f, "hidden_dim");
+  c.vocab_size = int_attr(f, "vocab_size");
+  c.seq_len = int_attr(f, "seq_len");
+  c.norm_eps = f.has_attr("/", "norm_eps") ? f.attr_double("/", "norm_eps") : 1e-5;
+  c.rope_theta = f.has_attr("/", "rope_theta") ? f.attr_double("/", "rope_theta") : 10000.0;
+  c.norm = pick<NormType>(f, "norm", str_attr(f, "norm", gpt2 ? "layernorm" : "rmsnorm"),
+                          {{"rmsnorm", NormType::rmsnorm}, {"layernorm", NormType::layernorm}});
+  c.rope_style = pick<RopeStyle>(f, "rope_style", str_attr(f, "rope_style", "interleaved"),
+                                 {{"interleaved", RopeStyle::interleaved}, {"half", RopeStyle::half}});
+  c.positions = pick<PositionKind>(f, "positions", str_attr(f, "positions", gpt2 ? "learned" : "rope"),
+                                   {{"rope", PositionKind::rope}, {"learned", PositionKind::learned}});
+  c.ffn = pick<FfnKind>(f, "ffn", str_attr(f, "ffn", gpt2 ? "mlp" : "swiglu"),
+                        {{"swiglu", FfnKind::swiglu}, {"mlp", FfnKind::mlp}});
+  c.activation = pick<Activation>(
+      f, "activation", str_attr(f, "activation", gpt2 ? "gelu_tanh" : "silu"),
+      {{"silu", Activation::silu}, {"gelu", Activation::gelu}, {"gelu_tanh", Activation::gelu_tanh}});
+  c.tied_embeddings = int_attr(f, "tied_embeddings", 0) != 0;
+  c.bos_id = int_attr(f, "bos_id", 1);
+  c.eos_id = int_attr(f, "eos_id", 2);
+
+  const Eigen::Index qd = static_cast<Eigen::Index>(c.n_heads) * c.head_dim;
+  const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
+  m.tok_embeddings = read_matrix(f, "tok_embeddings", c.vocab_size, c.dim);
+  if (c.positions == PositionKind::learned) m.pos_embeddings = read_matrix(f, "pos_embeddings", c.seq_len, c.dim);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "layers/" + std::to_string(l) + "/";
+    LayerWeights w;
+    w.attention_norm = read_vector(f, p + "attention_norm", c.dim);
+    w.attention_norm_bias = read_vector(f, p + "attention_norm_bias", c.dim, true);
+    w.wq = read_matrix(f, p + "attention/wq", qd, c.dim);
+    w.wk = read_matrix(f, p + "attention/wk", kd, c.dim);
+    w.wv = read_matrix(f, p + "attention/wv", kd, c.dim);
+    w.wo = read_matrix(f, p + "attention/wo", c.dim, qd);
+    w.bq = read_vector(f, p + "attention/bq", qd, true);
+    w.bk = read_vector(f, p + "attention/bk", kd, true);
+    w.bv = read_vector(f, p + "attention/bv", kd, true);
+    w.bo = read_vector(f, p + "attention/bo", c.dim, true);
+    w.ffn_norm = read_vector(f, p + "ffn_norm", c.dim);
+    w.ffn_norm_bias = read_vector(f, p + "ffn_norm_bias", c.dim, true);
+    w.w1 = read_matrix(f, p + "feed_forward/w1", c.hidden_dim, c.dim);
+    w.w2 = read_matrix(f, p + "feed_forward/w2", c.dim, c.hidden_dim);
+    if (c.ffn == FfnKind::swiglu) w.w3 = read_matrix(f, p + "feed_forward/w3", c.hidden_dim, c.dim);
+    w.b1 = read_vector(f, p + "feed_forward/b1", c.hidden_dim, true);
+    w.b2 = read_vector(f, p + "feed_forward/b2", c.dim, true);
+    w.b3 = read_vector(f, p + "feed_forward/b3", c.hidden_dim, true);
+    m.layers.push_back(std::move(w));
+  }
+  m.norm = read_vector(f, "norm", c.dim);
+  m.norm_bias = read_vector(f, "norm_bias", c.dim, true);
+  m.output = f.exists("output") ? read_matrix(f, "output", c.vocab_size, c.dim) : m.tok_embeddings;
+  if (f.exists("tokenizer/pieces")) {
+    const auto pieces = f.read_strings("tokenizer/pieces");
+    const io::Tensor scores = f.read_floats("tokenizer/scores");
+    const int off = f.has_attr("tokenizer", "byte_fallback_offset")
+                        ? static_cast<int>(f.attr_int("tokenizer", "byte_fallback_offset"))
+                        : 3;
+    m.tokenizer = Tokenizer(pieces, scores.data, c.bos_id, c.eos_id, off);
+  }
+  m.validate();
+  return m;
+}
+
+void save_model(const Model& model, const fs::path& file) {
+  model.validate();
+  fs::remove(file);
+  io::H5File f = io::H5File::open_rw(file);
+  const Config& c = model.config;
+  f.set_attr("/", "schema", std::string("llama2c-hdf5"));
+  f.set_attr("/", "schema_version", std::int64_t{1});
+  f.set_attr("/", "model_name", c.name);
+  f.set_attr("/", "family", c.family);
+  for (const auto& [k, v] : {std::pair<const char*, int>{"dim", c.dim}, {"n_layers", c.n_layers},
+                             {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
+                             {"hidden_dim", c.hidden_dim}, {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
+                             {"tied_embeddings", c.tied_embeddings ? 1 : 0}, {"bos_id", c.bos_id},
+                             {"eos_id", c.eos_id}}) {
+    f.set_attr("/", k, std::int64_t{v});
+  }
+  f.set_attr("/", "norm_eps", c.norm_eps);
+  f.set_attr("/", "rope_theta", c.rope_theta);
+  f.set_attr("/", "norm", std::string(c.norm == NormType::rmsnorm ? "rmsnorm" : "layernorm"));
+  f.set_attr("/", "rope_style", std::string(c.rope_style == RopeStyle::interleaved ? "interleaved" : "half"));
+  f.set_attr("/", "positions", std::string(c.positions == PositionKind::rope ? "rope" : "learned"));
+  f.set_attr("/", "ffn", std::string(c.ffn == FfnKind::swiglu ? "swiglu" : "mlp"));
+  f.set_attr("/", "activation", std::string(c.activation == Activation::silu   ? "silu"
+                                            : c.activation == Activation::gelu ? "gelu"
+                                                                               : "gelu_tanh"));
+  write_matrix(f, "tok_embeddings", model.tok_embeddings);
+  if (model.pos_embeddings.size() != 0) write_matrix(f, "pos_embeddings", model.pos_embeddings);
+  for (std::size_t l = 0; l < model.layers.size(); ++l) {
+    const std::string p = "layers/" + std::to_string(l) + "/";
+    const LayerWeights& w = model.layers[l];
+    write_vector(f, p + "attention_norm", w.attention_norm);
+    write_vector(f, p + "attention_norm_bias", w.attention_norm_bias);
+    write_matrix(f, p + "attention/wq", w.wq);
+    write_matrix(f, p + "attention/wk", w.wk);
+    write_matrix(f, p + "attention/wv", w.wv);
+    write_matrix(f, p + "attention/wo", w.wo);
+    write_vector(f, p + "attention/bq", w.bq);
+    write_vector(f, p + "attention/bk", w.bk);
+    write_vector(f, p + "attention/bv", w.bv);
+    write_vector(f, p + "attention/bo", w.bo);
+    write_vector(f, p + "ffn_norm", w.ffn_norm);
+    write_vector(f, p + "ffn_norm_bias", w.ffn_norm_bias);
+    write_matrix(f, p + "feed_forward/w1", w.w1);
+    write_matrix(f, p + "feed_forward/w2", w.w2);
+    if (w.w3.size() != 0) write_matrix(f, p + "feed_forward/w3", w.w3);
+    write_vector(f, p + "feed_forward/b1", w.b1);
+    write_vector(f, p + "feed_forward/b2", w.b2);
+    write_vector(f, p + "feed_forward/b3", w.b3);
+  }
+  write_vector(f, "norm", model.norm);
+  write_vector(f, "norm_bias", model.norm_bias);
+  write_matrix(f, "output", model.output);
+  if (!model.tokenizer.empty()) {
+    std::vector<std::string> pieces;
+    std::vector<float> scores;
+    for (int i = 0; i < model.tokenizer.size(); ++i) {
+      pieces.push_back(model.tokenizer.piece(i));
+      scores.push_back(model.tokenizer.score(i));
+    }
+    f.write_strings("tokenizer/pieces", pieces);
+    f.write_floats("tokenizer/scores", {scores.size()}, scores.data());
+  }
+}
+
+fs::path resolve_model_path(const std::string& name_or_path, const std::vector<fs::path>& search_dirs) {
+  if (fs::is_regular_file(name_or_path)) return name_or_path;
+  std::vector<fs::path> dirs = search_dirs;
+  if (const char* env = std::getenv("LPEMU_DATA_DIR")) dirs.emplace_back(env);
+  dirs.push_back(fs::current_path());
+  std::string tried;
+  for (const auto& d : dirs) {
+    for (const fs::path& c : {d / "data" / "models" / name_or_path / "model.h5", d / "models" / name_or_path / "model.h5"}) {
+      if (fs::is_regular_file(c)) return c;
+      tried += " " + c.string();
+    }
+  }
+  throw IoError("model '" + name_or_path + "' is neither a file nor a shipped model; tried:" + tried);
+}
+
+}  // namespace lpemu::engine

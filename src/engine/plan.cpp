@@ -1,0 +1,335 @@
+#include "lpemu/engine/plan.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "lpemu/error.hpp"
+#include "lpemu/format/registry.hpp"
+
+namespace lpemu::engine {
+namespace {
+
+std::string where(std::string_view origin, const toml::node* node) {
+  std::string out(origin);
+  if (node != nullptr && node->source().begin.line > 0) out += ":" + std::to_string(node->source().begin.line);
+  return out;
+}
+
+std::string show(const toml::node& n) {
+  std::ostringstream s;
+  if (n.is_string()) {
+    s << '"' << n.value<std::string>().value_or("") << '"';
+  } else if (n.is_table()) {
+    s << "a table";
+  } else if (n.is_array()) {
+    s << "an array";
+  } else {
+    n.visit([&](const auto& v) { s << v; });
+  }
+  return s.str();
+}
+
+[[noreturn]] void fail(std::string_view origin, const toml::node* node, std::string_view key,
+                       const std::string& value, std::string_view expected) {
+  throw SpecError(where(origin, node) + ": plan key '" + std::string(key) + "' = " + value + ": expected " +
+                  std::string(expected));
+}
+
+std::string suggestions(std::string_view name, const std::vector<std::string>& known) {
+  const auto close = format::closest_names(name, known);
+  if (close.empty()) return {};
+  std::string s = " (closest:";
+  for (const auto& c : close) s += " " + c;
+  return s + ")";
+}
+
+std::vector<std::string> role_names() {
+  std::vector<std::string> out;
+  for (const Role r : kAllRoles) out.emplace_back(to_string(r));
+  return out;
+}
+
+struct Parser {
+  std::string_view origin;
+  const QuantizerFactory& quantizers;
+  const GemmFactory& gemms;
+  format::ConvertOptions defaults;
+
+  std::string string_of(const toml::node& n, std::string_view key, std::string_view expected) const {
+    if (!n.is_string()) fail(origin, &n, key, show(n), expected);
+    return *n.value<std::string>();
+  }
+
+  void read_options(const toml::table& t, std::string_view ctx, format::ConvertOptions& o, bool allow_format) const {
+    for (const auto& [k, v] : t) {
+      const std::string key(k.str());
+      const std::string full = std::string(ctx) + "." + key;
+      if (key == "rounding") {
+        try {
+          o.rounding = format::parse_rounding(string_of(v, full, "a rounding mode name"));
+        } catch (const SpecError& e) {
+          fail(origin, &v, full, show(v), e.what());
+        }
+      } else if (key == "overflow") {
+        try {
+          o.overflow = format::parse_overflow(string_of(v, full, "\"saturate\" or \"native\""));
+        } catch (const SpecError&) {
+          fail(origin, &v, full, show(v), "\"saturate\" or \"native\"");
+        }
+      } else if (key == "seed") {
+        if (!v.is_integer() || *v.value<std::int64_t>() < 0) fail(origin, &v, full, show(v), "an integer ≥ 0");
+        o.seed = static_cast<std::uint64_t>(*v.value<std::int64_t>());
+      } else if (key == "sr_bits") {
+        if (!v.is_integer() || *v.value<std::int64_t>() < 1 || *v.value<std::int64_t>() > 32) {
+          fail(origin, &v, full, show(v), "an integer in 1..32");
+        }
+        o.sr_bits = static_cast<int>(*v.value<std::int64_t>());
+      } else if (key == "ftz" || key == "daz") {
+        if (!v.is_boolean()) fail(origin, &v, full, show(v), "true or false");
+        (key == "ftz" ? o.flush_subnormal_outputs : o.flush_subnormal_inputs) = *v.value<bool>();
+      } else if (!(allow_format && key == "format")) {
+        fail(origin, &v, full, "(unknown key)",
+             allow_format ? "one of format, rounding, overflow, seed, sr_bits, ftz, daz"
+                          : "one of rounding, overflow, seed, sr_bits, ftz, daz");
+      }
+    }
+  }
+
+  std::optional<QuantSpec> spec(const toml::node& v, std::string_view key) const {
+    QuantSpec s;
+    s.options = defaults;
+    s.origin = where(origin, &v);
+    const toml::node* name_node = &v;
+    if (v.is_string()) {
+      s.format = *v.value<std::string>();
+    } else if (v.is_table()) {
+      const toml::table& t = *v.as_table();
+      name_node = t.get("format");
+      if (name_node == nullptr) fail(origin, &v, std::string(key) + ".format", "(missing)", "a format name");
+      s.format = string_of(*name_node, std::string(key) + ".format", "a format name");
+      read_options(t, key, s.options, true);
+    } else {
+      fail(origin, &v, key, show(v), "a format name, \"none\", or a table { format = ..., rounding = ... }");
+    }
+    if (s.format == "none") return std::nullopt;
+    if (!quantizers.knows(s.format)) {
+      throw UnknownNameError(where(origin, name_node) + ": plan key '" + std::string(key) + "' = \"" + s.format +
+                             "\": unknown format" + suggestions(s.format, quantizers.names()));
+    }
+    return s;
+  }
+
+  std::string gemm(const toml::node& v, std::string_view key) const {
+    const std::string name = string_of(v, key, "a GEMM datapath name");
+    if (!gemms.knows(name)) {
+      throw UnknownNameError(where(origin, &v) + ": plan key '" + std::string(key) + "' = \"" + name +
+                             "\": unknown gemm datapath" + suggestions(name, gemms.names()));
+    }
+    return name;
+  }
+
+  // Reads role entries of a table, skipping `skip` keys; returns the gemm entry if present.
+  std::optional<std::string> entries(const toml::table& t, std::string_view ctx,
+                                     std::vector<PrecisionPlan::Entry>& out,
+                                     std::initializer_list<std::string_view> skip) const {
+    std::optional<std::string> g;
+    for (const auto& [k, v] : t) {
+      const std::string key(k.str());
+      if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
+      const std::string full = std::string(ctx) + "." + key;
+      if (key == "gemm") {
+        g = gemm(v, full);
+        continue;
+      }
+      Role role{};
+      if (!parse_role(key, role)) {
+        std::vector<std::string> known = role_names();
+        known.emplace_back("gemm");
+        throw SpecError(where(origin, &v) + ": plan key '" + full + "': unknown role" + suggestions(key, known) +
+                        "; roles are weights, linear_input, q, k, v, kv_cache, scores, probs, attn_output, "
+                        "mlp_hidden, residual, lm_head, lm_head_input, logits, gemm");
+      }
+      out.push_back({role, spec(v, full)});
+    }
+    return g;
+  }
+};
+
+bool layer_selected(const std::vector<int>& layers, int layer, int n_layers) {
+  if (layers.empty()) return true;
+  for (const int l : layers) {
+    if ((l >= 0 ? l : n_layers + l) == layer) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<QuantSpec> PrecisionPlan::resolve(Role role, int layer, LayerKind kind, int n_layers) const {
+  std::optional<QuantSpec> out;
+  for (const auto& e : roles) {
+    if (e.role == role) out = e.spec;
+  }
+  if (kind == LayerKind::head) return out;
+  for (const auto& o : overrides) {
+    if (!layer_selected(o.layers, layer, n_layers) || (o.kind && *o.kind != kind)) continue;
+    for (const auto& e : o.entries) {
+      if (e.role == role) out = e.spec;
+    }
+  }
+  return out;
+}
+
+std::string PrecisionPlan::resolve_gemm(int layer, LayerKind kind, int n_layers) const {
+  std::string out = gemm.value_or("eigen");
+  if (kind == LayerKind::head) return out;
+  for (const auto& o : overrides) {
+    if (o.gemm && layer_selected(o.layers, layer, n_layers) && (!o.kind || *o.kind == kind)) out = *o.gemm;
+  }
+  return out;
+}
+
+bool PrecisionPlan::is_reference() const {
+  auto identity_gemm = [](const std::optional<std::string>& g) {
+    return !g || *g == "eigen" || *g == "fp32" || *g == "native";
+  };
+  for (const auto& e : roles) {
+    if (e.spec) return false;
+  }
+  if (!identity_gemm(gemm)) return false;
+  for (const auto& o : overrides) {
+    if (!identity_gemm(o.gemm)) return false;
+    for (const auto& e : o.entries) {
+      if (e.spec) return false;
+    }
+  }
+  return true;
+}
+
+PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin, const QuantizerFactory& quantizers,
+                              const GemmFactory& gemms) {
+  toml::table doc;
+  try {
+    doc = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) + ": " +
+                    std::string(e.description()));
+  }
+  PrecisionPlan plan;
+  plan.origin = std::string(origin);
+  plan.name = std::filesystem::path(std::string(origin)).stem().string();
+  Parser p{origin, quantizers, gemms, {}};
+  if (const toml::node* d = doc.get("defaults")) {
+    if (!d->is_table()) fail(origin, d, "defaults", show(*d), "a table of rounding, overflow, seed, ...");
+    p.read_options(*d->as_table(), "defaults", p.defaults, false);
+  }
+  for (const auto& [k, v] : doc) {
+    const std::string key(k.str());
+    if (key == "name") {
+      plan.name = p.string_of(v, key, "a string");
+    } else if (key == "description") {
+      plan.description = p.string_of(v, key, "a string");
+    } else if (key == "compute") {
+      const std::string c = p.string_of(v, key, "\"fp32\" or \"fp64\"");
+      if (c != "fp32" && c != "fp64") fail(origin, &v, key, show(v), "\"fp32\" or \"fp64\"");
+      plan.compute = c == "fp64" ? Compute::fp64 : Compute::fp32;
+    } else if (key == "defaults") {
+      continue;
+    } else if (key == "roles") {
+      if (!v.is_table()) fail(origin, &v, key, show(v), "a table mapping roles to formats");
+      plan.gemm = p.entries(*v.as_table(), "roles", plan.roles, {});
+    } else if (key == "override") {
+      if (!v.is_array_of_tables()) fail(origin, &v, key, show(v), "an array of tables [[override]]");
+      for (const auto& item : *v.as_array()) {
+        const toml::table& t = *item.as_table();
+        PrecisionPlan::Override o;
+        o.origin = where(origin, &item);
+        if (const toml::node* l = t.get("layers")) {
+          const auto add = [&](const toml::node& n) {
+            if (n.is_integer()) {
+              o.layers.push_back(static_cast<int>(*n.value<std::int64_t>()));
+            } else if (n.is_string() && *n.value<std::string>() == "first") {
+              o.layers.push_back(0);
+            } else if (n.is_string() && *n.value<std::string>() == "last") {
+              o.layers.push_back(-1);
+            } else {
+              fail(origin, &n, "override.layers", show(n),
+                   "layer indices (negative count from the end), \"first\" or \"last\"");
+            }
+          };
+          if (l->is_array()) {
+            for (const auto& n : *l->as_array()) add(n);
+          } else {
+            add(*l);
+          }
+        }
+        if (const toml::node* kn = t.get("kind")) {
+          const std::string kind = p.string_of(*kn, "override.kind", "\"attention\" or \"mlp\"");
+          if (kind == "attention") {
+            o.kind = LayerKind::attention;
+          } else if (kind == "mlp") {
+            o.kind = LayerKind::mlp;
+          } else {
+            fail(origin, kn, "override.kind", show(*kn), "\"attention\" or \"mlp\"");
+          }
+        }
+        o.gemm = p.entries(t, "override", o.entries, {"layers", "kind"});
+        plan.overrides.push_back(std::move(o));
+      }
+    } else {
+      fail(origin, &v, key, "(unknown key)", "one of name, description, compute, defaults, roles, [[override]]");
+    }
+  }
+  return plan;
+}
+
+PrecisionPlan builtin_plan(std::string_view name) {
+  PrecisionPlan p;
+  p.name = std::string(name);
+  p.origin = "builtin:" + std::string(name);
+  if (name == "fp32") {
+    p.description = "float32 reference: no quantisation, Eigen float GEMM";
+  } else if (name == "fp64") {
+    p.description = "float64 reference: computes in double, no quantisation";
+    p.compute = Compute::fp64;
+  } else {
+    throw UnknownNameError("unknown built-in plan '" + std::string(name) + "': expected fp32 or fp64");
+  }
+  return p;
+}
+
+PrecisionPlan load_plan(const std::string& name_or_path, const QuantizerFactory& quantizers, const GemmFactory& gemms,
+                        const std::vector<std::string>& search_dirs) {
+  namespace fs = std::filesystem;
+  fs::path file;
+  if (fs::exists(name_or_path) && fs::is_regular_file(name_or_path)) {
+    file = name_or_path;
+  } else {
+    std::vector<std::string> tried;
+    for (const auto& d : search_dirs) {
+      const fs::path c = fs::path(d) / "experiments" / "plans" / (name_or_path + ".toml");
+      tried.push_back(c.string());
+      if (fs::exists(c)) {
+        file = c;
+        break;
+      }
+    }
+    if (file.empty()) {
+      if (name_or_path == "fp32" || name_or_path == "fp64") return builtin_plan(name_or_path);
+      std::string msg = "plan '" + name_or_path + "' is not a file, a built-in plan (fp32, fp64)";
+      msg += tried.empty() ? std::string(" or a known name") : ", or any of:";
+      for (const auto& t : tried) msg += " " + t;
+      throw IoError(msg);
+    }
+  }
+  std::ifstream in(file);
+  if (!in) throw IoError(file.string() + ": cannot open plan file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_plan_toml(ss.str(), file.string(), quantizers, gemms);
+}
+
+}  // namespace lpemu::engine

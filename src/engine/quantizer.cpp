@@ -1,0 +1,287 @@
+#include "lpemu/engine/quantizer.hpp"
+
+#include <algorithm>
+#include <span>
+
+#include <tbb/parallel_for.h>
+
+#include "lpemu/engine/ops.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/format/registry.hpp"
+
+// Block formats plug in as a quantiser provider when the block layer is part of the build.
+#if __has_include("lpemu/block/block_format.hpp")
+#  include "lpemu/block/block_format.hpp"
+#  include "lpemu/block/quantize.hpp"
+#  define LPEMU_ENGINE_WITH_BLOCK 1
+#endif
+// Datapath presets become GEMM strategies when the datapath layer is part of the build.
+#if __has_include("lpemu/datapath/gemm.hpp")
+#  include "lpemu/datapath/datapath.hpp"
+#  include "lpemu/datapath/gemm.hpp"
+#  define LPEMU_ENGINE_WITH_DATAPATH 1
+#endif
+
+namespace lpemu::engine {
+namespace {
+
+constexpr std::string_view kRoleNames[] = {"weights",  "linear_input", "q",           "k",          "v",
+                                           "kv_cache", "scores",       "probs",       "attn_output",
+                                           "mlp_hidden", "residual",   "lm_head",     "lm_head_input",
+                                           "logits"};
+
+// SplitMix64 finaliser, used to give each quantisation point its own stochastic stream.
+std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+class ElementQuantizer final : public Quantizer {
+ public:
+  ElementQuantizer(const format::Format& f, const QuantSpec& spec) : fmt_(f), spec_(spec) {}
+  const std::string& name() const override { return fmt_.name; }
+  void apply(RowMatrix& x, const QuantPoint& p) const override { run(x, p); }
+  void apply(RowMatrixD& x, const QuantPoint& p) const override { run(x, p); }
+
+ private:
+  template <class T>
+  void run(Mat<T>& x, const QuantPoint& p) const {
+    format::ConvertOptions o = spec_.options;
+    o.seed = mix64(o.seed ^ mix64(p.stream));
+    o.index_offset = p.index_offset;
+    const std::span<T> s(x.data(), static_cast<std::size_t>(x.size()));
+    format::quantize(fmt_, std::span<const T>(s), s, o);
+  }
+  format::Format fmt_;
+  QuantSpec spec_;
+};
+
+#ifdef LPEMU_ENGINE_WITH_BLOCK
+// A block format applied along the point's contraction axis (blocks of the last axis of a
+// [rows, cols] tensor for axis 1; axis 0 is transposed first).
+class BlockQuantizer final : public Quantizer {
+ public:
+  BlockQuantizer(block::BlockFormat f, const QuantSpec& spec) : fmt_(std::move(f)), spec_(spec) {}
+  const std::string& name() const override { return fmt_.name; }
+  void apply(RowMatrix& x, const QuantPoint& p) const override {
+    block::BlockFormat f = fmt_;
+    f.element_options.rounding = spec_.options.rounding;
+    f.element_options.sr_bits = spec_.options.sr_bits;
+    f.element_options.seed = mix64(spec_.options.seed ^ mix64(p.stream));
+    f.element_options.index_offset = p.index_offset;
+    if (p.axis == 0) {
+      RowMatrix t = x.transpose();
+      run(f, t);
+      x = t.transpose();
+    } else {
+      run(f, x);
+    }
+  }
+
+ private:
+  static void run(const block::BlockFormat& f, RowMatrix& x) {
+    const std::size_t shape[2] = {static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols())};
+    const std::span<float> s(x.data(), static_cast<std::size_t>(x.size()));
+    block::quantize(f, std::span<const float>(s), s, shape);
+  }
+  block::BlockFormat fmt_;
+  QuantSpec spec_;
+};
+#endif
+
+#ifdef LPEMU_ENGINE_WITH_DATAPATH
+// A bit-exact datapath: A and B are encoded to the datapath's input formats (values already on
+// those grids encode exactly; others round to nearest even, saturating), multiplied by datapath::gemm on
+// codes, and the output codes decoded. Per-element formats only: block scales are not passed.
+class DatapathGemm final : public Gemm {
+ public:
+  explicit DatapathGemm(const datapath::Datapath& dp) : dp_(dp) {}
+  const std::string& name() const override { return dp_.name; }
+  void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint&) const override {
+    if (a.cols() != b.cols()) throw ShapeError("datapath gemm: inner dimensions differ");
+    const auto m = static_cast<std::size_t>(a.rows());
+    const auto n = static_cast<std::size_t>(b.rows());
+    const auto k = static_cast<std::size_t>(a.cols());
+    const Mat<double> ad = a.cast<double>();
+    const Mat<double> bt = b.transpose().cast<double>();  // [K, N] row-major
+    std::vector<std::uint64_t> ac(m * k), bc(k * n), dc(m * n);
+    format::ConvertOptions sat;
+    sat.overflow = format::Overflow::saturate;
+    format::encode(dp_.a, std::span<const double>(ad.data(), ac.size()), std::span<std::uint64_t>(ac), sat);
+    format::encode(dp_.b, std::span<const double>(bt.data(), bc.size()), std::span<std::uint64_t>(bc), sat);
+    datapath::gemm(dp_, m, n, k, ac, bc, {}, dc);
+    std::vector<double> d(m * n);
+    format::decode(dp_.output(), std::span<const std::uint64_t>(dc), std::span<double>(d));
+    c.resize(a.rows(), b.rows());
+    for (std::size_t i = 0; i < d.size(); ++i) c.data()[i] = static_cast<float>(d[i]);
+  }
+
+ private:
+  datapath::Datapath dp_;
+};
+#endif
+
+class EigenGemm final : public Gemm {
+ public:
+  const std::string& name() const override { return name_; }
+  void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint&) const override {
+    linear(a, b, Vec<float>(), c);
+  }
+  void nt(const RowMatrixD& a, const RowMatrixD& b, RowMatrixD& c, const GemmPoint&) const override {
+    linear(a, b, Vec<double>(), c);
+  }
+
+ private:
+  std::string name_ = "eigen";
+};
+
+}  // namespace
+
+std::string_view to_string(Role r) { return kRoleNames[static_cast<std::size_t>(r)]; }
+
+bool parse_role(std::string_view text, Role& out) {
+  for (const Role r : kAllRoles) {
+    if (to_string(r) == text) {
+      out = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string_view to_string(LayerKind k) {
+  switch (k) {
+    case LayerKind::attention:
+      return "attention";
+    case LayerKind::mlp:
+      return "mlp";
+    case LayerKind::head:
+    default:
+      return "head";
+  }
+}
+
+void Quantizer::apply(RowMatrixD& x, const QuantPoint& p) const {
+  RowMatrix f = x.cast<float>();
+  apply(f, p);
+  x = f.cast<double>();
+}
+
+QuantizerFactory QuantizerFactory::with_element_formats(const format::Registry& formats) {
+  QuantizerFactory q;
+  q.add_provider(
+      "element format", formats.names(),
+      [&formats](const QuantSpec& spec) {
+        return std::unique_ptr<Quantizer>(std::make_unique<ElementQuantizer>(formats.get(spec.format), spec));
+      },
+      [&formats](std::string_view name) { return formats.find(name) != nullptr; });
+  return q;
+}
+
+QuantizerFactory QuantizerFactory::standard(const format::Registry& formats) {
+  QuantizerFactory q = with_element_formats(formats);
+#ifdef LPEMU_ENGINE_WITH_BLOCK
+  auto blocks = std::make_shared<block::BlockRegistry>(block::BlockRegistry::with_user_paths(formats, {}));
+  q.add_provider(
+      "block format", blocks->names(),
+      [blocks](const QuantSpec& spec) {
+        return std::unique_ptr<Quantizer>(std::make_unique<BlockQuantizer>(blocks->get(spec.format), spec));
+      },
+      [blocks](std::string_view name) { return blocks->find(name) != nullptr; });
+#endif
+  return q;
+}
+
+void QuantizerFactory::add_provider(std::string kind, std::vector<std::string> names, Maker maker,
+                                    std::function<bool(std::string_view)> accepts) {
+  if (!accepts) {
+    accepts = [names](std::string_view n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+  }
+  providers_.insert(providers_.begin(),
+                    Provider{std::move(kind), std::move(names), std::move(maker), std::move(accepts)});
+}
+
+bool QuantizerFactory::knows(std::string_view name) const {
+  return std::any_of(providers_.begin(), providers_.end(), [&](const Provider& p) { return p.accepts(name); });
+}
+
+std::vector<std::string> QuantizerFactory::names() const {
+  std::vector<std::string> out;
+  for (const auto& p : providers_) out.insert(out.end(), p.names.begin(), p.names.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::unique_ptr<Quantizer> QuantizerFactory::make(const QuantSpec& spec) const {
+  for (const auto& p : providers_) {
+    if (p.accepts(spec.format)) return p.maker(spec);
+  }
+  std::string msg = (spec.origin.empty() ? std::string() : spec.origin + ": ") + "unknown format '" +
+                    spec.format + "'";
+  const auto close = format::closest_names(spec.format, names());
+  if (!close.empty()) {
+    msg += "; closest:";
+    for (const auto& c : close) msg += " " + c;
+  }
+  throw UnknownNameError(msg);
+}
+
+void Gemm::nt(const RowMatrixD& a, const RowMatrixD& b, RowMatrixD& c, const GemmPoint& p) const {
+  const RowMatrix af = a.cast<float>();
+  const RowMatrix bf = b.cast<float>();
+  RowMatrix cf;
+  nt(af, bf, cf, p);
+  c = cf.cast<double>();
+}
+
+const Gemm& eigen_gemm() {
+  static const EigenGemm g;
+  return g;
+}
+
+GemmFactory GemmFactory::builtin() {
+  GemmFactory f;
+  auto shared = []() { return std::shared_ptr<const Gemm>(&eigen_gemm(), [](const Gemm*) {}); };
+  f.add("eigen", shared);
+  f.add("fp32", shared);
+  f.add("native", shared);
+#ifdef LPEMU_ENGINE_WITH_DATAPATH
+  const auto& presets = datapath::DatapathRegistry::builtin();
+  for (const auto& name : presets.names()) {
+    const datapath::Datapath* dp = presets.find(name);
+    f.add(name, [dp]() { return std::shared_ptr<const Gemm>(std::make_shared<DatapathGemm>(*dp)); });
+  }
+#endif
+  return f;
+}
+
+void GemmFactory::add(std::string name, Maker maker) { makers_.emplace_back(std::move(name), std::move(maker)); }
+
+bool GemmFactory::knows(std::string_view name) const {
+  return std::any_of(makers_.begin(), makers_.end(), [&](const auto& m) { return m.first == name; });
+}
+
+std::vector<std::string> GemmFactory::names() const {
+  std::vector<std::string> out;
+  for (const auto& m : makers_) out.push_back(m.first);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::shared_ptr<const Gemm> GemmFactory::make(std::string_view name) const {
+  for (auto it = makers_.rbegin(); it != makers_.rend(); ++it) {
+    if (it->first == name) return it->second();
+  }
+  std::string msg = "unknown gemm datapath '" + std::string(name) + "'";
+  const auto close = format::closest_names(name, names());
+  if (!close.empty()) {
+    msg += "; closest:";
+    for (const auto& c : close) msg += " " + c;
+  }
+  throw UnknownNameError(msg);
+}
+
+}  // namespace lpemu::engine

@@ -1,0 +1,348 @@
+#include "lpemu/engine/session.hpp"
+
+#include <map>
+#include <tuple>
+
+#include "lpemu/engine/ops.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/format/registry.hpp"
+
+namespace lpemu::engine {
+namespace {
+
+// FNV-1a, for a build-independent stochastic stream id per tensor name.
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+template <class T>
+Mat<T> to_t(const RowMatrix& m) {
+  if constexpr (std::is_same_v<T, float>) {
+    return m;
+  } else {
+    return m.template cast<T>();
+  }
+}
+
+template <class T>
+Vec<T> to_t(const Vec<float>& v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return v.template cast<T>();
+  }
+}
+
+template <class T>
+RowMatrix to_f(const Mat<T>& m) {
+  if constexpr (std::is_same_v<T, float>) {
+    return m;
+  } else {
+    return m.template cast<float>();
+  }
+}
+
+// A weight in the compute type: the model's own matrix when it needs no conversion or
+// quantisation (float compute, no weight format), otherwise an owned copy.
+template <class T>
+using WeightPtr = std::shared_ptr<const Mat<T>>;
+
+template <class T>
+struct LayerT {
+  WeightPtr<T> wq, wk, wv, wo, w1, w2, w3;
+  Vec<T> bq, bk, bv, bo, b1, b2, b3;
+  Vec<T> attention_norm, attention_norm_bias, ffn_norm, ffn_norm_bias;
+  Mat<T> k_cache, v_cache;
+};
+
+}  // namespace
+
+struct Session::Impl {
+  virtual ~Impl() = default;
+  virtual RowMatrix forward(std::span<const int> tokens) = 0;
+  const Model* model = nullptr;
+  int pos = 0;
+  int max_tokens = 0;
+};
+
+namespace {
+
+template <class T>
+class ImplT final : public Session::Impl {
+ public:
+  ImplT(const Model& m, const PrecisionPlan& plan, SessionOptions opts) : plan_(plan), opts_(std::move(opts)) {
+    model = &m;
+    const Config& c = m.config;
+    max_tokens = opts_.max_tokens > 0 ? opts_.max_tokens : c.seq_len;
+    if (opts_.quantizers == nullptr) {
+      own_quantizers_ = QuantizerFactory::standard(format::Registry::builtin());
+      opts_.quantizers = &own_quantizers_;
+    }
+    if (opts_.gemms == nullptr) {
+      own_gemms_ = GemmFactory::builtin();
+      opts_.gemms = &own_gemms_;
+    }
+    // Resolve every (role, layer, kind) once.
+    for (const Role r : kAllRoles) {
+      for (int l = -1; l < c.n_layers; ++l) {
+        for (const LayerKind k : {LayerKind::attention, LayerKind::mlp, LayerKind::head}) {
+          if ((l < 0) != (k == LayerKind::head)) continue;
+          if (auto spec = plan_.resolve(r, l, k, c.n_layers)) {
+            quant_[{r, l, k}] = std::shared_ptr<const Quantizer>(opts_.quantizers->make(*spec));
+          }
+        }
+      }
+    }
+    for (int l = -1; l < c.n_layers; ++l) {
+      for (const LayerKind k : {LayerKind::attention, LayerKind::mlp, LayerKind::head}) {
+        if ((l < 0) != (k == LayerKind::head)) continue;
+        gemm_[{l, k}] = opts_.gemms->make(plan_.resolve_gemm(l, k, c.n_layers));
+      }
+    }
+    const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
+    for (int l = 0; l < c.n_layers; ++l) {
+      const LayerWeights& w = m.layers[static_cast<std::size_t>(l)];
+      LayerT<T> t;
+      const auto weight = [&](const RowMatrix& src, LayerKind k, std::string_view name) -> WeightPtr<T> {
+        if constexpr (std::is_same_v<T, float>) {
+          if (find(Role::weights, l, k) == nullptr) return WeightPtr<T>(&src, [](const Mat<T>*) {});
+        }
+        auto x = std::make_shared<Mat<T>>(to_t<T>(src));
+        if (x->size() != 0) quant(*x, Role::weights, l, k, name, -1, 1);
+        return x;
+      };
+      t.wq = weight(w.wq, LayerKind::attention, "wq");
+      t.wk = weight(w.wk, LayerKind::attention, "wk");
+      t.wv = weight(w.wv, LayerKind::attention, "wv");
+      t.wo = weight(w.wo, LayerKind::attention, "wo");
+      t.w1 = weight(w.w1, LayerKind::mlp, "w1");
+      t.w2 = weight(w.w2, LayerKind::mlp, "w2");
+      t.w3 = weight(w.w3, LayerKind::mlp, "w3");
+      t.bq = to_t<T>(w.bq);
+      t.bk = to_t<T>(w.bk);
+      t.bv = to_t<T>(w.bv);
+      t.bo = to_t<T>(w.bo);
+      t.b1 = to_t<T>(w.b1);
+      t.b2 = to_t<T>(w.b2);
+      t.b3 = to_t<T>(w.b3);
+      t.attention_norm = to_t<T>(w.attention_norm);
+      t.attention_norm_bias = to_t<T>(w.attention_norm_bias);
+      t.ffn_norm = to_t<T>(w.ffn_norm);
+      t.ffn_norm_bias = to_t<T>(w.ffn_norm_bias);
+      t.k_cache = Mat<T>::Zero(max_tokens, kd);
+      t.v_cache = Mat<T>::Zero(max_tokens, kd);
+      layers_.push_back(std::move(t));
+    }
+    emb_ = to_t<T>(m.tok_embeddings);
+    pos_emb_ = to_t<T>(m.pos_embeddings);
+    norm_ = to_t<T>(m.norm);
+    norm_bias_ = to_t<T>(m.norm_bias);
+    output_ = to_t<T>(m.output);
+    quant(output_, Role::lm_head, -1, LayerKind::head, "output", -1, 1);
+  }
+
+  RowMatrix forward(std::span<const int> tokens) override {
+    const Config& c = model->config;
+    const int n = static_cast<int>(tokens.size());
+    if (n == 0) return {};
+    if (pos + n > max_tokens) {
+      throw ShapeError("session: " + std::to_string(pos + n) + " positions exceed the cache of " +
+                       std::to_string(max_tokens));
+    }
+    const int p0 = pos;
+    Mat<T> x(n, c.dim);
+    for (int i = 0; i < n; ++i) {
+      const int t = tokens[static_cast<std::size_t>(i)];
+      if (t < 0 || t >= c.vocab_size) throw ShapeError("session: token id " + std::to_string(t) + " out of range");
+      x.row(i) = emb_.row(t);
+      if (c.positions == PositionKind::learned) x.row(i) += pos_emb_.row(p0 + i);
+    }
+    Mat<T> xb, q, k, v, att, tmp, h1, h3;
+    for (int l = 0; l < c.n_layers; ++l) {
+      LayerT<T>& w = layers_[static_cast<std::size_t>(l)];
+      const std::string pre = "layers/" + std::to_string(l) + "/";
+      trace(pre + "residual_input", x);
+      // Attention.
+      norm(x, w.attention_norm, w.attention_norm_bias, xb);
+      trace(pre + "attention/qkv_input", xb);
+      quant(xb, Role::linear_input, l, LayerKind::attention, "qkv_input", -1, 1, p0);
+      gemm(xb, *w.wq, w.bq, q, l, LayerKind::attention, "wq");
+      gemm(xb, *w.wk, w.bk, k, l, LayerKind::attention, "wk");
+      gemm(xb, *w.wv, w.bv, v, l, LayerKind::attention, "wv");
+      if (c.positions == PositionKind::rope) {
+        rope(q, c.n_heads, c.head_dim, p0, c.rope_theta, c.rope_style);
+        rope(k, c.n_kv_heads, c.head_dim, p0, c.rope_theta, c.rope_style);
+      }
+      quant(q, Role::q, l, LayerKind::attention, "q", -1, 1, p0);
+      quant(k, Role::k, l, LayerKind::attention, "k", -1, 1, p0);
+      quant(v, Role::v, l, LayerKind::attention, "v", -1, 1, p0);
+      quant(k, Role::kv_cache, l, LayerKind::attention, "k_cache", -1, 1, p0);
+      quant(v, Role::kv_cache, l, LayerKind::attention, "v_cache", -1, 1, p0);
+      w.k_cache.middleRows(p0, n) = k;
+      w.v_cache.middleRows(p0, n) = v;
+      HeadHook<T> on_scores;
+      HeadHook<T> on_probs;
+      if (find(Role::scores, l, LayerKind::attention) != nullptr) {
+        on_scores = [&, l](Mat<T>& s, int h) { quant(s, Role::scores, l, LayerKind::attention, "scores", h, 1, p0); };
+      }
+      if (find(Role::probs, l, LayerKind::attention) != nullptr) {
+        on_probs = [&, l](Mat<T>& s, int h) { quant(s, Role::probs, l, LayerKind::attention, "probs", h, 1, p0); };
+      }
+      attention(q, w.k_cache, w.v_cache, p0, c.n_heads, c.n_kv_heads, c.head_dim, att, on_scores, on_probs);
+      quant(att, Role::attn_output, l, LayerKind::attention, "attn_output", -1, 1, p0);
+      trace(pre + "attention/wo_input", att);
+      quant(att, Role::linear_input, l, LayerKind::attention, "wo_input", -1, 1, p0);
+      gemm(att, *w.wo, w.bo, tmp, l, LayerKind::attention, "wo");
+      x += tmp;
+      quant(x, Role::residual, l, LayerKind::attention, "residual", -1, 1, p0);
+      // Feed-forward.
+      norm(x, w.ffn_norm, w.ffn_norm_bias, xb);
+      trace(pre + "feed_forward/w1_w3_input", xb);
+      quant(xb, Role::linear_input, l, LayerKind::mlp, "w1_w3_input", -1, 1, p0);
+      gemm(xb, *w.w1, w.b1, h1, l, LayerKind::mlp, "w1");
+      if (c.ffn == FfnKind::swiglu) {
+        gemm(xb, *w.w3, w.b3, h3, l, LayerKind::mlp, "w3");
+        activate(h1, &h3, c.activation);
+      } else {
+        activate<T>(h1, nullptr, c.activation);
+      }
+      quant(h1, Role::mlp_hidden, l, LayerKind::mlp, "mlp_hidden", -1, 1, p0);
+      trace(pre + "feed_forward/w2_input", h1);
+      quant(h1, Role::linear_input, l, LayerKind::mlp, "w2_input", -1, 1, p0);
+      gemm(h1, *w.w2, w.b2, tmp, l, LayerKind::mlp, "w2");
+      x += tmp;
+      quant(x, Role::residual, l, LayerKind::mlp, "residual", -1, 1, p0);
+    }
+    trace("final_residual", x);
+    norm(x, norm_, norm_bias_, xb);
+    trace("output_input", xb);
+    quant(xb, Role::lm_head_input, -1, LayerKind::head, "output_input", -1, 1, p0);
+    Mat<T> logits;
+    gemm(xb, output_, Vec<T>(), logits, -1, LayerKind::head, "output");
+    quant(logits, Role::logits, -1, LayerKind::head, "logits", -1, 1, p0);
+    trace("logits", logits);
+    pos += n;
+    return to_f(logits);
+  }
+
+ private:
+  using Key = std::tuple<Role, int, LayerKind>;
+
+  const Quantizer* find(Role r, int l, LayerKind k) const {
+    const auto it = quant_.find({r, l, k});
+    return it == quant_.end() ? nullptr : it->second.get();
+  }
+
+  void quant(Mat<T>& x, Role r, int l, LayerKind k, std::string_view tensor, int head, int axis,
+             int row0 = 0) {
+    const Quantizer* qz = find(r, l, k);
+    if (qz == nullptr) return;
+    QuantPoint p;
+    p.role = r;
+    p.layer = l;
+    p.kind = k;
+    p.tensor = tensor;
+    p.head = head;
+    p.axis = axis;
+    p.index_offset = static_cast<std::uint64_t>(row0) * static_cast<std::uint64_t>(x.cols());
+    p.stream = fnv1a(tensor) ^ (static_cast<std::uint64_t>(l + 1) << 40) ^
+               (static_cast<std::uint64_t>(head + 1) << 20) ^ static_cast<std::uint64_t>(r);
+    if (!opts_.on_quant) {
+      qz->apply(x, p);
+      return;
+    }
+    const RowMatrix in = to_f(x);
+    qz->apply(x, p);
+    const RowMatrix out = to_f(x);
+    const std::lock_guard<std::mutex> lock(hook_mutex_);
+    opts_.on_quant(p, in, out);
+  }
+
+  void gemm(const Mat<T>& a, const Mat<T>& b, const Vec<T>& bias, Mat<T>& c, int l, LayerKind k,
+            std::string_view tensor) {
+    const bool head = k == LayerKind::head;
+    const Quantizer* qa = find(head ? Role::lm_head_input : Role::linear_input, l, k);
+    const Quantizer* qb = find(head ? Role::lm_head : Role::weights, l, k);
+    const GemmPoint p{l, k, tensor, qa != nullptr ? std::string_view(qa->name()) : std::string_view(),
+                      qb != nullptr ? std::string_view(qb->name()) : std::string_view()};
+    gemm_.at({l, k})->nt(a, b, c, p);
+    if (bias.size() != 0) c.rowwise() += bias.transpose();
+  }
+
+  void norm(const Mat<T>& x, const Vec<T>& w, const Vec<T>& b, Mat<T>& y) const {
+    if (model->config.norm == NormType::rmsnorm) {
+      rms_norm(x, w, model->config.norm_eps, y);
+    } else {
+      layer_norm(x, w, b, model->config.norm_eps, y);
+    }
+  }
+
+  void trace(const std::string& name, const Mat<T>& x) {
+    if (opts_.on_trace) opts_.on_trace(name, to_f(x));
+  }
+
+  PrecisionPlan plan_;
+  SessionOptions opts_;
+  QuantizerFactory own_quantizers_;
+  GemmFactory own_gemms_;
+  std::map<Key, std::shared_ptr<const Quantizer>> quant_;
+  std::map<std::pair<int, LayerKind>, std::shared_ptr<const Gemm>> gemm_;
+  std::vector<LayerT<T>> layers_;
+  Mat<T> emb_, pos_emb_, output_;
+  Vec<T> norm_, norm_bias_;
+  std::mutex hook_mutex_;
+};
+
+}  // namespace
+
+Session::Session(const Model& model, const PrecisionPlan& plan, SessionOptions options) {
+  if (plan.compute == Compute::fp64) {
+    impl_ = std::make_unique<ImplT<double>>(model, plan, std::move(options));
+  } else {
+    impl_ = std::make_unique<ImplT<float>>(model, plan, std::move(options));
+  }
+}
+
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+RowMatrix Session::forward(std::span<const int> tokens) { return impl_->forward(tokens); }
+
+int Session::position() const { return impl_->pos; }
+
+void Session::reset() { impl_->pos = 0; }
+
+const Model& Session::model() const { return *impl_->model; }
+
+int argmax(const RowMatrix& logits, int row) {
+  int best = 0;
+  for (int j = 1; j < logits.cols(); ++j) {
+    if (logits(row, j) > logits(row, best)) best = j;
+  }
+  return best;
+}
+
+std::vector<int> generate_greedy(Session& session, const std::vector<int>& prompt, int steps) {
+  if (prompt.empty()) throw ShapeError("generate: the prompt needs at least one token (BOS)");
+  const int bos = session.model().config.bos_id;
+  std::vector<int> out{prompt.front()};
+  int token = prompt.front();
+  int pos = 0;
+  while (pos < steps) {
+    const RowMatrix logits = session.forward(std::span<const int>(&token, 1));
+    ++pos;
+    const int next = pos < static_cast<int>(prompt.size()) ? prompt[static_cast<std::size_t>(pos)] : argmax(logits, 0);
+    if (next == bos) break;
+    out.push_back(next);
+    token = next;
+  }
+  return out;
+}
+
+}  // namespace lpemu::engine

@@ -1,0 +1,106 @@
+#include "lpemu/engine/tokenizer.hpp"
+
+#include <cstdio>
+
+#include "lpemu/error.hpp"
+
+namespace lpemu::engine {
+
+Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores, int bos_id, int eos_id,
+                     int byte_offset)
+    : pieces_(std::move(pieces)), scores_(std::move(scores)), bos_id_(bos_id), eos_id_(eos_id),
+      byte_offset_(byte_offset) {
+  if (pieces_.size() != scores_.size()) {
+    throw SpecError("tokenizer: " + std::to_string(pieces_.size()) + " pieces but " +
+                    std::to_string(scores_.size()) + " scores");
+  }
+  for (std::size_t i = 0; i < pieces_.size(); ++i) index_.emplace(pieces_[i], static_cast<int>(i));
+}
+
+const std::string& Tokenizer::piece(int id) const {
+  if (id < 0 || id >= size()) throw ShapeError("tokenizer: token id " + std::to_string(id) + " out of range");
+  return pieces_[static_cast<std::size_t>(id)];
+}
+
+int Tokenizer::find(std::string_view piece) const {
+  const auto it = index_.find(std::string(piece));
+  return it == index_.end() ? -1 : it->second;
+}
+
+std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) const {
+  std::vector<int> tokens;
+  if (bos) tokens.push_back(bos_id_);
+  // llama2.c: the dummy prefix " " goes first whenever the text is non-empty.
+  if (!text.empty()) {
+    const int dummy = find(" ");
+    if (dummy >= 0) tokens.push_back(dummy);
+  }
+  // One token per UTF-8 code point (at most 4 bytes); unknown code points fall back to bytes.
+  std::string buf;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c & 0xC0U) != 0x80U) buf.clear();
+    buf.push_back(static_cast<char>(c));
+    const bool next_cont =
+        i + 1 < text.size() && (static_cast<unsigned char>(text[i + 1]) & 0xC0U) == 0x80U;
+    if (next_cont && buf.size() < 4) continue;
+    const int id = find(buf);
+    if (id >= 0) {
+      tokens.push_back(id);
+    } else {
+      for (const char b : buf) tokens.push_back(static_cast<int>(static_cast<unsigned char>(b)) + byte_offset_);
+    }
+    buf.clear();
+  }
+  // Merge the adjacent pair with the highest score (leftmost on ties) until none merges.
+  const std::size_t first = bos ? 1 : 0;
+  while (true) {
+    float best = -1e10F;
+    int best_id = -1;
+    std::size_t best_idx = 0;
+    for (std::size_t i = first; i + 1 < tokens.size(); ++i) {
+      const std::string merged = piece(tokens[i]) + piece(tokens[i + 1]);
+      const int id = find(merged);
+      if (id >= 0 && scores_[static_cast<std::size_t>(id)] > best) {
+        best = scores_[static_cast<std::size_t>(id)];
+        best_id = id;
+        best_idx = i;
+      }
+    }
+    if (best_id < 0) break;
+    tokens[best_idx] = best_id;
+    tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_idx) + 1);
+  }
+  if (eos) tokens.push_back(eos_id_);
+  return tokens;
+}
+
+std::string Tokenizer::decode(int prev, int id) const {
+  std::string_view p = piece(id);
+  // llama2.c: a piece that follows BOS loses one leading space.
+  if (prev == bos_id_ && !p.empty() && p.front() == ' ') p.remove_prefix(1);
+  // Byte pieces <0xHH> stand for the raw byte.
+  if (p.size() == 6 && p.substr(0, 3) == "<0x" && p.back() == '>') {
+    unsigned value = 0;
+    if (std::sscanf(std::string(p.substr(3, 2)).c_str(), "%2x", &value) == 1) {
+      return std::string(1, static_cast<char>(value));
+    }
+  }
+  return std::string(p);
+}
+
+std::string Tokenizer::decode(const std::vector<int>& ids) const {
+  std::string out;
+  int prev = -1;
+  for (const int id : ids) {
+    if (id == bos_id_ || id == eos_id_) {
+      prev = id;
+      continue;
+    }
+    out += decode(prev, id);
+    prev = id;
+  }
+  return out;
+}
+
+}  // namespace lpemu::engine

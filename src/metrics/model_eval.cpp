@@ -1,0 +1,207 @@
+#include "lpemu/metrics/model_eval.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <span>
+
+#include "lpemu/engine/ops.hpp"
+#include "lpemu/engine/session.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/io/hdf5.hpp"
+
+namespace lpemu::metrics {
+namespace {
+
+using engine::RowMatrix;
+
+std::span<const float> span_of(const RowMatrix& m) { return {m.data(), static_cast<std::size_t>(m.size())}; }
+
+struct Run {
+  RowMatrix logits;
+  std::map<std::string, RowMatrix> residual;
+  ErrorAccumulator points;
+};
+
+Run run(const engine::Model& model, const engine::PrecisionPlan& plan, const std::vector<int>& tokens,
+        const engine::QuantizerFactory& q, const engine::GemmFactory& g) {
+  Run r;
+  engine::SessionOptions o;
+  o.quantizers = &q;
+  o.gemms = &g;
+  o.max_tokens = static_cast<int>(tokens.size());
+  o.on_trace = [&](std::string_view name, const RowMatrix& x) {
+    if (name.find("residual") != std::string_view::npos && name != "layers/0/residual_input") {
+      r.residual[std::string(name)] = x;
+    }
+  };
+  o.on_quant = [&](const engine::QuantPoint& p, const RowMatrix& in, const RowMatrix& out) {
+    const std::string key = (p.layer < 0 ? std::string("head") : std::to_string(p.layer)) + "/" +
+                            std::string(engine::to_string(p.role)) + "/" + std::string(p.tensor);
+    r.points.add(key, span_of(in), span_of(out));
+  };
+  engine::Session s(model, plan, o);
+  r.logits = s.forward(tokens);
+  return r;
+}
+
+}  // namespace
+
+void ErrorAccumulator::add(const std::string& key, std::span<const float> ref, std::span<const float> test) {
+  if (ref.size() != test.size()) throw ShapeError("metrics: '" + key + "' pair sizes differ");
+  auto it = std::find_if(sums_.begin(), sums_.end(), [&](const auto& e) { return e.first == key; });
+  if (it == sums_.end()) {
+    sums_.emplace_back(key, Sums{});
+    it = sums_.end() - 1;
+  }
+  Sums& s = it->second;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double r = static_cast<double>(ref[i]);
+    const double d = static_cast<double>(test[i]) - r;
+    s.sig += r * r;
+    s.err += d * d;
+    s.max_abs = std::max(s.max_abs, std::abs(d));
+  }
+  s.count += ref.size();
+}
+
+std::vector<std::pair<std::string, ErrorStats>> ErrorAccumulator::results() const {
+  std::vector<std::pair<std::string, ErrorStats>> out;
+  for (const auto& [k, s] : sums_) {
+    ErrorStats e;
+    e.count = s.count;
+    const double n = s.count == 0 ? 1.0 : static_cast<double>(s.count);
+    e.mse = s.err / n;
+    e.ref_rms = std::sqrt(s.sig / n);
+    e.max_abs = s.max_abs;
+    e.sqnr_db = s.err == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(s.sig / s.err);
+    out.emplace_back(k, e);
+  }
+  return out;
+}
+
+EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& plan,
+                    const engine::PrecisionPlan& reference, const std::vector<int>& tokens,
+                    const engine::QuantizerFactory& quantizers, const engine::GemmFactory& gemms) {
+  if (tokens.size() < 2) throw ShapeError("eval: need at least two tokens to score");
+  const Run test = run(model, plan, tokens, quantizers, gemms);
+  const Run ref = run(model, reference, tokens, quantizers, gemms);
+  EvalResult e;
+  e.tokens = tokens;
+  const std::size_t n = tokens.size() - 1;
+  for (std::size_t t = 0; t < n; ++t) {
+    const auto ti = static_cast<Eigen::Index>(t);
+    const std::span<const float> lt(&test.logits(ti, 0), static_cast<std::size_t>(test.logits.cols()));
+    const std::span<const float> lr(&ref.logits(ti, 0), static_cast<std::size_t>(ref.logits.cols()));
+    e.nll.push_back(nll(lt, tokens[t + 1]));
+    e.ref_nll.push_back(nll(lr, tokens[t + 1]));
+    e.kl.push_back(kl_divergence(lr, lt));
+    e.top1_agree.push_back(argmax(lt) == argmax(lr) ? 1 : 0);
+    e.mean_nll += e.nll.back();
+    e.ref_mean_nll += e.ref_nll.back();
+    e.mean_kl += e.kl.back();
+    e.max_kl = std::max(e.max_kl, e.kl.back());
+    e.top1_agreement += e.top1_agree.back();
+  }
+  const double dn = static_cast<double>(n);
+  e.mean_nll /= dn;
+  e.ref_mean_nll /= dn;
+  e.mean_kl /= dn;
+  e.top1_agreement /= dn;
+  e.perplexity = std::exp(e.mean_nll);
+  e.ref_perplexity = std::exp(e.ref_mean_nll);
+  for (int l = 1; l <= model.config.n_layers; ++l) {
+    const std::string name = l < model.config.n_layers ? "layers/" + std::to_string(l) + "/residual_input"
+                                                       : std::string("final_residual");
+    e.residual.emplace_back(name, compare(span_of(ref.residual.at(name)), span_of(test.residual.at(name))));
+  }
+  e.logits = compare(span_of(ref.logits), span_of(test.logits));
+  e.points = test.points.results();
+  return e;
+}
+
+std::vector<ReplayRow> replay(const std::filesystem::path& activations, const engine::Model& model,
+                              const engine::PrecisionPlan& plan, const engine::QuantizerFactory& quantizers,
+                              const engine::GemmFactory& gemms) {
+  const io::H5File f = io::H5File::open(activations);
+  const int n_layers = model.config.n_layers;
+  std::vector<ReplayRow> rows;
+  auto read = [&](const std::string& name, Eigen::Index cols) {
+    const io::Tensor t = f.read_floats(name);
+    if (t.shape.size() != 2 || static_cast<Eigen::Index>(t.shape[1]) != cols) {
+      throw ShapeError(activations.string() + ": dataset '" + name + "' is not [tokens, " + std::to_string(cols) + "]");
+    }
+    RowMatrix m(static_cast<Eigen::Index>(t.shape[0]), cols);
+    std::copy(t.data.begin(), t.data.end(), m.data());
+    return m;
+  };
+  auto one = [&](int layer, engine::LayerKind kind, const std::string& tensor, const std::string& input,
+                 const RowMatrix& x, const RowMatrix& w, engine::Role in_role, engine::Role w_role) {
+    ReplayRow r;
+    r.layer = layer;
+    r.tensor = tensor;
+    r.input = input;
+    RowMatrix xq = x;
+    RowMatrix wq = w;
+    const auto in_spec = plan.resolve(in_role, layer, kind, n_layers);
+    const auto w_spec = plan.resolve(w_role, layer, kind, n_layers);
+    r.input_format = in_spec ? in_spec->format : "none";
+    r.weight_format = w_spec ? w_spec->format : "none";
+    r.gemm = plan.resolve_gemm(layer, kind, n_layers);
+    engine::QuantPoint p;
+    p.layer = layer;
+    p.kind = kind;
+    p.tensor = input;
+    if (in_spec) {
+      p.role = in_role;
+      quantizers.make(*in_spec)->apply(xq, p);
+    }
+    if (w_spec) {
+      p.role = w_role;
+      p.tensor = tensor;
+      p.axis = 1;
+      quantizers.make(*w_spec)->apply(wq, p);
+    }
+    RowMatrix y;
+    const std::string af = in_spec ? in_spec->format : std::string();
+    const std::string bf = w_spec ? w_spec->format : std::string();
+    gemms.make(r.gemm)->nt(xq, wq, y, engine::GemmPoint{layer, kind, tensor, af, bf});
+    const engine::RowMatrixD xd = x.cast<double>();
+    const engine::RowMatrixD wd = w.cast<double>();
+    engine::RowMatrixD yd;
+    engine::linear(xd, wd, engine::Vec<double>(), yd);
+    const RowMatrix yref = yd.cast<float>();
+    r.input_error = compare(span_of(x), span_of(xq));
+    r.weight_error = compare(span_of(w), span_of(wq));
+    r.output_error = compare(span_of(yref), span_of(y));
+    rows.push_back(std::move(r));
+  };
+  using engine::LayerKind;
+  using engine::Role;
+  for (int l = 0; l < n_layers; ++l) {
+    const auto& w = model.layers[static_cast<std::size_t>(l)];
+    const std::string p = "layers/" + std::to_string(l) + "/";
+    const Eigen::Index dim = model.config.dim;
+    const RowMatrix qkv = read(p + "attention/qkv_input", dim);
+    one(l, LayerKind::attention, "wq", p + "attention/qkv_input", qkv, w.wq, Role::linear_input, Role::weights);
+    one(l, LayerKind::attention, "wk", p + "attention/qkv_input", qkv, w.wk, Role::linear_input, Role::weights);
+    one(l, LayerKind::attention, "wv", p + "attention/qkv_input", qkv, w.wv, Role::linear_input, Role::weights);
+    one(l, LayerKind::attention, "wo", p + "attention/wo_input", read(p + "attention/wo_input", w.wo.cols()), w.wo,
+        Role::linear_input, Role::weights);
+    const RowMatrix ff = read(p + "feed_forward/w1_w3_input", dim);
+    one(l, LayerKind::mlp, "w1", p + "feed_forward/w1_w3_input", ff, w.w1, Role::linear_input, Role::weights);
+    if (w.w3.size() != 0) {
+      one(l, LayerKind::mlp, "w3", p + "feed_forward/w1_w3_input", ff, w.w3, Role::linear_input, Role::weights);
+    }
+    one(l, LayerKind::mlp, "w2", p + "feed_forward/w2_input", read(p + "feed_forward/w2_input", w.w2.cols()), w.w2,
+        Role::linear_input, Role::weights);
+  }
+  if (f.exists("output_input")) {
+    one(-1, LayerKind::head, "output", "output_input", read("output_input", model.config.dim), model.output,
+        Role::lm_head_input, Role::lm_head);
+  }
+  return rows;
+}
+
+}  // namespace lpemu::metrics

@@ -1,0 +1,3 @@
+target_sources(lpemu PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/metrics.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/model_eval.cpp)
