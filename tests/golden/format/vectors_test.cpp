@@ -108,7 +108,10 @@ TEST_CASE("every golden vector file names its source and parses", "[format][gold
     VectorFile v;
     REQUIRE_NOTHROW(v = load_file(p));
     CHECK(!v.source.empty());
-    CHECK(!v.cases.empty());
+    // Block-format (mx/) and datapath (tensor-cores/) files hold other kinds of cases, read by
+    // their own layers' golden tests; every element-format file must hold cases.
+    const std::string dir = p.parent_path().filename().string();
+    if (dir != "mx" && dir != "tensor-cores") CHECK(!v.cases.empty());
   }
 }
 
