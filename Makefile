@@ -29,7 +29,7 @@ test: build
 	ctest --preset $(PRESET) -j $(JOBS)
 
 demo: build
-	@bash scripts/demo.sh $(LPEMU)
+	@bash experiments/demo.sh $(LPEMU)
 
 bench: build
 	@for b in $(BUILD_DIR)/bench/lpemu_bench_*; do echo "== $$b"; $$b; done

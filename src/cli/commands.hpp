@@ -13,5 +13,7 @@ void register_formats(CLI::App& app, Context& ctx);
 void register_convert(CLI::App& app, Context& ctx);
 /// `lpemu run`, `lpemu eval`, `lpemu replay`.
 void register_engine(CLI::App& app, Context& ctx);
+/// `lpemu proposal` and `lpemu proposal verify`.
+void register_proposal(CLI::App& app, Context& ctx);
 
 }  // namespace lpemu::cli

@@ -83,7 +83,7 @@ Fast make_fast(const Format& f, const ConvertOptions& o, std::uint64_t index0) {
   p.is_signed = f.is_signed;
   p.neg_zero = f.has_negative_zero();
   // The special outcomes come from the generic path itself, so the two cannot disagree.
-  const double big = std::ldexp(1.0, 127);
+  const double big = std::ldexp(1.0, f.emax + 2);  // certainly beyond max finite (a double)
   for (int s = 0; s < 2; ++s) {
     const double sg = s ? -1.0 : 1.0;
     const auto code_of = [&](double x) {
@@ -92,7 +92,7 @@ Fast make_fast(const Format& f, const ConvertOptions& o, std::uint64_t index0) {
     p.nan_code[s] = code_of(std::copysign(std::numeric_limits<double>::quiet_NaN(), sg));
     p.inf_code[s] = code_of(sg * std::numeric_limits<double>::infinity());
     // A finite value far beyond max finite: the overflow outcome for this sign and mode.
-    p.ovf_code[s] = f.emax < 127 ? code_of(sg * big) : static_cast<std::uint32_t>(f.max_code | (s ? f.sign_bit() : 0));
+    p.ovf_code[s] = code_of(sg * big);
   }
   p.neg_code = f.is_signed ? 0 : static_cast<std::uint32_t>(detail::convert(f, -1.0, o, 0, 0.0).code);
   p.sr_bits = static_cast<std::uint32_t>(o.sr_bits);
