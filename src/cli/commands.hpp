@@ -13,6 +13,8 @@ void register_formats(CLI::App& app, Context& ctx);
 void register_convert(CLI::App& app, Context& ctx);
 /// `lpemu run`, `lpemu eval`, `lpemu replay`.
 void register_engine(CLI::App& app, Context& ctx);
+/// `lpemu sweep` and `lpemu sweep merge`.
+void register_sweep(CLI::App& app, Context& ctx);
 /// `lpemu proposal` and `lpemu proposal verify`.
 void register_proposal(CLI::App& app, Context& ctx);
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
 
 namespace lpemu::cli {
 
@@ -81,6 +82,39 @@ std::string format_real(double v) {
   char buf[64];
   const auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
   return std::string(buf, res.ptr);
+}
+
+std::vector<std::filesystem::path> data_search_dirs() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path d = exe.parent_path();
+    for (int i = 0; i < 3 && !d.empty(); ++i, d = d.parent_path()) dirs.push_back(d);
+  }
+#ifdef LPEMU_SOURCE_DIR
+  dirs.emplace_back(LPEMU_SOURCE_DIR);
+#endif
+  if (const char* env = std::getenv("LPEMU_DATA_DIR")) dirs.emplace_back(env);
+  dirs.push_back(fs::current_path());
+  return dirs;
+}
+
+std::unique_ptr<PlanTools> make_plan_tools(Context& ctx) {
+  auto t = std::make_unique<PlanTools>();
+  const format::Registry& formats = ctx.formats();
+  t->quantizers = engine::QuantizerFactory::with_element_formats(formats);
+  t->gemms = engine::GemmFactory::builtin();
+  t->tools.quantizers = &t->quantizers;
+  t->tools.gemms = &t->gemms;
+  for (const auto& d : data_search_dirs()) t->tools.search_dirs.push_back(d.string());
+  t->tools.bits_per_element = [&formats](const std::string& name) -> double {
+    if (name == "fp32" || name == "fp64") return name == "fp32" ? 32.0 : 64.0;
+    if (const format::Format* f = formats.find(name)) return f->bits;
+    return std::nan("");
+  };
+  return t;
 }
 
 }  // namespace lpemu::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   lpemu::cli::register_convert(app, ctx);
   lpemu::cli::register_engine(app, ctx);
   lpemu::cli::register_proposal(app, ctx);
+  lpemu::cli::register_sweep(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
