@@ -210,9 +210,15 @@ void run_error(Context& ctx, const ErrorFlags& f) {
     std::ofstream o(csv);
     if (!o) throw IoError(csv + ": cannot write");
     o << "datapath,k,dist,trials,mean_rel_error,max_rel_error\n";
-    std::vector<io::PlotSeries> series;
+    io::Plot plot;
+    plot.title = "Mean relative error vs K (" + f.dist + " inputs)";
+    plot.x_label = "K";
+    plot.y_label = "mean relative error";
+    plot.log_x = true;
+    plot.log_y = true;
     for (std::size_t d = 0; d < dps.size(); ++d) {
-      io::PlotSeries s{dps[d].name, {}, {}};
+      io::Series s;
+      s.label = dps[d].name;
       for (std::size_t ki = 0; ki < ks.size(); ++ki) {
         char line[256];
         std::snprintf(line, sizeof line, "%s,%zu,%s,%d,%.17g,%.17g\n", dps[d].name.c_str(), ks[ki], f.dist.c_str(),
@@ -221,12 +227,10 @@ void run_error(Context& ctx, const ErrorFlags& f) {
         s.x.push_back(static_cast<double>(ks[ki]));
         s.y.push_back(mean[d][ki]);
       }
-      series.push_back(std::move(s));
+      plot.series.push_back(std::move(s));
     }
     const std::string svg = f.out_dir + "/datapath_error.svg";
-    std::ofstream p(svg);
-    if (!p) throw IoError(svg + ": cannot write");
-    p << io::svg_line_plot({"Mean relative error vs K (" + f.dist + " inputs)", "K", "mean relative error"}, series);
+    io::write_svg(svg, plot);
     std::cout << "wrote " << csv << "\nwrote " << svg << "\n";
   }
 }

@@ -23,21 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<fs::path> search_dirs() {
-  std::vector<fs::path> dirs;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path d = exe.parent_path();
-    for (int i = 0; i < 3 && !d.empty(); ++i, d = d.parent_path()) dirs.push_back(d);
-  }
-#ifdef LPEMU_SOURCE_DIR
-  dirs.emplace_back(LPEMU_SOURCE_DIR);
-#endif
-  if (const char* env = std::getenv("LPEMU_DATA_DIR")) dirs.emplace_back(env);
-  dirs.push_back(fs::current_path());
-  return dirs;
-}
+std::vector<fs::path> search_dirs() { return data_search_dirs(); }
 
 struct ModelFlags {
   std::string model = "stories260K";

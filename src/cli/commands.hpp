@@ -21,5 +21,7 @@ void register_proposal(CLI::App& app, Context& ctx);
 void register_cost(CLI::App& app, Context& ctx);
 /// `lpemu dot`, `lpemu datapath-error`, `lpemu datapath list|show`.
 void register_datapath(CLI::App& app, Context& ctx);
+/// `lpemu sweep` and `lpemu sweep merge`.
+void register_sweep(CLI::App& app, Context& ctx);
 
 }  // namespace lpemu::cli

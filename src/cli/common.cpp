@@ -6,6 +6,8 @@
 #include <cstdlib>
 
 #include "lpemu/error.hpp"
+#include "lpemu/block/block_format.hpp"
+#include "lpemu/format/codec.hpp"
 
 namespace lpemu::cli {
 
@@ -81,6 +83,48 @@ std::string format_real(double v) {
   char buf[64];
   const auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
   return std::string(buf, res.ptr);
+}
+
+std::vector<std::filesystem::path> data_search_dirs() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path d = exe.parent_path();
+    for (int i = 0; i < 3 && !d.empty(); ++i, d = d.parent_path()) dirs.push_back(d);
+  }
+#ifdef LPEMU_SOURCE_DIR
+  dirs.emplace_back(LPEMU_SOURCE_DIR);
+#endif
+  if (const char* env = std::getenv("LPEMU_DATA_DIR")) dirs.emplace_back(env);
+  dirs.push_back(fs::current_path());
+  return dirs;
+}
+
+std::unique_ptr<PlanTools> make_plan_tools(Context& ctx) {
+  auto t = std::make_unique<PlanTools>();
+  const format::Registry& formats = ctx.formats();
+  t->quantizers = engine::QuantizerFactory::standard(formats);
+  t->gemms = engine::GemmFactory::builtin();
+  t->tools.quantizers = &t->quantizers;
+  t->tools.gemms = &t->gemms;
+  for (const auto& d : data_search_dirs()) t->tools.search_dirs.push_back(d.string());
+  t->tools.bits_per_element = [&formats](const std::string& name) -> double {
+    if (name == "fp32" || name == "fp64") return name == "fp32" ? 32.0 : 64.0;
+    if (const format::Format* f = formats.find(name)) return f->bits;
+    if (const block::BlockFormat* b = block::BlockRegistry::builtin().find(name)) {
+      // Element bits plus the scale amortised over the elements that share it.
+      const double scale_bits = b->scale_is_pow2 ? 8.0 : b->scale.bits;
+      switch (b->granularity) {
+        case block::Granularity::block: return b->element.bits + scale_bits / b->block_size;
+        case block::Granularity::tile: return b->element.bits + scale_bits / (b->tile_rows * b->tile_cols);
+        default: return b->element.bits;  // one scale per tensor, row or column: negligible
+      }
+    }
+    return std::nan("");
+  };
+  return t;
 }
 
 }  // namespace lpemu::cli

@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <tbb/global_control.h>
 
+#include "lpemu/engine/quantizer.hpp"
+#include "lpemu/experiment/sweep.hpp"
 #include "lpemu/format/registry.hpp"
 #include "lpemu/format/rounding.hpp"
 
@@ -29,6 +31,20 @@ struct Context {
   std::optional<format::Registry> formats_;
   std::unique_ptr<tbb::global_control> control_;
 };
+
+/// Directories where shipped models, plans and experiments are looked up: the executable's folder
+/// and its two parents, the source tree lpemu was built from, $LPEMU_DATA_DIR, the working dir.
+std::vector<std::filesystem::path> data_search_dirs();
+
+/// Everything a precision plan may name (formats, block formats, GEMM datapaths), built once.
+struct PlanTools {
+  engine::QuantizerFactory quantizers;
+  engine::GemmFactory gemms;
+  experiment::Toolbox tools;  ///< points into this object: PlanTools never moves
+};
+
+/// The plan tools for this invocation (honours --formats-dir and LPEMU_FORMATS_PATH).
+std::unique_ptr<PlanTools> make_plan_tools(Context& ctx);
 
 /// Strings behind the rounding/overflow options of one subcommand, parsed after CLI11 is done.
 struct ConvertFlags {

@@ -1,2 +1,6 @@
 target_sources(lpemu PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/proposal.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/proposal.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/experiment.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sweep.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/report.cpp
+)

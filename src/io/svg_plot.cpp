@@ -3,27 +3,36 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <sstream>
+
+#include "lpemu/error.hpp"
 
 namespace lpemu::io {
 namespace {
 
-const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+constexpr double kW = 760;
+constexpr double kH = 460;
+constexpr double kLeft = 80;
+constexpr double kRight = 190;  // legend column
+constexpr double kTop = 40;
+constexpr double kBottom = 60;
+const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+                               "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
-std::string escape(const std::string& s) {
-  std::string out;
+std::string esc(const std::string& s) {
+  std::string o;
   for (const char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
     }
   }
-  return out;
+  return o;
 }
 
 std::string num(double v) {
@@ -32,83 +41,120 @@ std::string num(double v) {
   return buf;
 }
 
+struct Axis {
+  double lo = 0, hi = 1;
+  bool log = false;
+  double map(double v, double a, double b) const {
+    const double t = log ? (std::log10(v) - lo) / (hi - lo) : (v - lo) / (hi - lo);
+    return a + t * (b - a);
+  }
+  bool ok(double v) const { return std::isfinite(v) && (!log || v > 0); }
+};
+
+Axis make_axis(const std::vector<double>& vals, bool log) {
+  Axis a;
+  a.log = log;
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -lo;
+  for (const double v : vals) {
+    if (!std::isfinite(v) || (log && v <= 0)) continue;
+    const double t = log ? std::log10(v) : v;
+    lo = std::min(lo, t);
+    hi = std::max(hi, t);
+  }
+  if (!std::isfinite(lo)) {
+    lo = 0;
+    hi = 1;
+  }
+  if (hi - lo < 1e-12) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  const double pad = (hi - lo) * 0.05;
+  a.lo = lo - pad;
+  a.hi = hi + pad;
+  return a;
+}
+
 }  // namespace
 
-std::string svg_line_plot(const PlotSpec& spec, const std::vector<PlotSeries>& series) {
-  const double left = 80, right = 200, top = 40, bottom = 60;
-  const double w = spec.width, h = spec.height;
-  const double pw = w - left - right, ph = h - top - bottom;
-  auto tx = [&](double v) { return spec.log_x ? std::log10(v) : v; };
-  auto ty = [&](double v) { return spec.log_y ? std::log10(v) : v; };
-  auto ok = [](double v, bool log) { return std::isfinite(v) && (!log || v > 0); };
-  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
-  for (const auto& s : series) {
-    for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!ok(s.x[i], spec.log_x) || !ok(s.y[i], spec.log_y)) continue;
-      x0 = std::min(x0, tx(s.x[i]));
-      x1 = std::max(x1, tx(s.x[i]));
-      y0 = std::min(y0, ty(s.y[i]));
-      y1 = std::max(y1, ty(s.y[i]));
-    }
+std::string render_svg(const Plot& plot) {
+  std::vector<double> xs;
+  std::vector<double> ys;
+  for (const auto& s : plot.series) {
+    xs.insert(xs.end(), s.x.begin(), s.x.end());
+    ys.insert(ys.end(), s.y.begin(), s.y.end());
   }
-  if (!std::isfinite(x0)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
-  if (spec.log_y) y0 = std::floor(y0), y1 = std::ceil(y1);
-  if (x1 <= x0) x1 = x0 + 1;
-  if (y1 <= y0) y1 = y0 + 1;
-  auto px = [&](double v) { return left + (tx(v) - x0) / (x1 - x0) * pw; };
-  auto py = [&](double v) { return top + ph - (ty(v) - y0) / (y1 - y0) * ph; };
-
+  const Axis ax = make_axis(xs, plot.log_x);
+  const Axis ay = make_axis(ys, plot.log_y);
+  const double x0 = kLeft, x1 = kW - kRight, y0 = kH - kBottom, y1 = kTop;
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
-    << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << w / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << escape(spec.title)
-    << "</text>\n"
-    << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kW << "\" height=\"" << kH << "\" viewBox=\"0 0 " << kW
+    << ' ' << kH << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  o << "<text x=\"" << (x0 + x1) / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << esc(plot.title)
+    << "</text>\n";
+  // Grid and ticks.
+  for (int i = 0; i <= 5; ++i) {
+    const double ty = ay.lo + (ay.hi - ay.lo) * i / 5;
+    const double py = y0 + (y1 - y0) * i / 5;
+    o << "<line x1=\"" << x0 << "\" y1=\"" << py << "\" x2=\"" << x1 << "\" y2=\"" << py
+      << "\" stroke=\"#ddd\"/>\n<text x=\"" << x0 - 6 << "\" y=\"" << py + 4 << "\" text-anchor=\"end\">"
+      << num(ay.log ? std::pow(10.0, ty) : ty) << "</text>\n";
+  }
+  if (!plot.x_tick_labels.empty()) {
+    for (std::size_t i = 0; i < plot.x_tick_labels.size(); ++i) {
+      const double px = ax.map(static_cast<double>(i), x0, x1);
+      o << "<text x=\"" << px << "\" y=\"" << y0 + 18 << "\" text-anchor=\"middle\">" << esc(plot.x_tick_labels[i])
+        << "</text>\n";
+    }
+  } else {
+    for (int i = 0; i <= 5; ++i) {
+      const double tx = ax.lo + (ax.hi - ax.lo) * i / 5;
+      const double px = x0 + (x1 - x0) * i / 5;
+      o << "<line x1=\"" << px << "\" y1=\"" << y0 << "\" x2=\"" << px << "\" y2=\"" << y1
+        << "\" stroke=\"#eee\"/>\n<text x=\"" << px << "\" y=\"" << y0 + 18 << "\" text-anchor=\"middle\">"
+        << num(ax.log ? std::pow(10.0, tx) : tx) << "</text>\n";
+    }
+  }
+  o << "<rect x=\"" << x0 << "\" y=\"" << y1 << "\" width=\"" << x1 - x0 << "\" height=\"" << y0 - y1
     << "\" fill=\"none\" stroke=\"black\"/>\n";
-  // Ticks: integer powers of ten on log axes, 5 even steps otherwise.
-  auto ticks = [](double lo, double hi, bool log) {
-    std::vector<double> t;
-    if (log) {
-      const double step = std::max(1.0, std::ceil((hi - lo) / 8));
-      for (double e = std::ceil(lo); e <= hi + 1e-9; e += step) t.push_back(e);
-    } else {
-      for (int i = 0; i <= 5; ++i) t.push_back(lo + (hi - lo) * i / 5);
+  o << "<text x=\"" << (x0 + x1) / 2 << "\" y=\"" << kH - 18 << "\" text-anchor=\"middle\">" << esc(plot.x_label)
+    << "</text>\n";
+  o << "<text transform=\"translate(18," << (y0 + y1) / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
+    << esc(plot.y_label) << "</text>\n";
+  // Series and legend.
+  for (std::size_t s = 0; s < plot.series.size(); ++s) {
+    const auto& se = plot.series[s];
+    const char* color = kColors[s % (sizeof kColors / sizeof kColors[0])];
+    std::string path;
+    for (std::size_t i = 0; i < se.x.size() && i < se.y.size(); ++i) {
+      if (!ax.ok(se.x[i]) || !ay.ok(se.y[i])) continue;
+      const double px = ax.map(se.x[i], x0, x1);
+      const double py = ay.map(se.y[i], y0, y1);
+      path += (path.empty() ? "M" : " L") + num(px) + "," + num(py);
+      if (se.markers) o << "<circle cx=\"" << px << "\" cy=\"" << py << "\" r=\"3.5\" fill=\"" << color << "\"/>\n";
+      if (i < se.point_labels.size()) {
+        o << "<text x=\"" << px + 5 << "\" y=\"" << py - 5 << "\" font-size=\"10\">" << esc(se.point_labels[i])
+          << "</text>\n";
+      }
     }
-    return t;
-  };
-  for (const double t : ticks(x0, x1, spec.log_x)) {
-    const double v = spec.log_x ? std::pow(10.0, t) : t;
-    const double x = px(v);
-    o << "<line x1=\"" << x << "\" y1=\"" << top + ph << "\" x2=\"" << x << "\" y2=\"" << top
-      << "\" stroke=\"#ddd\"/><text x=\"" << x << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">"
-      << num(v) << "</text>\n";
-  }
-  for (const double t : ticks(y0, y1, spec.log_y)) {
-    const double v = spec.log_y ? std::pow(10.0, t) : t;
-    const double y = py(v);
-    o << "<line x1=\"" << left << "\" y1=\"" << y << "\" x2=\"" << left + pw << "\" y2=\"" << y
-      << "\" stroke=\"#ddd\"/><text x=\"" << left - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">" << num(v)
-      << "</text>\n";
-  }
-  o << "<text x=\"" << left + pw / 2 << "\" y=\"" << h - 18 << "\" text-anchor=\"middle\">" << escape(spec.x_label)
-    << "</text>\n<text transform=\"translate(18," << top + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
-    << escape(spec.y_label) << "</text>\n";
-  for (std::size_t s = 0; s < series.size(); ++s) {
-    const char* colour = kColours[s % (sizeof kColours / sizeof kColours[0])];
-    o << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\" points=\"";
-    for (std::size_t i = 0; i < series[s].x.size() && i < series[s].y.size(); ++i) {
-      if (!ok(series[s].x[i], spec.log_x) || !ok(series[s].y[i], spec.log_y)) continue;
-      o << px(series[s].x[i]) << "," << py(series[s].y[i]) << " ";
+    if (se.lines && !path.empty()) {
+      o << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.8\"/>\n";
     }
-    o << "\"/>\n";
-    const double ly = top + 16 + 18 * static_cast<double>(s);
-    o << "<line x1=\"" << left + pw + 12 << "\" y1=\"" << ly - 4 << "\" x2=\"" << left + pw + 36 << "\" y2=\""
-      << ly - 4 << "\" stroke=\"" << colour << "\" stroke-width=\"2\"/><text x=\"" << left + pw + 42 << "\" y=\""
-      << ly << "\">" << escape(series[s].name) << "</text>\n";
+    const double ly = kTop + 14 + 18 * static_cast<double>(s);
+    o << "<rect x=\"" << x1 + 14 << "\" y=\"" << ly - 9 << "\" width=\"12\" height=\"12\" fill=\"" << color
+      << "\"/>\n<text x=\"" << x1 + 32 << "\" y=\"" << ly + 1 << "\">" << esc(se.label) << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();
+}
+
+void write_svg(const std::filesystem::path& file, const Plot& plot) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) throw IoError(file.string() + ": cannot open for writing");
+  out << render_svg(plot);
+  if (!out) throw IoError(file.string() + ": write failed");
 }
 
 }  // namespace lpemu::io

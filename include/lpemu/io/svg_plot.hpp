@@ -1,30 +1,36 @@
-// A tiny dependency-free SVG line plot (error-vs-K plots of datapaths, DESIGN.md "Outputs").
+// Dependency-free SVG charts (line and scatter plots) for reports.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace lpemu::io {
 
-/// One line of a plot: points (x[i], y[i]); non-finite or non-positive values on a log axis are skipped.
-struct PlotSeries {
-  std::string name;
+/// One data series; non-finite points are skipped.
+struct Series {
+  std::string label;
   std::vector<double> x;
   std::vector<double> y;
+  bool lines = true;                     ///< join points with lines
+  bool markers = true;                   ///< draw a marker at each point
+  std::vector<std::string> point_labels;  ///< optional text beside each point
 };
 
-/// Axes, labels and size of a line plot.
-struct PlotSpec {
+/// A chart: axes, titles and series.
+struct Plot {
   std::string title;
   std::string x_label;
   std::string y_label;
-  bool log_x = true;
-  bool log_y = true;
-  int width = 720;
-  int height = 480;
+  bool log_x = false;
+  bool log_y = false;
+  std::vector<Series> series;
+  std::vector<std::string> x_tick_labels;  ///< optional: categorical ticks at x = 0, 1, ...
 };
 
-/// The SVG document of a line plot with a legend.
-std::string svg_line_plot(const PlotSpec& spec, const std::vector<PlotSeries>& series);
+/// The chart as an SVG document.
+std::string render_svg(const Plot& plot);
+/// Writes the chart to `file`; throws IoError.
+void write_svg(const std::filesystem::path& file, const Plot& plot);
 
 }  // namespace lpemu::io

@@ -1,0 +1,45 @@
+// Experiments as data (issue 6): a TOML file naming the source (a model and a text, optionally
+// recorded activations to replay), the plans to compare (listed, inline, or a grid of formats ×
+// GEMM datapaths), options and the output directory. Format in README.md "Experiments".
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lpemu::experiment {
+
+/// One plan of an experiment: a plan name/path, or an inline plan document.
+struct PlanSpec {
+  std::string label;        ///< unique within the experiment
+  std::string plan;         ///< plan name or path (empty when inline)
+  std::string inline_toml;  ///< an inline plan document (empty when `plan` is set)
+};
+
+/// A parsed experiment file.
+struct Experiment {
+  std::string name;
+  std::string description;
+  std::filesystem::path origin;        ///< the file
+  std::string model = "stories260K";   ///< model name or path
+  std::filesystem::path text;          ///< text to score (resolved against the file's folder)
+  std::filesystem::path activations;   ///< recorded activations to replay; empty = none
+  int max_tokens = 0;                  ///< score at most this many tokens (0 = all)
+  std::string reference = "fp32";      ///< the reference plan
+  bool attribution = false;            ///< also quantise one role at a time
+  std::filesystem::path out_dir;       ///< default output directory
+  std::vector<PlanSpec> plans;
+
+  /// A hash of everything that determines the results (to refuse mixing runs when resuming).
+  std::string fingerprint() const;
+};
+
+/// Parses an experiment document; relative input paths resolve against `origin`'s folder, the
+/// output directory against the working directory. Errors name origin:line, field, value.
+Experiment parse_experiment_toml(std::string_view text, const std::filesystem::path& origin);
+/// Loads an experiment file; throws IoError/SpecError.
+Experiment load_experiment(const std::filesystem::path& file);
+
+}  // namespace lpemu::experiment

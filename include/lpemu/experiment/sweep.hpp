@@ -1,0 +1,90 @@
+// Running an experiment's plans (`lpemu sweep`), resuming, sharding over a batch scheduler and
+// merging shards. Each plan's result is a file out/plans/NNNN.h5; the summary files (results.h5,
+// results.csv, report.md, plots) are built from those files alone, in plan order, so a merged set
+// of shards gives exactly the files of a single run.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lpemu/engine/plan.hpp"
+#include "lpemu/engine/quantizer.hpp"
+#include "lpemu/experiment/experiment.hpp"
+#include "lpemu/metrics/model_eval.hpp"
+
+namespace lpemu::experiment {
+
+/// The quantisers and GEMM strategies plans may name, and the storage cost of a format.
+struct Toolbox {
+  const engine::QuantizerFactory* quantizers = nullptr;
+  const engine::GemmFactory* gemms = nullptr;
+  std::vector<std::string> search_dirs;  ///< where plan and model names are looked up
+  /// Bits per element a format costs in memory, scale overhead included; NaN if unknown.
+  std::function<double(const std::string& format)> bits_per_element;
+};
+
+/// Progress of a sweep, reported after each plan.
+struct Progress {
+  std::size_t done = 0;       ///< plans finished (computed or resumed) in this shard
+  std::size_t total = 0;      ///< plans in this shard
+  std::string label;          ///< the plan just finished
+  bool resumed = false;       ///< taken from an earlier run's file
+  double elapsed_s = 0;
+  double remaining_s = 0;     ///< estimate
+};
+
+/// How to run a sweep.
+struct SweepOptions {
+  std::filesystem::path out;  ///< output directory (default: the experiment's)
+  int jobs = 1;               ///< plans evaluated concurrently
+  int shard = 0;              ///< this shard, 0..shards-1
+  int shards = 1;             ///< number of shards (plans i with i % shards == shard)
+  bool force = false;         ///< recompute plans whose results exist
+  std::function<void(const Progress&)> on_progress;
+};
+
+/// Attribution of one role: the plan with only that role quantised.
+struct RoleShare {
+  std::string role;
+  std::string format;
+  double mean_kl = 0;
+  double delta_nll = 0;
+};
+
+/// Everything measured for one plan.
+struct PlanResult {
+  std::size_t index = 0;
+  std::string label;
+  std::string plan_name;
+  std::string weight_format;  ///< format of the `weights` role in the first block ("fp32" if none)
+  std::string gemm;
+  double weight_bits = 32;    ///< bits per weight element, scale overhead included
+  metrics::EvalResult eval;
+  std::vector<metrics::ReplayRow> replay;
+  std::vector<RoleShare> attribution;
+  double seconds = 0;
+};
+
+/// Paths of the files a sweep or merge wrote.
+struct SweepFiles {
+  std::filesystem::path dir, results_h5, results_csv, report_md;
+  std::vector<std::filesystem::path> plots;
+};
+
+/// Runs (or resumes) this shard's plans and, when the output holds every plan, writes the summary.
+SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOptions& options);
+/// Joins shard directories into `out` (plan files copied, summary rebuilt); throws if they
+/// come from different experiments or a plan is missing.
+SweepFiles merge_sweeps(const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& out);
+/// Rebuilds results.h5, results.csv, report.md and plots of `dir` from its plan files.
+SweepFiles write_summary(const std::filesystem::path& dir);
+
+/// Writes one plan's result file.
+void save_plan_result(const std::filesystem::path& file, const PlanResult& r, const std::string& fingerprint);
+/// Reads one plan's result file; `fingerprint` receives the experiment fingerprint stored in it.
+PlanResult load_plan_result(const std::filesystem::path& file, std::string* fingerprint = nullptr);
+
+}  // namespace lpemu::experiment

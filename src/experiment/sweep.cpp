@@ -1,0 +1,479 @@
+#include "lpemu/experiment/sweep.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "lpemu/engine/model.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/io/hdf5.hpp"
+#include "lpemu/io/sha256.hpp"
+#include "experiment/sweep_detail.hpp"
+
+namespace lpemu::experiment {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kManifest = "EXPERIMENT";
+
+std::string plan_file_name(std::size_t index) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04zu.h5", index);
+  return buf;
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The small record beside the plan files: fingerprint, experiment name, plan count and labels.
+struct Manifest {
+  std::string fingerprint;
+  std::string name;
+  std::string model;
+  std::vector<std::string> labels;
+};
+
+void write_manifest(const fs::path& dir, const Manifest& m) {
+  std::ofstream out(dir / kManifest, std::ios::trunc);
+  out << "fingerprint " << m.fingerprint << "\nname " << m.name << "\nmodel " << m.model << "\n";
+  for (const auto& l : m.labels) out << "plan " << l << "\n";
+  if (!out) throw IoError((dir / kManifest).string() + ": write failed");
+}
+
+Manifest read_manifest(const fs::path& dir) {
+  std::ifstream in(dir / kManifest);
+  if (!in) throw IoError(dir.string() + ": not a sweep output directory (no " + kManifest + " file)");
+  Manifest m;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto sp = line.find(' ');
+    const std::string key = line.substr(0, sp);
+    const std::string val = sp == std::string::npos ? "" : line.substr(sp + 1);
+    if (key == "fingerprint") m.fingerprint = val;
+    else if (key == "name") m.name = val;
+    else if (key == "model") m.model = val;
+    else if (key == "plan") m.labels.push_back(val);
+  }
+  if (m.fingerprint.empty()) throw IoError((dir / kManifest).string() + ": malformed (no fingerprint)");
+  return m;
+}
+
+engine::PrecisionPlan build_plan(const PlanSpec& spec, const Toolbox& tools, const fs::path& origin) {
+  if (!spec.inline_toml.empty()) {
+    return engine::parse_plan_toml(spec.inline_toml, origin.string() + " [plan '" + spec.label + "']",
+                                   *tools.quantizers, *tools.gemms);
+  }
+  return engine::load_plan(spec.plan, *tools.quantizers, *tools.gemms, tools.search_dirs);
+}
+
+// The plan with only `role` quantised (every other role and the GEMM left at the reference).
+engine::PrecisionPlan only_role(const engine::PrecisionPlan& plan, engine::Role role) {
+  engine::PrecisionPlan p = plan;
+  p.gemm.reset();
+  const auto keep = [&](std::vector<engine::PrecisionPlan::Entry>& es) {
+    es.erase(std::remove_if(es.begin(), es.end(), [&](const auto& e) { return e.role != role; }), es.end());
+  };
+  keep(p.roles);
+  for (auto& o : p.overrides) {
+    keep(o.entries);
+    o.gemm.reset();
+  }
+  return p;
+}
+
+// The plan with only its GEMM datapaths (no quantised roles).
+engine::PrecisionPlan only_gemm(const engine::PrecisionPlan& plan) {
+  engine::PrecisionPlan p = plan;
+  p.roles.clear();
+  for (auto& o : p.overrides) o.entries.clear();
+  return p;
+}
+
+bool role_used(const engine::PrecisionPlan& plan, engine::Role role, int n_layers) {
+  for (int l = -1; l < n_layers; ++l) {
+    for (const auto kind : {engine::LayerKind::attention, engine::LayerKind::mlp, engine::LayerKind::head}) {
+      if (plan.resolve(role, l, kind, n_layers)) return true;
+    }
+  }
+  return false;
+}
+
+PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experiment& exp, const Toolbox& tools,
+                         const engine::Model& model, const engine::PrecisionPlan& reference,
+                         const std::vector<int>& tokens) {
+  const auto t0 = Clock::now();
+  PlanResult r;
+  r.index = index;
+  r.label = spec.label;
+  const engine::PrecisionPlan plan = build_plan(spec, tools, exp.origin);
+  r.plan_name = plan.name;
+  const int n_layers = model.config.n_layers;
+  const auto w = plan.resolve(engine::Role::weights, 0, engine::LayerKind::attention, n_layers);
+  r.weight_format = w ? w->format : (plan.compute == engine::Compute::fp64 ? "fp64" : "fp32");
+  r.gemm = plan.resolve_gemm(0, engine::LayerKind::attention, n_layers);
+  r.weight_bits = tools.bits_per_element ? tools.bits_per_element(r.weight_format) : std::nan("");
+  r.eval = metrics::evaluate(model, plan, reference, tokens, *tools.quantizers, *tools.gemms);
+  if (!exp.activations.empty()) r.replay = metrics::replay(exp.activations, model, plan, *tools.quantizers, *tools.gemms);
+  if (exp.attribution && !plan.is_reference()) {
+    for (const auto role : engine::kAllRoles) {
+      if (!role_used(plan, role, n_layers)) continue;
+      const auto only = only_role(plan, role);
+      const auto e = metrics::evaluate(model, only, reference, tokens, *tools.quantizers, *tools.gemms);
+      const auto spec0 = plan.resolve(role, 0, engine::LayerKind::attention, n_layers);
+      r.attribution.push_back({std::string(engine::to_string(role)), spec0 ? spec0->format : "(per layer)", e.mean_kl,
+                               e.mean_nll - e.ref_mean_nll});
+    }
+    if (r.gemm != "eigen") {
+      const auto e = metrics::evaluate(model, only_gemm(plan), reference, tokens, *tools.quantizers, *tools.gemms);
+      r.attribution.push_back({"gemm", r.gemm, e.mean_kl, e.mean_nll - e.ref_mean_nll});
+    }
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+// ---- plan result files ------------------------------------------------------------------------
+
+void write_stats(io::H5File& f, const std::string& prefix, const std::vector<std::string>& names,
+                 const std::vector<metrics::ErrorStats>& s) {
+  if (names.empty()) return;
+  std::vector<double> sq, ms, mx;
+  for (const auto& e : s) {
+    sq.push_back(e.sqnr_db);
+    ms.push_back(e.mse);
+    mx.push_back(e.max_abs);
+  }
+  f.write_strings(prefix + "/names", names);
+  f.write_doubles(prefix + "/sqnr_db", {sq.size()}, sq.data());
+  f.write_doubles(prefix + "/mse", {ms.size()}, ms.data());
+  f.write_doubles(prefix + "/max_abs", {mx.size()}, mx.data());
+}
+
+std::vector<metrics::ErrorStats> read_stats(const io::H5File& f, const std::string& prefix,
+                                            std::vector<std::string>& names) {
+  std::vector<metrics::ErrorStats> out;
+  if (!f.exists(prefix + "/names")) return out;
+  names = f.read_strings(prefix + "/names");
+  const auto sq = f.read_doubles(prefix + "/sqnr_db");
+  const auto ms = f.read_doubles(prefix + "/mse");
+  const auto mx = f.read_doubles(prefix + "/max_abs");
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    metrics::ErrorStats e;
+    e.sqnr_db = sq.at(i);
+    e.mse = ms.at(i);
+    e.max_abs = mx.at(i);
+    out.push_back(e);
+  }
+  return out;
+}
+
+template <class T>
+std::vector<double> as_doubles(const std::vector<T>& v) {
+  return {v.begin(), v.end()};
+}
+
+}  // namespace
+
+void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult& r, const std::string& fingerprint) {
+  const std::string g = prefix.empty() ? "/" : prefix;
+  if (!prefix.empty()) f.ensure_group(prefix);
+  {
+    f.set_attr(g, "fingerprint", fingerprint);
+    f.set_attr(g, "label", r.label);
+    f.set_attr(g, "plan_name", r.plan_name);
+    f.set_attr(g, "weight_format", r.weight_format);
+    f.set_attr(g, "gemm", r.gemm);
+    f.set_attr(g, "weight_bits", r.weight_bits);
+    f.set_attr(g, "index", static_cast<std::int64_t>(r.index));
+    const auto& e = r.eval;
+    f.set_attr(g, "mean_nll", e.mean_nll);
+    f.set_attr(g, "perplexity", e.perplexity);
+    f.set_attr(g, "ref_mean_nll", e.ref_mean_nll);
+    f.set_attr(g, "ref_perplexity", e.ref_perplexity);
+    f.set_attr(g, "mean_kl", e.mean_kl);
+    f.set_attr(g, "max_kl", e.max_kl);
+    f.set_attr(g, "top1_agreement", e.top1_agreement);
+    f.set_attr(g, "logits_sqnr_db", e.logits.sqnr_db);
+    f.set_attr(g, "logits_mse", e.logits.mse);
+    f.set_attr(g, "logits_max_abs", e.logits.max_abs);
+    const std::vector<std::int64_t> toks(e.tokens.begin(), e.tokens.end());
+    const std::vector<std::int64_t> top(e.top1_agree.begin(), e.top1_agree.end());
+    f.write_ints(prefix + "/tokens", {toks.size()}, toks.data());
+    f.write_doubles(prefix + "/nll", {e.nll.size()}, e.nll.data());
+    f.write_doubles(prefix + "/ref_nll", {e.ref_nll.size()}, e.ref_nll.data());
+    f.write_doubles(prefix + "/kl", {e.kl.size()}, e.kl.data());
+    f.write_ints(prefix + "/top1_agree", {top.size()}, top.data());
+    std::vector<std::string> names;
+    std::vector<metrics::ErrorStats> stats;
+    for (const auto& [n, s] : e.residual) {
+      names.push_back(n);
+      stats.push_back(s);
+    }
+    write_stats(f, prefix + "/residual", names, stats);
+    if (!r.replay.empty()) {
+      std::vector<std::string> tensor, input, ifmt, wfmt, gemm;
+      std::vector<std::int64_t> layer;
+      std::vector<metrics::ErrorStats> in_e, w_e, out_e;
+      for (const auto& row : r.replay) {
+        layer.push_back(row.layer);
+        tensor.push_back(row.tensor);
+        input.push_back(row.input);
+        ifmt.push_back(row.input_format);
+        wfmt.push_back(row.weight_format);
+        gemm.push_back(row.gemm);
+        in_e.push_back(row.input_error);
+        w_e.push_back(row.weight_error);
+        out_e.push_back(row.output_error);
+      }
+      f.write_ints(prefix + "/replay/layer", {layer.size()}, layer.data());
+      f.write_strings(prefix + "/replay/input", input);
+      f.write_strings(prefix + "/replay/input_format", ifmt);
+      f.write_strings(prefix + "/replay/weight_format", wfmt);
+      f.write_strings(prefix + "/replay/gemm", gemm);
+      write_stats(f, prefix + "/replay/input_error", tensor, in_e);
+      write_stats(f, prefix + "/replay/weight_error", tensor, w_e);
+      write_stats(f, prefix + "/replay/output_error", tensor, out_e);
+    }
+    if (!r.attribution.empty()) {
+      std::vector<std::string> role, fmt;
+      std::vector<double> kl, dn;
+      for (const auto& a : r.attribution) {
+        role.push_back(a.role);
+        fmt.push_back(a.format);
+        kl.push_back(a.mean_kl);
+        dn.push_back(a.delta_nll);
+      }
+      f.write_strings(prefix + "/attribution/role", role);
+      f.write_strings(prefix + "/attribution/format", fmt);
+      f.write_doubles(prefix + "/attribution/mean_kl", {kl.size()}, kl.data());
+      f.write_doubles(prefix + "/attribution/delta_nll", {dn.size()}, dn.data());
+    }
+  }
+}
+
+void save_plan_result(const fs::path& file, const PlanResult& r, const std::string& fingerprint) {
+  const fs::path tmp = file.string() + ".tmp";
+  fs::remove(tmp);
+  {
+    io::H5File f = io::H5File::open_rw(tmp);
+    write_plan_into(f, "", r, fingerprint);
+    f.set_attr("/", "seconds", r.seconds);  // timing: in the plan file only, not in the summary
+  }
+  fs::rename(tmp, file);  // a crash never leaves a half-written result that resume would trust
+}
+
+PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
+  const io::H5File f = io::H5File::open(file);
+  PlanResult r;
+  if (fingerprint != nullptr) *fingerprint = f.attr_string("/", "fingerprint");
+  r.label = f.attr_string("/", "label");
+  r.plan_name = f.attr_string("/", "plan_name");
+  r.weight_format = f.attr_string("/", "weight_format");
+  r.gemm = f.attr_string("/", "gemm");
+  r.weight_bits = f.attr_double("/", "weight_bits");
+  r.index = static_cast<std::size_t>(f.attr_int("/", "index"));
+  r.seconds = f.attr_double("/", "seconds");
+  auto& e = r.eval;
+  e.mean_nll = f.attr_double("/", "mean_nll");
+  e.perplexity = f.attr_double("/", "perplexity");
+  e.ref_mean_nll = f.attr_double("/", "ref_mean_nll");
+  e.ref_perplexity = f.attr_double("/", "ref_perplexity");
+  e.mean_kl = f.attr_double("/", "mean_kl");
+  e.max_kl = f.attr_double("/", "max_kl");
+  e.top1_agreement = f.attr_double("/", "top1_agreement");
+  e.logits.sqnr_db = f.attr_double("/", "logits_sqnr_db");
+  e.logits.mse = f.attr_double("/", "logits_mse");
+  e.logits.max_abs = f.attr_double("/", "logits_max_abs");
+  for (const auto t : f.read_ints("/tokens")) e.tokens.push_back(static_cast<int>(t));
+  e.nll = f.read_doubles("/nll");
+  e.ref_nll = f.read_doubles("/ref_nll");
+  e.kl = f.read_doubles("/kl");
+  for (const auto t : f.read_ints("/top1_agree")) e.top1_agree.push_back(static_cast<int>(t));
+  std::vector<std::string> names;
+  const auto stats = read_stats(f, "/residual", names);
+  for (std::size_t i = 0; i < stats.size(); ++i) e.residual.emplace_back(names[i], stats[i]);
+  if (f.exists("/replay/layer")) {
+    const auto layer = f.read_ints("/replay/layer");
+    const auto input = f.read_strings("/replay/input");
+    const auto ifmt = f.read_strings("/replay/input_format");
+    const auto wfmt = f.read_strings("/replay/weight_format");
+    const auto gemm = f.read_strings("/replay/gemm");
+    std::vector<std::string> tensor;
+    const auto in_e = read_stats(f, "/replay/input_error", tensor);
+    const auto w_e = read_stats(f, "/replay/weight_error", tensor);
+    const auto out_e = read_stats(f, "/replay/output_error", tensor);
+    for (std::size_t i = 0; i < layer.size(); ++i) {
+      metrics::ReplayRow row;
+      row.layer = static_cast<int>(layer[i]);
+      row.tensor = tensor.at(i);
+      row.input = input.at(i);
+      row.input_format = ifmt.at(i);
+      row.weight_format = wfmt.at(i);
+      row.gemm = gemm.at(i);
+      row.input_error = in_e.at(i);
+      row.weight_error = w_e.at(i);
+      row.output_error = out_e.at(i);
+      r.replay.push_back(row);
+    }
+  }
+  if (f.exists("/attribution/role")) {
+    const auto role = f.read_strings("/attribution/role");
+    const auto fmt = f.read_strings("/attribution/format");
+    const auto kl = f.read_doubles("/attribution/mean_kl");
+    const auto dn = f.read_doubles("/attribution/delta_nll");
+    for (std::size_t i = 0; i < role.size(); ++i) r.attribution.push_back({role[i], fmt.at(i), kl.at(i), dn.at(i)});
+  }
+  return r;
+}
+
+SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOptions& opt) {
+  if (tools.quantizers == nullptr || tools.gemms == nullptr) throw Error("run_sweep: toolbox has no factories");
+  if (opt.shards < 1 || opt.shard < 0 || opt.shard >= opt.shards) {
+    throw SpecError("--shard " + std::to_string(opt.shard) + "/" + std::to_string(opt.shards) +
+                    ": expected I/N with 0 <= I < N");
+  }
+  const fs::path out = opt.out.empty() ? exp.out_dir : opt.out;
+  fs::create_directories(out / "plans");
+  Manifest m{exp.fingerprint(), exp.name, exp.model, {}};
+  for (const auto& p : exp.plans) m.labels.push_back(p.label);
+  if (fs::exists(out / kManifest)) {
+    const Manifest old = read_manifest(out);
+    if (old.fingerprint != m.fingerprint && !opt.force) {
+      throw IoError(out.string() + ": holds results of a different experiment (or of an edited one); use another "
+                    "--out, or --force to discard them");
+    }
+    if (old.fingerprint != m.fingerprint) {
+      for (const auto& e : fs::directory_iterator(out / "plans")) fs::remove(e.path());
+    }
+  }
+  write_manifest(out, m);
+
+  std::vector<fs::path> dirs(tools.search_dirs.begin(), tools.search_dirs.end());
+  const engine::Model model = engine::load_model(engine::resolve_model_path(exp.model, dirs));
+  if (model.tokenizer.empty()) throw IoError(model.path.string() + ": model has no tokenizer to read the text with");
+  std::vector<int> tokens = model.tokenizer.encode(read_text(exp.text));
+  const auto limit = static_cast<std::size_t>(exp.max_tokens > 0 ? exp.max_tokens : model.config.seq_len);
+  if (tokens.size() > limit) tokens.resize(limit);
+  const engine::PrecisionPlan reference =
+      engine::load_plan(exp.reference, *tools.quantizers, *tools.gemms, tools.search_dirs);
+
+  std::vector<std::size_t> mine;
+  for (std::size_t i = 0; i < exp.plans.size(); ++i) {
+    if (static_cast<int>(i % static_cast<std::size_t>(opt.shards)) == opt.shard) mine.push_back(i);
+  }
+  const auto t0 = Clock::now();
+  std::mutex mu;
+  std::size_t done = 0;
+  double computed_s = 0;
+  std::size_t computed = 0;
+  const auto one = [&](std::size_t k) {
+    const std::size_t i = mine[k];
+    const fs::path file = out / "plans" / plan_file_name(i);
+    bool resumed = false;
+    if (fs::exists(file) && !opt.force) {
+      std::string fp;
+      const PlanResult old = load_plan_result(file, &fp);
+      resumed = fp == m.fingerprint && old.label == exp.plans[i].label;
+    }
+    double secs = 0;
+    if (!resumed) {
+      const PlanResult r = evaluate_plan(i, exp.plans[i], exp, tools, model, reference, tokens);
+      save_plan_result(file, r, m.fingerprint);
+      secs = r.seconds;
+    }
+    std::lock_guard lock(mu);
+    ++done;
+    if (!resumed) {
+      computed_s += secs;
+      ++computed;
+    }
+    if (opt.on_progress) {
+      Progress p;
+      p.done = done;
+      p.total = mine.size();
+      p.label = exp.plans[i].label;
+      p.resumed = resumed;
+      p.elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double per = computed > 0 ? computed_s / static_cast<double>(computed) : 0.0;
+      p.remaining_s = per * static_cast<double>(mine.size() - done) / std::max(1, opt.jobs);
+      opt.on_progress(p);
+    }
+  };
+  if (opt.jobs <= 1) {
+    for (std::size_t k = 0; k < mine.size(); ++k) one(k);
+  } else {
+    tbb::task_arena arena(opt.jobs);
+    arena.execute([&] {
+      tbb::parallel_for(std::size_t{0}, mine.size(), [&](std::size_t k) { one(k); });
+    });
+  }
+  for (std::size_t i = 0; i < exp.plans.size(); ++i) {
+    if (!fs::exists(out / "plans" / plan_file_name(i))) {
+      SweepFiles partial;
+      partial.dir = out;
+      return partial;  // a shard: the summary comes from `lpemu sweep merge`
+    }
+  }
+  return write_summary(out);
+}
+
+SweepFiles merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out) {
+  if (dirs.empty()) throw Error("sweep merge: no input directories");
+  const Manifest m = read_manifest(dirs.front());
+  for (const auto& d : dirs) {
+    if (read_manifest(d).fingerprint != m.fingerprint) {
+      throw IoError(d.string() + ": comes from a different experiment than " + dirs.front().string());
+    }
+  }
+  fs::create_directories(out / "plans");
+  if (fs::exists(out / kManifest) && read_manifest(out).fingerprint != m.fingerprint) {
+    throw IoError(out.string() + ": holds results of a different experiment");
+  }
+  write_manifest(out, m);
+  for (std::size_t i = 0; i < m.labels.size(); ++i) {
+    const std::string name = plan_file_name(i);
+    const fs::path target = out / "plans" / name;
+    std::string have = fs::exists(target) ? io::sha256_file(target) : "";
+    for (const auto& d : dirs) {
+      const fs::path src = d / "plans" / name;
+      if (!fs::exists(src) || fs::equivalent(d, out)) continue;
+      if (have.empty()) {
+        fs::copy_file(src, target);
+        have = io::sha256_file(target);
+      }
+    }
+    if (have.empty()) {
+      throw IoError("sweep merge: plan " + std::to_string(i) + " ('" + m.labels[i] + "') is in none of the directories");
+    }
+  }
+  return write_summary(out);
+}
+
+SweepFiles write_summary(const fs::path& dir) {
+  const Manifest m = read_manifest(dir);
+  std::vector<PlanResult> plans;
+  for (std::size_t i = 0; i < m.labels.size(); ++i) {
+    const fs::path file = dir / "plans" / plan_file_name(i);
+    if (!fs::exists(file)) throw IoError(file.string() + ": missing result of plan '" + m.labels[i] + "'");
+    std::string fp;
+    plans.push_back(load_plan_result(file, &fp));
+    if (fp != m.fingerprint) throw IoError(file.string() + ": made by a different experiment");
+  }
+  return write_report_files(dir, m.name, m.model, m.fingerprint, plans);
+}
+
+}  // namespace lpemu::experiment

@@ -1,0 +1,167 @@
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "lpemu/engine/model.hpp"
+#include "lpemu/engine/plan.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/experiment/sweep.hpp"
+#include "lpemu/format/registry.hpp"
+#include "lpemu/io/hdf5.hpp"
+#include "support/test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace lpemu;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Fixture {
+  fs::path dir;
+  engine::QuantizerFactory quantizers = engine::QuantizerFactory::with_element_formats(format::Registry::builtin());
+  engine::GemmFactory gemms = engine::GemmFactory::builtin();
+  experiment::Toolbox tools;
+
+  explicit Fixture(const std::string& name) : dir(fs::temp_directory_path() / name) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    tools.quantizers = &quantizers;
+    tools.gemms = &gemms;
+    tools.search_dirs = {test::source_path("")};
+    tools.bits_per_element = [](const std::string& f) { return f == "bf16" ? 16.0 : f == "fp8_e4m3" ? 8.0 : 32.0; };
+  }
+
+  fs::path write(const std::string& file, const std::string& text) const {
+    std::ofstream(dir / file) << text;
+    return dir / file;
+  }
+
+  std::string experiment_text(int max_tokens = 48) const {
+    return "name = \"t\"\n[source]\nmodel = \"" + test::source_path("data/models/stories260K/model.h5") +
+           "\"\ntext = \"" + test::source_path("data/models/stories260K/paragraph.txt") +
+           "\"\nmax_tokens = " + std::to_string(max_tokens) +
+           "\n[options]\nattribution = true\n"
+           "[[plan]]\nlabel = \"ref\"\nplan = \"fp32\"\n"
+           "[[plan]]\nlabel = \"bf16-weights\"\n[plan.roles]\nweights = \"bf16\"\n"
+           "[grid]\nformats = [\"fp8_e4m3\"]\nroles = [\"weights\", \"linear_input\"]\n";
+  }
+};
+
+TEST_CASE("a small sweep writes every output and agrees with a direct evaluation", "[experiment][unit]") {
+  Fixture fx("lpemu_sweep_small");
+  const auto exp = experiment::load_experiment(fx.write("e.toml", fx.experiment_text()));
+  REQUIRE(exp.plans.size() == 3);
+  CHECK(exp.plans[2].label == "fp8_e4m3");
+  experiment::SweepOptions opt;
+  opt.out = fx.dir / "out";
+  std::vector<experiment::Progress> progress;
+  opt.on_progress = [&](const experiment::Progress& p) { progress.push_back(p); };
+  const auto files = experiment::run_sweep(exp, fx.tools, opt);
+  REQUIRE(progress.size() == 3);
+  CHECK(progress.back().done == 3);
+  for (const auto& f : {files.results_h5, files.results_csv, files.report_md}) CHECK(fs::file_size(f) > 0);
+  REQUIRE(files.plots.size() == 2);
+  CHECK(slurp(files.plots[0]).rfind("<svg", 0) == 0);
+
+  // The fp8 plan's numbers equal a direct metrics::evaluate of the same plan.
+  const engine::Model model = engine::load_model(test::source_path("data/models/stories260K/model.h5"));
+  const auto plan = engine::parse_plan_toml(exp.plans[2].inline_toml, "grid", fx.quantizers, fx.gemms);
+  std::vector<int> tokens = model.tokenizer.encode(slurp(test::source_path("data/models/stories260K/paragraph.txt")));
+  tokens.resize(48);
+  const auto direct = metrics::evaluate(model, plan, engine::builtin_plan("fp32"), tokens, fx.quantizers, fx.gemms);
+  const auto stored = experiment::load_plan_result(fx.dir / "out" / "plans" / "0002.h5");
+  CHECK(stored.eval.mean_kl == direct.mean_kl);
+  CHECK(stored.eval.perplexity == direct.perplexity);
+  CHECK(stored.eval.kl == direct.kl);
+  CHECK(direct.mean_kl > 0);
+  CHECK_FALSE(stored.attribution.empty());
+  // The reference plan against itself has no error.
+  CHECK(experiment::load_plan_result(fx.dir / "out" / "plans" / "0000.h5").eval.mean_kl == 0.0);
+
+  const std::string csv = slurp(files.results_csv);
+  CHECK_THAT(csv, Catch::StartsWith("plan_index,plan,metric,value\n"));
+  CHECK_THAT(csv, Catch::Contains("2,fp8_e4m3,mean_kl,"));
+  const std::string md = slurp(files.report_md);
+  CHECK_THAT(md, Catch::Contains("| 1 | ref |"));
+  CHECK_THAT(md, Catch::Contains("Most damaging quantisation points"));
+  const io::H5File h5 = io::H5File::open(files.results_h5);
+  CHECK(h5.attr_int("/", "n_plans") == 3);
+  CHECK(h5.read_doubles("/plans/0002/kl") == direct.kl);
+}
+
+TEST_CASE("a sweep resumes, and refuses another experiment's results", "[experiment][unit]") {
+  Fixture fx("lpemu_sweep_resume");
+  const auto exp = experiment::load_experiment(fx.write("e.toml", fx.experiment_text(24)));
+  experiment::SweepOptions opt;
+  opt.out = fx.dir / "out";
+  experiment::run_sweep(exp, fx.tools, opt);
+  const std::string csv1 = slurp(fx.dir / "out" / "results.csv");
+  std::size_t resumed = 0;
+  opt.on_progress = [&](const experiment::Progress& p) { resumed += p.resumed ? 1 : 0; };
+  experiment::run_sweep(exp, fx.tools, opt);
+  CHECK(resumed == 3);
+  CHECK(slurp(fx.dir / "out" / "results.csv") == csv1);
+
+  const auto edited = experiment::load_experiment(fx.write("e2.toml", fx.experiment_text(25)));
+  CHECK_THROWS_WITH(experiment::run_sweep(edited, fx.tools, opt), Catch::Contains("different experiment"));
+}
+
+TEST_CASE("shards merged give the single-run results", "[experiment][unit]") {
+  Fixture fx("lpemu_sweep_shards");
+  const auto exp = experiment::load_experiment(fx.write("e.toml", fx.experiment_text(24)));
+  experiment::SweepOptions opt;
+  opt.out = fx.dir / "single";
+  const auto single = experiment::run_sweep(exp, fx.tools, opt);
+  for (int s = 0; s < 2; ++s) {
+    opt.out = fx.dir / ("shard" + std::to_string(s));
+    opt.shard = s;
+    opt.shards = 2;
+    const auto part = experiment::run_sweep(exp, fx.tools, opt);
+    CHECK(part.report_md.empty());  // a shard writes no summary
+  }
+  const auto merged = experiment::merge_sweeps({fx.dir / "shard0", fx.dir / "shard1"}, fx.dir / "merged");
+  CHECK(slurp(merged.results_csv) == slurp(single.results_csv));
+  CHECK(slurp(merged.report_md) == slurp(single.report_md));
+  CHECK_THROWS_WITH(experiment::merge_sweeps({fx.dir / "shard0"}, fx.dir / "m2"), Catch::Contains("in none of the"));
+  opt.shard = 2;
+  CHECK_THROWS_WITH(experiment::run_sweep(exp, fx.tools, opt), Catch::Contains("expected I/N"));
+}
+
+TEST_CASE("bad experiment files get clear errors", "[experiment][unit]") {
+  Fixture fx("lpemu_sweep_bad");
+  const std::string text = test::source_path("data/models/stories260K/paragraph.txt");
+  CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"/nope.txt\"\n[[plan]]\nplan=\"fp32\"\n",
+                                                      fx.dir / "a.toml"),
+                    Catch::Contains("a.toml:3: field 'source.text' = \"/nope.txt\": expected an existing text file"));
+  CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\nsauce = 1\n", fx.dir / "b.toml"),
+                    Catch::Contains("b.toml:2: field 'sauce' = 1: expected one of:"));
+  CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"" + text + "\"\n", fx.dir / "c.toml"),
+                    Catch::Contains("expected at least one [[plan]] or a [grid]"));
+  CHECK_THROWS_WITH(
+      experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"" + text +
+                                            "\"\n[[plan]]\nplan = \"fp32\"\n[[plan]]\nplan = \"fp32\"\n",
+                                        fx.dir / "d.toml"),
+      Catch::Contains("expected a label not used before"));
+  CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"" + text +
+                                                          "\"\n[[plan]]\nplan = \"fp32\"\n[plan.roles]\nweights=\"bf16\"\n",
+                                                      fx.dir / "e.toml"),
+                    Catch::Contains("not both"));
+  // An unknown format inside an inline plan is reported when the plan is built.
+  const auto exp = experiment::parse_experiment_toml(
+      "name = \"x\"\n[source]\nmodel = \"" + test::source_path("data/models/stories260K/model.h5") + "\"\ntext = \"" +
+          text + "\"\nmax_tokens = 8\n[[plan]]\nlabel = \"p\"\n[plan.roles]\nweights = \"fp9_e4m4\"\n",
+      fx.dir / "f.toml");
+  experiment::SweepOptions opt;
+  opt.out = fx.dir / "out";
+  CHECK_THROWS_WITH(experiment::run_sweep(exp, fx.tools, opt), Catch::Contains("fp9_e4m4"));
+}
+
+}  // namespace
