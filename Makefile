@@ -29,7 +29,7 @@ test: build
 	ctest --preset $(PRESET) -j $(JOBS)
 
 demo: build
-	@bash experiments/demo.sh $(LPEMU)
+	$(LPEMU) sweep experiments/default.toml --out out/default
 
 bench: build
 	@for b in $(BUILD_DIR)/bench/lpemu_bench_*; do echo "== $$b"; $$b; done

@@ -188,8 +188,8 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
         p.label = f + (gemm == "eigen" ? std::string() : "+" + gemm);
         std::ostringstream s;
         s << "name = \"" << p.label << "\"\n";
-        if (gemm != "eigen") s << "gemm = \"" << gemm << "\"\n";
         s << "[roles]\n";
+        if (gemm != "eigen") s << "gemm = \"" << gemm << "\"\n";
         for (const auto& r : roles) s << r << " = \"" << f << "\"\n";
         if (!keep.empty()) {
           s << "[[override]]\nlayers = [";
