@@ -44,9 +44,9 @@ struct Loaded {
   engine::PrecisionPlan plan;
 };
 
-Loaded load(Context& ctx, const ModelFlags& f) {
+Loaded load(Context& ctx, const ModelFlags& f, bool with_model = true) {
   Loaded l;
-  l.model = engine::load_model(engine::resolve_model_path(f.model, search_dirs()));
+  if (with_model) l.model = engine::load_model(engine::resolve_model_path(f.model, search_dirs()));
   l.quantizers = engine::QuantizerFactory::standard(ctx.formats());
   l.gemms = engine::GemmFactory::builtin();
   std::vector<std::string> dirs;
@@ -209,8 +209,12 @@ void register_engine(CLI::App& app, Context& ctx) {
   rp->add_flag("--json", rp_json, "print JSON instead of a table");
   rp->callback([&ctx] {
     ctx.apply_threads();
-    Loaded l = load(ctx, rp_flags);
-    const auto rows = metrics::replay(acts, l.model, l.plan, l.quantizers, l.gemms);
+    // A model-independent file (/linear/<name>) needs no model; the stories260K schema does.
+    const bool generic = metrics::is_linear_activations(acts);
+    Loaded l = load(ctx, rp_flags, !generic);
+    if (generic) l.model.config.name = "(recorded linear layers)";
+    const auto rows = generic ? metrics::replay_linear(acts, l.plan, l.quantizers, l.gemms)
+                              : metrics::replay(acts, l.model, l.plan, l.quantizers, l.gemms);
     if (rp_json) {
       std::cout << "{\"model\": " << json_str(l.model.config.name) << ", \"plan\": " << json_str(l.plan.name)
                 << ", \"rows\": [";

@@ -127,7 +127,11 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
   r.gemm = plan.resolve_gemm(0, engine::LayerKind::attention, n_layers);
   r.weight_bits = tools.bits_per_element ? tools.bits_per_element(r.weight_format) : std::nan("");
   r.eval = metrics::evaluate(model, plan, reference, tokens, *tools.quantizers, *tools.gemms);
-  if (!exp.activations.empty()) r.replay = metrics::replay(exp.activations, model, plan, *tools.quantizers, *tools.gemms);
+  if (!exp.activations.empty()) {
+    r.replay = metrics::is_linear_activations(exp.activations)
+                   ? metrics::replay_linear(exp.activations, plan, *tools.quantizers, *tools.gemms)
+                   : metrics::replay(exp.activations, model, plan, *tools.quantizers, *tools.gemms);
+  }
   if (exp.attribution && !plan.is_reference()) {
     for (const auto role : engine::kAllRoles) {
       if (!role_used(plan, role, n_layers)) continue;

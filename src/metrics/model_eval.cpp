@@ -121,6 +121,56 @@ EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& pla
   return e;
 }
 
+namespace {
+
+// One linear layer fed with a recorded input: quantise input and weight as the plan says, multiply
+// with the plan's GEMM, and compare with the exact (double) product of the unquantised operands.
+ReplayRow replay_one(int layer, engine::LayerKind kind, const std::string& tensor, const std::string& input,
+                   const RowMatrix& x, const RowMatrix& w, engine::Role in_role, engine::Role w_role,
+                   const engine::PrecisionPlan& plan, int n_layers, const engine::QuantizerFactory& quantizers,
+                   const engine::GemmFactory& gemms) {
+  ReplayRow r;
+  r.layer = layer;
+  r.tensor = tensor;
+  r.input = input;
+  RowMatrix xq = x;
+  RowMatrix wq = w;
+  const auto in_spec = plan.resolve(in_role, layer, kind, n_layers);
+  const auto w_spec = plan.resolve(w_role, layer, kind, n_layers);
+  r.input_format = in_spec ? in_spec->format : "none";
+  r.weight_format = w_spec ? w_spec->format : "none";
+  r.gemm = plan.resolve_gemm(layer, kind, n_layers);
+  engine::QuantPoint p;
+  p.layer = layer;
+  p.kind = kind;
+  p.tensor = input;
+  if (in_spec) {
+    p.role = in_role;
+    quantizers.make(*in_spec)->apply(xq, p);
+  }
+  if (w_spec) {
+    p.role = w_role;
+    p.tensor = tensor;
+    p.axis = 1;
+    quantizers.make(*w_spec)->apply(wq, p);
+  }
+  RowMatrix y;
+  const std::string af = in_spec ? in_spec->format : std::string();
+  const std::string bf = w_spec ? w_spec->format : std::string();
+  gemms.make(r.gemm)->nt(xq, wq, y, engine::GemmPoint{layer, kind, tensor, af, bf});
+  const engine::RowMatrixD xd = x.cast<double>();
+  const engine::RowMatrixD wd = w.cast<double>();
+  engine::RowMatrixD yd;
+  engine::linear(xd, wd, engine::Vec<double>(), yd);
+  const RowMatrix yref = yd.cast<float>();
+  r.input_error = compare(span_of(x), span_of(xq));
+  r.weight_error = compare(span_of(w), span_of(wq));
+  r.output_error = compare(span_of(yref), span_of(y));
+  return r;
+}
+
+}  // namespace
+
 std::vector<ReplayRow> replay(const std::filesystem::path& activations, const engine::Model& model,
                               const engine::PrecisionPlan& plan, const engine::QuantizerFactory& quantizers,
                               const engine::GemmFactory& gemms) {
@@ -138,44 +188,7 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
   };
   auto one = [&](int layer, engine::LayerKind kind, const std::string& tensor, const std::string& input,
                  const RowMatrix& x, const RowMatrix& w, engine::Role in_role, engine::Role w_role) {
-    ReplayRow r;
-    r.layer = layer;
-    r.tensor = tensor;
-    r.input = input;
-    RowMatrix xq = x;
-    RowMatrix wq = w;
-    const auto in_spec = plan.resolve(in_role, layer, kind, n_layers);
-    const auto w_spec = plan.resolve(w_role, layer, kind, n_layers);
-    r.input_format = in_spec ? in_spec->format : "none";
-    r.weight_format = w_spec ? w_spec->format : "none";
-    r.gemm = plan.resolve_gemm(layer, kind, n_layers);
-    engine::QuantPoint p;
-    p.layer = layer;
-    p.kind = kind;
-    p.tensor = input;
-    if (in_spec) {
-      p.role = in_role;
-      quantizers.make(*in_spec)->apply(xq, p);
-    }
-    if (w_spec) {
-      p.role = w_role;
-      p.tensor = tensor;
-      p.axis = 1;
-      quantizers.make(*w_spec)->apply(wq, p);
-    }
-    RowMatrix y;
-    const std::string af = in_spec ? in_spec->format : std::string();
-    const std::string bf = w_spec ? w_spec->format : std::string();
-    gemms.make(r.gemm)->nt(xq, wq, y, engine::GemmPoint{layer, kind, tensor, af, bf});
-    const engine::RowMatrixD xd = x.cast<double>();
-    const engine::RowMatrixD wd = w.cast<double>();
-    engine::RowMatrixD yd;
-    engine::linear(xd, wd, engine::Vec<double>(), yd);
-    const RowMatrix yref = yd.cast<float>();
-    r.input_error = compare(span_of(x), span_of(xq));
-    r.weight_error = compare(span_of(w), span_of(wq));
-    r.output_error = compare(span_of(yref), span_of(y));
-    rows.push_back(std::move(r));
+    rows.push_back(replay_one(layer, kind, tensor, input, x, w, in_role, w_role, plan, n_layers, quantizers, gemms));
   };
   using engine::LayerKind;
   using engine::Role;
@@ -200,6 +213,56 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
   if (f.exists("output_input")) {
     one(-1, LayerKind::head, "output", "output_input", read("output_input", model.config.dim), model.output,
         Role::lm_head_input, Role::lm_head);
+  }
+  return rows;
+}
+
+bool is_linear_activations(const std::filesystem::path& activations) {
+  const io::H5File f = io::H5File::open(activations);
+  return f.exists("/linear");
+}
+
+std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, const engine::PrecisionPlan& plan,
+                                     const engine::QuantizerFactory& quantizers, const engine::GemmFactory& gemms) {
+  const io::H5File f = io::H5File::open(activations);
+  if (!f.exists("/linear")) {
+    throw IoError(activations.string() + ": no /linear group (schema lpemu-linear-activations, data/README.md)");
+  }
+  struct Item {
+    std::string name;
+    int layer;
+    engine::LayerKind kind;
+  };
+  std::vector<Item> items;
+  int n_layers = 0;
+  for (const auto& name : f.list("/linear")) {
+    const std::string g = "/linear/" + name;
+    const int layer = f.has_attr(g, "layer") ? static_cast<int>(f.attr_int(g, "layer")) : -1;
+    const std::string kind = f.has_attr(g, "kind") ? f.attr_string(g, "kind") : "other";
+    const engine::LayerKind k = kind == "attention" ? engine::LayerKind::attention
+                                : kind == "mlp"     ? engine::LayerKind::mlp
+                                                    : engine::LayerKind::head;
+    items.push_back({name, layer, k});
+    n_layers = std::max(n_layers, layer + 1);
+  }
+  std::vector<ReplayRow> rows;
+  for (const auto& it : items) {
+    const std::string g = "/linear/" + it.name;
+    const io::Tensor x = f.read_floats(g + "/input");
+    const io::Tensor w = f.read_floats(g + "/weight");
+    if (x.shape.size() != 2 || w.shape.size() != 2 || x.shape[1] != w.shape[1]) {
+      throw ShapeError(activations.string() + ":" + g + ": input [tokens, in] and weight [out, in] disagree (input " +
+                       std::to_string(x.shape.size() == 2 ? x.shape[1] : 0) + " features, weight " +
+                       std::to_string(w.shape.size() == 2 ? w.shape[1] : 0) + ")");
+    }
+    RowMatrix xm(static_cast<Eigen::Index>(x.shape[0]), static_cast<Eigen::Index>(x.shape[1]));
+    std::copy(x.data.begin(), x.data.end(), xm.data());
+    RowMatrix wm(static_cast<Eigen::Index>(w.shape[0]), static_cast<Eigen::Index>(w.shape[1]));
+    std::copy(w.data.begin(), w.data.end(), wm.data());
+    const bool head = it.kind == engine::LayerKind::head;
+    rows.push_back(replay_one(it.layer, it.kind, it.name, g + "/input", xm, wm,
+                              head ? engine::Role::lm_head_input : engine::Role::linear_input,
+                              head ? engine::Role::lm_head : engine::Role::weights, plan, n_layers, quantizers, gemms));
   }
   return rows;
 }

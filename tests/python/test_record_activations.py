@@ -70,7 +70,7 @@ with tempfile.TemporaryDirectory() as d:
     r8 = subprocess.run([LPEMU, "replay", "--activations", out, "--plan", "fp8_e4m3", "--json"],
                         capture_output=True, text=True)
     check(r8.returncode == 0, f"lpemu replay fp8 exit {r8.returncode}: {r8.stderr}")
-    check('"output_sqnr_db"' in r8.stdout, "replay --json has output SQNR")
+    check('"output_error": {"sqnr_db"' in r8.stdout, "replay --json has output SQNR")
     bad = os.path.join(d, "bad.h5")
     with h5py.File(bad, "w") as f:
         f.create_dataset("linear/x/input", data=np.zeros((3, 4), np.float32))

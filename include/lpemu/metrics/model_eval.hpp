@@ -68,4 +68,13 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
                               const engine::PrecisionPlan& plan, const engine::QuantizerFactory& quantizers,
                               const engine::GemmFactory& gemms);
 
+/// True if `activations` follows the model-independent schema "lpemu-linear-activations" (a
+/// /linear/<name>/{input,weight} group per linear layer, as experiments/record_activations.py writes).
+bool is_linear_activations(const std::filesystem::path& activations);
+
+/// Feeds each /linear/<name>/input of a model-independent activations file through its own
+/// weight under the plan (roles linear_input/weights, or lm_head_input/lm_head for kind "head").
+std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, const engine::PrecisionPlan& plan,
+                                     const engine::QuantizerFactory& quantizers, const engine::GemmFactory& gemms);
+
 }  // namespace lpemu::metrics
