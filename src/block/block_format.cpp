@@ -1,3 +1,4 @@
+#include "io/toml_util.hpp"
 #include "lpemu/block/block_format.hpp"
 
 #include <algorithm>
@@ -15,31 +16,9 @@
 namespace lpemu::block {
 namespace {
 
-std::string where(std::string_view origin, const toml::node* node) {
-  std::string out(origin);
-  if (node != nullptr && node->source().begin.line > 0) out += ":" + std::to_string(node->source().begin.line);
-  return out;
-}
-
-[[noreturn]] void fail(std::string_view origin, const toml::node* node, std::string_view field,
-                       const std::string& value, std::string_view expected) {
-  throw SpecError(where(origin, node) + ": field '" + std::string(field) + "' = " + value + ": expected " +
-                  std::string(expected));
-}
-
-std::string show(const toml::node& n) {
-  std::ostringstream s;
-  if (n.is_string()) {
-    s << '"' << n.value<std::string>().value_or("") << '"';
-  } else if (n.is_table()) {
-    s << "a table";
-  } else if (n.is_array()) {
-    s << "an array";
-  } else {
-    n.visit([&](const auto& v) { s << v; });
-  }
-  return s.str();
-}
+using io::detail::where;
+using io::detail::fail;
+using io::detail::show;
 
 const std::set<std::string, std::less<>> kKeys = {
     "name",      "aliases",        "source",         "description",      "element",     "scale",

@@ -28,11 +28,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const lpemu::Error& e) {
+    // Bad input (STYLE.md §3.5): the message names the file, field and value; exit status 2.
     std::cerr << "lpemu: error: " << e.what() << "\n";
-    return 1;
+    return 2;
   } catch (const std::exception& e) {
-    std::cerr << "lpemu: error: " << e.what() << "\n";
-    return 1;
+    std::cerr << "lpemu: internal error: " << e.what() << "\n";
+    return 3;
   }
   return 0;
 }

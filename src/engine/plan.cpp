@@ -1,3 +1,4 @@
+#include "io/toml_util.hpp"
 #include "lpemu/engine/plan.hpp"
 
 #include <filesystem>
@@ -12,25 +13,8 @@
 namespace lpemu::engine {
 namespace {
 
-std::string where(std::string_view origin, const toml::node* node) {
-  std::string out(origin);
-  if (node != nullptr && node->source().begin.line > 0) out += ":" + std::to_string(node->source().begin.line);
-  return out;
-}
-
-std::string show(const toml::node& n) {
-  std::ostringstream s;
-  if (n.is_string()) {
-    s << '"' << n.value<std::string>().value_or("") << '"';
-  } else if (n.is_table()) {
-    s << "a table";
-  } else if (n.is_array()) {
-    s << "an array";
-  } else {
-    n.visit([&](const auto& v) { s << v; });
-  }
-  return s.str();
-}
+using io::detail::where;
+using io::detail::show;
 
 [[noreturn]] void fail(std::string_view origin, const toml::node* node, std::string_view key,
                        const std::string& value, std::string_view expected) {

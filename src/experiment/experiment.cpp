@@ -6,6 +6,7 @@
 
 #include <toml++/toml.h>
 
+#include "io/toml_util.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/sha256.hpp"
 
@@ -14,30 +15,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string where(const fs::path& origin, const toml::node* n) {
-  std::string s = origin.string();
-  if (n != nullptr && n->source().begin.line > 0) s += ":" + std::to_string(n->source().begin.line);
-  return s;
-}
-
 [[noreturn]] void fail(const fs::path& origin, const toml::node* n, const std::string& field, const std::string& value,
                        const std::string& expected) {
-  throw SpecError(where(origin, n) + ": field '" + field + "' = " + value + ": expected " + expected);
+  io::detail::fail(origin.string(), n, field, value, expected);
 }
 
-std::string show(const toml::node& n) {
-  std::ostringstream s;
-  if (n.is_string()) {
-    s << '"' << *n.value<std::string>() << '"';
-  } else if (n.is_table()) {
-    s << "a table";
-  } else if (n.is_array()) {
-    s << "an array";
-  } else {
-    n.visit([&](const auto& v) { s << v; });
-  }
-  return s.str();
-}
+using io::detail::show;
 
 void check_keys(const toml::table& t, const fs::path& origin, const std::string& where_in,
                 const std::set<std::string, std::less<>>& allowed) {

@@ -56,7 +56,7 @@ TEST_CASE("lpemu quantize writes the block-quantised tensor and refuses to overw
   CHECK(y == want);
 
   r = run("quantize --format mxfp4 " + in + " " + out);
-  CHECK(r.rc == 1);
+  CHECK(r.rc == 2);
   CHECK_THAT(r.out, Catch::Matchers::Contains("output exists; pass --force to overwrite it"));
 
   r = run("quantize --format nvfp4 --force --stats --json " + in + " " + out);
@@ -64,19 +64,19 @@ TEST_CASE("lpemu quantize writes the block-quantised tensor and refuses to overw
   CHECK_THAT(r.out, Catch::Matchers::Contains("\"format\": \"nvfp4\"") && Catch::Matchers::Contains("\"sqnr_db\": "));
 
   r = run("quantize --format mxfp44 " + in + " " + out + " --force");
-  CHECK(r.rc == 1);
+  CHECK(r.rc == 2);
   CHECK_THAT(r.out, Catch::Matchers::Contains("unknown format 'mxfp44'") && Catch::Matchers::Contains("mxfp4"));
 
   r = run("quantize --format fp8_e4m3 --block 16 " + in + " " + out + " --force");
-  CHECK(r.rc == 1);
+  CHECK(r.rc == 2);
   CHECK_THAT(r.out, Catch::Matchers::Contains("need a block format"));
 
   r = run("quantize --format mxfp4 --axis 5 " + in + " " + out + " --force");
-  CHECK(r.rc == 1);
+  CHECK(r.rc == 2);
   CHECK_THAT(r.out, Catch::Matchers::Contains("axis 5 is out of range for a tensor of rank 2"));
 
   r = run("quantize --format mxfp4 " + (dir / "missing.npy").string() + " " + out + " --force");
-  CHECK(r.rc == 1);
+  CHECK(r.rc == 2);
 
   r = run("quantize --format mxfp4 --packed " + (dir / "p.h5").string() + " " + in + " " +
           (dir / "z.h5").string() + ":/q/x");
