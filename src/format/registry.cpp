@@ -143,7 +143,15 @@ Format parse_format_toml(std::string_view text, std::string_view origin) {
   try {
     f.finalize();
   } catch (const SpecError& e) {
-    throw SpecError(where(origin, &t) + ": " + e.what());
+    // Point at the line of the field the record's own check names ("field 'x' = ..."), if any.
+    const std::string msg = e.what();
+    const toml::node* at = &t;
+    if (const auto k = msg.find("field '"); k != std::string::npos) {
+      const auto end = msg.find('\'', k + 7);
+      const std::string field = msg.substr(k + 7, end - k - 7);
+      if (const toml::node* n = t.get(field)) at = n;
+    }
+    throw SpecError(where(origin, at) + ": " + msg);
   }
   return f;
 }

@@ -86,6 +86,9 @@ TEST_CASE("inconsistent field combinations name the field, value and rule", "[fo
   CHECK_THAT(spec_error(std::string(kFloatHead) + "exponent_bits = 4\nmantissa_bits = 3\nsigned = false\nspecials = \"fnuz\"\n"),
              Catch::Matchers::EndsWith(
                  "format 'my': field 'specials' = \"fnuz\": expected a signed format (fnuz NaN is the sign bit alone)"));
+  // Cross-field errors point at the line of the field they name (here line 6, `specials`).
+  CHECK_THAT(spec_error(std::string(kFloatHead) + "exponent_bits = 4\nmantissa_bits = 3\nsigned = false\nspecials = \"fnuz\"\n"),
+             Catch::Matchers::StartsWith("formats/element/my.toml:6: format 'my': field 'specials'"));
 }
 
 TEST_CASE("make_float and make_int reject out-of-range fields", "[format][unit]") {
