@@ -107,6 +107,8 @@ std::unique_ptr<PlanTools> make_plan_tools(Context& ctx) {
   const format::Registry& formats = ctx.formats();
   t->quantizers = engine::QuantizerFactory::standard(formats);
   t->gemms = engine::GemmFactory::builtin();
+  t->costs = std::make_unique<cost::Catalog>(formats);
+  t->tools.costs = t->costs.get();
   t->tools.quantizers = &t->quantizers;
   t->tools.gemms = &t->gemms;
   for (const auto& d : data_search_dirs()) t->tools.search_dirs.push_back(d.string());

@@ -40,6 +40,7 @@ std::vector<std::filesystem::path> data_search_dirs();
 struct PlanTools {
   engine::QuantizerFactory quantizers;
   engine::GemmFactory gemms;
+  std::unique_ptr<cost::Catalog> costs;  ///< built-in hardware targets, shapes and cost datapaths
   experiment::Toolbox tools;  ///< points into this object: PlanTools never moves
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "lpemu/block/block_format.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::cost {
@@ -85,6 +86,21 @@ CostFormat resolve_format(std::string_view name, const format::Registry& formats
       c.tensor_scale_bytes = b.tensor_scale_bytes;
       return c;
     }
+  }
+  // Any other block format of lpemu::block (per-tensor, per-channel, tiles, user files).
+  if (const block::BlockFormat* b = block::BlockRegistry::builtin().find(name)) {
+    c.name = b->name;
+    c.element_name = b->element.name;
+    c.element = element_width(b->element);
+    c.block_size = b->granularity == block::Granularity::block ? b->block_size
+                   : b->granularity == block::Granularity::tile ? b->tile_rows * b->tile_cols
+                                                                 : 0;  // one scale per tensor/row/column
+    if (c.block_size > 0 && !b->scale_is_pow2) {
+      c.scale_name = b->scale.name;
+      c.scale = element_width(b->scale);
+    }
+    c.tensor_scale_bytes = b->tensor_scale == block::TensorScale::fp32 || c.block_size == 0 ? 4.0 : 0.0;
+    return c;
   }
   if (const format::Format* f = formats.find(name)) {
     c.name = f->name;

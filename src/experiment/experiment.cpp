@@ -76,7 +76,8 @@ std::string read_file(const fs::path& file) {
 
 std::string Experiment::fingerprint() const {
   std::ostringstream s;
-  s << "model=" << model << "\nreference=" << reference << "\nmax_tokens=" << max_tokens
+  s << "cost=" << cost.target << "|" << cost.shape << "|" << cost.phase << "|" << cost.batch << "|" << cost.context
+    << "\nmodel=" << model << "\nreference=" << reference << "\nmax_tokens=" << max_tokens
     << "\nattribution=" << attribution << "\n";
   if (!text.empty() && fs::exists(text)) s << "text=" << io::sha256_file(text) << "\n";
   if (!activations.empty() && fs::exists(activations)) s << "activations=" << io::sha256_file(activations) << "\n";
@@ -92,7 +93,7 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     throw SpecError(origin.string() + ":" + std::to_string(e.source().begin.line) +
                     ": not valid TOML: " + std::string(e.description()));
   }
-  check_keys(t, origin, "", {"name", "description", "source", "output", "options", "plan", "grid"});
+  check_keys(t, origin, "", {"name", "description", "source", "output", "options", "cost", "plan", "grid"});
   Experiment x;
   x.origin = origin;
   x.name = get_string(t, origin, "name", "", "", true);
@@ -123,6 +124,23 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     if (const toml::node* n = o->get("attribution")) {
       if (!n->is_boolean()) fail(origin, n, "options.attribution", show(*n), "true or false");
       x.attribution = *n->value<bool>();
+    }
+  }
+  if (const toml::table* c = t["cost"].as_table()) {
+    check_keys(*c, origin, "cost.", {"target", "shape", "phase", "batch", "context"});
+    x.cost.target = get_string(*c, origin, "target", "cost.", "", true);
+    x.cost.shape = get_string(*c, origin, "shape", "cost.", x.model);
+    x.cost.phase = get_string(*c, origin, "phase", "cost.", "decode");
+    if (x.cost.phase != "decode" && x.cost.phase != "prefill") {
+      fail(origin, c->get("phase"), "cost.phase", '"' + x.cost.phase + '"', "\"decode\" or \"prefill\"");
+    }
+    for (const auto& [key, dst] : {std::pair<const char*, long long*>{"batch", &x.cost.batch}, {"context", &x.cost.context}}) {
+      if (const toml::node* n = c->get(key)) {
+        if (!n->is_integer() || *n->value<std::int64_t>() < 1) {
+          fail(origin, n, std::string("cost.") + key, show(*n), "an integer >= 1");
+        }
+        *dst = *n->value<std::int64_t>();
+      }
     }
   }
   std::set<std::string> labels;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -50,6 +51,12 @@ std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
       {"logits_sqnr_db", e.logits.sqnr_db},
       {"weight_bits", r.weight_bits},
   };
+  if (!r.cost.target.empty()) {
+    m.emplace_back("cost_tokens_per_s", r.cost.tokens_per_s);
+    m.emplace_back("cost_joules_per_token", r.cost.joules_per_token);
+    m.emplace_back("cost_mac_area_rel_bf16", r.cost.mac_area_rel_bf16);
+    m.emplace_back("cost_mac_energy_pj", r.cost.mac_energy_pj);
+  }
   for (const auto& [name, s] : e.residual) m.emplace_back("residual_sqnr_db/" + name, s.sqnr_db);
   for (const auto& row : r.replay) {
     m.emplace_back("replay_output_sqnr_db/" + (row.layer < 0 ? std::string("head") : "layers/" + std::to_string(row.layer)) +
@@ -79,6 +86,27 @@ std::string short_name(const std::string& residual_name) {
   const auto b = residual_name.find('/', a + 1);
   if (a == std::string::npos || b == std::string::npos) return residual_name;
   return "in " + residual_name.substr(a + 1, b - a - 1);
+}
+
+// Indices of the plans no other plan beats on both cost (x) and loss (y): sorted by cost, each
+// has a lower loss than every cheaper one. Plans with a NaN are left out.
+std::vector<std::size_t> pareto_front(const std::vector<double>& x, const std::vector<double>& y) {
+  std::vector<std::size_t> idx;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (std::isfinite(x[i]) && !std::isnan(y[i])) idx.push_back(i);
+  }
+  std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+    return x[a] < x[b] || (x[a] == x[b] && y[a] < y[b]);
+  });
+  std::vector<std::size_t> front;
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto i : idx) {
+    if (y[i] < best) {
+      front.push_back(i);
+      best = y[i];
+    }
+  }
+  return front;
 }
 
 }  // namespace
@@ -158,6 +186,38 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
     files.plots.push_back(dir / "kl_vs_bits.svg");
     io::write_svg(files.plots.back(), pl);
   }
+  const bool has_cost = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.cost.target.empty(); });
+  std::vector<std::size_t> front;
+  if (has_cost) {
+    std::vector<double> x, y;
+    for (const auto& p : plans) {
+      x.push_back(p.cost.mac_area_rel_bf16);
+      y.push_back(p.eval.mean_kl);
+    }
+    front = pareto_front(x, y);
+    io::Plot pl;
+    pl.title = "Accuracy loss vs MAC cost (" + plans.front().cost.target + ")";
+    pl.x_label = "MAC lane area relative to a bf16 MAC on the same datapath";
+    pl.y_label = "mean KL(reference || plan) (nats)";
+    pl.log_y = true;
+    io::Series all;
+    all.label = "plans";
+    all.lines = false;
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      all.x.push_back(x[i]);
+      all.y.push_back(std::max(y[i], 1e-12));
+      all.point_labels.push_back(plans[i].label);
+    }
+    io::Series pf;
+    pf.label = "Pareto front";
+    for (const auto i : front) {
+      pf.x.push_back(x[i]);
+      pf.y.push_back(std::max(y[i], 1e-12));
+    }
+    pl.series = {all, pf};
+    files.plots.push_back(dir / "kl_vs_cost.svg");
+    io::write_svg(files.plots.back(), pl);
+  }
 
   // report.md
   std::ostringstream md;
@@ -169,8 +229,9 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
   }
   md << ". Experiment fingerprint `" << fingerprint.substr(0, 16) << "`.\n\n";
   md << "## Plans ranked by mean KL divergence from the reference\n\n";
-  md << "| rank | plan | weights | bits/weight | GEMM | perplexity | Δ perplexity | mean KL | max KL | top-1 agree | logits SQNR (dB) |\n";
-  md << "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n";
+  md << "| rank | plan | weights | bits/weight | GEMM | perplexity | Δ perplexity | mean KL | max KL | top-1 agree | logits SQNR (dB) |"
+     << (has_cost ? " tokens/s | J/token | MAC area vs bf16 | Pareto |" : "") << "\n";
+  md << "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|" << (has_cost ? "---:|---:|---:|:---:|" : "") << "\n";
   const auto order = ranked(plans);
   for (std::size_t k = 0; k < order.size(); ++k) {
     const auto& p = plans[order[k]];
@@ -178,7 +239,23 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
     md << "| " << k + 1 << " | " << p.label << " | " << p.weight_format << " | " << num(p.weight_bits, 4) << " | "
        << p.gemm << " | " << num(e.perplexity, 6) << " | " << num(e.perplexity - e.ref_perplexity, 4) << " | "
        << num(e.mean_kl, 4) << " | " << num(e.max_kl, 4) << " | " << pct(e.top1_agreement) << " | "
-       << num(e.logits.sqnr_db, 4) << " |\n";
+       << num(e.logits.sqnr_db, 4) << " |";
+    if (has_cost) {
+      const bool on_front = std::find(front.begin(), front.end(), order[k]) != front.end();
+      md << ' ' << num(p.cost.tokens_per_s, 5) << " | " << num(p.cost.joules_per_token, 4) << " | "
+         << num(p.cost.mac_area_rel_bf16, 3) << " | " << (on_front ? "★" : "") << " |";
+    }
+    md << "\n";
+  }
+  if (has_cost) {
+    const auto& c = plans.front().cost;
+    md << "\nCost columns: lpemu's cost model (README \"Cost model\") on target `" << c.target
+       << "`; tokens/s and J/token from the roofline of the priced workload, MAC area from the MAC model "
+          "(45 nm Horowitz constants: compare plans, not absolute values). ★ marks the Pareto front of "
+          "mean KL against MAC area.\n";
+    for (const auto& p : plans) {
+      if (!p.cost.note.empty()) md << "- " << p.label << ": not priced: " << p.cost.note << "\n";
+    }
   }
   if (!plans.empty() && !plans.front().eval.residual.empty()) {
     md << "\n## Residual-stream SQNR per layer (dB)\n\n| plan |";
@@ -230,8 +307,10 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
   }
   md << "\n## Files\n\n- `results.h5`: everything (per-token NLL and KL, per-layer errors, replay, attribution)\n"
         "- `results.csv`: one row per plan × metric\n- `residual_sqnr.svg`: error per layer per plan\n"
-        "- `kl_vs_bits.svg`: accuracy loss vs bits per weight\n- `plans/NNNN.h5`: one file per plan (resume, merge)\n";
+        "- `kl_vs_bits.svg`: accuracy loss vs bits per weight\n"
+        "- `kl_vs_cost.svg`: accuracy loss vs MAC cost, Pareto front marked (experiments with [cost])\n- `plans/NNNN.h5`: one file per plan (resume, merge)\n";
   md << "\n![residual SQNR](residual_sqnr.svg)\n\n![KL vs bits](kl_vs_bits.svg)\n";
+  if (has_cost) md << "\n![KL vs cost](kl_vs_cost.svg)\n";
   std::ofstream out(files.report_md, std::ios::trunc);
   out << md.str();
   if (!out) throw IoError(files.report_md.string() + ": write failed");

@@ -11,6 +11,8 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include "lpemu/cost/mac_model.hpp"
+#include "lpemu/cost/workload.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/hdf5.hpp"
@@ -112,6 +114,48 @@ bool role_used(const engine::PrecisionPlan& plan, engine::Role role, int n_layer
   return false;
 }
 
+// Prices a plan on the experiment's [cost] target with lpemu::cost: weights and linear inputs in the
+// plan's formats (the first block's), the KV cache in kv_cache's (else the inputs'), MACs on the
+// cost datapath named like the plan's GEMM (else fp32_n4, four-term fp32 accumulation).
+PlanCost price_plan(const engine::PrecisionPlan& plan, int n_layers, const Experiment& exp, const Toolbox& tools) {
+  PlanCost c;
+  if (exp.cost.target.empty() || tools.costs == nullptr) return c;
+  static std::mutex mu;  // the catalog parses lazily
+  std::lock_guard lock(mu);
+  cost::Catalog& cat = *tools.costs;
+  c.target = exp.cost.target;
+  const std::string unquantised = plan.compute == engine::Compute::fp64 ? "fp64" : "fp32";
+  const auto format_of = [&](engine::Role r, const std::string& fallback) {
+    const auto spec = plan.resolve(r, 0, engine::LayerKind::attention, n_layers);
+    return spec ? spec->format : fallback;
+  };
+  const std::string w = format_of(engine::Role::weights, unquantised);
+  const std::string a = format_of(engine::Role::linear_input, unquantised);
+  const std::string kv = format_of(engine::Role::kv_cache, a);
+  const std::string gemm = plan.resolve_gemm(0, engine::LayerKind::attention, n_layers);
+  const auto names = cat.datapath_names();
+  c.datapath = std::find(names.begin(), names.end(), gemm) != names.end() ? gemm : "fp32_n4";
+  try {
+    const cost::PlanFormats pf{cost::resolve_format(w, cat.formats()), cost::resolve_format(a, cat.formats()),
+                               cost::resolve_format(kv, cat.formats())};
+    const cost::MacDatapath& dp = cat.datapath(c.datapath);
+    const cost::Target& target = cat.target(exp.cost.target);
+    cost::Workload wl = cost::build_workload(cat.shape(exp.cost.shape), pf, target, dp,
+                                             exp.cost.phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode,
+                                             exp.cost.batch, exp.cost.context);
+    const cost::Roofline r = cost::roofline(wl, target);
+    c.tokens_per_s = r.tokens_per_s();
+    c.joules_per_token = r.energy_per_token();
+    const cost::CostFormat bf16 = cost::resolve_format("bf16", cat.formats());
+    const cost::MacCost mac = cost::mac_cost(pf.weights, pf.activations, dp);
+    c.mac_area_rel_bf16 = mac.total_fa / cost::mac_cost(bf16, bf16, dp).total_fa;
+    c.mac_energy_pj = mac.energy_pj_45nm();
+  } catch (const Error& e) {
+    c.note = e.what();  // e.g. a format the target has no rate for: the plan keeps NaN costs
+  }
+  return c;
+}
+
 PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experiment& exp, const Toolbox& tools,
                          const engine::Model& model, const engine::PrecisionPlan& reference,
                          const std::vector<int>& tokens) {
@@ -126,6 +170,7 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
   r.weight_format = w ? w->format : (plan.compute == engine::Compute::fp64 ? "fp64" : "fp32");
   r.gemm = plan.resolve_gemm(0, engine::LayerKind::attention, n_layers);
   r.weight_bits = tools.bits_per_element ? tools.bits_per_element(r.weight_format) : std::nan("");
+  r.cost = price_plan(plan, n_layers, exp, tools);
   r.eval = metrics::evaluate(model, plan, reference, tokens, *tools.quantizers, *tools.gemms);
   if (!exp.activations.empty()) {
     r.replay = metrics::is_linear_activations(exp.activations)
@@ -203,6 +248,13 @@ void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult&
     f.set_attr(g, "gemm", r.gemm);
     f.set_attr(g, "weight_bits", r.weight_bits);
     f.set_attr(g, "index", static_cast<std::int64_t>(r.index));
+    f.set_attr(g, "cost_target", r.cost.target);
+    f.set_attr(g, "cost_datapath", r.cost.datapath);
+    f.set_attr(g, "cost_note", r.cost.note);
+    f.set_attr(g, "cost_tokens_per_s", r.cost.tokens_per_s);
+    f.set_attr(g, "cost_joules_per_token", r.cost.joules_per_token);
+    f.set_attr(g, "cost_mac_area_rel_bf16", r.cost.mac_area_rel_bf16);
+    f.set_attr(g, "cost_mac_energy_pj", r.cost.mac_energy_pj);
     const auto& e = r.eval;
     f.set_attr(g, "mean_nll", e.mean_nll);
     f.set_attr(g, "perplexity", e.perplexity);
@@ -291,6 +343,13 @@ PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
   r.weight_bits = f.attr_double("/", "weight_bits");
   r.index = static_cast<std::size_t>(f.attr_int("/", "index"));
   r.seconds = f.attr_double("/", "seconds");
+  r.cost.target = f.attr_string("/", "cost_target");
+  r.cost.datapath = f.attr_string("/", "cost_datapath");
+  r.cost.note = f.attr_string("/", "cost_note");
+  r.cost.tokens_per_s = f.attr_double("/", "cost_tokens_per_s");
+  r.cost.joules_per_token = f.attr_double("/", "cost_joules_per_token");
+  r.cost.mac_area_rel_bf16 = f.attr_double("/", "cost_mac_area_rel_bf16");
+  r.cost.mac_energy_pj = f.attr_double("/", "cost_mac_energy_pj");
   auto& e = r.eval;
   e.mean_nll = f.attr_double("/", "mean_nll");
   e.perplexity = f.attr_double("/", "perplexity");

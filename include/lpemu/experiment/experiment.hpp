@@ -18,6 +18,16 @@ struct PlanSpec {
   std::string inline_toml;  ///< an inline plan document (empty when `plan` is set)
 };
 
+/// Where each plan is priced by the cost model (lpemu::cost): a hardware target, a model shape,
+/// the phase, batch and context. Empty target: no cost columns.
+struct CostSetup {
+  std::string target;            ///< data/hardware name, e.g. "h100_sxm"
+  std::string shape;             ///< data/shapes name; default: the experiment's model name
+  std::string phase = "decode";  ///< "decode" or "prefill"
+  long long batch = 1;
+  long long context = 512;
+};
+
 /// A parsed experiment file.
 struct Experiment {
   std::string name;
@@ -30,6 +40,7 @@ struct Experiment {
   std::string reference = "fp32";      ///< the reference plan
   bool attribution = false;            ///< also quantise one role at a time
   std::filesystem::path out_dir;       ///< default output directory
+  CostSetup cost;                      ///< [cost] table
   std::vector<PlanSpec> plans;
 
   /// A hash of everything that determines the results (to refuse mixing runs when resuming).

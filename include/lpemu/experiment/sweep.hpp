@@ -5,11 +5,13 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "lpemu/cost/catalog.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/quantizer.hpp"
 #include "lpemu/experiment/experiment.hpp"
@@ -24,6 +26,17 @@ struct Toolbox {
   std::vector<std::string> search_dirs;  ///< where plan and model names are looked up
   /// Bits per element a format costs in memory, scale overhead included; NaN if unknown.
   std::function<double(const std::string& format)> bits_per_element;
+  /// The cost model's data, for experiments with a [cost] table (nullptr: no cost columns).
+  cost::Catalog* costs = nullptr;
+};
+
+/// What a plan costs on the experiment's target (NaN where the model cannot price it).
+struct PlanCost {
+  std::string target, datapath, note;
+  double tokens_per_s = std::nan("");
+  double joules_per_token = std::nan("");
+  double mac_area_rel_bf16 = std::nan("");  ///< MAC lane area relative to a bf16 MAC on the same datapath
+  double mac_energy_pj = std::nan("");      ///< per MAC at 45 nm (Horowitz constants)
 };
 
 /// Progress of a sweep, reported after each plan.
@@ -65,6 +78,7 @@ struct PlanResult {
   metrics::EvalResult eval;
   std::vector<metrics::ReplayRow> replay;
   std::vector<RoleShare> attribution;
+  PlanCost cost;
   double seconds = 0;
 };
 

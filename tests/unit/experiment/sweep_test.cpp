@@ -1,9 +1,11 @@
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <catch2/catch.hpp>
 
+#include "lpemu/cost/catalog.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/error.hpp"
@@ -133,6 +135,44 @@ TEST_CASE("shards merged give the single-run results", "[experiment][unit]") {
   CHECK_THROWS_WITH(experiment::merge_sweeps({fx.dir / "shard0"}, fx.dir / "m2"), Catch::Contains("in none of the"));
   opt.shard = 2;
   CHECK_THROWS_WITH(experiment::run_sweep(exp, fx.tools, opt), Catch::Contains("expected I/N"));
+}
+
+TEST_CASE("a sweep with a [cost] table prices each plan and marks the Pareto front", "[experiment][unit]") {
+  Fixture fx("lpemu_sweep_cost");
+  cost::Catalog catalog(format::Registry::builtin());
+  fx.tools.costs = &catalog;
+  const std::string text =
+      "name = \"c\"\n[source]\nmodel = \"" + test::source_path("data/models/stories260K/model.h5") + "\"\ntext = \"" +
+      test::source_path("data/models/stories260K/paragraph.txt") +
+      "\"\nmax_tokens = 32\n[cost]\ntarget = \"h100_sxm\"\nshape = \"llama3_8b\"\nbatch = 8\ncontext = 4096\n"
+      "[grid]\nformats = [\"bf16\", \"fp8_e4m3\"]\n";
+  const auto exp = experiment::load_experiment(fx.write("e.toml", text));
+  experiment::SweepOptions opt;
+  opt.out = fx.dir / "out";
+  const auto files = experiment::run_sweep(exp, fx.tools, opt);
+  const auto bf16 = experiment::load_plan_result(fx.dir / "out" / "plans" / "0000.h5");
+  const auto fp8 = experiment::load_plan_result(fx.dir / "out" / "plans" / "0001.h5");
+  // The same numbers as the cost model gives directly for bf16 weights, inputs and KV cache.
+  const cost::PlanFormats pf{cost::resolve_format("bf16", catalog.formats()), cost::resolve_format("bf16", catalog.formats()),
+                             cost::resolve_format("bf16", catalog.formats())};
+  cost::Workload wl = cost::build_workload(catalog.shape("llama3_8b"), pf, catalog.target("h100_sxm"),
+                                           catalog.datapath("fp32_n4"), cost::Phase::decode, 8, 4096);
+  const cost::Roofline roof = cost::roofline(wl, catalog.target("h100_sxm"));
+  CHECK(bf16.cost.tokens_per_s == roof.tokens_per_s());
+  CHECK(bf16.cost.mac_area_rel_bf16 == 1.0);
+  // Decode at batch 8 is memory-bound: half the weight bytes, more tokens per second.
+  CHECK(fp8.cost.tokens_per_s > bf16.cost.tokens_per_s);
+  CHECK(fp8.cost.mac_area_rel_bf16 < 1.0);
+  REQUIRE(files.plots.size() == 3);
+  CHECK(files.plots[2].filename() == "kl_vs_cost.svg");
+  CHECK_THAT(slurp(files.plots[2]), Catch::Contains("Pareto front"));
+  CHECK_THAT(slurp(files.results_csv), Catch::Contains("1,fp8_e4m3,cost_tokens_per_s,"));
+  // Both are on the front: fp8 is cheaper, bf16 is more accurate.
+  const std::string md = slurp(files.report_md);
+  std::size_t stars = 0;
+  for (auto at = md.find("| \u2605 |"); at != std::string::npos; at = md.find("| \u2605 |", at + 1)) ++stars;
+  CHECK(stars == 2);
+  CHECK_THAT(md, Catch::Contains("tokens/s | J/token | MAC area vs bf16 | Pareto |"));
 }
 
 TEST_CASE("bad experiment files get clear errors", "[experiment][unit]") {
