@@ -17,12 +17,14 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "format/codec_detail.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 
 namespace lpemu::block {
 
 using format::RoundingMode;
+using format::detail::dispatch_mode;
 
 BlockLayout make_layout(const BlockFormat& fmt, std::span<const std::size_t> shape) {
   if (shape.empty()) throw ShapeError("block quantize: the tensor shape is empty (rank 0)");
@@ -691,18 +693,6 @@ void for_block_rows(const BlockLayout& L, F&& body) {
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), [&](const tbb::blocked_range<std::size_t>& r) {
     for (std::size_t k = r.begin(); k != r.end(); ++k) body(k / L.grid_rows(), k % L.grid_rows());
   });
-}
-
-template <class F>
-void dispatch_mode(RoundingMode m, F&& f) {
-  switch (m) {
-    case RoundingMode::nearest_even: f.template operator()<RoundingMode::nearest_even>(); break;
-    case RoundingMode::nearest_away: f.template operator()<RoundingMode::nearest_away>(); break;
-    case RoundingMode::toward_zero: f.template operator()<RoundingMode::toward_zero>(); break;
-    case RoundingMode::toward_positive: f.template operator()<RoundingMode::toward_positive>(); break;
-    case RoundingMode::toward_negative: f.template operator()<RoundingMode::toward_negative>(); break;
-    case RoundingMode::stochastic: f.template operator()<RoundingMode::stochastic>(); break;
-  }
 }
 
 void check_sizes(const BlockLayout& L, std::size_t in, std::size_t out, const char* what) {

@@ -20,6 +20,8 @@
 namespace lpemu::format {
 namespace {
 
+using detail::dispatch_mode;
+
 constexpr std::size_t kChunk = 1 << 15;
 
 template <class F>
@@ -243,18 +245,6 @@ LPEMU_CLONES void decode_fast(const Fast& params, const Code* __restrict in, flo
 }
 
 #undef LPEMU_CLONES
-
-template <class F>
-void dispatch_mode(RoundingMode m, F&& f) {
-  switch (m) {
-    case RoundingMode::nearest_even: f.template operator()<RoundingMode::nearest_even>(); break;
-    case RoundingMode::nearest_away: f.template operator()<RoundingMode::nearest_away>(); break;
-    case RoundingMode::toward_zero: f.template operator()<RoundingMode::toward_zero>(); break;
-    case RoundingMode::toward_positive: f.template operator()<RoundingMode::toward_positive>(); break;
-    case RoundingMode::toward_negative: f.template operator()<RoundingMode::toward_negative>(); break;
-    case RoundingMode::stochastic: f.template operator()<RoundingMode::stochastic>(); break;
-  }
-}
 
 template <class Code>
 void encode_generic(const Format& f, std::span<const float> in, std::span<Code> out, const ConvertOptions& o) {

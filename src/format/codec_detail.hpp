@@ -22,4 +22,18 @@ std::uint64_t round_to_quantum(double a, int qe, RoundingMode mode, bool negativ
 Converted convert(const Format& f, double x, const ConvertOptions& o, std::uint64_t index,
                   double input_min_normal);
 
+/// Calls f.template operator()<M>() with the rounding mode m as a template argument, so that
+/// kernels are compiled once per mode and the mode is chosen once per call.
+template <class F>
+void dispatch_mode(RoundingMode m, F&& f) {
+  switch (m) {
+    case RoundingMode::nearest_even: f.template operator()<RoundingMode::nearest_even>(); break;
+    case RoundingMode::nearest_away: f.template operator()<RoundingMode::nearest_away>(); break;
+    case RoundingMode::toward_zero: f.template operator()<RoundingMode::toward_zero>(); break;
+    case RoundingMode::toward_positive: f.template operator()<RoundingMode::toward_positive>(); break;
+    case RoundingMode::toward_negative: f.template operator()<RoundingMode::toward_negative>(); break;
+    case RoundingMode::stochastic: f.template operator()<RoundingMode::stochastic>(); break;
+  }
+}
+
 }  // namespace lpemu::format::detail
