@@ -450,16 +450,9 @@ template <RoundingMode M>
     up = static_cast<std::uint32_t>((rem != 0) & (s != 0));
   } else if constexpr (M == RoundingMode::stochastic) {
     const std::int32_t true_shift = qe - (fe1 - 150);
-    const std::int32_t r = static_cast<std::int32_t>(p.sr_bits);
     const std::uint64_t rem64 = true_shift >= 32 ? sig : rem;
-    std::uint64_t frac_r = 0;
-    if (true_shift >= r) {
-      frac_r = (true_shift - r) >= 64 ? 0 : rem64 >> (true_shift - r);
-    } else {
-      frac_r = rem64 << (r - true_shift);
-    }
-    const std::uint64_t rnd = static_cast<std::uint64_t>(format::sr_random_bits(p.seed, index)) >> (32 - r);
-    up = static_cast<std::uint32_t>(((frac_r + rnd) >> r) != 0);
+    up = format::detail::sr_round_up(rem64, true_shift, static_cast<int>(p.sr_bits),
+                                     format::sr_random_bits(p.seed, index));
   }
   const std::uint32_t nr = n + up;
   const float v0 = static_cast<float>(nr) * std::bit_cast<float>(static_cast<std::uint32_t>(qe + 127) << 23);

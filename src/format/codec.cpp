@@ -42,15 +42,7 @@ std::uint64_t round_to_quantum(double a, int qe, RoundingMode mode, bool negativ
     case RoundingMode::toward_negative: up = rem != 0 && negative; break;
     case RoundingMode::stochastic: {
       // The r leading bits of the discarded fraction plus r random bits; a carry rounds up.
-      const int r = sr_bits;
-      std::uint64_t frac_r = 0;
-      if (shift >= r) {
-        frac_r = (shift - r) >= 64 ? 0 : rem >> (shift - r);
-      } else {
-        frac_r = rem << (r - shift);
-      }
-      const std::uint64_t rnd = static_cast<std::uint64_t>(random) >> (32 - r);
-      up = ((frac_r + rnd) >> r) != 0;
+      up = sr_round_up(rem, shift, sr_bits, random) != 0;
       break;
     }
   }

@@ -152,16 +152,8 @@ template <RoundingMode M>
     up = ((rem + (half - 1U) + half) >> shift) & s;  // rem != 0, negative
   } else if constexpr (M == RoundingMode::stochastic) {
     // The r leading discarded bits, exactly, in 64 bits (the true shift may exceed 31).
-    const std::int32_t r = static_cast<std::int32_t>(p.sr_bits);
     const std::uint64_t rem64 = true_shift >= 32 ? sig : rem;
-    std::uint64_t frac_r = 0;
-    if (true_shift >= r) {
-      frac_r = (true_shift - r) >= 64 ? 0 : rem64 >> (true_shift - r);
-    } else {
-      frac_r = rem64 << (r - true_shift);
-    }
-    const std::uint64_t rnd = static_cast<std::uint64_t>(sr_random_bits(p.seed, index)) >> (32 - r);
-    up = static_cast<std::uint32_t>((frac_r + rnd) >> r);
+    up = detail::sr_round_up(rem64, true_shift, static_cast<int>(p.sr_bits), sr_random_bits(p.seed, index));
   }
   const std::uint32_t nr = n + up;
   const std::uint32_t normal_mag = (static_cast<std::uint32_t>(qe + p.m + p.bias - 1) << p.m) + nr;

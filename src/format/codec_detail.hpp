@@ -36,4 +36,18 @@ void dispatch_mode(RoundingMode m, F&& f) {
   }
 }
 
+/// Stochastic rounding's decision: 1 when the r leading bits of the discarded fraction `rem`
+/// (the low `shift` bits of the significand, shift >= 1) plus the top r of `random` carry out
+/// of r bits, else 0. Shared by the scalar, bulk and block kernels.
+inline std::uint32_t sr_round_up(std::uint64_t rem, int shift, int r, std::uint32_t random) {
+  std::uint64_t frac_r = 0;
+  if (shift >= r) {
+    frac_r = (shift - r) >= 64 ? 0 : rem >> (shift - r);
+  } else {
+    frac_r = rem << (r - shift);
+  }
+  const std::uint64_t rnd = static_cast<std::uint64_t>(random) >> (32 - r);
+  return static_cast<std::uint32_t>((frac_r + rnd) >> r);
+}
+
 }  // namespace lpemu::format::detail
