@@ -112,7 +112,7 @@ void run_cost(Context& ctx, const CostArgs& a) {
   if (a.target.empty() || a.model.empty()) {
     throw Error("lpemu cost: --target and --model are required (see `lpemu cost --help`)");
   }
-  cost::Catalog cat(ctx.formats(), a.cost_dirs);
+  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks());
   const cost::Target& t = cat.target(a.target);
   const cost::ModelShape& m = cat.shape(a.model);
   cost::CostPlan plan = cat.plan(a.plan);
@@ -174,10 +174,10 @@ void print_mac_table(const cost::MacCost& m) {
 }
 
 void run_mac(Context& ctx, const CostArgs& a) {
-  cost::Catalog cat(ctx.formats(), a.cost_dirs);
+  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks());
   const cost::MacDatapath& dp = cat.datapath(a.datapath);
-  const cost::CostFormat fa = cost::resolve_format(a.format, ctx.formats());
-  const cost::CostFormat fb = cost::resolve_format(a.format_b.empty() ? a.format : a.format_b, ctx.formats());
+  const cost::CostFormat fa = cat.format(a.format);
+  const cost::CostFormat fb = cat.format(a.format_b.empty() ? a.format : a.format_b);
   const cost::MacCost m = cost::mac_cost(fa, fb, dp);
   std::cout << "MAC " << fa.name << " x " << fb.name << " on datapath " << dp.name << " (n = " << dp.fused_terms
             << ", W = " << dp.alignment_bits << ", accumulator " << dp.accumulator << ")\n";
@@ -185,7 +185,7 @@ void run_mac(Context& ctx, const CostArgs& a) {
   print_mac_table(m);
   std::cout << "\nrelative to baselines on the same datapath (area = energy ratio in this model):\n";
   for (const char* base : {"bf16", "mxfp8_e4m3"}) {
-    const cost::CostFormat b = cost::resolve_format(base, ctx.formats());
+    const cost::CostFormat b = cat.format(base);
     const cost::MacCost mb = cost::mac_cost(b, b, dp);
     std::cout << "  vs " << base << ": " << fixed(m.total_fa / mb.total_fa, 3) << "x area per MAC; "
               << cost::iso_area_count(m, mb, 1024) << " MACs fit in the area of 1024 " << base << " MACs\n";
@@ -196,7 +196,7 @@ void run_mac(Context& ctx, const CostArgs& a) {
     const cost::Target& t = cat.target(a.iso_target);
     const std::string bf = a.iso_format.empty() ? a.iso_class : a.iso_format;
     const cost::IsoArea iso =
-        cost::iso_area_peak(t, a.iso_class, cost::resolve_format(bf, ctx.formats()), fa, dp);
+        cost::iso_area_peak(t, a.iso_class, cat.format(bf), fa, dp);
     std::cout << "\niso-area on " << t.name << ": its " << a.iso_class << " array (" << iso.budget_macs_per_clock_per_unit
               << " MACs/clock/" << t.unit_name << ", priced as " << bf << ") holds " << iso.macs_per_clock_per_unit
               << " " << fa.name << " MACs/clock/" << t.unit_name << " -> " << fixed(iso.tflops, 1)
@@ -206,7 +206,7 @@ void run_mac(Context& ctx, const CostArgs& a) {
 }
 
 void run_targets(Context& ctx, const CostArgs& a) {
-  cost::Catalog cat(ctx.formats(), a.cost_dirs);
+  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks());
   for (const auto& name : cat.target_names()) {
     const cost::Target& t = cat.target(name);
     std::cout << t.name << ": " << t.display_name << " [" << t.kind << "]\n  memory " << sig(t.bandwidth_gb_s)

@@ -22,12 +22,6 @@
 namespace lpemu::cli {
 namespace {
 
-const datapath::DatapathRegistry& datapaths(Context& ctx) {
-  static std::optional<datapath::DatapathRegistry> reg;
-  if (!reg) reg = datapath::DatapathRegistry::with_user_paths(ctx.formats_dirs, ctx.formats());
-  return *reg;
-}
-
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string cur;
@@ -77,7 +71,7 @@ std::uint64_t parse_hex(const std::string& text, const format::Format& f, const 
 
 void run_dot(Context& ctx, const std::string& name, const std::string& in_path, const std::string& out_path) {
   ctx.apply_threads();
-  const datapath::Datapath& dp = datapaths(ctx).get(name);
+  const datapath::Datapath& dp = ctx.datapaths().get(name);
   std::ifstream in(in_path);
   if (!in) throw IoError(in_path + ": cannot open cases file");
   std::string line;
@@ -152,7 +146,7 @@ void run_error(Context& ctx, const ErrorFlags& f) {
   if (f.trials < 1) throw Error("--trials " + std::to_string(f.trials) + ": expected a positive count");
   std::vector<datapath::Datapath> dps;
   for (const auto& n : split(f.datapaths, ',')) {
-    datapath::Datapath dp = datapaths(ctx).get(trim(n));
+    datapath::Datapath dp = ctx.datapaths().get(trim(n));
     if (!f.inputs.empty()) dp.a = dp.b = ctx.formats().get(f.inputs);
     if (dp.scale_application != datapath::ScaleApplication::none) {
       throw Error("datapath '" + dp.name + "' is block-scaled: datapath-error does not draw block scales yet");
@@ -236,7 +230,7 @@ void run_error(Context& ctx, const ErrorFlags& f) {
 }
 
 void show_datapath(Context& ctx, const std::string& name) {
-  const auto& reg = datapaths(ctx);
+  const auto& reg = ctx.datapaths();
   const datapath::Datapath& d = reg.get(name);
   std::cout << "name:        " << d.name << "\n"
             << "defined in:  " << reg.origin(name) << "\n"
@@ -273,7 +267,7 @@ void register_datapath(CLI::App& app, Context& ctx) {
   dpc->require_subcommand(1);
   auto* list = dpc->add_subcommand("list", "list datapaths");
   list->callback([&ctx] {
-    const auto& reg = datapaths(ctx);
+    const auto& reg = ctx.datapaths();
     for (const auto& n : reg.names()) std::cout << n << "  " << reg.get(n).summary() << "\n";
   });
   auto* show = dpc->add_subcommand("show", "show one datapath");

@@ -47,8 +47,8 @@ struct Loaded {
 Loaded load(Context& ctx, const ModelFlags& f, bool with_model = true) {
   Loaded l;
   if (with_model) l.model = engine::load_model(engine::resolve_model_path(f.model, search_dirs()));
-  l.quantizers = engine::QuantizerFactory::standard(ctx.formats());
-  l.gemms = engine::GemmFactory::builtin();
+  l.quantizers = engine::QuantizerFactory::standard(ctx.formats(), &ctx.blocks());
+  l.gemms = engine::GemmFactory::with_datapaths(ctx.datapaths());
   std::vector<std::string> dirs;
   for (const auto& d : search_dirs()) dirs.push_back(d.string());
   l.plan = engine::load_plan(f.plan, l.quantizers, l.gemms, dirs);

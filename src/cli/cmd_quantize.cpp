@@ -134,7 +134,7 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
   ctx.apply_threads();
   if (output_exists(a.out) && !a.force) throw Error(a.out + ": output exists; pass --force to overwrite it");
   const format::Registry& elements = ctx.formats();
-  const block::BlockRegistry blocks = block::BlockRegistry::with_user_paths(elements, ctx.formats_dirs);
+  const block::BlockRegistry& blocks = ctx.blocks();
   const block::BlockFormat* bf = blocks.find(a.format);
   const format::Format* ef = bf ? nullptr : elements.find(a.format);
   if (bf == nullptr && ef == nullptr) {

@@ -23,6 +23,31 @@ const format::Registry& Context::formats() {
   return *formats_;
 }
 
+const block::BlockRegistry& Context::blocks() {
+  if (!blocks_) blocks_ = block::BlockRegistry::with_user_paths(formats(), formats_dirs);
+  return *blocks_;
+}
+
+const datapath::DatapathRegistry& Context::datapaths() {
+  if (!datapaths_) datapaths_ = datapath::DatapathRegistry::with_user_paths(formats_dirs, formats());
+  return *datapaths_;
+}
+
+void Context::add_format(format::Format f, std::string origin) {
+  formats();
+  formats_->add(std::move(f), std::move(origin));
+}
+
+void Context::add_block(block::BlockFormat f, std::string origin) {
+  blocks();
+  blocks_->add(std::move(f), std::move(origin));
+}
+
+void Context::add_datapath(datapath::Datapath d, std::string origin) {
+  datapaths();
+  datapaths_->add(std::move(d), std::move(origin));
+}
+
 void ConvertFlags::add_to(CLI::App* sub, std::string default_overflow) {
   overflow = std::move(default_overflow);
   sub->add_option("--rounding", rounding,
@@ -105,17 +130,18 @@ std::vector<std::filesystem::path> data_search_dirs() {
 std::unique_ptr<PlanTools> make_plan_tools(Context& ctx) {
   auto t = std::make_unique<PlanTools>();
   const format::Registry& formats = ctx.formats();
-  t->quantizers = engine::QuantizerFactory::standard(formats);
-  t->gemms = engine::GemmFactory::builtin();
-  t->costs = std::make_unique<cost::Catalog>(formats);
+  const block::BlockRegistry& blocks = ctx.blocks();
+  t->quantizers = engine::QuantizerFactory::standard(formats, &blocks);
+  t->gemms = engine::GemmFactory::with_datapaths(ctx.datapaths());
+  t->costs = std::make_unique<cost::Catalog>(formats, std::vector<std::filesystem::path>{}, &blocks);
   t->tools.costs = t->costs.get();
   t->tools.quantizers = &t->quantizers;
   t->tools.gemms = &t->gemms;
   for (const auto& d : data_search_dirs()) t->tools.search_dirs.push_back(d.string());
-  t->tools.bits_per_element = [&formats](const std::string& name) -> double {
+  t->tools.bits_per_element = [&formats, &blocks](const std::string& name) -> double {
     if (name == "fp32" || name == "fp64") return name == "fp32" ? 32.0 : 64.0;
     if (const format::Format* f = formats.find(name)) return f->bits;
-    if (const block::BlockFormat* b = block::BlockRegistry::builtin().find(name)) {
+    if (const block::BlockFormat* b = blocks.find(name)) {
       // Element bits plus the scale amortised over the elements that share it.
       const double scale_bits = b->scale_is_pow2 ? 8.0 : b->scale.bits;
       switch (b->granularity) {

@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <tbb/global_control.h>
 
+#include "lpemu/block/block_format.hpp"
+#include "lpemu/datapath/datapath.hpp"
 #include "lpemu/engine/quantizer.hpp"
 #include "lpemu/experiment/sweep.hpp"
 #include "lpemu/format/registry.hpp"
@@ -26,9 +28,21 @@ struct Context {
   void apply_threads();
   /// Element formats: built-ins, LPEMU_FORMATS_PATH, then --formats-dir.
   const format::Registry& formats();
+  /// Block formats: built-ins, LPEMU_FORMATS_PATH, then --formats-dir (elements from formats()).
+  const block::BlockRegistry& blocks();
+  /// Datapaths: built-in presets, LPEMU_FORMATS_PATH, then --formats-dir.
+  const datapath::DatapathRegistry& datapaths();
+  /// Adds an element format for the rest of the invocation (e.g. one named by its .toml file).
+  void add_format(format::Format f, std::string origin);
+  /// Adds a block format for the rest of the invocation.
+  void add_block(block::BlockFormat f, std::string origin);
+  /// Adds a datapath for the rest of the invocation.
+  void add_datapath(datapath::Datapath d, std::string origin);
 
  private:
   std::optional<format::Registry> formats_;
+  std::optional<block::BlockRegistry> blocks_;
+  std::optional<datapath::DatapathRegistry> datapaths_;
   std::unique_ptr<tbb::global_control> control_;
 };
 

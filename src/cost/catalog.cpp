@@ -103,8 +103,9 @@ CostPlan parse_plan_toml(std::string_view text, std::string_view origin) {
   return p;
 }
 
-Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs)
-    : formats_(formats) {
+Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs,
+                 const block::BlockRegistry* blocks)
+    : formats_(formats), blocks_(blocks) {
   for (const auto& f : detail::embedded_cost_data()) {
     const std::string_view path = f.path;
     add_text(path.substr(0, path.find('/')), f.text, "builtin:data/" + std::string(path));
@@ -206,8 +207,8 @@ std::vector<std::string> Catalog::plan_names() const { return keys(plans_); }
 std::vector<std::string> Catalog::datapath_names() const { return keys(datapaths_); }
 
 PlanFormats Catalog::plan_formats(const CostPlan& p) const {
-  return PlanFormats{resolve_format(p.weights, formats_), resolve_format(p.activations, formats_),
-                     resolve_format(p.kv_cache, formats_)};
+  return PlanFormats{format(p.weights), format(p.activations),
+                     format(p.kv_cache)};
 }
 
 IsoArea iso_area_peak(const Target& target, std::string_view budget_class, const CostFormat& budget_format,
@@ -257,7 +258,7 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
       fail(origin, d->get("budget_class"), "derive.budget_class", '"' + budget_class + '"',
            "a rate class of '" + base_name + "' with units, clock and MACs/clock published");
     }
-    const CostFormat budget_fmt = resolve_format(dr.str("budget_format", true), formats_);
+    const CostFormat budget_fmt = format(dr.str("budget_format", true));
     const MacDatapath& dp = datapath(dr.str("datapath", true));
     const MacCost budget_mac = mac_cost(budget_fmt, budget_fmt, dp);
     const Target copy = base;  // `base` may move when targets_ grows
@@ -280,7 +281,7 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
       if (!node.is_table()) fail(origin, &node, "derive.rates." + c, detail::show(node), "a table");
       const Reader rr{*node.as_table(), origin, "derive.rates." + c + "."};
       rr.only({"format"});
-      const CostFormat f = resolve_format(rr.str("format", true), formats_);
+      const CostFormat f = format(rr.str("format", true));
       const MacCost m = mac_cost(f, f, dp);
       Rate rate;
       rate.macs_per_clock_per_unit =

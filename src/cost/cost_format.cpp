@@ -73,7 +73,7 @@ ElementWidth element_width(const format::Format& f) {
   return w;
 }
 
-CostFormat resolve_format(std::string_view name, const format::Registry& formats) {
+CostFormat resolve_format(std::string_view name, const format::Registry& formats, const block::BlockRegistry* blocks) {
   CostFormat c;
   c.name = std::string(name);
   for (const auto& b : kBlocks) {
@@ -88,7 +88,7 @@ CostFormat resolve_format(std::string_view name, const format::Registry& formats
     }
   }
   // Any other block format of lpemu::block (per-tensor, per-channel, tiles, user files).
-  if (const block::BlockFormat* b = block::BlockRegistry::builtin().find(name)) {
+  if (const block::BlockFormat* b = (blocks != nullptr ? *blocks : block::BlockRegistry::builtin()).find(name)) {
     c.name = b->name;
     c.element_name = b->element.name;
     c.element = element_width(b->element);

@@ -1,6 +1,7 @@
 #include "lpemu/engine/quantizer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include <tbb/parallel_for.h>
@@ -10,18 +11,10 @@
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
 
-// Block formats plug in as a quantiser provider when the block layer is part of the build.
-#if __has_include("lpemu/block/block_format.hpp")
-#  include "lpemu/block/block_format.hpp"
-#  include "lpemu/block/quantize.hpp"
-#  define LPEMU_ENGINE_WITH_BLOCK 1
-#endif
-// Datapath presets become GEMM strategies when the datapath layer is part of the build.
-#if __has_include("lpemu/datapath/gemm.hpp")
-#  include "lpemu/datapath/datapath.hpp"
-#  include "lpemu/datapath/gemm.hpp"
-#  define LPEMU_ENGINE_WITH_DATAPATH 1
-#endif
+#include "lpemu/block/block_format.hpp"
+#include "lpemu/block/quantize.hpp"
+#include "lpemu/datapath/datapath.hpp"
+#include "lpemu/datapath/gemm.hpp"
 
 namespace lpemu::engine {
 namespace {
@@ -58,7 +51,6 @@ class ElementQuantizer final : public Quantizer {
   QuantSpec spec_;
 };
 
-#ifdef LPEMU_ENGINE_WITH_BLOCK
 // A block format applied along the point's contraction axis (blocks of the last axis of a
 // [rows, cols] tensor for axis 1; axis 0 is transposed first).
 class BlockQuantizer final : public Quantizer {
@@ -89,12 +81,22 @@ class BlockQuantizer final : public Quantizer {
   block::BlockFormat fmt_;
   QuantSpec spec_;
 };
-#endif
 
-#ifdef LPEMU_ENGINE_WITH_DATAPATH
-// A bit-exact datapath: A and B are encoded to the datapath's input formats (values already on
-// those grids encode exactly; others round to nearest even, saturating), multiplied by datapath::gemm on
-// codes, and the output codes decoded. Per-element formats only: block scales are not passed.
+// The power-of-two exponent s that puts amax in the top binade of a format whose largest finite
+// value has exponent emax (0 for a zero or non-finite amax), clamped to E8M0's range.
+std::int32_t pow2_shift(double amax, int emax) {
+  if (!(amax > 0) || !std::isfinite(amax)) return 0;
+  return std::clamp(std::ilogb(amax) - emax, -127, 127);
+}
+
+// A bit-exact datapath. Operands arrive as floats on a plan's grids (element, per-tensor or block
+// scaled); like a real low-precision GEMM, the strategy moves each operand's scale out of the
+// codes in powers of two, which is exact: without block scales in the datapath, every row of A
+// and of B gets one exponent (its amax in the input format's top binade), applied to the output
+// after the exact datapath runs (the GEMM epilogue); with block scales (OCP MX, scale_application
+// product/group) each scale_block along K gets its own exponent (the OCP MX shared-exponent rule),
+// passed to the datapath as its E8M0 scales. Values then encode exactly when they lie on the input
+// format's grid up to that scale, else round to nearest even, saturating.
 class DatapathGemm final : public Gemm {
  public:
   explicit DatapathGemm(const datapath::Datapath& dp) : dp_(dp) {}
@@ -104,24 +106,61 @@ class DatapathGemm final : public Gemm {
     const auto m = static_cast<std::size_t>(a.rows());
     const auto n = static_cast<std::size_t>(b.rows());
     const auto k = static_cast<std::size_t>(a.cols());
-    const Mat<double> ad = a.cast<double>();
-    const Mat<double> bt = b.transpose().cast<double>();  // [K, N] row-major
+    const bool blocked = dp_.scale_application != datapath::ScaleApplication::none && dp_.scale_block > 0;
+    const std::size_t sb = blocked ? static_cast<std::size_t>(dp_.scale_block) : std::max<std::size_t>(k, 1);
+    const std::size_t kb = (k + sb - 1) / sb;
+    std::vector<std::int32_t> ea(m * kb);
+    std::vector<std::int32_t> eb(kb * n);  // [kb × n], the layout GemmScales wants for B
     std::vector<std::uint64_t> ac(m * k), bc(k * n), dc(m * n);
     format::ConvertOptions sat;
     sat.overflow = format::Overflow::saturate;
-    format::encode(dp_.a, std::span<const double>(ad.data(), ac.size()), std::span<std::uint64_t>(ac), sat);
-    format::encode(dp_.b, std::span<const double>(bt.data(), bc.size()), std::span<std::uint64_t>(bc), sat);
-    datapath::gemm(dp_, m, n, k, ac, bc, {}, dc);
+    const int emax_a = std::ilogb(dp_.a.max_finite);
+    const int emax_b = std::ilogb(dp_.b.max_finite);
+    // Row r of X [rows, k] into codes at out[r·k + kk] (A) or out[kk·rows + r] (B, transposed).
+    const auto encode_rows = [&](const RowMatrix& x, const format::Format& f, int emax, std::int32_t* e, bool a_side,
+                                 std::uint64_t* out) {
+      const auto rows = static_cast<std::size_t>(x.rows());
+      tbb::parallel_for(std::size_t{0}, rows, [&](std::size_t r) {
+        std::vector<double> v(sb);
+        for (std::size_t blk = 0; blk < kb; ++blk) {
+          const std::size_t k0 = blk * sb;
+          const std::size_t len = std::min(sb, k - k0);
+          double amax = 0;
+          for (std::size_t t = 0; t < len; ++t) {
+            const double y = std::fabs(static_cast<double>(x(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(k0 + t))));
+            if (y > amax && std::isfinite(y)) amax = y;
+          }
+          const std::int32_t s = pow2_shift(amax, emax);
+          (a_side ? e[r * kb + blk] : e[blk * rows + r]) = s;
+          for (std::size_t t = 0; t < len; ++t) {
+            v[t] = std::ldexp(static_cast<double>(x(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(k0 + t))), -s);
+          }
+          for (std::size_t t = 0; t < len; ++t) {
+            const std::uint64_t code = format::encode(f, v[t], sat);
+            (a_side ? out[r * k + k0 + t] : out[(k0 + t) * rows + r]) = code;
+          }
+        }
+      });
+    };
+    encode_rows(a, dp_.a, emax_a, ea.data(), true, ac.data());
+    encode_rows(b, dp_.b, emax_b, eb.data(), false, bc.data());
+    datapath::GemmScales scales;
+    if (blocked) scales = {ea, eb};
+    datapath::gemm(dp_, m, n, k, ac, bc, {}, dc, scales);
     std::vector<double> d(m * n);
     format::decode(dp_.output(), std::span<const std::uint64_t>(dc), std::span<double>(d));
     c.resize(a.rows(), b.rows());
-    for (std::size_t i = 0; i < d.size(); ++i) c.data()[i] = static_cast<float>(d[i]);
+    for (std::size_t i = 0; i < m; ++i) {
+      for (std::size_t j = 0; j < n; ++j) {
+        const double v = blocked ? d[i * n + j] : std::ldexp(d[i * n + j], ea[i] + eb[j]);
+        c.data()[i * n + j] = static_cast<float>(v);
+      }
+    }
   }
 
  private:
   datapath::Datapath dp_;
 };
-#endif
 
 class EigenGemm final : public Gemm {
  public:
@@ -180,17 +219,17 @@ QuantizerFactory QuantizerFactory::with_element_formats(const format::Registry& 
   return q;
 }
 
-QuantizerFactory QuantizerFactory::standard(const format::Registry& formats) {
+QuantizerFactory QuantizerFactory::standard(const format::Registry& formats, const block::BlockRegistry* block_formats) {
   QuantizerFactory q = with_element_formats(formats);
-#ifdef LPEMU_ENGINE_WITH_BLOCK
-  auto blocks = std::make_shared<block::BlockRegistry>(block::BlockRegistry::with_user_paths(formats, {}));
+  auto blocks = std::make_shared<block::BlockRegistry>(block_formats != nullptr
+                                                           ? *block_formats
+                                                           : block::BlockRegistry::with_user_paths(formats, {}));
   q.add_provider(
       "block format", blocks->names(),
       [blocks](const QuantSpec& spec) {
         return std::unique_ptr<Quantizer>(std::make_unique<BlockQuantizer>(blocks->get(spec.format), spec));
       },
       [blocks](std::string_view name) { return blocks->find(name) != nullptr; });
-#endif
   return q;
 }
 
@@ -242,20 +281,21 @@ const Gemm& eigen_gemm() {
   return g;
 }
 
-GemmFactory GemmFactory::builtin() {
+GemmFactory GemmFactory::builtin() { return with_datapaths(datapath::DatapathRegistry::builtin()); }
+
+GemmFactory GemmFactory::with_datapaths(const datapath::DatapathRegistry& datapaths) {
   GemmFactory f;
   auto shared = []() { return std::shared_ptr<const Gemm>(&eigen_gemm(), [](const Gemm*) {}); };
   f.add("eigen", shared);
   f.add("fp32", shared);
   f.add("native", shared);
-#ifdef LPEMU_ENGINE_WITH_DATAPATH
-  const auto& presets = datapath::DatapathRegistry::builtin();
-  for (const auto& name : presets.names()) {
-    const datapath::Datapath* dp = presets.find(name);
-    f.add(name, [dp]() { return std::shared_ptr<const Gemm>(std::make_shared<DatapathGemm>(*dp)); });
-  }
-#endif
+  for (const auto& name : datapaths.names()) f.add_datapath(datapaths.get(name));
   return f;
+}
+
+void GemmFactory::add_datapath(const datapath::Datapath& dp) {
+  auto strategy = std::make_shared<const DatapathGemm>(dp);
+  add(dp.name, [strategy]() { return std::shared_ptr<const Gemm>(strategy); });
 }
 
 void GemmFactory::add(std::string name, Maker maker) { makers_.emplace_back(std::move(name), std::move(maker)); }

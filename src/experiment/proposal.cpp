@@ -15,12 +15,10 @@
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/sha256.hpp"
+#include "experiment/proposal_detail.hpp"
 
 namespace lpemu::experiment {
-namespace {
-
-using format::Format;
-using format::Kind;
+namespace detail {
 
 std::string real(double v) {
   if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";
@@ -43,6 +41,64 @@ std::string hex(std::uint64_t v, int digits) {
   std::snprintf(buf, sizeof buf, "0x%0*llx", digits, static_cast<unsigned long long>(v));
   return buf;
 }
+
+std::string hex_list(std::span<const std::uint32_t> v, int digits) {
+  std::string out;
+  char buf[16];
+  for (const auto x : v) {
+    std::snprintf(buf, sizeof buf, "%0*x", digits, static_cast<unsigned>(x));
+    if (!out.empty()) out += ' ';
+    out += buf;
+  }
+  return out;
+}
+
+std::string hex_bytes(std::span<const std::uint8_t> v) {
+  std::vector<std::uint32_t> w(v.begin(), v.end());
+  return hex_list(w, 2);
+}
+
+std::string float_bits_list(std::span<const float> v) {
+  std::vector<std::uint32_t> w;
+  w.reserve(v.size());
+  for (const float x : v) w.push_back(std::bit_cast<std::uint32_t>(x));
+  return hex_list(w, 8);
+}
+
+void write_text(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  if (!out) throw IoError(p.string() + ": cannot open for writing");
+  out << text;
+  if (!out) throw IoError(p.string() + ": write failed");
+}
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char c : line) {
+    if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != '\r') {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::hex;
+using detail::real;
+using detail::real_float;
+using detail::split_csv;
+using detail::write_text;
+
+using format::Format;
+using format::Kind;
 
 float next_up(float x) { return std::nextafter(x, std::numeric_limits<float>::infinity()); }
 float next_down(float x) { return std::nextafter(x, -std::numeric_limits<float>::infinity()); }
@@ -83,21 +139,6 @@ std::vector<double> anchor_values(const Format& f, std::uint64_t seed) {
 
 format::Format bf16_format() { return format::make_float("bf16", 8, 7, 127, format::Specials::ieee); }
 
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (const char c : line) {
-    if (c == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else if (c != '\r') {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
 const char* specials_words(format::Specials s) {
   switch (s) {
     case format::Specials::ieee: return "IEEE-like: exponent all ones encodes ±Inf (mantissa 0) and NaN (otherwise)";
@@ -108,11 +149,12 @@ const char* specials_words(format::Specials s) {
   return "";
 }
 
-std::string spec_markdown(const Format& f) {
+// The element format's encoding, conversion rules and (up to 8 bits) every code.
+std::string element_markdown(const Format& f) {
   std::ostringstream s;
-  s << "# Format proposal: " << f.name << "\n\n";
+  s << "## Element format: " << f.name << "\n\n";
   if (!f.source.empty()) s << "Source: " << f.source << "\n\n";
-  s << "## Encoding\n\n| field | value |\n|---|---|\n";
+  s << "### Encoding\n\n| field | value |\n|---|---|\n";
   if (f.kind == Kind::floating) {
     s << "| layout | " << (f.is_signed ? "1 sign bit, " : "unsigned, ") << f.exponent_bits << " exponent bits, "
       << f.mantissa_bits << " mantissa bits (" << f.bits << " bits) |\n";
@@ -131,7 +173,7 @@ std::string spec_markdown(const Format& f) {
     s << "| value | code · 2^" << -f.fraction_bits << " |\n";
     s << "| range | " << real(f.lowest) << " .. " << real(f.max_finite) << (f.symmetric ? " (symmetric)" : "") << " |\n";
   }
-  s << "\n## Conversion rules\n\n"
+  s << "\n### Conversion rules\n\n"
        "- Rounding modes: nearest_even, nearest_away, toward_zero, toward_positive, toward_negative, stochastic.\n"
        "  Rounding is exact: the input's exact value is rounded to the format's value set.\n"
        "- Stochastic rounding with r random bits R: the magnitude rounds up when the r leading bits of the\n"
@@ -142,27 +184,46 @@ std::string spec_markdown(const Format& f) {
        "- NaN input: the format's NaN (sign kept where NaN is signed); +0 where the format has no NaN.\n"
        "- Ties at the overflow boundary follow the rounding mode on an unbounded exponent range.\n";
   if (f.bits <= 8) {
-    s << "\n## Every code\n\n| code | bits | value |\n|---|---|---|\n";
+    s << "\n### Every code\n\n| code | bits | value |\n|---|---|---|\n";
     for (std::uint64_t c = 0; c <= f.code_mask(); ++c) {
       s << "| " << format::hex_code(f, c) << " | `" << format::fielded_binary(f, c) << "` | "
         << real(format::decode(f, c)) << " |\n";
     }
   }
-  s << "\n## Files\n\n"
-       "- `format.toml`: the format as lpemu reads it.\n"
-       "- `conversion_float32.csv`, `conversion_bf16.csv`: test vectors. Columns: row, input_format, input_bits "
-       "(hex), input_value, rounding, overflow, sr_bits, random, expected_code (hex), expected_value.\n"
-       "- `MANIFEST`: SHA-256 of every file (`sha256sum -c MANIFEST` checks it).\n\n"
-       "To check an implementation, convert each row's input and write a CSV with columns `file,row,code` "
-       "(code in hex), then run `lpemu proposal verify DIR --results THEIR.csv`.\n";
   return s.str();
 }
 
-void write_text(const std::filesystem::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError(p.string() + ": cannot open for writing");
-  out << text;
-  if (!out) throw IoError(p.string() + ": write failed");
+// The list of files and how to check an implementation against them.
+std::string files_markdown(const ProposalRequest& req) {
+  std::ostringstream s;
+  s << "## Files\n\n"
+       "- `format.toml`: the " << (req.block ? "block " : "") << "format as lpemu reads it"
+    << (req.block ? "; `element.toml`: its element format" : "") << ".\n"
+       "- `conversion_float32.csv`, `conversion_bf16.csv`: element conversion vectors. Columns: row, input_format, "
+       "input_bits (hex), input_value, rounding, overflow, sr_bits, random, expected_code (hex), expected_value.\n";
+  if (req.block) {
+    s << "- `blocks.csv`: block vectors. Columns: row, case, shape, inputs (float32 bits, hex, space-separated, "
+         "row-major), tensor_scale (float32 bits), expected_scales (scale codes in block order), expected_packed "
+         "(element bytes, hex, space-separated), expected_decoded (float32 bits of the decoded tensor).\n";
+  }
+  if (req.datapath) {
+    s << "- `datapath.toml`: the datapath as lpemu reads it; `dot.csv`: dot-product vectors. Columns: row, case, k, "
+         "a, b (codes, hex, space-separated), c (code), scale_a, scale_b (block scale exponents, decimal, "
+         "space-separated; empty without block scales), expected_result (code of the output format), "
+         "expected_value, exact_value (the exact c + Σ a·b).\n";
+  }
+  if (req.accuracy) {
+    s << "- `summary.md`: accuracy on " << req.accuracy->model << " and cost against bf16 and mxfp8; "
+         "`accuracy/`: the sweep behind it (report.md, results.csv, results.h5, plots, experiment.toml).\n";
+  }
+  s << "- `MANIFEST`: SHA-256 of every file (`sha256sum -c MANIFEST` checks it).\n\n"
+       "### Checking an implementation\n\n"
+       "Compute each vector row and write one CSV with the header `file,row,code,scales,packed,decoded,result` "
+       "(columns you do not produce may be left out or empty): `code` for `conversion_*.csv` rows (hex), "
+       "`scales`, `packed` and `decoded` for `blocks.csv` rows (space-separated hex as in the vectors), `result` "
+       "for `dot.csv` rows (hex). Then run `lpemu proposal verify DIR --results THEIR.csv`: it checks the MANIFEST "
+       "and lists every mismatch with its file, row and field. Decoded NaNs match any NaN.\n";
+  return s.str();
 }
 
 }  // namespace
@@ -295,10 +356,25 @@ std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req) {
   fs::create_directories(req.out);
   const Format& f = req.format;
   std::vector<fs::path> files;
-  write_text(req.out / "spec.md", spec_markdown(f));
+  std::ostringstream spec;
+  spec << "# Format proposal: " << (req.block ? req.block->name : f.name)
+       << (req.datapath ? " on datapath " + req.datapath->name : std::string()) << "\n\n"
+       << "Written by lpemu. Every expected output below comes from lpemu's exact conversion and datapath "
+          "arithmetic (each checked against an independent reference in lpemu's test suite).\n\n";
+  if (req.accuracy) spec << "Accuracy and cost on " << req.accuracy->model << ": see `summary.md`.\n\n";
+  if (req.block) spec << detail::block_spec_markdown(*req.block) << "\n";
+  spec << element_markdown(f) << "\n";
+  if (req.datapath) spec << detail::datapath_spec_markdown(*req.datapath) << "\n";
+  spec << files_markdown(req);
+  write_text(req.out / "spec.md", spec.str());
   files.push_back(req.out / "spec.md");
-  write_text(req.out / "format.toml", req.format_toml.empty() ? format_to_toml(f) : req.format_toml);
+  const std::string own_toml = req.block ? std::string() : format_to_toml(f);
+  write_text(req.out / "format.toml", req.format_toml.empty() ? own_toml : req.format_toml);
   files.push_back(req.out / "format.toml");
+  if (req.block) {
+    write_text(req.out / "element.toml", req.element_toml.empty() ? format_to_toml(f) : req.element_toml);
+    files.push_back(req.out / "element.toml");
+  }
   for (const bool bf16 : {false, true}) {
     const auto rows = conversion_vectors(f, bf16, req.seed);
     const fs::path p = req.out / (bf16 ? "conversion_bf16.csv" : "conversion_float32.csv");
@@ -308,20 +384,87 @@ std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req) {
     const int code_digits = (f.bits + 3) / 4;
     for (const auto& v : rows) {
       out << v.row << ',' << (bf16 ? "bf16" : "fp32") << ',' << hex(v.input_bits, bf16 ? 4 : 8) << ','
-          << real_float(static_cast<float>(v.input_value)) << ',' << format::to_string(v.rounding) << ',' << format::to_string(v.overflow)
-          << ',' << (v.sr_bits > 0 ? std::to_string(v.sr_bits) : "") << ','
+          << real_float(static_cast<float>(v.input_value)) << ',' << format::to_string(v.rounding) << ','
+          << format::to_string(v.overflow) << ',' << (v.sr_bits > 0 ? std::to_string(v.sr_bits) : "") << ','
           << (v.sr_bits > 0 ? hex(v.random, 2) : "") << ',' << hex(v.expected_code, code_digits) << ','
           << real(v.expected_value) << '\n';
     }
     if (!out) throw IoError(p.string() + ": write failed");
     files.push_back(p);
   }
+  if (req.block) files.push_back(detail::write_block_vectors(req.out, *req.block, req.seed));
+  if (req.datapath) {
+    write_text(req.out / "datapath.toml", req.datapath_toml);
+    files.push_back(req.out / "datapath.toml");
+    files.push_back(detail::write_dot_vectors(req.out, *req.datapath, req.seed));
+  }
+  if (req.accuracy) {
+    for (auto& p : detail::write_accuracy(req.out, req)) files.push_back(std::move(p));
+  }
   std::string manifest;
-  for (const auto& p : files) manifest += io::sha256_file(p) + "  " + p.filename().string() + "\n";
+  for (const auto& p : files) {
+    manifest += io::sha256_file(p) + "  " + fs::relative(p, req.out).generic_string() + "\n";
+  }
   write_text(req.out / "MANIFEST", manifest);
   files.push_back(req.out / "MANIFEST");
   return files;
 }
+
+namespace {
+
+// The fields a results file may give per vector file, and the column holding the expected value.
+struct CheckField {
+  const char* file_prefix;
+  const char* field;
+  const char* expected_column;
+  bool float_bits;  ///< values are float32 bit patterns: any NaN matches any NaN
+};
+constexpr CheckField kCheckFields[] = {
+    {"conversion_", "code", "expected_code", false}, {"blocks", "scales", "expected_scales", false},
+    {"blocks", "packed", "expected_packed", false},  {"blocks", "decoded", "expected_decoded", true},
+    {"dot", "result", "expected_result", false},
+};
+
+// Parses a space-separated list of hex numbers (with or without 0x); false if one is not hex.
+bool parse_hex_list(const std::string& text, std::vector<std::uint64_t>& out) {
+  out.clear();
+  std::istringstream in(text);
+  std::string tok;
+  while (in >> tok) {
+    if (tok.size() > 2 && tok[0] == '0' && (tok[1] == 'x' || tok[1] == 'X')) tok = tok.substr(2);
+    std::uint64_t v = 0;
+    const auto r = std::from_chars(tok.data(), tok.data() + tok.size(), v, 16);
+    if (r.ec != std::errc() || r.ptr != tok.data() + tok.size()) return false;
+    out.push_back(v);
+  }
+  return true;
+}
+
+bool is_float_nan(std::uint64_t bits) { return (bits & 0x7f800000U) == 0x7f800000U && (bits & 0x7fffffU) != 0; }
+
+// Compares a given value with the expected one; empty string when they match, else why not.
+std::string compare_field(const CheckField& f, const std::string& want, const std::string& got) {
+  std::vector<std::uint64_t> w;
+  std::vector<std::uint64_t> g;
+  parse_hex_list(want, w);
+  if (!parse_hex_list(got, g)) return "'" + got + "' is not hex";
+  if (w.size() != g.size()) {
+    return std::to_string(g.size()) + " values given, " + std::to_string(w.size()) + " expected";
+  }
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (w[i] == g[i] || (f.float_bits && is_float_nan(w[i]) && is_float_nan(g[i]))) continue;
+    const std::string at = w.size() > 1 ? " at position " + std::to_string(i) : std::string();
+    return "expected " + hex(w[i], 1) + ", got " + hex(g[i], 1) + at;
+  }
+  return {};
+}
+
+struct ExpectedRow {
+  std::map<std::string, std::string> fields;  ///< field -> expected text
+  std::string context;                        ///< what the row is, for messages
+};
+
+}  // namespace
 
 VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesystem::path& results) {
   namespace fs = std::filesystem;
@@ -342,33 +485,67 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
       continue;
     }
     if (io::sha256_file(dir / name) != want) rep.problems.push_back("MANIFEST: " + name + " does not match its SHA-256");
-    if (name.rfind("conversion_", 0) == 0) vector_files.push_back(name);
+    const bool vectors = std::any_of(std::begin(kCheckFields), std::end(kCheckFields), [&](const CheckField& c) {
+      return name.rfind(c.file_prefix, 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".csv";
+    });
+    if (vectors) vector_files.push_back(name);
   }
-  // Expected codes by (file, row).
-  std::map<std::pair<std::string, std::uint64_t>, std::pair<std::uint64_t, std::string>> expected;
+  // Expected fields by (file, row).
+  std::map<std::pair<std::string, std::uint64_t>, ExpectedRow> expected;
   for (const auto& name : vector_files) {
-    std::ifstream in(dir / name);
-    std::getline(in, line);
+    const fs::path path = dir / name;
+    std::ifstream in(path);
+    if (!std::getline(in, line)) throw IoError(path.string() + ": empty vector file");
+    const auto header = split_csv(line);
+    std::vector<std::pair<const CheckField*, std::size_t>> cols;
+    for (const auto& cf : kCheckFields) {
+      if (name.rfind(cf.file_prefix, 0) != 0) continue;
+      const auto it = std::find(header.begin(), header.end(), cf.expected_column);
+      if (it == header.end()) throw IoError(path.string() + ": header lacks column '" + cf.expected_column + "'");
+      cols.emplace_back(&cf, static_cast<std::size_t>(it - header.begin()));
+    }
+    std::size_t line_no = 1;
     while (std::getline(in, line)) {
+      ++line_no;
       if (line.empty()) continue;
       const auto c = split_csv(line);
-      if (c.size() < 10) throw IoError((dir / name).string() + ": malformed row '" + line + "'");
-      expected[{name, std::stoull(c[0])}] = {std::stoull(c[8], nullptr, 16),
-                                             "input " + c[2] + " (" + c[3] + "), " + c[4] + ", " + c[5]};
+      if (c.size() != header.size()) {
+        throw IoError(path.string() + ":" + std::to_string(line_no) + ": " + std::to_string(c.size()) +
+                      " columns, the header has " + std::to_string(header.size()));
+      }
+      ExpectedRow row;
+      for (const auto& [cf, k] : cols) row.fields[cf->field] = c[k];
+      // Context: the row's leading descriptive columns (inputs are long for blocks and dots).
+      for (std::size_t k = 1; k < std::min<std::size_t>(c.size(), 6); ++k) {
+        if (c[k].size() > 40) continue;
+        row.context += (row.context.empty() ? "" : ", ") + header[k] + " " + c[k];
+      }
+      expected[{name, std::stoull(c[0])}] = std::move(row);
     }
   }
   std::ifstream rin(results);
   if (!rin) throw IoError(results.string() + ": cannot open results");
   if (!std::getline(rin, line)) throw IoError(results.string() + ": empty results file");
   const auto header = split_csv(line);
-  const auto col = [&](const std::string& n) -> std::size_t {
+  const auto find_col = [&](const std::string& n) -> std::optional<std::size_t> {
     const auto it = std::find(header.begin(), header.end(), n);
-    if (it == header.end()) throw IoError(results.string() + ": header lacks column '" + n + "' (expected file,row,code)");
+    if (it == header.end()) return std::nullopt;
     return static_cast<std::size_t>(it - header.begin());
   };
-  const std::size_t cf = col("file");
-  const std::size_t cr = col("row");
-  const std::size_t cc = col("code");
+  const auto cf = find_col("file");
+  const auto cr = find_col("row");
+  if (!cf || !cr) throw IoError(results.string() + ": header lacks column 'file' or 'row' (expected file,row,code,...)");
+  std::vector<std::pair<std::string, std::size_t>> given;
+  for (const auto& chk : kCheckFields) {
+    if (const auto k = find_col(chk.field)) {
+      if (std::none_of(given.begin(), given.end(), [&](const auto& g) { return g.first == chk.field; })) {
+        given.emplace_back(chk.field, *k);
+      }
+    }
+  }
+  if (given.empty()) {
+    throw IoError(results.string() + ": header has none of the result columns code, scales, packed, decoded, result");
+  }
   std::set<std::pair<std::string, std::uint64_t>> seen;
   std::size_t line_no = 1;
   while (std::getline(rin, line)) {
@@ -376,30 +553,42 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
     if (line.empty()) continue;
     const auto c = split_csv(line);
     const std::string where = results.string() + ":" + std::to_string(line_no);
-    if (c.size() <= std::max({cf, cr, cc})) {
+    if (c.size() <= std::max(*cf, *cr)) {
       rep.problems.push_back(where + ": too few columns");
       continue;
     }
     std::uint64_t row = 0;
-    std::uint64_t code = 0;
-    try {
-      row = std::stoull(c[cr]);
-      code = std::stoull(c[cc], nullptr, 16);
-    } catch (const std::exception&) {
-      rep.problems.push_back(where + ": field 'row' or 'code' is not a number ('" + c[cr] + "', '" + c[cc] + "')");
+    const auto r = std::from_chars(c[*cr].data(), c[*cr].data() + c[*cr].size(), row);
+    if (r.ec != std::errc() || r.ptr != c[*cr].data() + c[*cr].size()) {
+      rep.problems.push_back(where + ": field 'row' is not a row number ('" + c[*cr] + "')");
       continue;
     }
-    const auto key = std::make_pair(c[cf], row);
+    const auto key = std::make_pair(c[*cf], row);
     const auto it = expected.find(key);
     if (it == expected.end()) {
-      rep.problems.push_back(where + ": " + c[cf] + " has no row " + std::to_string(row));
+      rep.problems.push_back(where + ": " + c[*cf] + " has no row " + std::to_string(row));
       continue;
     }
-    seen.insert(key);
-    ++rep.checked;
-    if (code != it->second.first) {
-      rep.problems.push_back(c[cf] + " row " + std::to_string(row) + " field code: expected " +
-                             hex(it->second.first, 1) + ", got " + hex(code, 1) + " (" + it->second.second + ")");
+    bool any = false;
+    for (const auto& [field, k] : given) {
+      if (k >= c.size() || c[k].empty()) continue;
+      const auto want = it->second.fields.find(field);
+      if (want == it->second.fields.end()) {
+        rep.problems.push_back(where + ": " + c[*cf] + " has no field '" + field + "'");
+        continue;
+      }
+      any = true;
+      const CheckField& chk = *std::find_if(std::begin(kCheckFields), std::end(kCheckFields),
+                                            [&](const CheckField& x) { return x.field == field; });
+      const std::string why = compare_field(chk, want->second, c[k]);
+      if (!why.empty()) {
+        rep.problems.push_back(c[*cf] + " row " + std::to_string(row) + " field " + field + ": " + why + " (" +
+                               it->second.context + ")");
+      }
+    }
+    if (any) {
+      seen.insert(key);
+      ++rep.checked;
     }
   }
   rep.missing = expected.size() - seen.size();

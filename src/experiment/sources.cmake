@@ -1,5 +1,8 @@
 target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/proposal.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/proposal_block.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/proposal_dot.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/proposal_summary.cpp
   ${CMAKE_CURRENT_LIST_DIR}/experiment.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sweep.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp

@@ -136,8 +136,7 @@ PlanCost price_plan(const engine::PrecisionPlan& plan, int n_layers, const Exper
   const auto names = cat.datapath_names();
   c.datapath = std::find(names.begin(), names.end(), gemm) != names.end() ? gemm : "fp32_n4";
   try {
-    const cost::PlanFormats pf{cost::resolve_format(w, cat.formats()), cost::resolve_format(a, cat.formats()),
-                               cost::resolve_format(kv, cat.formats())};
+    const cost::PlanFormats pf{cat.format(w), cat.format(a), cat.format(kv)};
     const cost::MacDatapath& dp = cat.datapath(c.datapath);
     const cost::Target& target = cat.target(exp.cost.target);
     cost::Workload wl = cost::build_workload(cat.shape(exp.cost.shape), pf, target, dp,
@@ -146,7 +145,7 @@ PlanCost price_plan(const engine::PrecisionPlan& plan, int n_layers, const Exper
     const cost::Roofline r = cost::roofline(wl, target);
     c.tokens_per_s = r.tokens_per_s();
     c.joules_per_token = r.energy_per_token();
-    const cost::CostFormat bf16 = cost::resolve_format("bf16", cat.formats());
+    const cost::CostFormat bf16 = cat.format("bf16");
     const cost::MacCost mac = cost::mac_cost(pf.weights, pf.activations, dp);
     c.mac_area_rel_bf16 = mac.total_fa / cost::mac_cost(bf16, bf16, dp).total_fa;
     c.mac_energy_pj = mac.energy_pj_45nm();

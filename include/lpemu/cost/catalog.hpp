@@ -25,8 +25,10 @@ CostPlan parse_plan_toml(std::string_view text, std::string_view origin);
 /// Named targets, shapes, plans and datapaths.
 class Catalog {
  public:
-  /// Built-ins (embedded data/), then each DIR in `dirs`; `formats` resolves format names.
-  explicit Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs = {});
+  /// Built-ins (embedded data/), then each DIR in `dirs`; `formats` and `blocks` (nullptr: the
+  /// built-in block formats) resolve format names; both must outlive the catalog.
+  explicit Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs = {},
+                   const block::BlockRegistry* blocks = nullptr);
 
   /// The target called `name` (or a path to a .toml); throws UnknownNameError with suggestions.
   const Target& target(std::string_view name);
@@ -50,6 +52,8 @@ class Catalog {
   PlanFormats plan_formats(const CostPlan& p) const;
   /// The format registry in use.
   const format::Registry& formats() const { return formats_; }
+  /// Resolves an element- or block-format name with this catalog's registries.
+  CostFormat format(std::string_view name) const { return resolve_format(name, formats_, blocks_); }
 
   /// Parses a hardware TOML; proposed targets are derived through this catalog.
   Target parse_target_toml(std::string_view text, std::string_view origin);
@@ -61,6 +65,7 @@ class Catalog {
   void add_text(std::string_view kind, const std::string& text, const std::string& origin);
 
   const format::Registry& formats_;
+  const block::BlockRegistry* blocks_ = nullptr;
   std::map<std::string, Pending, std::less<>> raw_targets_;
   std::map<std::string, Target, std::less<>> targets_;
   std::map<std::string, ModelShape, std::less<>> shapes_;

@@ -14,6 +14,10 @@
 
 #include "lpemu/format/registry.hpp"
 
+namespace lpemu::block {
+class BlockRegistry;
+}
+
 namespace lpemu::cost {
 
 /// Bit widths of one element (or scale) format as the hardware sees them.
@@ -41,8 +45,10 @@ struct CostFormat {
 /// Widths of an element format from the format registry.
 ElementWidth element_width(const format::Format& f);
 
-/// Resolves an element-format name or a built-in block-format name; throws UnknownNameError.
-CostFormat resolve_format(std::string_view name, const format::Registry& formats);
+/// Resolves an element-format or block-format name (block formats from `blocks`, nullptr: the
+/// built-ins); throws UnknownNameError.
+CostFormat resolve_format(std::string_view name, const format::Registry& formats,
+                          const block::BlockRegistry* blocks = nullptr);
 
 /// Names of the built-in block formats.
 std::vector<std::string> block_format_names();

@@ -16,6 +16,13 @@
 namespace lpemu::format {
 class Registry;
 }
+namespace lpemu::block {
+class BlockRegistry;
+}
+namespace lpemu::datapath {
+struct Datapath;
+class DatapathRegistry;
+}
 
 namespace lpemu::engine {
 
@@ -92,9 +99,9 @@ class QuantizerFactory {
 
   /// A factory that knows every element format of `formats` (the registry must outlive it).
   static QuantizerFactory with_element_formats(const format::Registry& formats);
-  /// Every built-in kind of quantiser: the element formats of `formats`, plus (the single place
-  /// to register them) block formats and other kinds as their layers arrive.
-  static QuantizerFactory standard(const format::Registry& formats);
+  /// Every built-in kind of quantiser: the element formats of `formats` and the block formats of
+  /// `blocks` (nullptr: built-ins plus LPEMU_FORMATS_PATH); the single place to register kinds.
+  static QuantizerFactory standard(const format::Registry& formats, const block::BlockRegistry* blocks = nullptr);
   /// Adds a provider of names (e.g. block formats); later providers are searched first. `accepts`
   /// (default: membership in `names`) decides which names, aliases included, the provider makes.
   void add_provider(std::string kind, std::vector<std::string> names, Maker maker,
@@ -147,8 +154,12 @@ class GemmFactory {
  public:
   /// Makes a strategy by name.
   using Maker = std::function<std::shared_ptr<const Gemm>()>;
-  /// The built-in factory.
+  /// The built-in factory: "eigen" and every built-in datapath preset.
   static GemmFactory builtin();
+  /// "eigen" and every datapath of `datapaths` (built-ins and user files).
+  static GemmFactory with_datapaths(const datapath::DatapathRegistry& datapaths);
+  /// Registers `dp` (copied) as a bit-exact GEMM strategy under its name.
+  void add_datapath(const datapath::Datapath& dp);
   /// Registers a named strategy (e.g. a datapath preset).
   void add(std::string name, Maker maker);
   /// True if `name` is known.

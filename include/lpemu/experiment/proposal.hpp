@@ -1,17 +1,25 @@
 // Format proposals for hardware vendors (issue 8): a self-contained directory with the encoding
-// spec, conversion test vectors whose expected codes come from lpemu's exact conversion, a
-// SHA-256 MANIFEST, and a verifier for a vendor's results.
+// spec, conversion test vectors whose expected codes come from lpemu's exact conversion, packed
+// block vectors for block formats, dot-product vectors for a datapath, the accuracy and cost on a
+// model against bf16 and mxfp8 baselines, a SHA-256 MANIFEST, and a verifier for a vendor's results.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lpemu/block/block_format.hpp"
+#include "lpemu/datapath/datapath.hpp"
+#include "lpemu/experiment/experiment.hpp"
 #include "lpemu/format/format.hpp"
 #include "lpemu/format/rounding.hpp"
 
 namespace lpemu::experiment {
+
+struct Toolbox;
 
 /// One conversion test vector: an input (float32 or bf16 bits) and the expected code.
 struct ConversionVector {
@@ -34,17 +42,78 @@ std::vector<float> boundary_inputs(const format::Format& f, std::uint64_t seed);
 /// rounding mode and overflow policy (stochastic rows carry their random bits).
 std::vector<ConversionVector> conversion_vectors(const format::Format& f, bool bf16_inputs, std::uint64_t seed);
 
-/// What a proposal is written from.
-struct ProposalRequest {
-  format::Format format;
-  std::string format_toml;  ///< the spec file's text, copied into the package
-  std::filesystem::path out;
-  bool force = false;       ///< replace files of an existing package
-  std::uint64_t seed = 1;   ///< random sample of the vectors
+/// One block test vector: a small tensor (one or more blocks) of float32 inputs, and what the
+/// block format makes of it: scale codes, packed element bytes and decoded values.
+struct BlockVector {
+  std::uint64_t row = 0;
+  std::string name;                   ///< the edge case it exercises
+  std::vector<std::size_t> shape;     ///< tensor shape (blocks along the last axis)
+  std::vector<float> inputs;          ///< row-major
+  float tensor_scale = 1.0F;          ///< FP32 second-level scale (1 when the format has none)
+  std::vector<std::uint32_t> scales;  ///< scale codes in block order
+  std::vector<std::uint8_t> packed;   ///< element codes packed (block/pack.hpp layout)
+  std::vector<float> decoded;         ///< decode(scales, packed), row-major
 };
 
-/// Writes the package (spec.md, format.toml, conversion_float32.csv, conversion_bf16.csv,
-/// MANIFEST) and returns the files written. Refuses a non-empty `out` unless `force`.
+/// Block vectors for `f`: every element value, ties, zero blocks, NaN/Inf inside a block, scale
+/// overflow and underflow, float32 subnormals, outliers, multi-block tensors and a random sample.
+/// Blocked formats are cut along the last axis (the format's axis is set to -1).
+std::vector<BlockVector> block_vectors(const block::BlockFormat& f, std::uint64_t seed);
+
+/// One dot-product test vector: d = c + Σ a_i·b_i on a datapath, inputs and output as codes.
+struct DotVector {
+  std::uint64_t row = 0;
+  std::string name;                      ///< what it exercises (alignment, truncation, ...)
+  std::vector<std::uint64_t> a, b;       ///< codes of the datapath's a and b formats
+  std::uint64_t c = 0;                   ///< code of the output format
+  std::vector<std::int32_t> scale_a, scale_b;  ///< power-of-two block scale exponents (block-scaled datapaths)
+  std::uint64_t expected = 0;            ///< result code in the output format
+  std::string exact;                     ///< the exact c + Σ a_i·b_i, in decimal
+};
+
+/// Dot-product vectors for `dp`: alignment at and around the quantum, truncation of signed terms,
+/// cancellation, the fused-term and promotion boundaries, subnormals, the addend, specials,
+/// overflow, block scales and a random sample. Row r uses stochastic-rounding stream index r.
+std::vector<DotVector> dot_vectors(const datapath::Datapath& dp, std::uint64_t seed);
+
+/// `dp` with both inputs replaced by `element` (a proposal's format on an existing adder).
+datapath::Datapath retarget_datapath(const datapath::Datapath& dp, const format::Format& element);
+
+/// The datapath TOML `text` (from `origin`) rewritten with the name, description and inputs of
+/// `dp` (a retarget_datapath result), so that lpemu reads it back as `dp`.
+std::string retarget_datapath_toml(std::string_view text, std::string_view origin, const datapath::Datapath& dp);
+
+/// Accuracy and cost of a proposal on a model (summary.md): the sweep machinery runs fp32, bf16,
+/// mxfp8_e4m3 and each proposed format (and each on the datapath, if any) on the linear layers'
+/// weights and inputs (overflow saturating), priced by the cost model.
+struct AccuracyRequest {
+  std::vector<std::string> formats;  ///< proposed format names the tools know (e.g. e3m3, e3m3_per_tensor)
+  std::string gemm;                ///< datapath GEMM the tools know ("" : none)
+  std::string model;               ///< model name or path
+  std::filesystem::path text;      ///< text to score
+  CostSetup cost;                  ///< where plans are priced (target empty: no cost)
+  const Toolbox* tools = nullptr;  ///< must know the proposed format (and datapath)
+  int max_tokens = 0;              ///< score at most this many tokens (0: all)
+  std::function<void(const std::string&)> on_progress;  ///< one line per finished plan
+};
+
+/// What a proposal is written from.
+struct ProposalRequest {
+  format::Format format;            ///< the element format (a block format's element)
+  std::optional<block::BlockFormat> block;  ///< set for a block-format proposal
+  std::string format_toml;          ///< the spec file's text, copied into the package
+  std::string element_toml;         ///< block proposals: the element format's TOML
+  std::optional<datapath::Datapath> datapath;  ///< the datapath the format is proposed with
+  std::string datapath_toml;        ///< its TOML text (as given, or rewritten for new inputs)
+  std::optional<AccuracyRequest> accuracy;  ///< --model: summary.md
+  std::filesystem::path out;
+  bool force = false;               ///< replace files of an existing package
+  std::uint64_t seed = 1;           ///< random sample of the vectors
+};
+
+/// Writes the package (spec.md, format.toml, conversion_float32.csv, conversion_bf16.csv, and
+/// blocks.csv, dot.csv, datapath.toml, summary.md + accuracy/ as requested, then MANIFEST) and
+/// returns the files written. Refuses a non-empty `out` unless `force`.
 std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req);
 
 /// Outcome of `verify_proposal`.
@@ -57,8 +126,10 @@ struct VerifyReport {
   bool ok() const { return problems.empty() && missing == 0; }
 };
 
-/// Checks the MANIFEST hashes of `dir` and compares a vendor's results CSV (columns `file`, `row`,
-/// `code` in hex) with the expected codes; every mismatch names the file, row and field.
+/// Checks the MANIFEST hashes of `dir` and compares a vendor's results CSV (columns `file`, `row`
+/// and any of `code`, `scales`, `packed`, `decoded`, `result`) with the expected columns of the
+/// vector files; every mismatch names the file, row and field. Empty cells are not checked; a
+/// vector row none of whose fields was given counts as missing.
 VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesystem::path& results);
 
 /// The TOML text of an element format (the same fields a user writes).
