@@ -120,6 +120,13 @@ std::vector<Case> make_cases(const block::BlockFormat& f, std::uint64_t seed) {
   add("nan_inside", fill(1.0, [&](std::size_t i) { return i == n / 2 ? std::nan("") : normal(rng); }));
   add("inf_inside", fill(1.0, [&](std::size_t i) { return i == n / 2 ? static_cast<double>(kInf) : normal(rng); }));
   add("neg_inf_inside", fill(1.0, [&](std::size_t i) { return i == n / 3 ? -static_cast<double>(kInf) : normal(rng); }));
+  // Scale overflow: amax twice the largest value the scale can reach (when float32 can hold it).
+  const double reach = f.scale_is_pow2 || f.tensor_scale != block::TensorScale::none
+                           ? HUGE_VAL
+                           : emax_val * f.scale.max_finite * 2;
+  if (reach < static_cast<double>(std::numeric_limits<float>::max())) {
+    add("scale_overflow", fill(reach, [&](std::size_t) { return reach * normal(rng) / 4; }));
+  }
   add("max_float32", fill(std::numeric_limits<float>::max(), [&](std::size_t) { return 1e38 * normal(rng); }));
   add("scale_underflow", fill(std::ldexp(1.0, -140), [&](std::size_t) { return std::ldexp(normal(rng), -141); }));
   add("float32_subnormals", fill(std::ldexp(1.0, -130), [&](std::size_t i) {
@@ -210,7 +217,15 @@ std::string block_spec_markdown(const block::BlockFormat& f) {
   s << "| scale rule | " << block::to_string(f.rule) << ": " << rule_words(f.rule) << " |\n";
   s << "| element rounding | " << format::to_string(f.element_options.rounding) << ", saturating to ±max |\n";
   s << "| NaN/Inf in a block | " << block::to_string(f.nonfinite) << " |\n";
-  s << "| scale overflow | " << block::to_string(f.scale_overflow) << " |\n";
+  const double reach = f.scale_is_pow2 || f.tensor_scale != block::TensorScale::none
+                           ? HUGE_VAL
+                           : f.element.max_finite * f.scale.max_finite;
+  s << "| scale overflow | " << block::to_string(f.scale_overflow)
+    << (reach < static_cast<double>(std::numeric_limits<float>::max())
+            ? " (row `scale_overflow` reaches it)"
+            : " (unreachable from float32 inputs: the scale's range, with the tensor scale if any, covers FLT_MAX; "
+              "row `max_float32` is the largest input)")
+    << " |\n";
   s << "| float32 subnormal inputs | " << block::to_string(f.subnormal_inputs) << " |\n";
   s << "| signed zero | " << block::to_string(f.signed_zero) << " |\n";
   s << "| tensor scale | " << block::to_string(f.tensor_scale)
