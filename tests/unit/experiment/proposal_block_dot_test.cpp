@@ -178,6 +178,21 @@ TEST_CASE("nvfp4 proposal: two-level scale rows carry the tensor scale", "[exper
   CHECK(multi);
 }
 
+TEST_CASE("a block format whose FP8 scale can overflow gets a NaN scale_overflow row", "[experiment][unit]") {
+  const auto f = block::parse_block_format_toml(
+      "name = \"fp4_fp8scale\"\nelement = \"fp4_e2m1\"\nscale = \"fp8_e4m3\"\ngranularity = \"block\"\n"
+      "block_size = 16\nscale_rule = \"amax_over_max\"\n",
+      "s.toml", format::Registry::builtin());
+  int seen = 0;
+  for (const auto& v : experiment::block_vectors(f, 1)) {
+    if (v.name != "scale_overflow") continue;
+    ++seen;
+    CHECK(v.scales.at(0) == 0x7F);  // E4M3's NaN: amax / 6 > 448 (scale_overflow = "nan")
+    for (const float x : v.decoded) CHECK(std::isnan(x));
+  }
+  CHECK(seen == 1);
+}
+
 TEST_CASE("datapath vectors: ideal rounds the exact sum, truncating datapaths never round up", "[experiment][unit]") {
   const auto& reg = datapath::DatapathRegistry::builtin();
   {
