@@ -93,10 +93,10 @@ void show(const format::Format& f, const std::string& origin, bool values) {
 }  // namespace
 
 void register_formats(CLI::App& app, Context& ctx) {
-  auto* formats = app.add_subcommand("formats", "list and describe element formats");
+  auto* formats = app.add_subcommand("formats", "list and describe element and block formats");
   formats->require_subcommand(1);
 
-  auto* list = formats->add_subcommand("list", "list every known element format");
+  auto* list = formats->add_subcommand("list", "list every known element format, then every block format");
   list->callback([&ctx] {
     const auto& reg = ctx.formats();
     std::printf("%-18s %-5s %-44s %s\n", "name", "bits", "encoding", "max finite");
@@ -104,6 +104,18 @@ void register_formats(CLI::App& app, Context& ctx) {
       const auto& f = reg.get(name);
       std::printf("%-18s %-5d %-44s %s\n", f.name.c_str(), f.bits, kind_line(f).c_str(),
                   format_real(f.max_finite).c_str());
+    }
+    std::printf("\n%-22s %-16s %-16s %-20s %s\n", "block format", "element", "scale", "granularity", "scale rule");
+    const auto& blocks = ctx.blocks();
+    for (const auto& name : blocks.names()) {
+      const auto& b = blocks.get(name);
+      std::string gran(block::to_string(b.granularity));
+      if (b.granularity == block::Granularity::block) gran += " " + std::to_string(b.block_size);
+      if (b.granularity == block::Granularity::tile) gran += " " + std::to_string(b.tile_rows) + "x" + std::to_string(b.tile_cols);
+      std::string scale = b.scale_is_pow2 ? "pow2" : b.scale.name;
+      if (b.tensor_scale == block::TensorScale::fp32) scale += " + fp32";
+      std::printf("%-22s %-16s %-16s %-20s %s\n", b.name.c_str(), b.element.name.c_str(), scale.c_str(), gran.c_str(),
+                  std::string(block::to_string(b.rule)).c_str());
     }
   });
 

@@ -85,6 +85,13 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
   } else if (const block::BlockFormat* b = ctx.blocks().find(a.format)) {
     req.block = *b;
     req.format_toml = spec_text(ctx.blocks().origin(b->name));
+  } else if (ctx.formats().find(a.format) == nullptr) {
+    std::vector<std::string> known = ctx.formats().names();
+    for (const auto& n : ctx.blocks().names()) known.push_back(n);
+    std::string hint;
+    for (const auto& n : format::closest_names(a.format, known)) hint += (hint.empty() ? "" : ", ") + n;
+    throw UnknownNameError("unknown element or block format '" + a.format + "'; closest: " + hint +
+                           " (see `lpemu formats list`)");
   } else {
     req.format = ctx.formats().get(a.format);
     req.format_toml = spec_text(ctx.formats().origin(req.format.name));
