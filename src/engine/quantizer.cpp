@@ -116,31 +116,36 @@ class DatapathGemm final : public Gemm {
     sat.overflow = format::Overflow::saturate;
     const int emax_a = std::ilogb(dp_.a.max_finite);
     const int emax_b = std::ilogb(dp_.b.max_finite);
-    // Row r of X [rows, k] into codes at out[r·k + kk] (A) or out[kk·rows + r] (B, transposed).
+    // X [rows, k] scaled row by row (block by block) in powers of two, then encoded in bulk; B's
+    // codes are transposed to [k, rows] for the datapath.
     const auto encode_rows = [&](const RowMatrix& x, const format::Format& f, int emax, std::int32_t* e, bool a_side,
                                  std::uint64_t* out) {
       const auto rows = static_cast<std::size_t>(x.rows());
+      std::vector<double> v(rows * k);
       tbb::parallel_for(std::size_t{0}, rows, [&](std::size_t r) {
-        std::vector<double> v(sb);
+        const float* row = x.data() + r * k;
         for (std::size_t blk = 0; blk < kb; ++blk) {
           const std::size_t k0 = blk * sb;
           const std::size_t len = std::min(sb, k - k0);
           double amax = 0;
           for (std::size_t t = 0; t < len; ++t) {
-            const double y = std::fabs(static_cast<double>(x(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(k0 + t))));
+            const double y = std::fabs(static_cast<double>(row[k0 + t]));
             if (y > amax && std::isfinite(y)) amax = y;
           }
           const std::int32_t s = pow2_shift(amax, emax);
           (a_side ? e[r * kb + blk] : e[blk * rows + r]) = s;
-          for (std::size_t t = 0; t < len; ++t) {
-            v[t] = std::ldexp(static_cast<double>(x(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(k0 + t))), -s);
-          }
-          for (std::size_t t = 0; t < len; ++t) {
-            const std::uint64_t code = format::encode(f, v[t], sat);
-            (a_side ? out[r * k + k0 + t] : out[(k0 + t) * rows + r]) = code;
-          }
+          for (std::size_t t = 0; t < len; ++t) v[r * k + k0 + t] = std::ldexp(static_cast<double>(row[k0 + t]), -s);
         }
       });
+      if (a_side) {
+        format::encode(f, std::span<const double>(v), std::span<std::uint64_t>(out, rows * k), sat);
+        return;
+      }
+      std::vector<std::uint64_t> codes(rows * k);
+      format::encode(f, std::span<const double>(v), std::span<std::uint64_t>(codes), sat);
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t t = 0; t < k; ++t) out[t * rows + r] = codes[r * k + t];
+      }
     };
     encode_rows(a, dp_.a, emax_a, ea.data(), true, ac.data());
     encode_rows(b, dp_.b, emax_b, eb.data(), false, bc.data());
