@@ -180,6 +180,9 @@ int run_verify(const ProposalArgs& a) {
   const auto rep = experiment::verify_proposal(a.verify_dir, a.results);
   std::cout << "checked " << rep.checked << " rows; " << rep.problems.size() << " problems; " << rep.missing
             << " vector rows without a result\n";
+  for (const auto& [file, counts] : rep.per_file) {
+    std::cout << "  " << file << ": " << counts.first << " checked, " << counts.second << " without a result\n";
+  }
   for (std::size_t i = 0; i < rep.problems.size() && i < a.show; ++i) std::cout << "  " << rep.problems[i] << "\n";
   if (rep.problems.size() > a.show) std::cout << "  ... " << rep.problems.size() - a.show << " more\n";
   return rep.ok() ? 0 : 1;

@@ -592,6 +592,10 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
     }
   }
   rep.missing = expected.size() - seen.size();
+  for (const auto& [key, row] : expected) {
+    auto& [checked, missing] = rep.per_file[key.first];
+    ++(seen.count(key) ? checked : missing);
+  }
   return rep;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,6 +121,7 @@ std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req);
 struct VerifyReport {
   std::size_t checked = 0;                 ///< result rows compared
   std::size_t missing = 0;                 ///< vector rows with no result
+  std::map<std::string, std::pair<std::size_t, std::size_t>> per_file;  ///< file -> (checked, missing)
   std::vector<std::string> problems;       ///< mismatches and manifest failures, one line each
 
   /// True when nothing is wrong and nothing is missing.

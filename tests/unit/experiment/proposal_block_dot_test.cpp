@@ -297,6 +297,9 @@ TEST_CASE("a proposal's datapath is retargeted to the proposed format and its do
   REQUIRE(rep.problems.size() == 1);
   CHECK_THAT(rep.problems[0], Catch::StartsWith("dot.csv row 7 field result: expected"));
   CHECK(rep.missing > 0);  // conversion rows were not given
+  CHECK(rep.per_file.at("dot.csv").first == rows.size());
+  CHECK(rep.per_file.at("dot.csv").second == 0);
+  CHECK(rep.per_file.at("conversion_float32.csv").first == 0);
 }
 
 TEST_CASE("lpemu proposal --model writes summary.md against bf16 and mxfp8", "[experiment][cli]") {
