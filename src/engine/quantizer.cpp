@@ -82,17 +82,24 @@ class BlockQuantizer final : public Quantizer {
   QuantSpec spec_;
 };
 
-// The power-of-two exponent s that puts amax in the top binade of a format whose largest finite
-// value has exponent emax (0 for a zero or non-finite amax), clamped to E8M0's range.
-std::int32_t pow2_shift(double amax, int emax) {
+// The power-of-two exponent s that puts amax in binade `target` (0 for a zero or non-finite
+// amax), clamped to E8M0's range.
+std::int32_t pow2_shift(double amax, int target) {
   if (!(amax > 0) || !std::isfinite(amax)) return 0;
-  return std::clamp(std::ilogb(amax) - emax, -127, 127);
+  return std::clamp(std::ilogb(amax) - target, -127, 127);
+}
+
+// Where a row's amax goes: the input format's top binade, but low enough that products of two
+// such values, and sums of many, stay well inside the output format (bf16 inputs with an fp32
+// accumulator: 2^59; fp8 with fp16 output: 2^3).
+int target_binade(const format::Format& in, const format::Format& out) {
+  return std::min(std::ilogb(in.max_finite), (std::ilogb(out.max_finite) - 1) / 2 - 4);
 }
 
 // A bit-exact datapath. Operands arrive as floats on a plan's grids (element, per-tensor or block
 // scaled); like a real low-precision GEMM, the strategy moves each operand's scale out of the
 // codes in powers of two, which is exact: without block scales in the datapath, every row of A
-// and of B gets one exponent (its amax in the input format's top binade), applied to the output
+// and of B gets one exponent (its amax in the binade target_binade() picks), applied to the output
 // after the exact datapath runs (the GEMM epilogue); with block scales (OCP MX, scale_application
 // product/group) each scale_block along K gets its own exponent (the OCP MX shared-exponent rule),
 // passed to the datapath as its E8M0 scales. Values then encode exactly when they lie on the input
@@ -111,55 +118,87 @@ class DatapathGemm final : public Gemm {
     const std::size_t kb = (k + sb - 1) / sb;
     std::vector<std::int32_t> ea(m * kb);
     std::vector<std::int32_t> eb(kb * n);  // [kb × n], the layout GemmScales wants for B
-    std::vector<std::uint64_t> ac(m * k), bc(k * n), dc(m * n);
+    // Narrow operands (the common FP8/FP6/FP4 case) take float scaling, 8-bit codes and the
+    // datapath's 8-bit GEMM; others go through doubles and 64-bit codes. The float path is exact:
+    // x·2^-s is exact in float down to 2^-126, and below that lies under half the smallest
+    // subnormal of every format it is used for (min_subnormal ≥ 2^-124), so rounding is unchanged.
+    const auto narrow_ok = [](const format::Format& f) {
+      return f.bits <= 8 && format::fits_in_float(f) && f.min_subnormal >= 0x1p-124;
+    };
+    const bool narrow = narrow_ok(dp_.a) && narrow_ok(dp_.b) && dp_.output().bits <= 32 &&
+                        format::fits_in_float(dp_.output());
+    // Block-scaled datapaths use the OCP MX rule (amax in the element's top binade).
+    const int target_a = blocked ? std::ilogb(dp_.a.max_finite) : target_binade(dp_.a, dp_.output());
+    const int target_b = blocked ? std::ilogb(dp_.b.max_finite) : target_binade(dp_.b, dp_.output());
+    std::vector<double> d(m * n);
+    datapath::GemmScales scales;
+    if (narrow) {
+      std::vector<std::uint8_t> ac(m * k), bc(k * n);
+      scale_and_encode<float>(a, dp_.a, target_a, sb, kb, ea.data(), true, ac.data());
+      scale_and_encode<float>(b, dp_.b, target_b, sb, kb, eb.data(), false, bc.data());
+      if (blocked) scales = {ea, eb};
+      std::vector<std::uint32_t> dc(m * n);
+      datapath::gemm(dp_, m, n, k, ac, bc, {}, dc, scales);
+      std::vector<float> df(m * n);
+      format::decode(dp_.output(), std::span<const std::uint32_t>(dc), std::span<float>(df));
+      for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<double>(df[i]);
+    } else {
+      std::vector<std::uint64_t> ac(m * k), bc(k * n), dc(m * n);
+      scale_and_encode<double>(a, dp_.a, target_a, sb, kb, ea.data(), true, ac.data());
+      scale_and_encode<double>(b, dp_.b, target_b, sb, kb, eb.data(), false, bc.data());
+      if (blocked) scales = {ea, eb};
+      datapath::gemm(dp_, m, n, k, ac, bc, {}, dc, scales);
+      format::decode(dp_.output(), std::span<const std::uint64_t>(dc), std::span<double>(d));
+    }
+    c.resize(a.rows(), b.rows());
+    if (blocked) {
+      for (std::size_t i = 0; i < d.size(); ++i) c.data()[i] = static_cast<float>(d[i]);
+      return;
+    }
+    // The epilogue: 2^(ea_i + eb_j), exact in double, then one rounding to float.
+    std::vector<double> pb(n);
+    for (std::size_t j = 0; j < n; ++j) pb[j] = std::ldexp(1.0, eb[j]);
+    for (std::size_t i = 0; i < m; ++i) {
+      const double pa = std::ldexp(1.0, ea[i]);
+      for (std::size_t j = 0; j < n; ++j) c.data()[i * n + j] = static_cast<float>(d[i * n + j] * pa * pb[j]);
+    }
+  }
+
+ private:
+  // X [rows, k] scaled by 2^-s per row (per scale block of `sb` along k), encoded in bulk into
+  // `out` ([rows, k] for A; transposed to [k, rows] for B); the exponents s go to `e`.
+  template <class T, class Code>
+  static void scale_and_encode(const RowMatrix& x, const format::Format& f, int target, std::size_t sb,
+                               std::size_t kb, std::int32_t* e, bool a_side, Code* out) {
+    const auto rows = static_cast<std::size_t>(x.rows());
+    const auto k = static_cast<std::size_t>(x.cols());
+    std::vector<T> v(rows * k);
+    tbb::parallel_for(std::size_t{0}, rows, [&](std::size_t r) {
+      const float* row = x.data() + r * k;
+      for (std::size_t blk = 0; blk < kb; ++blk) {
+        const std::size_t k0 = blk * sb;
+        const std::size_t len = std::min(sb, k - k0);
+        float amax = 0;
+        for (std::size_t t = 0; t < len; ++t) {
+          const float y = std::fabs(row[k0 + t]);
+          if (y > amax && std::isfinite(y)) amax = y;
+        }
+        const std::int32_t s = pow2_shift(static_cast<double>(amax), target);
+        (a_side ? e[r * kb + blk] : e[blk * rows + r]) = s;
+        const T scale = static_cast<T>(std::ldexp(1.0, -s));
+        for (std::size_t t = 0; t < len; ++t) v[r * k + k0 + t] = static_cast<T>(row[k0 + t]) * scale;
+      }
+    });
     format::ConvertOptions sat;
     sat.overflow = format::Overflow::saturate;
-    const int emax_a = std::ilogb(dp_.a.max_finite);
-    const int emax_b = std::ilogb(dp_.b.max_finite);
-    // X [rows, k] scaled row by row (block by block) in powers of two, then encoded in bulk; B's
-    // codes are transposed to [k, rows] for the datapath.
-    const auto encode_rows = [&](const RowMatrix& x, const format::Format& f, int emax, std::int32_t* e, bool a_side,
-                                 std::uint64_t* out) {
-      const auto rows = static_cast<std::size_t>(x.rows());
-      std::vector<double> v(rows * k);
-      tbb::parallel_for(std::size_t{0}, rows, [&](std::size_t r) {
-        const float* row = x.data() + r * k;
-        for (std::size_t blk = 0; blk < kb; ++blk) {
-          const std::size_t k0 = blk * sb;
-          const std::size_t len = std::min(sb, k - k0);
-          double amax = 0;
-          for (std::size_t t = 0; t < len; ++t) {
-            const double y = std::fabs(static_cast<double>(row[k0 + t]));
-            if (y > amax && std::isfinite(y)) amax = y;
-          }
-          const std::int32_t s = pow2_shift(amax, emax);
-          (a_side ? e[r * kb + blk] : e[blk * rows + r]) = s;
-          for (std::size_t t = 0; t < len; ++t) v[r * k + k0 + t] = std::ldexp(static_cast<double>(row[k0 + t]), -s);
-        }
-      });
-      if (a_side) {
-        format::encode(f, std::span<const double>(v), std::span<std::uint64_t>(out, rows * k), sat);
-        return;
-      }
-      std::vector<std::uint64_t> codes(rows * k);
-      format::encode(f, std::span<const double>(v), std::span<std::uint64_t>(codes), sat);
-      for (std::size_t r = 0; r < rows; ++r) {
-        for (std::size_t t = 0; t < k; ++t) out[t * rows + r] = codes[r * k + t];
-      }
-    };
-    encode_rows(a, dp_.a, emax_a, ea.data(), true, ac.data());
-    encode_rows(b, dp_.b, emax_b, eb.data(), false, bc.data());
-    datapath::GemmScales scales;
-    if (blocked) scales = {ea, eb};
-    datapath::gemm(dp_, m, n, k, ac, bc, {}, dc, scales);
-    std::vector<double> d(m * n);
-    format::decode(dp_.output(), std::span<const std::uint64_t>(dc), std::span<double>(d));
-    c.resize(a.rows(), b.rows());
-    for (std::size_t i = 0; i < m; ++i) {
-      for (std::size_t j = 0; j < n; ++j) {
-        const double v = blocked ? d[i * n + j] : std::ldexp(d[i * n + j], ea[i] + eb[j]);
-        c.data()[i * n + j] = static_cast<float>(v);
-      }
+    if (a_side) {
+      format::encode(f, std::span<const T>(v), std::span<Code>(out, rows * k), sat);
+      return;
+    }
+    std::vector<Code> codes(rows * k);
+    format::encode(f, std::span<const T>(v), std::span<Code>(codes), sat);
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t t = 0; t < k; ++t) out[t * rows + r] = codes[r * k + t];
     }
   }
 
