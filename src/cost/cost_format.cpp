@@ -9,27 +9,6 @@
 namespace lpemu::cost {
 namespace {
 
-struct BlockSpec {
-  const char* name;
-  const char* element;
-  const char* scale;
-  int block_size;
-  double tensor_scale_bytes;
-};
-
-// OCP Microscaling Formats (MX) v1.0 (2023): block of 32, shared E8M0 scale, for MXFP8/6/4 and
-// MXINT8. NVFP4: NVIDIA Blackwell / TensorRT docs (2025): 16 FP4 E2M1 values share an FP8 E4M3
-// scale, plus one FP32 per-tensor scale.
-constexpr std::array<BlockSpec, 7> kBlocks{{
-    {"mxfp8_e4m3", "fp8_e4m3", "e8m0", 32, 0},
-    {"mxfp8_e5m2", "fp8_e5m2", "e8m0", 32, 0},
-    {"mxfp6_e2m3", "fp6_e2m3", "e8m0", 32, 0},
-    {"mxfp6_e3m2", "fp6_e3m2", "e8m0", 32, 0},
-    {"mxfp4", "fp4_e2m1", "e8m0", 32, 0},
-    {"mxint8", "int8", "e8m0", 32, 0},
-    {"nvfp4", "fp4_e2m1", "fp8_e4m3", 16, 4},
-}};
-
 struct ClassSpec {
   const char* name;
   bool is_float;
@@ -74,21 +53,12 @@ ElementWidth element_width(const format::Format& f) {
 }
 
 CostFormat resolve_format(std::string_view name, const format::Registry& formats, const block::BlockRegistry* blocks) {
+  const block::BlockRegistry& reg = blocks != nullptr ? *blocks : block::BlockRegistry::builtin();
   CostFormat c;
   c.name = std::string(name);
-  for (const auto& b : kBlocks) {
-    if (name == b.name) {
-      c.element_name = b.element;
-      c.element = element_width(formats.get(b.element));
-      c.block_size = b.block_size;
-      c.scale_name = b.scale;
-      c.scale = element_width(formats.get(b.scale));
-      c.tensor_scale_bytes = b.tensor_scale_bytes;
-      return c;
-    }
-  }
-  // Any other block format of lpemu::block (per-tensor, per-channel, tiles, user files).
-  if (const block::BlockFormat* b = (blocks != nullptr ? *blocks : block::BlockRegistry::builtin()).find(name)) {
+  // Block formats of lpemu::block (OCP MX v1.0: 32 elements per E8M0 scale; NVFP4: 16 per E4M3
+  // scale plus one FP32 tensor scale; per-tensor, per-channel, tiles, user files).
+  if (const block::BlockFormat* b = reg.find(name)) {
     c.name = b->name;
     c.element_name = b->element.name;
     c.element = element_width(b->element);
@@ -98,6 +68,10 @@ CostFormat resolve_format(std::string_view name, const format::Registry& formats
     if (c.block_size > 0 && !b->scale_is_pow2) {
       c.scale_name = b->scale.name;
       c.scale = element_width(b->scale);
+    }
+    if (c.block_size > 0 && b->scale_is_pow2) {
+      c.scale_name = "pow2";
+      c.scale = ElementWidth{true, 8, 8, 1};  // stored as an E8M0-like exponent byte
     }
     c.tensor_scale_bytes = b->tensor_scale == block::TensorScale::fp32 || c.block_size == 0 ? 4.0 : 0.0;
     return c;
@@ -109,19 +83,14 @@ CostFormat resolve_format(std::string_view name, const format::Registry& formats
     return c;
   }
   std::vector<std::string> known = formats.names();
-  for (const auto& b : kBlocks) known.emplace_back(b.name);
+  for (const auto& b : reg.names()) known.push_back(b);
   std::string hint;
   for (const auto& s : format::closest_names(name, known)) hint += (hint.empty() ? "" : ", ") + s;
-  throw UnknownNameError("unknown format '" + std::string(name) + "' (element formats and block formats " +
-                         "mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4); did you mean: " +
+  throw UnknownNameError("unknown format '" + std::string(name) + "' (element or block format); did you mean: " +
                          hint + "?");
 }
 
-std::vector<std::string> block_format_names() {
-  std::vector<std::string> out;
-  for (const auto& b : kBlocks) out.emplace_back(b.name);
-  return out;
-}
+std::vector<std::string> block_format_names() { return block::BlockRegistry::builtin().names(); }
 
 const std::vector<std::string>& rate_classes() {
   static const std::vector<std::string> kNames = [] {

@@ -1,11 +1,9 @@
 // What the cost model needs to know about a number format: element widths, block-scale
 // overhead and which peak-rate class of a target it runs on (issue 7).
 //
-// Element formats come from lpemu::format::Registry. Block formats are a small built-in table
-// here (documented in README.md "Cost model") until the block layer's BlockFormat registry is
-// wired in: mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4 (OCP MX v1.0: 32-element
-// blocks, E8M0 scale), mxint8 (OCP MX v1.0, int8 elements), nvfp4 (NVIDIA: 16-element blocks,
-// FP8 E4M3 scale, one FP32 tensor scale).
+// Element formats come from lpemu::format::Registry, block formats from lpemu::block's registry
+// (built-ins: MXFP8/6/4 and MXINT8 with 32-element E8M0 blocks per OCP MX v1.0, NVFP4 with
+// 16-element E4M3 blocks and one FP32 tensor scale; plus user files).
 #pragma once
 
 #include <string>
@@ -50,7 +48,7 @@ ElementWidth element_width(const format::Format& f);
 CostFormat resolve_format(std::string_view name, const format::Registry& formats,
                           const block::BlockRegistry* blocks = nullptr);
 
-/// Names of the built-in block formats.
+/// Names of the built-in block formats (lpemu::block).
 std::vector<std::string> block_format_names();
 
 /// Peak-rate classes in the order tried (narrowest first): fp4 int4 fp6 fp8 int8 fp16 bf16 tf32 fp32.
