@@ -1,8 +1,9 @@
 // Packed byte layout of block-encoded tensors (README.md "Block-scaled formats", packed layout).
 // Codes of b bits form a little-endian bit stream: code i occupies bits [i·b, (i+1)·b) of the
 // stream, bit j of the stream being bit (j mod 8) of byte ⌊j/8⌋. So FP4 puts element 0 in the low
-// nibble of byte 0 and element 1 in its high nibble; FP6 puts 4 elements in 3 bytes; 8-bit codes
-// are one byte each; 16- and 32-bit codes are little-endian.
+// nibble of byte 0 and element 1 in its high nibble (PyTorch's float4_e2m1fn_x2 for
+// torch._scaled_mm, NVIDIA's cvt e2m1x2); FP6 puts 4 elements in 3 bytes; 8-bit codes are one
+// byte each; 16- and 32-bit codes are little-endian.
 #pragma once
 
 #include <cstddef>
