@@ -1,16 +1,11 @@
 #include "io/toml_util.hpp"
 #include "lpemu/block/block_format.hpp"
 
-#include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <toml++/toml.h>
 
-#include "lpemu/detail/embedded.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::block {
@@ -36,14 +31,6 @@ E parse_choice(std::string_view text, std::initializer_list<std::pair<std::strin
     list += '"' + std::string(k) + '"';
   }
   throw SpecError("field '" + std::string(field) + "' = \"" + std::string(text) + "\": expected one of " + list);
-}
-
-std::string read_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string() + ": cannot open block format file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -280,12 +267,9 @@ const BlockRegistry& BlockRegistry::builtin() {
   static const BlockRegistry kBuiltin = [] {
     BlockRegistry r;
     const format::Registry& elements = format::Registry::builtin();
-    for (const auto& spec : lpemu::detail::embedded_specs()) {
-      const std::string_view path = spec.path;
-      if (path.rfind("block/", 0) != 0) continue;
-      const std::string origin = "builtin:" + std::string(path);
-      r.add(parse_block_format_toml(spec.text, origin, elements), origin);
-    }
+    lpemu::detail::for_each_builtin_spec("block", [&](std::string_view text, const std::string& origin) {
+      r.add(parse_block_format_toml(text, origin, elements), origin);
+    });
     return r;
   }();
   return kBuiltin;
@@ -294,86 +278,28 @@ const BlockRegistry& BlockRegistry::builtin() {
 BlockRegistry BlockRegistry::with_user_paths(const format::Registry& elements,
                                              const std::vector<std::filesystem::path>& dirs) {
   BlockRegistry r = builtin();
-  if (const char* env = std::getenv("LPEMU_FORMATS_PATH"); env != nullptr && *env != '\0') {
-    std::string_view rest(env);
-    while (!rest.empty()) {
-      const auto colon = rest.find(':');
-      const std::string_view dir = rest.substr(0, colon);
-      if (!dir.empty()) r.add_directory(std::filesystem::path(dir), elements);
-      if (colon == std::string_view::npos) break;
-      rest.remove_prefix(colon + 1);
-    }
-  }
-  for (const auto& d : dirs) r.add_directory(d, elements);
+  for (const auto& d : lpemu::detail::user_spec_dirs(dirs)) r.add_directory(d, elements);
   return r;
 }
 
-void BlockRegistry::add(BlockFormat f, std::string origin) {
-  std::vector<std::string> keys{f.name};
-  keys.insert(keys.end(), f.aliases.begin(), f.aliases.end());
-  for (const auto& k : keys) {
-    if (auto it = index_.find(k); it != index_.end()) {
-      throw SpecError(origin + ": block format name '" + k + "' is already defined by " + origins_[it->second]);
-    }
-  }
-  const std::size_t i = formats_.size();
-  for (const auto& k : keys) index_[k] = i;
-  formats_.push_back(std::move(f));
-  origins_.push_back(std::move(origin));
-}
+void BlockRegistry::add(BlockFormat f, std::string origin) { formats_.add(std::move(f), std::move(origin)); }
 
 void BlockRegistry::add_file(const std::filesystem::path& file, const format::Registry& elements) {
-  add(parse_block_format_toml(read_file(file), file.string(), elements), file.string());
+  add(parse_block_format_toml(lpemu::detail::read_spec_file(file, "block format"), file.string(), elements),
+      file.string());
 }
 
 void BlockRegistry::add_directory(const std::filesystem::path& dir, const format::Registry& elements) {
-  if (!std::filesystem::is_directory(dir)) {
-    throw IoError(dir.string() + ": formats directory does not exist (from --formats-dir or LPEMU_FORMATS_PATH)");
-  }
-  const auto sub = dir / "block";
-  if (!std::filesystem::is_directory(sub)) return;
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(sub)) {
-    if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  for (const auto& file : files) add_file(file, elements);
+  lpemu::detail::require_spec_dir(dir);
+  for (const auto& file : lpemu::detail::toml_files_in(dir / "block")) add_file(file, elements);
 }
 
-const BlockFormat* BlockRegistry::find(std::string_view name) const {
-  const auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &formats_[it->second];
-}
+const BlockFormat* BlockRegistry::find(std::string_view name) const { return formats_.find(name); }
 
-const BlockFormat& BlockRegistry::get(std::string_view name) const {
-  if (const BlockFormat* f = find(name)) return *f;
-  std::vector<std::string> all;
-  all.reserve(index_.size());
-  for (const auto& [k, v] : index_) all.push_back(k);
-  std::string msg = "unknown block format '" + std::string(name) + "'";
-  const auto near = format::closest_names(name, all);
-  if (!near.empty()) {
-    msg += "; closest known names: ";
-    for (std::size_t i = 0; i < near.size(); ++i) {
-      if (i > 0) msg += ", ";
-      msg += near[i];
-    }
-  }
-  throw UnknownNameError(msg);
-}
+const BlockFormat& BlockRegistry::get(std::string_view name) const { return formats_.get(name); }
 
-std::vector<std::string> BlockRegistry::names() const {
-  std::vector<std::string> out;
-  out.reserve(formats_.size());
-  for (const auto& f : formats_) out.push_back(f.name);
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::vector<std::string> BlockRegistry::names() const { return formats_.names(); }
 
-const std::string& BlockRegistry::origin(std::string_view name) const {
-  const auto it = index_.find(name);
-  if (it == index_.end()) (void)get(name);
-  return origins_[it->second];
-}
+const std::string& BlockRegistry::origin(std::string_view name) const { return formats_.origin(name); }
 
 }  // namespace lpemu::block

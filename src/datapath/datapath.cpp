@@ -1,15 +1,10 @@
 #include "io/toml_util.hpp"
 #include "lpemu/datapath/datapath.hpp"
 
-#include <algorithm>
-#include <cstdlib>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <toml++/toml.h>
 
-#include "lpemu/detail/embedded.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::datapath {
@@ -133,14 +128,6 @@ void check_accumulator_like(const Reader& r, std::string_view key, const format:
     fail(r.origin, r.node(key), r.field(key), '"' + f.name + '"',
          "a signed floating-point format with a zero, or an integer format");
   }
-}
-
-std::string read_text(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string() + ": cannot open datapath file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -315,12 +302,9 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
 const DatapathRegistry& DatapathRegistry::builtin() {
   static const DatapathRegistry kBuiltin = [] {
     DatapathRegistry r;
-    for (const auto& spec : lpemu::detail::embedded_specs()) {
-      const std::string_view path = spec.path;
-      if (path.rfind("datapath/", 0) != 0) continue;
-      const std::string origin = "builtin:" + std::string(path);
-      r.add(parse_datapath_toml(spec.text, origin, format::Registry::builtin()), origin);
-    }
+    lpemu::detail::for_each_builtin_spec("datapath", [&](std::string_view text, const std::string& origin) {
+      r.add(parse_datapath_toml(text, origin, format::Registry::builtin()), origin);
+    });
     return r;
   }();
   return kBuiltin;
@@ -329,63 +313,23 @@ const DatapathRegistry& DatapathRegistry::builtin() {
 DatapathRegistry DatapathRegistry::with_user_paths(const std::vector<std::filesystem::path>& dirs,
                                                    const format::Registry& formats) {
   DatapathRegistry r = builtin();
-  std::vector<std::filesystem::path> all;
-  if (const char* env = std::getenv("LPEMU_FORMATS_PATH"); env != nullptr && *env != '\0') {
-    std::string_view rest(env);
-    while (!rest.empty()) {
-      const auto colon = rest.find(':');
-      if (colon != 0) all.emplace_back(std::string(rest.substr(0, colon)));
-      if (colon == std::string_view::npos) break;
-      rest.remove_prefix(colon + 1);
+  // Unlike the format registries, a directory that does not exist is skipped here.
+  for (const auto& dir : lpemu::detail::user_spec_dirs(dirs)) {
+    for (const auto& f : lpemu::detail::toml_files_in(dir / "datapath")) {
+      r.add(parse_datapath_toml(lpemu::detail::read_spec_file(f, "datapath"), f.string(), formats), f.string());
     }
-  }
-  all.insert(all.end(), dirs.begin(), dirs.end());
-  for (const auto& dir : all) {
-    const auto sub = dir / "datapath";
-    if (!std::filesystem::is_directory(sub)) continue;
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(sub)) {
-      if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) r.add(parse_datapath_toml(read_text(f), f.string(), formats), f.string());
   }
   return r;
 }
 
-void DatapathRegistry::add(Datapath d, std::string origin) {
-  if (auto it = index_.find(d.name); it != index_.end()) {
-    throw SpecError(origin + ": datapath name '" + d.name + "' is already defined by " + origins_[it->second]);
-  }
-  index_[d.name] = items_.size();
-  items_.push_back(std::move(d));
-  origins_.push_back(std::move(origin));
-}
+void DatapathRegistry::add(Datapath d, std::string origin) { items_.add(std::move(d), std::move(origin)); }
 
-const Datapath* DatapathRegistry::find(std::string_view name) const {
-  const auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &items_[it->second];
-}
+const Datapath* DatapathRegistry::find(std::string_view name) const { return items_.find(name); }
 
-const Datapath& DatapathRegistry::get(std::string_view name) const {
-  if (const Datapath* d = find(name)) return *d;
-  const auto near = format::closest_names(name, names());
-  throw UnknownNameError("unknown datapath '" + std::string(name) + "'; closest known names: " + join(near) +
-                         " (see `lpemu datapath list`)");
-}
+const Datapath& DatapathRegistry::get(std::string_view name) const { return items_.get(name); }
 
-std::vector<std::string> DatapathRegistry::names() const {
-  std::vector<std::string> out;
-  out.reserve(items_.size());
-  for (const auto& d : items_) out.push_back(d.name);
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::vector<std::string> DatapathRegistry::names() const { return items_.names(); }
 
-const std::string& DatapathRegistry::origin(std::string_view name) const {
-  const auto it = index_.find(name);
-  if (it == index_.end()) (void)get(name);
-  return origins_[it->second];
-}
+const std::string& DatapathRegistry::origin(std::string_view name) const { return items_.origin(name); }
 
 }  // namespace lpemu::datapath

@@ -2,14 +2,10 @@
 #include "lpemu/format/registry.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <toml++/toml.h>
 
-#include "lpemu/detail/embedded.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 
@@ -75,14 +71,6 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
     std::swap(prev, cur);
   }
   return prev[b.size()];
-}
-
-std::string read_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string() + ": cannot open format file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -172,12 +160,9 @@ std::vector<std::string> closest_names(std::string_view name, const std::vector<
 const Registry& Registry::builtin() {
   static const Registry kBuiltin = [] {
     Registry r;
-    for (const auto& spec : lpemu::detail::embedded_specs()) {
-      const std::string_view path = spec.path;
-      if (path.rfind("element/", 0) != 0) continue;
-      const std::string origin = "builtin:" + std::string(path);
-      r.add(parse_format_toml(spec.text, origin), origin);
-    }
+    lpemu::detail::for_each_builtin_spec("element", [&](std::string_view text, const std::string& origin) {
+      r.add(parse_format_toml(text, origin), origin);
+    });
     return r;
   }();
   return kBuiltin;
@@ -185,88 +170,29 @@ const Registry& Registry::builtin() {
 
 Registry Registry::with_user_paths(const std::vector<std::filesystem::path>& dirs) {
   Registry r = builtin();
-  if (const char* env = std::getenv("LPEMU_FORMATS_PATH"); env != nullptr && *env != '\0') {
-    std::string_view rest(env);
-    while (!rest.empty()) {
-      const auto colon = rest.find(':');
-      const std::string_view dir = rest.substr(0, colon);
-      if (!dir.empty()) r.add_directory(std::filesystem::path(dir));
-      if (colon == std::string_view::npos) break;
-      rest.remove_prefix(colon + 1);
-    }
-  }
-  for (const auto& d : dirs) r.add_directory(d);
+  for (const auto& d : lpemu::detail::user_spec_dirs(dirs)) r.add_directory(d);
   return r;
 }
 
-void Registry::add(Format f, std::string origin) {
-  std::vector<std::string> keys{f.name};
-  keys.insert(keys.end(), f.aliases.begin(), f.aliases.end());
-  for (const auto& k : keys) {
-    if (auto it = index_.find(k); it != index_.end()) {
-      throw SpecError(origin + ": format name '" + k + "' is already defined by " + origins_[it->second]);
-    }
-  }
-  const std::size_t i = formats_.size();
-  for (const auto& k : keys) index_[k] = i;
-  formats_.push_back(std::move(f));
-  origins_.push_back(std::move(origin));
-}
+void Registry::add(Format f, std::string origin) { formats_.add(std::move(f), std::move(origin)); }
 
 void Registry::add_file(const std::filesystem::path& file) {
-  add(parse_format_toml(read_file(file), file.string()), file.string());
+  add(parse_format_toml(lpemu::detail::read_spec_file(file, "format"), file.string()), file.string());
 }
 
 void Registry::add_directory(const std::filesystem::path& dir) {
-  if (!std::filesystem::is_directory(dir)) {
-    throw IoError(dir.string() + ": formats directory does not exist (from --formats-dir or LPEMU_FORMATS_PATH)");
-  }
+  lpemu::detail::require_spec_dir(dir);
   for (const auto& sub : {dir, dir / "element"}) {
-    if (!std::filesystem::is_directory(sub)) continue;
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(sub)) {
-      if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const auto& file : files) add_file(file);
+    for (const auto& file : lpemu::detail::toml_files_in(sub)) add_file(file);
   }
 }
 
-const Format* Registry::find(std::string_view name) const {
-  const auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &formats_[it->second];
-}
+const Format* Registry::find(std::string_view name) const { return formats_.find(name); }
 
-const Format& Registry::get(std::string_view name) const {
-  if (const Format* f = find(name)) return *f;
-  std::vector<std::string> all;
-  all.reserve(index_.size());
-  for (const auto& [k, v] : index_) all.push_back(k);
-  std::string msg = "unknown format '" + std::string(name) + "'";
-  const auto near = closest_names(name, all);
-  if (!near.empty()) {
-    msg += "; closest known names: ";
-    for (std::size_t i = 0; i < near.size(); ++i) {
-      if (i > 0) msg += ", ";
-      msg += near[i];
-    }
-  }
-  msg += " (see `lpemu formats list`)";
-  throw UnknownNameError(msg);
-}
+const Format& Registry::get(std::string_view name) const { return formats_.get(name); }
 
-std::vector<std::string> Registry::names() const {
-  std::vector<std::string> out;
-  out.reserve(formats_.size());
-  for (const auto& f : formats_) out.push_back(f.name);
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::vector<std::string> Registry::names() const { return formats_.names(); }
 
-const std::string& Registry::origin(std::string_view name) const {
-  const auto it = index_.find(name);
-  if (it == index_.end()) (void)get(name);  // throws with suggestions
-  return origins_[it->second];
-}
+const std::string& Registry::origin(std::string_view name) const { return formats_.origin(name); }
 
 }  // namespace lpemu::format

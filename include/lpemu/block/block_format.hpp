@@ -12,11 +12,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "lpemu/detail/named_registry.hpp"
 #include "lpemu/format/format.hpp"
 #include "lpemu/format/registry.hpp"
 #include "lpemu/format/rounding.hpp"
@@ -149,9 +149,7 @@ class BlockRegistry {
   const std::string& origin(std::string_view name) const;
 
  private:
-  std::vector<BlockFormat> formats_;
-  std::vector<std::string> origins_;
-  std::map<std::string, std::size_t, std::less<>> index_;
+  lpemu::detail::NamedRegistry<BlockFormat> formats_{{"block format", ""}};
 };
 
 }  // namespace lpemu::block

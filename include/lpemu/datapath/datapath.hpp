@@ -10,12 +10,12 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "lpemu/detail/named_registry.hpp"
 #include "lpemu/format/format.hpp"
 #include "lpemu/format/registry.hpp"
 #include "lpemu/format/rounding.hpp"
@@ -141,9 +141,7 @@ class DatapathRegistry {
   const std::string& origin(std::string_view name) const;
 
  private:
-  std::vector<Datapath> items_;
-  std::vector<std::string> origins_;
-  std::map<std::string, std::size_t, std::less<>> index_;
+  lpemu::detail::NamedRegistry<Datapath> items_{{"datapath", " (see `lpemu datapath list`)"}};
 };
 
 /// TOML spelling of an Alignment.

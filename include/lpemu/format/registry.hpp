@@ -4,11 +4,11 @@
 
 #include <cstddef>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "lpemu/detail/named_registry.hpp"
 #include "lpemu/format/format.hpp"
 
 namespace lpemu::format {
@@ -46,9 +46,7 @@ class Registry {
   const std::string& origin(std::string_view name) const;
 
  private:
-  std::vector<Format> formats_;
-  std::vector<std::string> origins_;
-  std::map<std::string, std::size_t, std::less<>> index_;  // name or alias -> formats_ index
+  lpemu::detail::NamedRegistry<Format> formats_{{"format", " (see `lpemu formats list`)"}};
 };
 
 }  // namespace lpemu::format

@@ -1,0 +1,71 @@
+#include "lpemu/detail/named_registry.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "lpemu/error.hpp"
+#include "lpemu/format/registry.hpp"
+
+namespace lpemu::detail {
+
+void throw_name_taken(const RegistryKind& kind, const std::string& origin, const std::string& key,
+                      const std::string& previous) {
+  throw SpecError(origin + ": " + std::string(kind.noun) + " name '" + key + "' is already defined by " + previous);
+}
+
+void throw_unknown_name(const RegistryKind& kind, std::string_view name, const std::vector<std::string>& known) {
+  std::string msg = "unknown " + std::string(kind.noun) + " '" + std::string(name) + "'";
+  const auto near = format::closest_names(name, known);
+  if (!near.empty()) {
+    msg += "; closest known names: ";
+    for (std::size_t i = 0; i < near.size(); ++i) {
+      if (i > 0) msg += ", ";
+      msg += near[i];
+    }
+  }
+  msg += kind.list_hint;
+  throw UnknownNameError(msg);
+}
+
+std::vector<std::filesystem::path> user_spec_dirs(const std::vector<std::filesystem::path>& dirs) {
+  std::vector<std::filesystem::path> out;
+  if (const char* env = std::getenv("LPEMU_FORMATS_PATH"); env != nullptr) {
+    std::string_view rest(env);
+    while (!rest.empty()) {
+      const auto colon = rest.find(':');
+      const std::string_view dir = rest.substr(0, colon);
+      if (!dir.empty()) out.emplace_back(dir);
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  out.insert(out.end(), dirs.begin(), dirs.end());
+  return out;
+}
+
+void require_spec_dir(const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir)) {
+    throw IoError(dir.string() + ": formats directory does not exist (from --formats-dir or LPEMU_FORMATS_PATH)");
+  }
+}
+
+std::vector<std::filesystem::path> toml_files_in(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  if (!std::filesystem::is_directory(dir)) return files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string read_spec_file(const std::filesystem::path& file, std::string_view noun) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open " + std::string(noun) + " file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace lpemu::detail
