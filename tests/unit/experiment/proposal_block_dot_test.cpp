@@ -331,3 +331,26 @@ TEST_CASE("lpemu proposal --model writes summary.md against bf16 and mxfp8", "[e
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("lpemu proposal takes a user block format by name from --formats-dir", "[experiment][cli]") {
+  const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_user_block";
+  fs::remove_all(dir);
+  const std::string cmd = test::lpemu_binary() + " --formats-dir " + test::source_path("experiments/proposals") +
+                          " proposal mx7_e3m3 --datapath b200_mxfp8_fp32 --out " + dir.string() + " > /dev/null";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  for (const char* f : {"spec.md", "format.toml", "element.toml", "blocks.csv", "dot.csv", "datapath.toml", "MANIFEST"}) {
+    CHECK(fs::exists(dir / f));
+  }
+  std::ifstream in(dir / "datapath.toml");
+  std::stringstream s;
+  s << in.rdbuf();
+  CHECK_THAT(s.str(), Catch::Contains("a = 'fp7_e3m3'") && Catch::Contains("scale_application = 'product'"));
+  // Seven-bit codes pack 8 elements into 7 bytes.
+  const auto rows = read_csv(dir / "blocks.csv");
+  REQUIRE(!rows.empty());
+  CHECK(hex_words(rows.front().at("expected_packed")).size() == 28);
+}
+
+}  // namespace
