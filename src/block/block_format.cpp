@@ -138,13 +138,7 @@ void BlockFormat::validate() const {
 
 BlockFormat parse_block_format_toml(std::string_view text, std::string_view origin,
                                     const format::Registry& elements) {
-  toml::table t;
-  try {
-    t = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) +
-                    ": not valid TOML: " + std::string(e.description()));
-  }
+  const toml::table t = io::detail::parse(text, origin);
   for (const auto& [key, value] : t) {
     if (kKeys.find(key.str()) == kKeys.end()) {
       std::string list;

@@ -4,9 +4,9 @@
 #include <iostream>
 #include <sstream>
 
-#include <toml++/toml.h>
 
 #include "cli/commands.hpp"
+#include "io/toml_util.hpp"
 #include "lpemu/detail/embedded.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/error.hpp"
@@ -68,13 +68,7 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
   // The proposed format: an element or block format, by name or file.
   if (is_toml_path(a.format)) {
     req.format_toml = read_text(a.format, "format file");
-    toml::table t;
-    try {
-      t = toml::parse(req.format_toml, a.format);
-    } catch (const toml::parse_error& e) {
-      throw SpecError(a.format + ":" + std::to_string(e.source().begin.line) + ": not valid TOML: " +
-                      std::string(e.description()));
-    }
+    const toml::table t = io::detail::parse(req.format_toml, a.format);
     if (t.contains("element")) {
       req.block = block::parse_block_format_toml(req.format_toml, a.format, ctx.formats());
       if (want_model && ctx.blocks().find(req.block->name) == nullptr) ctx.add_block(*req.block, a.format);

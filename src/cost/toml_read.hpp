@@ -18,14 +18,7 @@ using io::detail::where;
 using io::detail::fail;
 using io::detail::show;
 
-inline toml::table parse(std::string_view text, std::string_view origin) {
-  try {
-    return toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) +
-                    ": not valid TOML: " + std::string(e.description()));
-  }
-}
+inline toml::table parse(std::string_view text, std::string_view origin) { return io::detail::parse(text, origin); }
 
 /// Reads fields of one table; `prefix` ("memory.") names nested fields in messages.
 struct Reader {

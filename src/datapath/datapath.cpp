@@ -168,13 +168,7 @@ std::string Datapath::summary() const {
 }
 
 Datapath parse_datapath_toml(std::string_view text, std::string_view origin, const format::Registry& formats) {
-  toml::table root;
-  try {
-    root = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) +
-                    ": not valid TOML: " + std::string(e.description()));
-  }
+  const toml::table root = io::detail::parse(text, origin);
   const Reader top{&root, "", origin, nullptr};
   top.only({"name", "description", "source", "open", "inputs", "products", "block", "alignment", "accumulator",
             "promotion", "order"});

@@ -195,13 +195,7 @@ bool PrecisionPlan::is_reference() const {
 
 PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin, const QuantizerFactory& quantizers,
                               const GemmFactory& gemms) {
-  toml::table doc;
-  try {
-    doc = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) + ": " +
-                    std::string(e.description()));
-  }
+  const toml::table doc = io::detail::parse(text, origin);
   PrecisionPlan plan;
   plan.origin = std::string(origin);
   plan.name = std::filesystem::path(std::string(origin)).stem().string();

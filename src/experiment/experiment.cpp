@@ -86,13 +86,7 @@ std::string Experiment::fingerprint() const {
 }
 
 Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) {
-  toml::table t;
-  try {
-    t = toml::parse(text, origin.string());
-  } catch (const toml::parse_error& e) {
-    throw SpecError(origin.string() + ":" + std::to_string(e.source().begin.line) +
-                    ": not valid TOML: " + std::string(e.description()));
-  }
+  const toml::table t = io::detail::parse(text, origin.string());
   check_keys(t, origin, "", {"name", "description", "source", "output", "options", "cost", "plan", "grid"});
   Experiment x;
   x.origin = origin;

@@ -8,9 +8,9 @@
 #include <random>
 #include <sstream>
 
-#include <toml++/toml.h>
 
 #include "experiment/proposal_detail.hpp"
+#include "io/toml_util.hpp"
 #include "lpemu/datapath/dot.hpp"
 #include "lpemu/datapath/exact.hpp"
 #include "lpemu/error.hpp"
@@ -387,12 +387,7 @@ std::filesystem::path write_dot_vectors(const std::filesystem::path& dir, const 
 }  // namespace detail
 
 std::string retarget_datapath_toml(std::string_view text, std::string_view origin, const datapath::Datapath& dp) {
-  toml::table t;
-  try {
-    t = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    throw SpecError(std::string(origin) + ": " + std::string(e.description()));
-  }
+  toml::table t = io::detail::parse(text, origin);
   t.insert_or_assign("name", dp.name);
   t.insert_or_assign("description", dp.description);
   if (toml::table* in = t["inputs"].as_table()) {

@@ -76,13 +76,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 Format parse_format_toml(std::string_view text, std::string_view origin) {
-  toml::table t;
-  try {
-    t = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) +
-                    ": not valid TOML: " + std::string(e.description()));
-  }
+  const toml::table t = io::detail::parse(text, origin);
   const Reader r{t, origin};
   Format f;
   f.name = r.str("name", true);

@@ -13,6 +13,16 @@
 
 namespace lpemu::io::detail {
 
+/// Parses a TOML document; a syntax error becomes SpecError "origin:line: not valid TOML: why".
+inline toml::table parse(std::string_view text, std::string_view origin) {
+  try {
+    return toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) +
+                    ": not valid TOML: " + std::string(e.description()));
+  }
+}
+
 /// "origin:line" of a node (just origin when the node has no position).
 inline std::string where(std::string_view origin, const toml::node* node) {
   std::string out(origin);
