@@ -262,6 +262,7 @@ typedef float F8 __attribute__((vector_size(32)));
 // counts and give 0 for counts outside 0..31 (negative ones included); sign(t, x) is −t where
 // x < 0 and t elsewhere, for t that is 0 wherever x is 0.
 struct GenericOps {
+  [[gnu::always_inline]] static V8 splat_from(const std::int32_t* p) { return splat(*p); }
   [[gnu::always_inline]] static V8 abs(const V8& x) { return x < 0 ? -x : x; }
   [[gnu::always_inline]] static V8 srl(const V8& x, const V8& s) {
     const U8 us = reinterpret_cast<U8>(s);
@@ -284,6 +285,11 @@ struct GenericOps {
 // The same operations as single AVX2 instructions (vpsrlvd and vpsllvd already give 0 for
 // counts of 32 and more). Not always_inline: the wrappers below inline them with `flatten`.
 struct Avx2Ops {
+  // vpbroadcastd from memory: a load, no shuffle (GCC's SLP pass turns plain splats of four
+  // rows into inserts).
+  __attribute__((target("avx2"))) static V8 splat_from(const std::int32_t* p) {
+    return reinterpret_cast<V8>(_mm256_broadcastd_epi32(_mm_loadu_si32(p)));
+  }
   __attribute__((target("avx2"))) static V8 abs(V8 x) {
     return reinterpret_cast<V8>(_mm256_abs_epi32(reinterpret_cast<__m256i>(x)));
   }
@@ -372,7 +378,7 @@ void rows_trunc(RowsArgs<R>& A) {
     for (std::size_t r = 0; r < R; ++r) raw[r] = splat(2 * kZeroExp);
     for (std::size_t p = s0; p < s1; ++p) {
       const V8 be = load8(A.bek + p * kLanes);
-      for (std::size_t r = 0; r < R; ++r) raw[r] = vmax(raw[r], splat(A.ae[r][p]) + be);
+      for (std::size_t r = 0; r < R; ++r) raw[r] = vmax(raw[r], Ops::splat_from(A.ae[r] + p) + be);
     }
     V8 emax[R], shift0[R], absr[R];
     for (std::size_t r = 0; r < R; ++r) {
@@ -392,8 +398,8 @@ void rows_trunc(RowsArgs<R>& A) {
       const V8 bm = load8(A.bmk + p * kLanes);
       const V8 be = load8(A.bek + p * kLanes);
       for (std::size_t r = 0; r < R; ++r) {
-        const V8 prod = splat(A.am[r][p]) * bm;
-        const V8 t = Ops::srl(Ops::abs(prod), shift0[r] - (splat(A.ae[r][p]) + be));
+        const V8 prod = Ops::splat_from(A.am[r] + p) * bm;
+        const V8 t = Ops::srl(Ops::abs(prod), shift0[r] - (Ops::splat_from(A.ae[r] + p) + be));
         sum[r] += Ops::sign(t, prod);
       }
     }
