@@ -12,6 +12,7 @@
 #include <bit>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <immintrin.h>
@@ -25,35 +26,91 @@ namespace {
 constexpr int kZeroExp = -(1 << 20);
 constexpr int kLift = 30;  // products < 2^22 lifted by 2^30 stay below 2^52
 
+// Arrays are left uninitialised (make_unique_for_overwrite): every element is written once.
+template <typename T>
+using Buffer = std::unique_ptr<T[]>;
+
 struct Packed {
-  std::vector<std::int32_t> m;  // signed significand (0 for zero)
-  std::vector<std::int32_t> e;  // alignment exponent (kZeroExp for zero)
-  std::vector<std::int32_t> l;  // lsb exponent
-  std::vector<char> special;    // per row: holds NaN or Inf
+  Buffer<std::int32_t> m;  // signed significand (0 for zero)
+  Buffer<std::int32_t> e;  // alignment exponent (kZeroExp for zero)
+  Buffer<std::int32_t> l;  // lsb exponent
+  std::vector<char> special;  // per row: holds NaN or Inf
 };
 
-Packed pack(std::span<const Operand> x, std::size_t rows, std::size_t k) {
-  Packed p;
-  p.m.resize(rows * k);
-  p.e.resize(rows * k);
-  p.l.resize(rows * k);
-  p.special.assign(rows, 0);
-  for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t i = 0; i < k; ++i) {
-      const Operand& o = x[r * k + i];
-      const std::size_t j = r * k + i;
-      if (o.kind == Kind::finite) {
-        p.m[j] = o.neg ? -static_cast<std::int32_t>(o.mag) : static_cast<std::int32_t>(o.mag);
-        p.e[j] = o.e;
-        p.l[j] = o.lsb;
-      } else {
-        p.m[j] = 0;
-        p.e[j] = kZeroExp;
-        p.l[j] = 0;
-        if (o.kind != Kind::zero) p.special[r] = 1;
+// One operand reduced to what the kernels read.
+struct Lane {
+  std::int32_t m = 0;         // signed significand (0 for zero, NaN and Inf)
+  std::int32_t e = kZeroExp;  // alignment exponent (kZeroExp for zero, NaN and Inf)
+  std::int32_t l = 0;         // lsb exponent
+  bool special = false;       // NaN or Inf
+};
+
+Lane lane_of(const Operand& o) {
+  Lane x;
+  if (o.kind == Kind::finite) {
+    x.m = o.neg ? -static_cast<std::int32_t>(o.mag) : static_cast<std::int32_t>(o.mag);
+    x.e = o.e;
+    x.l = o.lsb;
+  }
+  x.special = o.kind == Kind::nan || o.kind == Kind::inf;
+  return x;
+}
+
+// Decodes and checks codes of one operand format (tables for codes of up to 8 bits), so the
+// fast path packs straight from the caller's codes: no matrix of Operands.
+class Decoder {
+ public:
+  Decoder(const format::Format& f, bool flush, const char* what)
+      : f_(f), flush_(flush), what_(what), wide_(~f.code_mask()) {
+    if (f.bits <= 8) {
+      table_.resize(std::size_t{1} << f.bits);
+      lanes_.resize(table_.size());
+      for (std::uint64_t code = 0; code < table_.size(); ++code) {
+        table_[code] = decode_operand(f, code, flush);
+        lanes_[code] = lane_of(table_[code]);
       }
     }
   }
+
+  /// The operand of `code`; throws ShapeError naming `what` and `index` for a code wider than the format.
+  Operand operator()(std::uint64_t code, std::size_t index) const {
+    check(code, index);
+    return table_.empty() ? decode_operand(f_, code, flush_) : table_[code];
+  }
+
+  /// lane_of the operand of `code`, checked as operator() does.
+  Lane lane(std::uint64_t code, std::size_t index) const {
+    check(code, index);
+    return lanes_.empty() ? lane_of(decode_operand(f_, code, flush_)) : lanes_[code];
+  }
+
+ private:
+  void check(std::uint64_t code, std::size_t index) const {
+    if ((code & wide_) != 0) check_code(f_, code, what_, index);
+  }
+
+  const format::Format& f_;
+  bool flush_;
+  const char* what_;
+  std::uint64_t wide_;
+  std::vector<Operand> table_;
+  std::vector<Lane> lanes_;
+};
+
+// Stores `x` at `j` of p's arrays; true if it is NaN or Inf.
+[[gnu::always_inline]] inline bool put(Packed& p, std::size_t j, const Lane& x) {
+  p.m[j] = x.m;
+  p.e[j] = x.e;
+  p.l[j] = x.l;
+  return x.special;
+}
+
+Packed make_packed(std::size_t rows, std::size_t k) {
+  Packed p;
+  p.m = std::make_unique_for_overwrite<std::int32_t[]>(rows * k);
+  p.e = std::make_unique_for_overwrite<std::int32_t[]>(rows * k);
+  p.l = std::make_unique_for_overwrite<std::int32_t[]>(rows * k);
+  p.special.assign(rows, 0);
   return p;
 }
 
@@ -524,18 +581,27 @@ bool fast_gemm_applicable(const Datapath& dp, bool no_scales) {
   return false;
 }
 
-void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const Operand> a,
-               std::span<const Operand> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
-  const Packed pa = pack(a, m, k);
-  const Packed pb = pack(b, n, k);
+namespace {
+
+template <typename In>
+void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const In> a,
+                     std::span<const In> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
+  const Decoder dec_a(dp.a, dp.flush_subnormal_inputs, "A");
+  const Decoder dec_b(dp.b, dp.flush_subnormal_inputs, "B");
+  // The general engine's operands for one element, decoded again from the codes (rare).
+  auto general = [&](std::size_t i, std::size_t j) {
+    std::vector<Operand> row(k), col(k);
+    for (std::size_t p = 0; p < k; ++p) {
+      row[p] = dec_a(a[i * k + p], i * k + p);
+      col[p] = dec_b(b[p * n + j], p * n + j);
+    }
+    return dot_decoded(dp, row, col, c.empty() ? 0 : c[i * n + j], {}, {}, i * n + j);
+  };
   const bool exact = dp.alignment == Alignment::exact;
   // ideal in int64: products span at most `span` bits above lmin, K of them need bit_width(K) more.
   const int span = (dp.a.emax - dp.a.emin + dp.a.mantissa_bits + 1) + (dp.b.emax - dp.b.emin + dp.b.mantissa_bits + 1) + 2;
   if (exact && span + static_cast<int>(std::bit_width(k)) > 62) {
-    tbb::parallel_for(std::size_t{0}, m * n, [&](std::size_t e) {
-      const std::size_t i = e / n, j = e % n;
-      d[e] = dot_decoded(dp, a.subspan(i * k, k), b.subspan(j * k, k), c.empty() ? 0 : c[e], {}, {}, e);
-    });
+    tbb::parallel_for(std::size_t{0}, m * n, [&](std::size_t e) { d[e] = general(e / n, e % n); });
     return;
   }
   const int lmin = (dp.a.emin - dp.a.mantissa_bits) + (dp.b.emin - dp.b.mantissa_bits);
@@ -557,42 +623,60 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   const TruncParams tp{&dp, bs, F, floor, mbsum - F + kLift, base_shift32, lift32, use32, emax_common};
   // The vector kernel keeps accumulator significands in int32 lanes.
   const bool vec = use32 && !exact && acc.mantissa_bits <= 29 && dp.accumulator_fraction_bits <= 29;
-  // B also packed in panels of eight columns, [n/8][k][8], significands lifted by lift32.
-  std::vector<std::int32_t> bmk, bek;
-  const std::size_t panels = n / kLanes;
-  if (vec) {
-    bmk.resize(panels * k * kLanes);
-    bek.resize(panels * k * kLanes);
-    const std::int32_t lift = std::int32_t{1} << lift32;
-    for (std::size_t j = 0; j < panels * kLanes; ++j) {
-      for (std::size_t p = 0; p < k; ++p) {
-        const std::size_t at = ((j / kLanes) * k + p) * kLanes + j % kLanes;
-        bmk[at] = pb.m[j * k + p] * lift;
-        bek[at] = pb.e[j * k + p];
+  // A by rows.
+  Packed pa = make_packed(m, k);
+  tbb::parallel_for(std::size_t{0}, m, [&](std::size_t i) {
+    for (std::size_t p = 0; p < k; ++p) {
+      if (put(pa, i * k + p, dec_a.lane(a[i * k + p], i * k + p))) pa.special[i] = 1;
+    }
+  });
+  // B's first n/8·8 columns (vector kernel) in panels of eight, [n/8][k][8], significands lifted
+  // by lift32; the other columns (all of them without the vector kernel) by columns, [n − jt][k].
+  const std::size_t panels = vec ? n / kLanes : 0;
+  const std::size_t jt = panels * kLanes;
+  const Buffer<std::int32_t> bmk = std::make_unique_for_overwrite<std::int32_t[]>(panels * k * kLanes);
+  const Buffer<std::int32_t> bek = std::make_unique_for_overwrite<std::int32_t[]>(panels * k * kLanes);
+  std::vector<char> bspecial(n, 0);
+  const std::int32_t lift = std::int32_t{1} << std::max(lift32, 0);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels, 8), [&](const auto& r) {
+    for (std::size_t p = 0; p < k; ++p) {
+      for (std::size_t q = r.begin(); q != r.end(); ++q) {
+        for (std::size_t l = 0; l < kLanes; ++l) {
+          const std::size_t j = q * kLanes + l;
+          const std::size_t at = (q * k + p) * kLanes + l;
+          const Lane x = dec_b.lane(b[p * n + j], p * n + j);
+          bmk[at] = x.m * lift;
+          bek[at] = x.e;
+          if (x.special) bspecial[j] = 1;
+        }
       }
     }
-  }
-  auto general = [&](std::size_t i, std::size_t j) {
-    const std::uint64_t cc = c.empty() ? 0 : c[i * n + j];
-    return dot_decoded(dp, a.subspan(i * k, k), b.subspan(j * k, k), cc, {}, {}, i * n + j);
-  };
+  });
+  Packed pb = make_packed(n - jt, k);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(jt, n, 16), [&](const auto& r) {
+    for (std::size_t p = 0; p < k; ++p) {
+      for (std::size_t j = r.begin(); j != r.end(); ++j) {
+        if (put(pb, (j - jt) * k + p, dec_b.lane(b[p * n + j], p * n + j))) bspecial[j] = 1;
+      }
+    }
+  });
   const RowKernels& kern = row_kernels();
   // Runs the R-row kernel on rows `rows` and the panel of columns j..j+7.
   auto run_tile = [&]<std::size_t R>(RowsArgs<R>& args, const std::size_t* rows, std::size_t j, auto kernel) {
     args.P = &tp;
-    args.bmk = bmk.data() + j * k;
-    args.bek = bek.data() + j * k;
+    args.bmk = bmk.get() + j * k;
+    args.bek = bek.get() + j * k;
     args.k = k;
     for (std::size_t r = 0; r < R; ++r) {
-      args.am[r] = pa.m.data() + rows[r] * k;
-      args.ae[r] = pa.e.data() + rows[r] * k;
+      args.am[r] = pa.m.get() + rows[r] * k;
+      args.ae[r] = pa.e.get() + rows[r] * k;
       for (std::size_t l = 0; l < kLanes; ++l) args.c[r][l] = c.empty() ? 0 : c[rows[r] * n + j + l];
     }
     kernel(args);
     for (std::size_t r = 0; r < R; ++r) {
       for (std::size_t l = 0; l < kLanes; ++l) {
         const std::size_t at = rows[r] * n + j + l;
-        d[at] = (args.ok[r][l] && pb.special[j + l] == 0) ? args.out[r][l] : general(rows[r], j + l);
+        d[at] = (args.ok[r][l] && bspecial[j + l] == 0) ? args.out[r][l] : general(rows[r], j + l);
       }
     }
   };
@@ -631,20 +715,20 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
       flush(true);
     }
     for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
-      const std::int32_t* am = pa.m.data() + i * k;
-      const std::int32_t* ae = pa.e.data() + i * k;
-      const std::int32_t* al = pa.l.data() + i * k;
+      const std::int32_t* am = pa.m.get() + i * k;
+      const std::int32_t* ae = pa.e.get() + i * k;
+      const std::int32_t* al = pa.l.get() + i * k;
       const std::size_t jend = std::min(r.cols().end() * kLanes, n);
       // Rows the vector kernel took start after its panels.
       for (std::size_t j = pa.special[i] == 0 ? jv1 : jv0; j != jend; ++j) {
         const std::uint64_t cc = c.empty() ? 0 : c[i * n + j];
-        if (pa.special[i] != 0 || pb.special[j] != 0) {
+        if (pa.special[i] != 0 || bspecial[j] != 0) {
           d[i * n + j] = general(i, j);
           continue;
         }
-        const std::int32_t* bm = pb.m.data() + j * k;
-        const std::int32_t* be = pb.e.data() + j * k;
-        const std::int32_t* bl = pb.l.data() + j * k;
+        const std::int32_t* bm = pb.m.get() + (j - jt) * k;
+        const std::int32_t* be = pb.e.get() + (j - jt) * k;
+        const std::int32_t* bl = pb.l.get() + (j - jt) * k;
         if (exact) {
           std::int64_t nz = 0;
           const std::int64_t s = element_exact(am, al, bm, bl, k, lmin, nz);
@@ -658,6 +742,18 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
       }
     }
   });
+}
+
+}  // namespace
+
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint64_t> a,
+               std::span<const std::uint64_t> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
+  fast_gemm_codes(dp, m, n, k, a, b, c, d);
+}
+
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint8_t> a,
+               std::span<const std::uint8_t> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
+  fast_gemm_codes(dp, m, n, k, a, b, c, d);
 }
 
 }  // namespace lpemu::datapath::detail

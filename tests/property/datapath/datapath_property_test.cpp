@@ -366,4 +366,15 @@ TEST_CASE("gemm equals dot at the fast kernels' edges: row and column tails, sho
   }
 }
 
+TEST_CASE("gemm's fast path rejects codes wider than their format as the general path does", "[datapath][property]") {
+  const Datapath& dp = DatapathRegistry::builtin().get("h100_e4m3_fp32");
+  const std::size_t m = 2, n = 16, k = 4;
+  std::vector<std::uint64_t> a(m * k, 0x38), b(k * n, 0x38), d(m * n);
+  b[1 * n + 9] = 0x138;  // a panel column
+  REQUIRE_THROWS_WITH(gemm(dp, m, n, k, a, b, {}, d), "B[25] = 0x138: code wider than format 'fp8_e4m3' (8 bits)");
+  b[1 * n + 9] = 0x38;
+  a[5] = 0x1ff;
+  REQUIRE_THROWS_WITH(gemm(dp, m, n, k, a, b, {}, d), "A[5] = 0x1ff: code wider than format 'fp8_e4m3' (8 bits)");
+}
+
 }  // namespace
