@@ -639,17 +639,20 @@ void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size
   std::vector<char> bspecial(n, 0);
   const std::int32_t lift = std::int32_t{1} << std::max(lift32, 0);
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels, 8), [&](const auto& r) {
-    for (std::size_t p = 0; p < k; ++p) {
-      for (std::size_t q = r.begin(); q != r.end(); ++q) {
+    for (std::size_t q = r.begin(); q != r.end(); ++q) {
+      std::int32_t* pm = bmk.get() + q * k * kLanes;
+      std::int32_t* pe = bek.get() + q * k * kLanes;
+      bool special[kLanes] = {};
+      for (std::size_t p = 0; p < k; ++p) {
+        const std::size_t at = p * n + q * kLanes;
         for (std::size_t l = 0; l < kLanes; ++l) {
-          const std::size_t j = q * kLanes + l;
-          const std::size_t at = (q * k + p) * kLanes + l;
-          const Lane x = dec_b.lane(b[p * n + j], p * n + j);
-          bmk[at] = x.m * lift;
-          bek[at] = x.e;
-          if (x.special) bspecial[j] = 1;
+          const Lane x = dec_b.lane(b[at + l], at + l);
+          pm[p * kLanes + l] = x.m * lift;
+          pe[p * kLanes + l] = x.e;
+          special[l] |= x.special;
         }
       }
+      for (std::size_t l = 0; l < kLanes; ++l) bspecial[q * kLanes + l] = special[l] ? 1 : 0;
     }
   });
   Packed pb = make_packed(n - jt, k);
