@@ -527,6 +527,7 @@ __attribute__((target("avx2"), flatten)) void rows_trunc_avx2(RowsArgs<R>& a) {
 }
 
 constexpr std::size_t kRowTile = 4;
+constexpr std::size_t kFusedRows = 16;  // up to this many rows, B's panels are packed where used
 
 // The kernels for this machine, chosen once (dispatch at the edge, as Highway's tables).
 struct RowKernels {
@@ -634,27 +635,35 @@ void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size
   // by lift32; the other columns (all of them without the vector kernel) by columns, [n − jt][k].
   const std::size_t panels = vec ? n / kLanes : 0;
   const std::size_t jt = panels * kLanes;
-  const Buffer<std::int32_t> bmk = std::make_unique_for_overwrite<std::int32_t[]>(panels * k * kLanes);
-  const Buffer<std::int32_t> bek = std::make_unique_for_overwrite<std::int32_t[]>(panels * k * kLanes);
   std::vector<char> bspecial(n, 0);
   const std::int32_t lift = std::int32_t{1} << std::max(lift32, 0);
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels, 8), [&](const auto& r) {
-    for (std::size_t q = r.begin(); q != r.end(); ++q) {
-      std::int32_t* pm = bmk.get() + q * k * kLanes;
-      std::int32_t* pe = bek.get() + q * k * kLanes;
-      bool special[kLanes] = {};
-      for (std::size_t p = 0; p < k; ++p) {
-        const std::size_t at = p * n + q * kLanes;
-        for (std::size_t l = 0; l < kLanes; ++l) {
-          const Lane x = dec_b.lane(b[at + l], at + l);
-          pm[p * kLanes + l] = x.m * lift;
-          pe[p * kLanes + l] = x.e;
-          special[l] |= x.special;
-        }
+  // Packs panel q (columns 8q..8q+7) into pm, pe ([k][8] each) and marks its NaN/Inf columns.
+  auto pack_panel = [&](std::size_t q, std::int32_t* pm, std::int32_t* pe) {
+    bool special[kLanes] = {};
+    for (std::size_t p = 0; p < k; ++p) {
+      const std::size_t at = p * n + q * kLanes;
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        const Lane x = dec_b.lane(b[at + l], at + l);
+        pm[p * kLanes + l] = x.m * lift;
+        pe[p * kLanes + l] = x.e;
+        special[l] |= x.special;
       }
-      for (std::size_t l = 0; l < kLanes; ++l) bspecial[q * kLanes + l] = special[l] ? 1 : 0;
     }
-  });
+    for (std::size_t l = 0; l < kLanes; ++l) bspecial[q * kLanes + l] = special[l] ? 1 : 0;
+  };
+  // Few rows (decode: m = 1): each panel is packed where it is used, while it is in cache,
+  // instead of all of B up front.
+  const bool fused = vec && m <= kFusedRows;
+  const std::size_t held = fused ? 0 : panels * k * kLanes;
+  const Buffer<std::int32_t> bmk = std::make_unique_for_overwrite<std::int32_t[]>(held);
+  const Buffer<std::int32_t> bek = std::make_unique_for_overwrite<std::int32_t[]>(held);
+  if (!fused) {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels, 8), [&](const auto& r) {
+      for (std::size_t q = r.begin(); q != r.end(); ++q) {
+        pack_panel(q, bmk.get() + q * k * kLanes, bek.get() + q * k * kLanes);
+      }
+    });
+  }
   Packed pb = make_packed(n - jt, k);
   tbb::parallel_for(tbb::blocked_range<std::size_t>(jt, n, 16), [&](const auto& r) {
     for (std::size_t p = 0; p < k; ++p) {
@@ -664,11 +673,12 @@ void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size
     }
   });
   const RowKernels& kern = row_kernels();
-  // Runs the R-row kernel on rows `rows` and the panel of columns j..j+7.
-  auto run_tile = [&]<std::size_t R>(RowsArgs<R>& args, const std::size_t* rows, std::size_t j, auto kernel) {
+  // Runs the R-row kernel on rows `rows` and the panel pm, pe of columns j..j+7.
+  auto run_tile = [&]<std::size_t R>(RowsArgs<R>& args, const std::size_t* rows, std::size_t j, auto kernel,
+                                     const std::int32_t* pm, const std::int32_t* pe) {
     args.P = &tp;
-    args.bmk = bmk.get() + j * k;
-    args.bek = bek.get() + j * k;
+    args.bmk = pm;
+    args.bek = pe;
     args.k = k;
     for (std::size_t r = 0; r < R; ++r) {
       args.am[r] = pa.m.get() + rows[r] * k;
@@ -683,12 +693,35 @@ void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size
       }
     }
   };
-  // Columns in chunks of eight: a whole chunk inside the panels goes to the vector kernel.
+  if (fused) {
+    std::vector<std::size_t> plain;  // rows without NaN or Inf
+    for (std::size_t i = 0; i < m; ++i) {
+      if (pa.special[i] == 0) plain.push_back(i);
+    }
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels, 4), [&](const auto& r) {
+      const Buffer<std::int32_t> pm = std::make_unique_for_overwrite<std::int32_t[]>(k * kLanes);
+      const Buffer<std::int32_t> pe = std::make_unique_for_overwrite<std::int32_t[]>(k * kLanes);
+      for (std::size_t q = r.begin(); q != r.end(); ++q) {
+        pack_panel(q, pm.get(), pe.get());
+        std::size_t t = 0;
+        for (; t + kRowTile <= plain.size(); t += kRowTile) {
+          RowsArgs<kRowTile> args;
+          run_tile(args, plain.data() + t, q * kLanes, kern.tile, pm.get(), pe.get());
+        }
+        for (; t < plain.size(); ++t) {
+          RowsArgs<1> args;
+          run_tile(args, plain.data() + t, q * kLanes, kern.one, pm.get(), pe.get());
+        }
+      }
+    });
+  }
+  // Columns in chunks of eight: a whole chunk inside the panels goes to the vector kernel (done
+  // above when fused).
   const std::size_t chunks = (n + kLanes - 1) / kLanes;
   tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, chunks, 8), [&](const auto& r) {
     const std::size_t jv0 = r.cols().begin() * kLanes;
     const std::size_t jv1 = vec ? std::min(r.cols().end(), panels) * kLanes : jv0;
-    if (jv1 > jv0) {
+    if (jv1 > jv0 && !fused) {
       std::size_t plain[16];  // rows without NaN or Inf, in tiles of kRowTile
       std::size_t np = 0;
       auto flush = [&](bool all) {
@@ -696,14 +729,14 @@ void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size
         for (; t + kRowTile <= np; t += kRowTile) {
           for (std::size_t j = jv0; j < jv1; j += kLanes) {
             RowsArgs<kRowTile> args;
-            run_tile(args, plain + t, j, kern.tile);
+            run_tile(args, plain + t, j, kern.tile, bmk.get() + j * k, bek.get() + j * k);
           }
         }
         if (all) {
           for (; t < np; ++t) {
             for (std::size_t j = jv0; j < jv1; j += kLanes) {
               RowsArgs<1> args;
-              run_tile(args, plain + t, j, kern.one);
+              run_tile(args, plain + t, j, kern.one, bmk.get() + j * k, bek.get() + j * k);
             }
           }
         }
