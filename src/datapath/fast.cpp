@@ -1,7 +1,8 @@
 // Fast GEMM kernels. Same algorithm as the block engine (tensor-cores.md §1), specialised for
 // exact products of narrow inputs, truncating alignment with c fused, sequential chaining,
-// deterministic rounding; and for `exact` alignment over all of K (ideal). Operands are
-// re-packed once per matrix into signed significands and exponents; block sums are int64.
+// deterministic rounding; and for `exact` alignment over all of K (ideal). Operands are packed
+// straight from the caller's codes into signed significands and exponents (B in panels of eight
+// columns for the vector kernel rows_trunc, whose block sums are int32; elsewhere int64).
 #include "datapath/fast.hpp"
 
 // The vector helpers below are internal and always inlined; no function with a vector in its
@@ -380,7 +381,7 @@ V8 bit_width8(const V8& x) {
 constexpr std::int32_t kAllZeroBelow = kZeroExp / 2;
 
 // Arguments of the R-row kernel: rows am[r], ae[r] of A; one panel of B, [k][8], its
-// significands lifted by P.lift32; c and out are [R][8]; ok[r·8 + l] is false where the general
+// significands lifted by P.lift32; c, out and ok are [R][8]; ok is false where the general
 // engine must decide.
 template <std::size_t R>
 struct RowsArgs {
