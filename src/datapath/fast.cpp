@@ -485,7 +485,12 @@ void rows_trunc(RowsArgs<R>& A) {
       const V8 rare = ~(common | zero | bad[r]);
       if (__builtin_expect(Ops::any(rare), 0)) {
         std::int32_t a_s[kLanes], a_qb[kLanes], a_sr[kLanes], a_q[kLanes], a_bad[kLanes], a_rare[kLanes];
-        store8(a_s, s), store8(a_qb, qb), store8(a_sr, nsr), store8(a_q, nq), store8(a_bad, bad[r]), store8(a_rare, rare);
+        store8(a_s, s);
+        store8(a_qb, qb);
+        store8(a_sr, nsr);
+        store8(a_q, nq);
+        store8(a_bad, bad[r]);
+        store8(a_rare, rare);
         for (std::size_t l = 0; l < kLanes; ++l) {
           if (a_rare[l] == 0) continue;
           AccState st;
@@ -499,7 +504,9 @@ void rows_trunc(RowsArgs<R>& A) {
             a_q[l] = 0;
           }
         }
-        nsr = load8(a_sr), nq = load8(a_q), bad[r] = load8(a_bad);
+        nsr = load8(a_sr);
+        nq = load8(a_q);
+        bad[r] = load8(a_bad);
       }
       // Lanes already handed to the general engine keep a zero state, so every lane stays in range.
       sr[r] = bad[r] ? V8{} : nsr;

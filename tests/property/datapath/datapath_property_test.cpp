@@ -328,7 +328,8 @@ TEST_CASE("gemm equals dot at the fast kernels' edges: row and column tails, sho
     std::size_t m, n, k;
   };
   // Up to 16 rows, B is packed panel by panel where used; 17 and more rows pack it up front.
-  const Shape shapes[] = {{1, 8, 32}, {5, 16, 33}, {7, 13, 1}, {6, 27, 95}, {9, 24, 64}, {4, 8, 0}, {17, 9, 40}, {22, 27, 70}};
+  const Shape shapes[] = {{1, 8, 32}, {5, 16, 33}, {7, 13, 1}, {6, 27, 95},
+                          {9, 24, 64}, {4, 8, 0},   {17, 9, 40}, {22, 27, 70}};
   std::mt19937_64 rng(77);
   for (const Datapath& dp : dps) {
     for (const Shape& s : shapes) {
