@@ -62,6 +62,21 @@ void gemm_datapath_1thread(benchmark::State& state, const char* name) {
   gemm_datapath(state, name);
 }
 
+// Decode-style GEMV: one row of A times the n × n B (m = 1), where packing B dominates.
+void gemm_datapath_m1(benchmark::State& state, const char* name) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const datapath::Datapath& dp = datapath::DatapathRegistry::builtin().get(name);
+  const Inputs& in = inputs(n);
+  const std::span<const std::uint8_t> row(in.a.data(), n);
+  std::vector<std::uint32_t> d(n);
+  for (auto _ : state) {
+    datapath::gemm(dp, 1, n, n, row, in.b, {}, d);
+    benchmark::DoNotOptimize(d.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(n * n));
+  state.SetLabel("MACs/s");
+}
+
 void gemm_eigen_float(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const Inputs& in = inputs(n);
@@ -79,6 +94,7 @@ BENCHMARK_CAPTURE(gemm_datapath, h100_e4m3_fp32, "h100_e4m3_fp32")->Arg(64)->Arg
 BENCHMARK_CAPTURE(gemm_datapath_1thread, h100_e4m3_fp32, "h100_e4m3_fp32")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(gemm_datapath_1thread, ideal, "ideal")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(gemm_datapath, ideal, "ideal")->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath_m1, h100_e4m3_fp32, "h100_e4m3_fp32")->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(gemm_datapath, fp32_sequential, "fp32_sequential")->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Fast GEMM kernels. Same algorithm as the block engine (tensor-cores.md §1), specialised for
 // exact products of narrow inputs, truncating alignment with c fused, sequential chaining,
-// deterministic rounding; and for `exact` alignment over all of K (ideal). Operands are
-// re-packed once per matrix into signed significands and exponents; block sums are int64.
+// deterministic rounding; and for `exact` alignment over all of K (ideal). Operands are packed
+// straight from the caller's codes into signed significands and exponents (B in panels of eight
+// columns for the vector kernel rows_trunc, whose block sums are int32; elsewhere int64).
 #include "datapath/fast.hpp"
 
 // The vector helpers below are internal and always inlined; no function with a vector in its
@@ -12,7 +13,10 @@
 #include <bit>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <vector>
+
+#include <immintrin.h>
 
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
@@ -23,35 +27,91 @@ namespace {
 constexpr int kZeroExp = -(1 << 20);
 constexpr int kLift = 30;  // products < 2^22 lifted by 2^30 stay below 2^52
 
+// Arrays are left uninitialised (make_unique_for_overwrite): every element is written once.
+template <typename T>
+using Buffer = std::unique_ptr<T[]>;
+
 struct Packed {
-  std::vector<std::int32_t> m;  // signed significand (0 for zero)
-  std::vector<std::int32_t> e;  // alignment exponent (kZeroExp for zero)
-  std::vector<std::int32_t> l;  // lsb exponent
-  std::vector<char> special;    // per row: holds NaN or Inf
+  Buffer<std::int32_t> m;  // signed significand (0 for zero)
+  Buffer<std::int32_t> e;  // alignment exponent (kZeroExp for zero)
+  Buffer<std::int32_t> l;  // lsb exponent
+  std::vector<char> special;  // per row: holds NaN or Inf
 };
 
-Packed pack(std::span<const Operand> x, std::size_t rows, std::size_t k) {
-  Packed p;
-  p.m.resize(rows * k);
-  p.e.resize(rows * k);
-  p.l.resize(rows * k);
-  p.special.assign(rows, 0);
-  for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t i = 0; i < k; ++i) {
-      const Operand& o = x[r * k + i];
-      const std::size_t j = r * k + i;
-      if (o.kind == Kind::finite) {
-        p.m[j] = o.neg ? -static_cast<std::int32_t>(o.mag) : static_cast<std::int32_t>(o.mag);
-        p.e[j] = o.e;
-        p.l[j] = o.lsb;
-      } else {
-        p.m[j] = 0;
-        p.e[j] = kZeroExp;
-        p.l[j] = 0;
-        if (o.kind != Kind::zero) p.special[r] = 1;
+// One operand reduced to what the kernels read.
+struct Lane {
+  std::int32_t m = 0;         // signed significand (0 for zero, NaN and Inf)
+  std::int32_t e = kZeroExp;  // alignment exponent (kZeroExp for zero, NaN and Inf)
+  std::int32_t l = 0;         // lsb exponent
+  bool special = false;       // NaN or Inf
+};
+
+Lane lane_of(const Operand& o) {
+  Lane x;
+  if (o.kind == Kind::finite) {
+    x.m = o.neg ? -static_cast<std::int32_t>(o.mag) : static_cast<std::int32_t>(o.mag);
+    x.e = o.e;
+    x.l = o.lsb;
+  }
+  x.special = o.kind == Kind::nan || o.kind == Kind::inf;
+  return x;
+}
+
+// Decodes and checks codes of one operand format (tables for codes of up to 8 bits), so the
+// fast path packs straight from the caller's codes: no matrix of Operands.
+class Decoder {
+ public:
+  Decoder(const format::Format& f, bool flush, const char* what)
+      : f_(f), flush_(flush), what_(what), wide_(~f.code_mask()) {
+    if (f.bits <= 8) {
+      table_.resize(std::size_t{1} << f.bits);
+      lanes_.resize(table_.size());
+      for (std::uint64_t code = 0; code < table_.size(); ++code) {
+        table_[code] = decode_operand(f, code, flush);
+        lanes_[code] = lane_of(table_[code]);
       }
     }
   }
+
+  /// The operand of `code`; throws ShapeError naming `what` and `index` for a code wider than the format.
+  Operand operator()(std::uint64_t code, std::size_t index) const {
+    check(code, index);
+    return table_.empty() ? decode_operand(f_, code, flush_) : table_[code];
+  }
+
+  /// lane_of the operand of `code`, checked as operator() does.
+  Lane lane(std::uint64_t code, std::size_t index) const {
+    check(code, index);
+    return lanes_.empty() ? lane_of(decode_operand(f_, code, flush_)) : lanes_[code];
+  }
+
+ private:
+  void check(std::uint64_t code, std::size_t index) const {
+    if ((code & wide_) != 0) check_code(f_, code, what_, index);
+  }
+
+  const format::Format& f_;
+  bool flush_;
+  const char* what_;
+  std::uint64_t wide_;
+  std::vector<Operand> table_;
+  std::vector<Lane> lanes_;
+};
+
+// Stores `x` at `j` of p's arrays; true if it is NaN or Inf.
+[[gnu::always_inline]] inline bool put(Packed& p, std::size_t j, const Lane& x) {
+  p.m[j] = x.m;
+  p.e[j] = x.e;
+  p.l[j] = x.l;
+  return x.special;
+}
+
+Packed make_packed(std::size_t rows, std::size_t k) {
+  Packed p;
+  p.m = std::make_unique_for_overwrite<std::int32_t[]>(rows * k);
+  p.e = std::make_unique_for_overwrite<std::int32_t[]>(rows * k);
+  p.l = std::make_unique_for_overwrite<std::int32_t[]>(rows * k);
+  p.special.assign(rows, 0);
   return p;
 }
 
@@ -149,6 +209,7 @@ struct TruncParams {
   int base_shift32;
   int lift32;
   bool use32;
+  int emax_common;  // largest exponent whose every normal significand is finite (rows_trunc)
 };
 
 // One output element of a truncating BFMA datapath (tensor-cores.md §1, steps 1–8), all inlined
@@ -238,7 +299,10 @@ __attribute__((target_clones("avx2", "default"))) bool element_trunc(
 }
 
 constexpr std::size_t kLanes = 8;
+// GCC vector extension: one 8 × int32 value per lane set (AVX2 ymm, or two SSE registers).
 typedef std::int32_t V8 __attribute__((vector_size(32)));
+typedef std::uint32_t U8 __attribute__((vector_size(32)));
+typedef float F8 __attribute__((vector_size(32)));
 
 [[gnu::always_inline]] inline V8 splat(std::int32_t x) { return V8{} + x; }
 
@@ -248,86 +312,242 @@ typedef std::int32_t V8 __attribute__((vector_size(32)));
   return v;
 }
 
-// Eight output columns j0..j0+7 of row i at once (lanes = columns, so every max and sum is
-// vertical: no horizontal reductions). B is packed [k][n]. Same arithmetic as element_trunc's
-// int32 path; a lane that needs the general engine gets ok[l] = false.
-__attribute__((target_clones("avx2", "default"))) void row_trunc8(
-    const TruncParams& P, const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bmk,
-    const std::int32_t* bek, std::size_t n, std::size_t k, const std::uint64_t* c, std::uint64_t* out, bool* ok) {
+[[gnu::always_inline]] inline void store8(std::int32_t* p, const V8& v) { std::memcpy(p, &v, sizeof v); }
+
+[[gnu::always_inline]] inline V8 vmax(const V8& a, const V8& b) { return a > b ? a : b; }
+
+// Lane operations the kernel needs beyond plain GCC vector arithmetic. Shifts take per-lane
+// counts and give 0 for counts outside 0..31 (negative ones included); sign(t, x) is −t where
+// x < 0 and t elsewhere, for t that is 0 wherever x is 0.
+struct GenericOps {
+  [[gnu::always_inline]] static V8 splat_from(const std::int32_t* p) { return splat(*p); }
+  [[gnu::always_inline]] static V8 abs(const V8& x) { return x < 0 ? -x : x; }
+  [[gnu::always_inline]] static V8 srl(const V8& x, const V8& s) {
+    const U8 us = reinterpret_cast<U8>(s);
+    return us < 32u ? reinterpret_cast<V8>(reinterpret_cast<U8>(x) >> (us & 31u)) : V8{};
+  }
+  [[gnu::always_inline]] static V8 sll(const V8& x, const V8& s) {
+    const U8 us = reinterpret_cast<U8>(s);
+    return us < 32u ? reinterpret_cast<V8>(reinterpret_cast<U8>(x) << (us & 31u)) : V8{};
+  }
+  [[gnu::always_inline]] static V8 sign(const V8& t, const V8& x) { return x < 0 ? -t : t; }
+  [[gnu::always_inline]] static bool any(const V8& m) {
+    std::int32_t a[kLanes];
+    store8(a, m);
+    std::int32_t x = 0;
+    for (const std::int32_t v : a) x |= v;
+    return x != 0;
+  }
+};
+
+// The same operations as single AVX2 instructions (vpsrlvd and vpsllvd already give 0 for
+// counts of 32 and more). Not always_inline: the wrappers below inline them with `flatten`.
+struct Avx2Ops {
+  // vpbroadcastd from memory: a load, no shuffle (GCC's SLP pass turns plain splats of four
+  // rows into inserts).
+  __attribute__((target("avx2"))) static V8 splat_from(const std::int32_t* p) {
+    return reinterpret_cast<V8>(_mm256_broadcastd_epi32(_mm_loadu_si32(p)));
+  }
+  __attribute__((target("avx2"))) static V8 abs(V8 x) {
+    return reinterpret_cast<V8>(_mm256_abs_epi32(reinterpret_cast<__m256i>(x)));
+  }
+  __attribute__((target("avx2"))) static V8 srl(V8 x, V8 s) {
+    return reinterpret_cast<V8>(_mm256_srlv_epi32(reinterpret_cast<__m256i>(x), reinterpret_cast<__m256i>(s)));
+  }
+  __attribute__((target("avx2"))) static V8 sll(V8 x, V8 s) {
+    return reinterpret_cast<V8>(_mm256_sllv_epi32(reinterpret_cast<__m256i>(x), reinterpret_cast<__m256i>(s)));
+  }
+  __attribute__((target("avx2"))) static V8 sign(V8 t, V8 x) {
+    return reinterpret_cast<V8>(_mm256_sign_epi32(reinterpret_cast<__m256i>(t), reinterpret_cast<__m256i>(x)));
+  }
+  __attribute__((target("avx2"))) static bool any(V8 m) {
+    const auto v = reinterpret_cast<__m256i>(m);
+    return _mm256_testz_si256(v, v) == 0;
+  }
+};
+
+// bit_width of lanes in 0..2^31 − 1 (garbage for 0): the float exponent, less one where the
+// conversion rounded up to the next power of two.
+template <class Ops>
+V8 bit_width8(const V8& x) {
+  const V8 bits = reinterpret_cast<V8>(__builtin_convertvector(x, F8));
+  V8 k = (bits >> 23) - 127;
+  k += Ops::srl(x, k) == 0;  // the comparison gives −1 where true
+  return k + 1;
+}
+
+// Below this, a block's largest exponent sum comes from products with a zero operand only
+// (zeros carry kZeroExp; finite exponents are far smaller in magnitude).
+constexpr std::int32_t kAllZeroBelow = kZeroExp / 2;
+
+// Arguments of the R-row kernel: rows am[r], ae[r] of A; one panel of B, [k][8], its
+// significands lifted by P.lift32; c, out and ok are [R][8]; ok is false where the general
+// engine must decide.
+template <std::size_t R>
+struct RowsArgs {
+  const TruncParams* P;
+  const std::int32_t* am[R];
+  const std::int32_t* ae[R];
+  const std::int32_t* bmk;
+  const std::int32_t* bek;
+  std::size_t k;
+  std::uint64_t c[R][kLanes];
+  std::uint64_t out[R][kLanes];
+  bool ok[R][kLanes];
+};
+
+// R rows × 8 output columns of a truncating datapath at once (lanes = columns, so every max and
+// sum is vertical: no horizontal reductions; rows share the loads of B). Same arithmetic as
+// element_trunc's int32 path. Between blocks the accumulator stays decoded per lane as a signed
+// significand sr and its lsb exponent q (sr = 0: zero). The common case of each block's rounding
+// (a normal result, no overflow) is vectorised; other lanes take round_state, as element_trunc.
+template <class Ops, std::size_t R>
+void rows_trunc(RowsArgs<R>& A) {
+  const TruncParams& P = *A.P;
   const Datapath& dp = *P.dp;
   const format::Format& f = dp.accumulator;
   const int pbits = dp.accumulator_fraction_bits;
   const bool rne = dp.accumulator_rounding.mode == format::RoundingMode::nearest_even;
-  AccState st[kLanes];
-  bool c_zero[kLanes];
-  for (std::size_t l = 0; l < kLanes; ++l) {
-    ok[l] = true;
-    const Operand c0 = decode_acc(f, c[l], dp.addend_emin);
-    c_zero[l] = c0.kind != Kind::finite;
-    if (c0.kind == Kind::nan || c0.kind == Kind::inf) ok[l] = false;
-    if (c0.kind == Kind::finite) st[l] = AccState{c0.mag, c0.lsb, c0.neg};
+  const std::size_t k = A.k;
+  V8 sr[R], q[R], bad[R];
+  for (std::size_t r = 0; r < R; ++r) {
+    std::int32_t s0[kLanes], q0[kLanes], b0[kLanes];
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      const Operand c0 = decode_acc(f, A.c[r][l], dp.addend_emin);
+      const auto mag = static_cast<std::int32_t>(c0.mag);
+      s0[l] = c0.kind != Kind::finite ? 0 : (c0.neg ? -mag : mag);
+      q0[l] = c0.kind != Kind::finite ? 0 : c0.lsb;
+      b0[l] = c0.kind == Kind::nan || c0.kind == Kind::inf ? -1 : 0;
+    }
+    sr[r] = load8(s0);
+    q[r] = load8(q0);
+    bad[r] = load8(b0);
   }
+  const V8 floor = splat(P.floor);
+  const V8 addend_emin = splat(dp.addend_emin);
+  const V8 emin = splat(f.emin);
+  const V8 one = splat(1);
+  const V8 hidden = splat(1 << pbits);
+  const V8 rne_mask = splat(rne ? -1 : 0);
   for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += P.block) {
     const std::size_t s1 = std::min(k, s0 + P.block);
-    // GCC vector extension: one 8 × int32 value per lane set (AVX2 ymm, or two SSE registers).
-    V8 vmax = splat(P.floor);
+    // §1.4: E = max(e_i, e_c, E_floor); zero operands carry a hugely negative exponent.
+    V8 raw[R];
+    for (std::size_t r = 0; r < R; ++r) raw[r] = splat(2 * kZeroExp);
     for (std::size_t p = s0; p < s1; ++p) {
-      const V8 e = splat(ae[p]) + load8(bek + p * n);
-      vmax = vmax > e ? vmax : e;
+      const V8 be = load8(A.bek + p * kLanes);
+      for (std::size_t r = 0; r < R; ++r) raw[r] = vmax(raw[r], Ops::splat_from(A.ae[r] + p) + be);
     }
-    std::int32_t emax[kLanes];
-    for (std::size_t l = 0; l < kLanes; ++l) {
-      emax[l] = vmax[l];
-      if (!c_zero[l]) {
-        // §1.3: e_c = max(floor(log2|c|), addend_emin).
-        const int e_c = std::max(st[l].q + static_cast<int>(std::bit_width(st[l].r)) - 1, dp.addend_emin);
-        emax[l] = std::max(emax[l], e_c);
-      }
+    V8 emax[R], shift0[R], absr[R];
+    for (std::size_t r = 0; r < R; ++r) {
+      absr[r] = Ops::abs(sr[r]);
+      // §1.3: e_c = max(floor(log2|c|), addend_emin).
+      const V8 e_c = vmax(q[r] + bit_width8<Ops>(absr[r]) - 1, addend_emin);
+      const V8 c_zero = sr[r] == 0;
+      emax[r] = vmax(vmax(raw[r], floor), c_zero ? floor : e_c);
+      bad[r] |= c_zero & (raw[r] < kAllZeroBelow);  // the sign of an all-zero block depends on the zeros' signs
+      shift0[r] = emax[r] + P.base_shift32;
     }
-    const V8 shift0 = load8(emax) + P.base_shift32;
-    V8 vsum = splat(0);
-    V8 vnz = splat(0);
-    const V8 lift = splat(P.lift32);
-    const V8 cap = splat(31);
+    // §1.5: each product truncated toward zero at 2^q (B carries the lift, then one right shift
+    // that gives 0 past 31); §1.6: exact integer sum.
+    V8 sum[R];
+    for (std::size_t r = 0; r < R; ++r) sum[r] = V8{};
     for (std::size_t p = s0; p < s1; ++p) {
-      const V8 be = load8(bek + p * n);
-      const V8 prod = splat(am[p]) * load8(bmk + p * n);
-      const V8 sgn = prod >> 31;
-      const V8 mag = (prod ^ sgn) - sgn;
-      V8 sh = shift0 - (splat(ae[p]) + be);
-      sh = sh < cap ? sh : cap;
-      const V8 t = (mag << lift) >> sh;
-      vsum += (t ^ sgn) - sgn;
-      vnz |= prod;
+      const V8 bm = load8(A.bmk + p * kLanes);
+      const V8 be = load8(A.bek + p * kLanes);
+      for (std::size_t r = 0; r < R; ++r) {
+        const V8 prod = Ops::splat_from(A.am[r] + p) * bm;
+        const V8 t = Ops::srl(Ops::abs(prod), shift0[r] - (Ops::splat_from(A.ae[r] + p) + be));
+        sum[r] += Ops::sign(t, prod);
+      }
     }
-    std::int32_t s32[kLanes];
-    std::int32_t nz[kLanes];
-    for (std::size_t l = 0; l < kLanes; ++l) s32[l] = vsum[l], nz[l] = vnz[l];
-    for (std::size_t l = 0; l < kLanes; ++l) {
-      if (!ok[l]) continue;
-      const int q = emax[l] - P.F;
-      std::int64_t sum = s32[l];
-      if (!c_zero[l]) {
-        const int sh = q - st[l].q;
-        const auto mag = static_cast<std::int64_t>(st[l].r);
-        const std::int64_t t = sh <= 0 ? (mag << -sh) : (sh >= 63 ? 0 : mag >> sh);
-        sum += st[l].neg ? -t : t;
-      } else if (nz[l] == 0) {
-        ok[l] = false;  // the sign of an all-zero block depends on the zeros' signs
-        continue;
+    for (std::size_t r = 0; r < R; ++r) {
+      const V8 qb = emax[r] - P.F;
+      // c aligned at 2^qb, truncated toward zero (< 2^(F+1), so the sum stays in int32).
+      const V8 shc = qb - q[r];
+      const V8 s = sum[r] + Ops::sign(Ops::sll(absr[r], -shc) | Ops::srl(absr[r], shc), sr[r]);
+      // round_state's common case: RZ or RNE to p fraction bits of a normal result.
+      const V8 mag = Ops::abs(s);
+      V8 qo = vmax(qb + bit_width8<Ops>(mag) - 1, emin) - pbits;
+      const V8 sh = qo - qb;
+      const V8 rz = Ops::sll(mag, -sh) | Ops::srl(mag, sh);
+      const V8 half = Ops::sll(one, sh - 1);
+      const V8 rem = mag & Ops::srl(splat(-1), 32 - sh);  // the sh bits shifted out
+      const V8 up = rne_mask & (sh > 0) & ((rem > half) | ((rem == half) & ((rz & 1) != 0)));
+      V8 rv = rz - up;  // up is −1 where the rounding goes up
+      const V8 carry = rv >> (pbits + 1);
+      rv >>= carry;
+      qo += carry;
+      const V8 common = (rv >= hidden) & (qo <= P.emax_common - pbits) & (sh < 32);
+      const V8 zero = s == 0;
+      V8 nsr = zero ? V8{} : Ops::sign(rv, s);
+      V8 nq = zero ? V8{} : qo;
+      const V8 rare = ~(common | zero | bad[r]);
+      if (__builtin_expect(Ops::any(rare), 0)) {
+        std::int32_t a_s[kLanes], a_qb[kLanes], a_sr[kLanes], a_q[kLanes], a_bad[kLanes], a_rare[kLanes];
+        store8(a_s, s);
+        store8(a_qb, qb);
+        store8(a_sr, nsr);
+        store8(a_q, nq);
+        store8(a_bad, bad[r]);
+        store8(a_rare, rare);
+        for (std::size_t l = 0; l < kLanes; ++l) {
+          if (a_rare[l] == 0) continue;
+          AccState st;
+          if (round_state(f, pbits, rne, a_s[l], a_qb[l], st)) {
+            const auto rr = static_cast<std::int32_t>(st.r);
+            a_sr[l] = st.neg ? -rr : rr;
+            a_q[l] = st.q;
+          } else {
+            a_bad[l] = -1;
+            a_sr[l] = 0;
+            a_q[l] = 0;
+          }
+        }
+        nsr = load8(a_sr);
+        nq = load8(a_q);
+        bad[r] = load8(a_bad);
       }
-      if (sum == 0) {
-        st[l] = AccState{};
-        c_zero[l] = true;
-      } else if (!round_state(f, pbits, rne, sum, q, st[l])) {
-        ok[l] = false;
-      } else {
-        c_zero[l] = false;
-      }
+      // Lanes already handed to the general engine keep a zero state, so every lane stays in range.
+      sr[r] = bad[r] ? V8{} : nsr;
+      q[r] = bad[r] ? V8{} : nq;
     }
     if (s1 >= k) break;
   }
-  for (std::size_t l = 0; l < kLanes; ++l) out[l] = ok[l] ? encode_state(f, pbits, st[l]) : 0;
+  for (std::size_t r = 0; r < R; ++r) {
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      const std::int32_t v = sr[r][l];
+      A.ok[r][l] = bad[r][l] == 0;
+      const AccState st{static_cast<std::uint64_t>(v < 0 ? -static_cast<std::int64_t>(v) : v), q[r][l], v < 0};
+      A.out[r][l] = A.ok[r][l] ? encode_state(f, pbits, st) : 0;
+    }
+  }
+}
+
+template <std::size_t R>
+__attribute__((flatten)) void rows_trunc_generic(RowsArgs<R>& a) {
+  rows_trunc<GenericOps, R>(a);
+}
+
+template <std::size_t R>
+__attribute__((target("avx2"), flatten)) void rows_trunc_avx2(RowsArgs<R>& a) {
+  rows_trunc<Avx2Ops, R>(a);
+}
+
+constexpr std::size_t kRowTile = 4;
+constexpr std::size_t kFusedRows = 16;  // up to this many rows, B's panels are packed where used
+
+// The kernels for this machine, chosen once (dispatch at the edge, as Highway's tables).
+struct RowKernels {
+  void (*tile)(RowsArgs<kRowTile>&);
+  void (*one)(RowsArgs<1>&);
+};
+
+const RowKernels& row_kernels() {
+  static const RowKernels kernels = __builtin_cpu_supports("avx2")
+                                        ? RowKernels{&rows_trunc_avx2<kRowTile>, &rows_trunc_avx2<1>}
+                                        : RowKernels{&rows_trunc_generic<kRowTile>, &rows_trunc_generic<1>};
+  return kernels;
 }
 
 // ideal: Σ of exact products at the smallest possible product lsb (int64); `nz` = 0 when every
@@ -370,18 +590,27 @@ bool fast_gemm_applicable(const Datapath& dp, bool no_scales) {
   return false;
 }
 
-void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const Operand> a,
-               std::span<const Operand> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
-  const Packed pa = pack(a, m, k);
-  const Packed pb = pack(b, n, k);
+namespace {
+
+template <typename In>
+void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const In> a,
+                     std::span<const In> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
+  const Decoder dec_a(dp.a, dp.flush_subnormal_inputs, "A");
+  const Decoder dec_b(dp.b, dp.flush_subnormal_inputs, "B");
+  // The general engine's operands for one element, decoded again from the codes (rare).
+  auto general = [&](std::size_t i, std::size_t j) {
+    std::vector<Operand> row(k), col(k);
+    for (std::size_t p = 0; p < k; ++p) {
+      row[p] = dec_a(a[i * k + p], i * k + p);
+      col[p] = dec_b(b[p * n + j], p * n + j);
+    }
+    return dot_decoded(dp, row, col, c.empty() ? 0 : c[i * n + j], {}, {}, i * n + j);
+  };
   const bool exact = dp.alignment == Alignment::exact;
   // ideal in int64: products span at most `span` bits above lmin, K of them need bit_width(K) more.
   const int span = (dp.a.emax - dp.a.emin + dp.a.mantissa_bits + 1) + (dp.b.emax - dp.b.emin + dp.b.mantissa_bits + 1) + 2;
   if (exact && span + static_cast<int>(std::bit_width(k)) > 62) {
-    tbb::parallel_for(std::size_t{0}, m * n, [&](std::size_t e) {
-      const std::size_t i = e / n, j = e % n;
-      d[e] = dot_decoded(dp, a.subspan(i * k, k), b.subspan(j * k, k), c.empty() ? 0 : c[e], {}, {}, e);
-    });
+    tbb::parallel_for(std::size_t{0}, m * n, [&](std::size_t e) { d[e] = general(e / n, e % n); });
     return;
   }
   const int lmin = (dp.a.emin - dp.a.mantissa_bits) + (dp.b.emin - dp.b.mantissa_bits);
@@ -395,52 +624,155 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   const bool use32 = dp.alignment == Alignment::truncate && F - mbsum <= lift32 && F + 2 + 7 <= 31 &&
                      dp.fused_terms <= 64;
   const int base_shift32 = mbsum - F + lift32;
-  const TruncParams tp{&dp, bs, F, floor, mbsum - F + kLift, base_shift32, lift32, use32};
-  // B also packed in panels of eight columns, [n/8][k][8], for the eight-column kernel.
-  std::vector<std::int32_t> bmk, bek;
-  const std::size_t panels = n / kLanes;
-  if (use32 && !exact) {
-    bmk.resize(panels * k * kLanes);
-    bek.resize(panels * k * kLanes);
-    for (std::size_t j = 0; j < panels * kLanes; ++j) {
-      for (std::size_t p = 0; p < k; ++p) {
-        const std::size_t at = ((j / kLanes) * k + p) * kLanes + j % kLanes;
-        bmk[at] = pb.m[j * k + p];
-        bek[at] = pb.e[j * k + p];
+  // Normal results up to this exponent are finite (above it round_state checks max_code).
+  const format::Format& acc = dp.accumulator;
+  const std::uint64_t top = (static_cast<std::uint64_t>(acc.emax + acc.bias) << acc.mantissa_bits) |
+                            ((std::uint64_t{1} << acc.mantissa_bits) - 1);
+  const int emax_common = top == acc.max_code ? acc.emax : acc.emax - 1;
+  const TruncParams tp{&dp, bs, F, floor, mbsum - F + kLift, base_shift32, lift32, use32, emax_common};
+  // The vector kernel keeps accumulator significands in int32 lanes.
+  const bool vec = use32 && !exact && acc.mantissa_bits <= 29 && dp.accumulator_fraction_bits <= 29;
+  // A by rows.
+  Packed pa = make_packed(m, k);
+  tbb::parallel_for(std::size_t{0}, m, [&](std::size_t i) {
+    for (std::size_t p = 0; p < k; ++p) {
+      if (put(pa, i * k + p, dec_a.lane(a[i * k + p], i * k + p))) pa.special[i] = 1;
+    }
+  });
+  // B's first n/8·8 columns (vector kernel) in panels of eight, [n/8][k][8], significands lifted
+  // by lift32; the other columns (all of them without the vector kernel) by columns, [n − jt][k].
+  const std::size_t panels = vec ? n / kLanes : 0;
+  const std::size_t jt = panels * kLanes;
+  std::vector<char> bspecial(n, 0);
+  const std::int32_t lift = std::int32_t{1} << std::max(lift32, 0);
+  // Packs panel q (columns 8q..8q+7) into pm, pe ([k][8] each) and marks its NaN/Inf columns.
+  auto pack_panel = [&](std::size_t q, std::int32_t* pm, std::int32_t* pe) {
+    bool special[kLanes] = {};
+    for (std::size_t p = 0; p < k; ++p) {
+      const std::size_t at = p * n + q * kLanes;
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        const Lane x = dec_b.lane(b[at + l], at + l);
+        pm[p * kLanes + l] = x.m * lift;
+        pe[p * kLanes + l] = x.e;
+        special[l] |= x.special;
       }
     }
-  }
-  auto general = [&](std::size_t i, std::size_t j) {
-    const std::uint64_t cc = c.empty() ? 0 : c[i * n + j];
-    return dot_decoded(dp, a.subspan(i * k, k), b.subspan(j * k, k), cc, {}, {}, i * n + j);
+    for (std::size_t l = 0; l < kLanes; ++l) bspecial[q * kLanes + l] = special[l] ? 1 : 0;
   };
-  tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, n, 64), [&](const auto& r) {
-    for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
-      const std::int32_t* am = pa.m.data() + i * k;
-      const std::int32_t* ae = pa.e.data() + i * k;
-      const std::int32_t* al = pa.l.data() + i * k;
-      std::size_t j = r.cols().begin();
-      if (use32 && !exact && pa.special[i] == 0 && j % kLanes == 0) {
-        for (; j + kLanes <= r.cols().end(); j += kLanes) {
-          std::uint64_t cc[kLanes] = {};
-          std::uint64_t out[kLanes];
-          bool ok[kLanes];
-          if (!c.empty()) std::copy(c.begin() + static_cast<long>(i * n + j), c.begin() + static_cast<long>(i * n + j + kLanes), cc);
-          row_trunc8(tp, am, ae, bmk.data() + j * k, bek.data() + j * k, kLanes, k, cc, out, ok);
-          for (std::size_t l = 0; l < kLanes; ++l) {
-            d[i * n + j + l] = (ok[l] && pb.special[j + l] == 0) ? out[l] : general(i, j + l);
-          }
+  // Few rows (decode: m = 1): each panel is packed where it is used, while it is in cache,
+  // instead of all of B up front.
+  const bool fused = vec && m <= kFusedRows;
+  const std::size_t held = fused ? 0 : panels * k * kLanes;
+  const Buffer<std::int32_t> bmk = std::make_unique_for_overwrite<std::int32_t[]>(held);
+  const Buffer<std::int32_t> bek = std::make_unique_for_overwrite<std::int32_t[]>(held);
+  if (!fused) {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels, 8), [&](const auto& r) {
+      for (std::size_t q = r.begin(); q != r.end(); ++q) {
+        pack_panel(q, bmk.get() + q * k * kLanes, bek.get() + q * k * kLanes);
+      }
+    });
+  }
+  Packed pb = make_packed(n - jt, k);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(jt, n, 16), [&](const auto& r) {
+    for (std::size_t p = 0; p < k; ++p) {
+      for (std::size_t j = r.begin(); j != r.end(); ++j) {
+        if (put(pb, (j - jt) * k + p, dec_b.lane(b[p * n + j], p * n + j))) bspecial[j] = 1;
+      }
+    }
+  });
+  const RowKernels& kern = row_kernels();
+  // Runs the R-row kernel on rows `rows` and the panel pm, pe of columns j..j+7.
+  auto run_tile = [&]<std::size_t R>(RowsArgs<R>& args, const std::size_t* rows, std::size_t j, auto kernel,
+                                     const std::int32_t* pm, const std::int32_t* pe) {
+    args.P = &tp;
+    args.bmk = pm;
+    args.bek = pe;
+    args.k = k;
+    for (std::size_t r = 0; r < R; ++r) {
+      args.am[r] = pa.m.get() + rows[r] * k;
+      args.ae[r] = pa.e.get() + rows[r] * k;
+      for (std::size_t l = 0; l < kLanes; ++l) args.c[r][l] = c.empty() ? 0 : c[rows[r] * n + j + l];
+    }
+    kernel(args);
+    for (std::size_t r = 0; r < R; ++r) {
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        const std::size_t at = rows[r] * n + j + l;
+        d[at] = (args.ok[r][l] && bspecial[j + l] == 0) ? args.out[r][l] : general(rows[r], j + l);
+      }
+    }
+  };
+  if (fused) {
+    std::vector<std::size_t> plain;  // rows without NaN or Inf
+    for (std::size_t i = 0; i < m; ++i) {
+      if (pa.special[i] == 0) plain.push_back(i);
+    }
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels, 4), [&](const auto& r) {
+      const Buffer<std::int32_t> pm = std::make_unique_for_overwrite<std::int32_t[]>(k * kLanes);
+      const Buffer<std::int32_t> pe = std::make_unique_for_overwrite<std::int32_t[]>(k * kLanes);
+      for (std::size_t q = r.begin(); q != r.end(); ++q) {
+        pack_panel(q, pm.get(), pe.get());
+        std::size_t t = 0;
+        for (; t + kRowTile <= plain.size(); t += kRowTile) {
+          RowsArgs<kRowTile> args;
+          run_tile(args, plain.data() + t, q * kLanes, kern.tile, pm.get(), pe.get());
+        }
+        for (; t < plain.size(); ++t) {
+          RowsArgs<1> args;
+          run_tile(args, plain.data() + t, q * kLanes, kern.one, pm.get(), pe.get());
         }
       }
-      for (; j != r.cols().end(); ++j) {
+    });
+  }
+  // Columns in chunks of eight: a whole chunk inside the panels goes to the vector kernel (done
+  // above when fused).
+  const std::size_t chunks = (n + kLanes - 1) / kLanes;
+  tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, chunks, 8), [&](const auto& r) {
+    const std::size_t jv0 = r.cols().begin() * kLanes;
+    const std::size_t jv1 = vec ? std::min(r.cols().end(), panels) * kLanes : jv0;
+    if (jv1 > jv0 && !fused) {
+      std::size_t plain[16];  // rows without NaN or Inf, in tiles of kRowTile
+      std::size_t np = 0;
+      auto flush = [&](bool all) {
+        std::size_t t = 0;
+        for (; t + kRowTile <= np; t += kRowTile) {
+          for (std::size_t j = jv0; j < jv1; j += kLanes) {
+            RowsArgs<kRowTile> args;
+            run_tile(args, plain + t, j, kern.tile, bmk.get() + j * k, bek.get() + j * k);
+          }
+        }
+        if (all) {
+          for (; t < np; ++t) {
+            for (std::size_t j = jv0; j < jv1; j += kLanes) {
+              RowsArgs<1> args;
+              run_tile(args, plain + t, j, kern.one, bmk.get() + j * k, bek.get() + j * k);
+            }
+          }
+        }
+        std::copy(plain + t, plain + np, plain);
+        np -= t;
+      };
+      for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
+        if (pa.special[i] != 0) continue;
+        plain[np++] = i;
+        if (np == 16) flush(false);
+      }
+      flush(true);
+    }
+    for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
+      const std::int32_t* am = pa.m.get() + i * k;
+      const std::int32_t* ae = pa.e.get() + i * k;
+      const std::int32_t* al = pa.l.get() + i * k;
+      const std::size_t jend = std::min(r.cols().end() * kLanes, n);
+      // Rows the vector kernel took start after its panels.
+      for (std::size_t j = pa.special[i] == 0 ? jv1 : jv0; j != jend; ++j) {
         const std::uint64_t cc = c.empty() ? 0 : c[i * n + j];
-        if (pa.special[i] != 0 || pb.special[j] != 0) {
+        if (pa.special[i] != 0 || bspecial[j] != 0) {
           d[i * n + j] = general(i, j);
           continue;
         }
-        const std::int32_t* bm = pb.m.data() + j * k;
-        const std::int32_t* be = pb.e.data() + j * k;
-        const std::int32_t* bl = pb.l.data() + j * k;
+        const std::int32_t* bm = pb.m.get() + (j - jt) * k;
+        const std::int32_t* be = pb.e.get() + (j - jt) * k;
+        const std::int32_t* bl = pb.l.get() + (j - jt) * k;
         if (exact) {
           std::int64_t nz = 0;
           const std::int64_t s = element_exact(am, al, bm, bl, k, lmin, nz);
@@ -454,6 +786,18 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
       }
     }
   });
+}
+
+}  // namespace
+
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint64_t> a,
+               std::span<const std::uint64_t> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
+  fast_gemm_codes(dp, m, n, k, a, b, c, d);
+}
+
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint8_t> a,
+               std::span<const std::uint8_t> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
+  fast_gemm_codes(dp, m, n, k, a, b, c, d);
 }
 
 }  // namespace lpemu::datapath::detail

@@ -11,8 +11,11 @@ namespace lpemu::datapath::detail {
 
 /// True if fast_gemm handles this datapath (no scales, simple structure, small input formats).
 bool fast_gemm_applicable(const Datapath& dp, bool no_scales);
-/// D = C + A·B on decoded operands: a is [m×k] by rows, b is [n×k] (B transposed); c may be empty.
-void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const Operand> a,
-               std::span<const Operand> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d);
+/// D = C + A·B on codes as gemm takes them: a is [m×k], b is [k×n], both by rows; c may be empty.
+/// Checks every code of A and B (ShapeError as gemm's); C's codes must be checked already.
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint64_t> a,
+               std::span<const std::uint64_t> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d);
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint8_t> a,
+               std::span<const std::uint8_t> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d);
 
 }  // namespace lpemu::datapath::detail

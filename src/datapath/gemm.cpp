@@ -36,6 +36,15 @@ void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   if (!scales.b.empty()) check_size("B's scales", scales.b.size(), ns * n);
   for (std::size_t i = 0; i < c.size(); ++i) detail::check_code(dp.output(), c[i], "C", i);
 
+  if (detail::fast_gemm_applicable(dp, scales.a.empty() && scales.b.empty())) {
+    // Packs straight from the codes (decode with m = 1 must not pay for a matrix of Operands).
+    std::vector<std::uint64_t> c64(c.begin(), c.end());
+    std::vector<std::uint64_t> d64(m * n);
+    detail::fast_gemm(dp, m, n, k, a, b, c64, d64);
+    for (std::size_t i = 0; i < m * n; ++i) d[i] = static_cast<Acc>(d64[i]);
+    return;
+  }
+
   // Decode A by rows and B by columns (B transposed), once; codes of <= 8 bits via a table.
   auto table = [&](const format::Format& f) {
     std::vector<detail::Operand> t;
@@ -67,14 +76,6 @@ void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   std::vector<std::int32_t> sbt(scales.b.empty() ? 0 : ns * n);
   for (std::size_t s = 0; s < sbt.size() / (n == 0 ? 1 : n) && !scales.b.empty(); ++s) {
     for (std::size_t j = 0; j < n; ++j) sbt[j * ns + s] = scales.b[s * n + j];
-  }
-
-  if (detail::fast_gemm_applicable(dp, scales.a.empty() && scales.b.empty())) {
-    std::vector<std::uint64_t> c64(c.begin(), c.end());
-    std::vector<std::uint64_t> d64(m * n);
-    detail::fast_gemm(dp, m, n, k, da, db, c64, d64);
-    for (std::size_t i = 0; i < m * n; ++i) d[i] = static_cast<Acc>(d64[i]);
-    return;
   }
 
   tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, n, 16), [&](const auto& r) {

@@ -306,3 +306,77 @@ TEST_CASE("gemm equals dot with NaN, Inf and zero-heavy rows", "[datapath][prope
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("gemm equals dot at the fast kernels' edges: row and column tails, short K, RNE, overflow and subnormal sums",
+          "[datapath][property]") {
+  // The eight-column kernel takes rows in tiles of four and keeps each block's common rounding
+  // in vector lanes; rows, columns and K that do not fill a tile, RNE accumulators, fp16
+  // accumulators that overflow, and C values that are huge, tiny or subnormal take the other paths.
+  const auto& reg = DatapathRegistry::builtin();
+  Datapath rne23 = reg.get("h100_e4m3_fp32");
+  rne23.name = "h100_e4m3_fp32 with RNE to 23 bits";
+  rne23.accumulator_rounding.mode = lpemu::format::RoundingMode::nearest_even;
+  rne23.accumulator_fraction_bits = 23;
+  Datapath no_floor = reg.get("h100_e5m2_fp32");
+  no_floor.name = "h100_e5m2_fp32 without exponent floor";
+  no_floor.exponent_floor.reset();
+  const std::vector<Datapath> dps = {reg.get("h100_e4m3_fp32"), reg.get("h100_e4m3_fp16"), reg.get("ada_e4m3_fp16"),
+                                     reg.get("ada_e5m2_fp32"), reg.get("h100_e5m2_fp16"), rne23, no_floor};
+  struct Shape {
+    std::size_t m, n, k;
+  };
+  // Up to 16 rows, B is packed panel by panel where used; 17 and more rows pack it up front.
+  const Shape shapes[] = {{1, 8, 32}, {5, 16, 33}, {7, 13, 1}, {6, 27, 95},
+                          {9, 24, 64}, {4, 8, 0},   {17, 9, 40}, {22, 27, 70}};
+  std::mt19937_64 rng(77);
+  for (const Datapath& dp : dps) {
+    for (const Shape& s : shapes) {
+      std::vector<std::uint64_t> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n);
+      // Random bit patterns (subnormals included), a quarter of them ±0.
+      for (auto& x : a) x = rng() % 4 == 0 ? (rng() % 2) * dp.a.sign_bit() : random_finite(rng, dp.a);
+      for (auto& x : b) x = rng() % 4 == 0 ? (rng() % 2) * dp.b.sign_bit() : random_finite(rng, dp.b);
+      for (auto& x : c) {
+        switch (rng() % 3) {
+          case 0: x = random_finite(rng, dp.output()); break;  // huge, tiny and subnormal codes
+          case 1: x = (rng() % 2) * dp.output().sign_bit(); break;
+          default: x = lpemu::format::encode(dp.output(), std::ldexp(static_cast<double>(rng() % 200) - 100, -4));
+        }
+      }
+      // Row 1 and column 1 subnormal only: sums below the accumulator's smallest subnormal.
+      const std::uint64_t mant_a = (std::uint64_t{1} << dp.a.mantissa_bits) - 1;
+      const std::uint64_t mant_b = (std::uint64_t{1} << dp.b.mantissa_bits) - 1;
+      for (std::size_t p = 0; p < s.k && s.m > 1; ++p) a[s.k + p] = (rng() & (mant_a | dp.a.sign_bit())) | 1;
+      for (std::size_t p = 0; p < s.k && s.n > 1; ++p) b[p * s.n + 1] = (rng() & (mant_b | dp.b.sign_bit())) | 1;
+      if (s.m > 2 && s.k > 0) a[2 * s.k] = dp.a.nan_code();  // a row with NaN inside a row tile
+      if (s.n > 3 && s.k > 0) b[s.n + 3] = dp.b.has_inf() ? dp.b.inf_code() : dp.b.nan_code();  // column 3
+      if (c.size() > 5) c[5] = dp.output().inf_code();
+      std::vector<std::uint64_t> d(s.m * s.n);
+      gemm(dp, s.m, s.n, s.k, a, b, c, d);
+      for (std::size_t i = 0; i < s.m; ++i) {
+        for (std::size_t j = 0; j < s.n; ++j) {
+          std::vector<std::uint64_t> row(a.begin() + static_cast<long>(i * s.k), a.begin() + static_cast<long>((i + 1) * s.k));
+          std::vector<std::uint64_t> col(s.k);
+          for (std::size_t p = 0; p < s.k; ++p) col[p] = b[p * s.n + j];
+          INFO(dp.name << " m " << s.m << " n " << s.n << " k " << s.k << " (" << i << ", " << j << ") c " << std::hex
+                       << c[i * s.n + j]);
+          CHECK(d[i * s.n + j] == dot(dp, row, col, c[i * s.n + j], {}, i * s.n + j));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gemm's fast path rejects codes wider than their format as the general path does", "[datapath][property]") {
+  const Datapath& dp = DatapathRegistry::builtin().get("h100_e4m3_fp32");
+  const std::size_t m = 2, n = 16, k = 4;
+  std::vector<std::uint64_t> a(m * k, 0x38), b(k * n, 0x38), d(m * n);
+  b[1 * n + 9] = 0x138;  // a panel column
+  REQUIRE_THROWS_WITH(gemm(dp, m, n, k, a, b, {}, d), "B[25] = 0x138: code wider than format 'fp8_e4m3' (8 bits)");
+  b[1 * n + 9] = 0x38;
+  a[5] = 0x1ff;
+  REQUIRE_THROWS_WITH(gemm(dp, m, n, k, a, b, {}, d), "A[5] = 0x1ff: code wider than format 'fp8_e4m3' (8 bits)");
+}
+
+}  // namespace
