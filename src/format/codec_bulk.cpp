@@ -205,7 +205,12 @@ Fast make_fast(const Format& f, const ConvertOptions& o, std::uint64_t index0) {
   p.sr_bits = static_cast<std::uint32_t>(o.sr_bits);
   p.seed = o.seed;
   p.index0 = index0;
-  p.sub_quantum = static_cast<float>(std::ldexp(1.0, f.emin - f.mantissa_bits));
+  // With bias 127 (bf16, tf32) the subnormal codes are float32 subnormals whose bits the normal
+  // formula already gives; the product would form a float32 subnormal, a slow denormal assist,
+  // on every element, so it is skipped (multiplied by 0, never selected).
+  const bool sub_exact_as_normal = f.subnormals && f.bias == 127 && f.emin == -126;
+  p.sub_quantum = sub_exact_as_normal ? 0.0F : static_cast<float>(std::ldexp(1.0, f.emin - f.mantissa_bits));
+  p.sub_fields = sub_exact_as_normal ? 0U : 1U;
   p.inf_mag = f.has_inf() ? static_cast<std::uint32_t>(f.inf_code()) : ~0U;
   p.nan_above_max = f.specials == Specials::ieee || f.specials == Specials::fn;
   p.nan_sign_bit = f.specials == Specials::fnuz;

@@ -65,6 +65,7 @@ struct Fast {
   std::uint32_t sr_bits;
   std::uint64_t seed, index0;
   float sub_quantum;  // 2^(emin - m): value of subnormal code 1
+  std::uint32_t sub_fields;  // exponent fields decoded as frac·sub_quantum: 1, or 0 (see make_fast)
   // Decoding specials: the Inf magnitude (~0 if none), whether magnitudes above max_code are NaN
   // (ieee, fn), whether the bare sign bit is NaN (fnuz), and the sign mask of NaN results.
   std::uint32_t inf_mag, nan_above_max, nan_sign_bit, nan_keeps_sign;
@@ -160,7 +161,7 @@ template <RoundingMode M>
       (static_cast<std::uint32_t>(static_cast<std::int32_t>(field) - p.bias + 127) << 23) | (frac << (23 - p.m));
   const float sub = static_cast<float>(static_cast<std::int32_t>(frac)) * p.sub_quantum;
   const std::uint32_t sub_bits = std::bit_cast<std::uint32_t>(sub) & mask(p.subnormals != 0);
-  std::uint32_t bits = selm(mask(field == 0), sub_bits, normal_bits) | (s << 31);
+  std::uint32_t bits = selm(mask(field < p.sub_fields), sub_bits, normal_bits) | (s << 31);
   const std::uint32_t inf_m = mask(mag == p.inf_mag);
   const std::uint32_t nan_m = (mask(p.nan_above_max != 0) & mask(mag > p.max_code) & ~inf_m) |
                               (mask(p.nan_sign_bit != 0) & mask(mag == 0) & (0U - s));
