@@ -4,7 +4,9 @@
 //  * fast (quantize only): power-of-two scales 2^s with s in [-126, 126] and element formats that
 //    fit float32 with a smallest step ≥ 2^-90: y = x·2^-s in float (exact except below 2^-126,
 //    where the step is so coarse that only y's sign and non-zeroness matter, which are kept),
-//    rounded on its bits by an integer kernel, times 2^s. Blocks it cannot take go generic.
+//    rounded on its bits by the element format's fast kernel (format::detail::fast_round, with a
+//    saturating value step here; nearest_even adds and subtracts 2^(qe+23) instead), times 2^s.
+//    Blocks it cannot take go generic.
 #include "lpemu/block/quantize.hpp"
 
 #include <algorithm>
@@ -385,19 +387,18 @@ void generic_block(const Ctx& c, const float* in, float* out, std::uint32_t* cod
 
 // ---- fast path -------------------------------------------------------------------------------
 
+// Per-call constants of the fast path.
 struct Fast {
-  std::int32_t m, emin;
-  std::int32_t is_int, int_qe;  // integer elements: fixed quantum 2^int_qe (nearest_even only)
-  std::uint32_t subnormals, positive_zero, sr_bits;
-  std::uint64_t seed;
-  float maxf;
+  format::detail::Fast element;  // the element format's fast-kernel constants (floating elements)
+  std::int32_t is_int, int_qe;   // integer elements: fixed quantum 2^int_qe (nearest_even only)
+  std::uint32_t positive_zero;   // zero results are +0
+  float maxf;                    // results saturate to ±maxf
 };
 
 bool fast_eligible(const Ctx& c) {
   const BlockFormat& f = c.f;
   const format::Format& e = f.element;
-  const bool float_ok = e.kind == format::Kind::floating && e.has_zero && e.mantissa_bits <= 22 &&
-                        format::fits_in_float(e) && e.emin - e.mantissa_bits >= -90 && e.emax <= 100;
+  const bool float_ok = format::detail::fast_eligible(e) && e.emin - e.mantissa_bits >= -90 && e.emax <= 100;
   // Symmetric signed integers (MXINT8) with round-to-nearest-even: a fixed quantum, ±max clamp.
   const bool int_ok = e.kind == format::Kind::integer && e.is_signed && e.lowest == -e.max_finite &&
                       e.bits <= 24 && e.fraction_bits <= 90 && c.prec <= 23 &&
@@ -409,55 +410,26 @@ bool fast_eligible(const Ctx& c) {
 
 Fast make_fast(const Ctx& c) {
   Fast p{};
-  p.m = c.f.element.mantissa_bits;
-  p.emin = c.f.element.emin;
-  p.subnormals = c.f.element.subnormals ? 1U : 0U;
   p.is_int = c.f.element.kind == format::Kind::integer ? 1 : 0;
+  // eopts saturates and flushes nothing, as the generic path's element step. Integer elements
+  // (nearest_even only) round at the fixed quantum instead.
+  if (p.is_int == 0) p.element = format::detail::make_fast(c.f.element, c.eopts, 0);
   p.int_qe = -c.f.element.fraction_bits;
   p.positive_zero = (c.f.signed_zero == SignedZero::positive || !c.f.element.has_negative_zero()) ? 1U : 0U;
-  p.sr_bits = static_cast<std::uint32_t>(c.eopts.sr_bits);
-  p.seed = c.eopts.seed;
   p.maxf = static_cast<float>(c.max_elem);
   return p;
 }
 
-// Rounds the scaled input y (finite) to the element grid with saturation (the same definition as
-// the element codec's; see src/format/codec_bulk.cpp).
+// Rounds the scaled input y (finite) to the element grid with saturation: the element format's
+// rounding step (the same definition as the element codec's), then n·2^qe clamped to ±max.
 template <RoundingMode M>
 [[gnu::always_inline]] inline float fast_element(const Fast& p, float y, std::uint64_t index) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(y);
   const std::uint32_t s = u >> 31;
-  const std::uint32_t a = u & kAbsMask;
-  const std::int32_t fe = static_cast<std::int32_t>(a >> 23);
-  const std::int32_t fe1 = fe > 1 ? fe : 1;
-  const std::uint32_t sig = (a & 0x7fffffU) | (fe != 0 ? 0x800000U : 0U);
-  const std::int32_t ex = fe1 - 127;
-  const bool tiny = ex < p.emin;
-  const std::int32_t qe = tiny ? (p.subnormals != 0 ? p.emin - p.m : p.emin) : ex - p.m;
-  std::int32_t shift = qe - (fe1 - 150);  // >= 1 because m <= 22
-  shift = shift < 31 ? shift : 31;
-  const std::uint32_t n = sig >> shift;
-  const std::uint32_t rem = sig & ((1U << shift) - 1U);
-  const std::uint32_t half = 1U << (shift - 1);
-  std::uint32_t up = 0;
-  if constexpr (M == RoundingMode::nearest_even) {
-    up = static_cast<std::uint32_t>((rem > half) | ((rem == half) & ((n & 1U) != 0)));
-  } else if constexpr (M == RoundingMode::nearest_away) {
-    up = static_cast<std::uint32_t>(rem >= half);
-  } else if constexpr (M == RoundingMode::toward_positive) {
-    up = static_cast<std::uint32_t>((rem != 0) & (s == 0));
-  } else if constexpr (M == RoundingMode::toward_negative) {
-    up = static_cast<std::uint32_t>((rem != 0) & (s != 0));
-  } else if constexpr (M == RoundingMode::stochastic) {
-    const std::int32_t true_shift = qe - (fe1 - 150);
-    const std::uint64_t rem64 = true_shift >= 32 ? sig : rem;
-    up = format::detail::sr_round_up(rem64, true_shift, static_cast<int>(p.sr_bits),
-                                     format::sr_random_bits(p.seed, index));
-  }
-  const std::uint32_t nr = n + up;
-  const float v0 = static_cast<float>(nr) * std::bit_cast<float>(static_cast<std::uint32_t>(qe + 127) << 23);
+  const format::detail::FastRounded r = format::detail::fast_round<M>(p.element, u & kAbsMask, s, index);
+  const float v0 = static_cast<float>(r.n) * std::bit_cast<float>(static_cast<std::uint32_t>(r.qe + 127) << 23);
   const float v = v0 < p.maxf ? v0 : p.maxf;
-  const std::uint32_t sign = (p.positive_zero & static_cast<std::uint32_t>(nr == 0)) != 0 ? 0U : s << 31;
+  const std::uint32_t sign = (s << 31) & ~format::detail::mask((p.positive_zero != 0) & (r.n == 0));
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) | sign);
 }
 
@@ -469,7 +441,8 @@ template <RoundingMode M>
   const std::uint32_t s = u & 0x80000000U;
   const std::uint32_t a = u & kAbsMask;
   const std::int32_t ex = static_cast<std::int32_t>(a >> 23) - 127;
-  const std::int32_t qf = ex < p.emin ? (p.subnormals != 0 ? p.emin - p.m : p.emin) : ex - p.m;
+  const format::detail::Fast& e = p.element;
+  const std::int32_t qf = ex < e.emin ? (e.subnormals != 0 ? e.emin - e.m : e.emin) : ex - e.m;
   const std::int32_t qe = p.is_int != 0 ? p.int_qe : qf;
   const float c = std::bit_cast<float>(static_cast<std::uint32_t>(qe + 150) << 23);
   const float r = (std::bit_cast<float>(a) + c) - c;

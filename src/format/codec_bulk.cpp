@@ -21,6 +21,11 @@ namespace lpemu::format {
 namespace {
 
 using detail::dispatch_mode;
+using detail::Fast;
+using detail::fast_decode_one;
+using detail::fast_eligible;
+using detail::fast_encode_one;
+using detail::make_fast;
 
 constexpr std::size_t kChunk = 1 << 15;
 
@@ -54,140 +59,7 @@ void check_code_width(const Format& f, int width, const char* what) {
   }
 }
 
-// ---- the fast kernel -------------------------------------------------------------------------
-
-// Per-call constants of the fast kernel: everything that depends on the format and the options.
-struct Fast {
-  std::int32_t m, emin, bias, sign_shift;
-  std::uint32_t max_code, sub_limit;  // sub_limit = 2^m: magnitudes below it are subnormal
-  std::uint32_t subnormals, ftz, daz, is_signed, neg_zero;
-  std::uint32_t nan_code[2], inf_code[2], ovf_code[2], neg_code;
-  std::uint32_t sr_bits;
-  std::uint64_t seed, index0;
-  float sub_quantum;  // 2^(emin - m): value of subnormal code 1
-  // Decoding specials: the Inf magnitude (~0 if none), whether magnitudes above max_code are NaN
-  // (ieee, fn), whether the bare sign bit is NaN (fnuz), and the sign mask of NaN results.
-  std::uint32_t inf_mag, nan_above_max, nan_sign_bit, nan_keeps_sign;
-};
-
-bool fast_eligible(const Format& f) {
-  return f.kind == Kind::floating && f.has_zero && f.mantissa_bits <= 22 && fits_in_float(f) && f.bits <= 32;
-}
-
-Fast make_fast(const Format& f, const ConvertOptions& o, std::uint64_t index0) {
-  Fast p{};
-  p.m = f.mantissa_bits;
-  p.emin = f.emin;
-  p.bias = f.bias;
-  p.sign_shift = f.bits - 1;
-  p.max_code = static_cast<std::uint32_t>(f.max_code);
-  p.sub_limit = 1U << f.mantissa_bits;
-  p.subnormals = f.subnormals;
-  p.ftz = o.flush_subnormal_outputs;
-  p.daz = o.flush_subnormal_inputs;
-  p.is_signed = f.is_signed;
-  p.neg_zero = f.has_negative_zero();
-  // The special outcomes come from the generic path itself, so the two cannot disagree.
-  // A finite double beyond max finite (the carrier is double, so this works for emax = 127 too).
-  const double big = std::ldexp(1.0, f.emax + 2);
-  for (int s = 0; s < 2; ++s) {
-    const double sg = s ? -1.0 : 1.0;
-    const auto code_of = [&](double x) {
-      return static_cast<std::uint32_t>(detail::convert(f, x, o, 0, std::numeric_limits<float>::min()).code);
-    };
-    p.nan_code[s] = code_of(std::copysign(std::numeric_limits<double>::quiet_NaN(), sg));
-    p.inf_code[s] = code_of(sg * std::numeric_limits<double>::infinity());
-    // The overflow outcome for this sign and mode.
-    p.ovf_code[s] = code_of(sg * big);
-  }
-  p.neg_code = f.is_signed ? 0 : static_cast<std::uint32_t>(detail::convert(f, -1.0, o, 0, 0.0).code);
-  p.sr_bits = static_cast<std::uint32_t>(o.sr_bits);
-  p.seed = o.seed;
-  p.index0 = index0;
-  p.sub_quantum = static_cast<float>(std::ldexp(1.0, f.emin - f.mantissa_bits));
-  p.inf_mag = f.has_inf() ? static_cast<std::uint32_t>(f.inf_code()) : ~0U;
-  p.nan_above_max = f.specials == Specials::ieee || f.specials == Specials::fn;
-  p.nan_sign_bit = f.specials == Specials::fnuz;
-  p.nan_keeps_sign = f.specials != Specials::fnuz;
-  return p;
-}
-
-// Branch-free selection: c ? a : b for an all-ones/all-zero mask m. The kernels below use only
-// integer arithmetic, comparisons and masks (no bool made from an integer, no control flow), so
-// that GCC if-converts and vectorises them.
-[[gnu::always_inline]] inline std::uint32_t selm(std::uint32_t m, std::uint32_t a, std::uint32_t b) {
-  return b ^ ((a ^ b) & m);
-}
-
-// All-ones when `c` holds.
-[[gnu::always_inline]] inline std::uint32_t mask(bool c) { return 0U - static_cast<std::uint32_t>(c); }
-
-// Rounds float bits `u` to a code of the format (see detail::convert for the definition).
-template <RoundingMode M>
-[[gnu::always_inline]] inline std::uint32_t fast_encode_one(const Fast& p, std::uint32_t u, std::uint64_t index) {
-  const std::uint32_t s = u >> 31;
-  const std::uint32_t negm = 0U - s;  // all ones for negative inputs
-  std::uint32_t a = u & 0x7fffffffU;
-  a = selm(mask((p.daz != 0) & (a < 0x00800000U)), 0U, a);
-  const std::int32_t fe = static_cast<std::int32_t>(a >> 23);
-  const std::int32_t fe1 = fe > 1 ? fe : 1;
-  const std::uint32_t sig = (a & 0x7fffffU) | (mask(fe != 0) & 0x800000U);
-  const std::int32_t ex = fe1 - 127;
-  const bool tiny = ex < p.emin;
-  const std::int32_t tiny_qe = p.subnormals != 0 ? p.emin - p.m : p.emin;  // loop-invariant
-  const std::int32_t qe = tiny ? tiny_qe : ex - p.m;
-  const std::int32_t true_shift = qe - (fe1 - 150);  // >= 1 because m <= 22
-  const std::int32_t shift = true_shift < 31 ? true_shift : 31;  // past 24 every bit is discarded anyway
-  const std::uint32_t n = sig >> shift;
-  const std::uint32_t rem = sig & ((1U << shift) - 1U);
-  const std::uint32_t half = 1U << (shift - 1);
-  std::uint32_t up = 0;
-  if constexpr (M == RoundingMode::nearest_even) {
-    up = (rem + half - 1U + (n & 1U)) >> shift;  // rem > half, or rem == half with n odd
-  } else if constexpr (M == RoundingMode::nearest_away) {
-    up = (rem + half) >> shift;  // rem >= half
-  } else if constexpr (M == RoundingMode::toward_positive) {
-    up = ((rem + (half - 1U) + half) >> shift) & (s ^ 1U);  // rem != 0, positive
-  } else if constexpr (M == RoundingMode::toward_negative) {
-    up = ((rem + (half - 1U) + half) >> shift) & s;  // rem != 0, negative
-  } else if constexpr (M == RoundingMode::stochastic) {
-    // The r leading discarded bits, exactly, in 64 bits (the true shift may exceed 31).
-    const std::uint64_t rem64 = true_shift >= 32 ? sig : rem;
-    up = detail::sr_round_up(rem64, true_shift, static_cast<int>(p.sr_bits), sr_random_bits(p.seed, index));
-  }
-  const std::uint32_t nr = n + up;
-  const std::uint32_t normal_mag = (static_cast<std::uint32_t>(qe + p.m + p.bias - 1) << p.m) + nr;
-  const std::uint32_t tiny_mag = p.subnormals != 0 ? nr : (nr << p.m);
-  std::uint32_t mag = selm(mask(tiny), tiny_mag, normal_mag);
-  mag = selm(mask((p.ftz != 0) & (mag < p.sub_limit)), 0U, mag);
-  const std::uint32_t zero_code = (s << p.sign_shift) & mask(p.neg_zero != 0);
-  std::uint32_t code = selm(mask(mag == 0), zero_code, mag | ((s & p.is_signed) << p.sign_shift));
-  code = selm(mask(mag > p.max_code), selm(negm, p.ovf_code[1], p.ovf_code[0]), code);
-  code = selm(negm & mask((p.is_signed == 0) & (a != 0)), p.neg_code, code);
-  code = selm(mask(a == 0x7f800000U), selm(negm, p.inf_code[1], p.inf_code[0]), code);
-  code = selm(mask(a > 0x7f800000U), selm(negm, p.nan_code[1], p.nan_code[0]), code);
-  return code;
-}
-
-// Value of a code of a fast-eligible format (NaN/Inf codes included), as decode() gives it.
-[[gnu::always_inline]] inline float fast_decode_one(const Fast& p, std::uint32_t code) {
-  const std::uint32_t s = p.is_signed != 0 ? (code >> p.sign_shift) & 1U : 0U;
-  const std::uint32_t mag = p.is_signed != 0 ? code & ((1U << p.sign_shift) - 1U) : code;
-  const std::uint32_t field = mag >> p.m;
-  const std::uint32_t frac = mag & (p.sub_limit - 1U);
-  // Normal: rebuild float bits directly; subnormal: frac · 2^(emin-m), an exact product.
-  const std::uint32_t normal_bits =
-      (static_cast<std::uint32_t>(static_cast<std::int32_t>(field) - p.bias + 127) << 23) | (frac << (23 - p.m));
-  const float sub = static_cast<float>(static_cast<std::int32_t>(frac)) * p.sub_quantum;
-  const std::uint32_t sub_bits = std::bit_cast<std::uint32_t>(sub) & mask(p.subnormals != 0);
-  std::uint32_t bits = selm(mask(field == 0), sub_bits, normal_bits) | (s << 31);
-  const std::uint32_t inf_m = mask(mag == p.inf_mag);
-  const std::uint32_t nan_m = (mask(p.nan_above_max != 0) & mask(mag > p.max_code) & ~inf_m) |
-                              (mask(p.nan_sign_bit != 0) & mask(mag == 0) & (0U - s));
-  bits = selm(inf_m, 0x7f800000U | (s << 31), bits);
-  bits = selm(nan_m, 0x7fc00000U | ((s & p.nan_keeps_sign) << 31), bits);
-  return std::bit_cast<float>(bits);
-}
+// ---- the fast kernel (per element: format/codec_detail.hpp) --------------------------------
 
 // The parameters are copied into a local first: `out` may alias anything (uint8_t), so reading
 // them through a reference inside the loop would block vectorisation.
@@ -296,6 +168,57 @@ void decode_via_table(const Format& f, std::span<const Code> in, std::span<float
 }
 
 }  // namespace
+
+namespace detail {
+
+bool fast_eligible(const Format& f) {
+  return f.kind == Kind::floating && f.has_zero && f.mantissa_bits <= 22 && fits_in_float(f) && f.bits <= 32;
+}
+
+Fast make_fast(const Format& f, const ConvertOptions& o, std::uint64_t index0) {
+  Fast p{};
+  p.m = f.mantissa_bits;
+  p.emin = f.emin;
+  p.bias = f.bias;
+  p.sign_shift = f.bits - 1;
+  p.max_code = static_cast<std::uint32_t>(f.max_code);
+  p.sub_limit = 1U << f.mantissa_bits;
+  p.subnormals = f.subnormals;
+  p.ftz = o.flush_subnormal_outputs;
+  p.daz = o.flush_subnormal_inputs;
+  p.is_signed = f.is_signed;
+  p.neg_zero = f.has_negative_zero();
+  // The special outcomes come from the generic path itself, so the two cannot disagree.
+  // A finite double beyond max finite (the carrier is double, so this works for emax = 127 too).
+  const double big = std::ldexp(1.0, f.emax + 2);
+  for (int s = 0; s < 2; ++s) {
+    const double sg = s ? -1.0 : 1.0;
+    const auto code_of = [&](double x) {
+      return static_cast<std::uint32_t>(detail::convert(f, x, o, 0, std::numeric_limits<float>::min()).code);
+    };
+    p.nan_code[s] = code_of(std::copysign(std::numeric_limits<double>::quiet_NaN(), sg));
+    p.inf_code[s] = code_of(sg * std::numeric_limits<double>::infinity());
+    // The overflow outcome for this sign and mode.
+    p.ovf_code[s] = code_of(sg * big);
+  }
+  p.neg_code = f.is_signed ? 0 : static_cast<std::uint32_t>(detail::convert(f, -1.0, o, 0, 0.0).code);
+  p.sr_bits = static_cast<std::uint32_t>(o.sr_bits);
+  p.seed = o.seed;
+  p.index0 = index0;
+  // With bias 127 (bf16, tf32) the subnormal codes are float32 subnormals whose bits the normal
+  // formula already gives; the product would form a float32 subnormal, a slow denormal assist,
+  // on every element, so it is skipped (multiplied by 0, never selected).
+  const bool sub_exact_as_normal = f.subnormals && f.bias == 127 && f.emin == -126;
+  p.sub_quantum = sub_exact_as_normal ? 0.0F : static_cast<float>(std::ldexp(1.0, f.emin - f.mantissa_bits));
+  p.sub_fields = sub_exact_as_normal ? 0U : 1U;
+  p.inf_mag = f.has_inf() ? static_cast<std::uint32_t>(f.inf_code()) : ~0U;
+  p.nan_above_max = f.specials == Specials::ieee || f.specials == Specials::fn;
+  p.nan_sign_bit = f.specials == Specials::fnuz;
+  p.nan_keeps_sign = f.specials != Specials::fnuz;
+  return p;
+}
+
+}  // namespace detail
 
 void quantize(const Format& fmt, std::span<const float> in, std::span<float> out, const ConvertOptions& opts) {
   validate(opts);
