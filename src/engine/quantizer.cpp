@@ -97,13 +97,13 @@ int target_binade(const format::Format& in, const format::Format& out) {
 }
 
 // A bit-exact datapath. Operands arrive as floats on a plan's grids (element, per-tensor or block
-// scaled); like a real low-precision GEMM, the strategy moves each operand's scale out of the
-// codes in powers of two, which is exact: without block scales in the datapath, every row of A
-// and of B gets one exponent (its amax in the binade target_binade() picks), applied to the output
-// after the exact datapath runs (the GEMM epilogue); with block scales (OCP MX, scale_application
-// product/group) each scale_block along K gets its own exponent (the OCP MX shared-exponent rule),
-// passed to the datapath as its E8M0 scales. Values then encode exactly when they lie on the input
-// format's grid up to that scale, else round to nearest even, saturating.
+// scaled); like a real low-precision GEMM, the strategy hands the datapath codes and moves scales
+// out in powers of two, which is exact. Without block scales in the datapath, a row of A or B
+// already on the input format's grid goes in as it is; any other row gets one exponent (its amax
+// in the binade target_binade() picks), applied to the output after the datapath runs (the GEMM
+// epilogue). With block scales (OCP MX, scale_application product/group) each scale_block along K
+// gets its OCP MX shared exponent, passed to the datapath as its E8M0 scales. Values then encode
+// exactly when they lie on the input grid up to that scale, else round to nearest even, saturating.
 class DatapathGemm final : public Gemm {
  public:
   explicit DatapathGemm(const datapath::Datapath& dp) : dp_(dp) {}
@@ -134,8 +134,8 @@ class DatapathGemm final : public Gemm {
     datapath::GemmScales scales;
     if (narrow) {
       std::vector<std::uint8_t> ac(m * k), bc(k * n);
-      scale_and_encode<float>(a, dp_.a, target_a, sb, kb, ea.data(), true, ac.data());
-      scale_and_encode<float>(b, dp_.b, target_b, sb, kb, eb.data(), false, bc.data());
+      scale_and_encode<float>(a, dp_.a, target_a, blocked, sb, kb, ea.data(), true, ac.data());
+      scale_and_encode<float>(b, dp_.b, target_b, blocked, sb, kb, eb.data(), false, bc.data());
       if (blocked) scales = {ea, eb};
       std::vector<std::uint32_t> dc(m * n);
       datapath::gemm(dp_, m, n, k, ac, bc, {}, dc, scales);
@@ -144,8 +144,8 @@ class DatapathGemm final : public Gemm {
       for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<double>(df[i]);
     } else {
       std::vector<std::uint64_t> ac(m * k), bc(k * n), dc(m * n);
-      scale_and_encode<double>(a, dp_.a, target_a, sb, kb, ea.data(), true, ac.data());
-      scale_and_encode<double>(b, dp_.b, target_b, sb, kb, eb.data(), false, bc.data());
+      scale_and_encode<double>(a, dp_.a, target_a, blocked, sb, kb, ea.data(), true, ac.data());
+      scale_and_encode<double>(b, dp_.b, target_b, blocked, sb, kb, eb.data(), false, bc.data());
       if (blocked) scales = {ea, eb};
       datapath::gemm(dp_, m, n, k, ac, bc, {}, dc, scales);
       format::decode(dp_.output(), std::span<const std::uint64_t>(dc), std::span<double>(d));
@@ -167,12 +167,31 @@ class DatapathGemm final : public Gemm {
  private:
   // X [rows, k] scaled by 2^-s per row (per scale block of `sb` along k), encoded in bulk into
   // `out` ([rows, k] for A; transposed to [k, rows] for B); the exponents s go to `e`.
+  // X [rows, k] encoded into `out` ([rows, k] for A; transposed to [k, rows] for B). Without block
+  // scales, a row whose values all lie on f's grid is taken as it is (its codes are what a core
+  // would be fed: subnormals stay subnormal, e = 0); any other row is scaled by 2^-s to put its
+  // amax in binade `target`. With block scales (`blocked`), every scale block of `sb` along k gets
+  // its OCP MX exponent. The exponents s go to `e`.
   template <class T, class Code>
-  static void scale_and_encode(const RowMatrix& x, const format::Format& f, int target, std::size_t sb,
+  static void scale_and_encode(const RowMatrix& x, const format::Format& f, int target, bool blocked, std::size_t sb,
                                std::size_t kb, std::int32_t* e, bool a_side, Code* out) {
     const auto rows = static_cast<std::size_t>(x.rows());
     const auto k = static_cast<std::size_t>(x.cols());
-    std::vector<T> v(rows * k);
+    format::ConvertOptions sat;
+    sat.overflow = format::Overflow::saturate;
+    std::vector<T> v(x.data(), x.data() + rows * k);
+    std::vector<Code> codes(rows * k);
+    std::vector<char> as_is(rows, 0);
+    if (!blocked) {
+      format::encode(f, std::span<const T>(v), std::span<Code>(codes), sat);
+      std::vector<T> back(rows * k);
+      format::decode(f, std::span<const Code>(codes), std::span<T>(back));
+      for (std::size_t r = 0; r < rows; ++r) {
+        bool same = true;
+        for (std::size_t t = r * k; t < (r + 1) * k; ++t) same = same && (back[t] == v[t] || (v[t] != v[t] && back[t] != back[t]));
+        as_is[r] = same ? 1 : 0;
+      }
+    }
     tbb::parallel_for(std::size_t{0}, rows, [&](std::size_t r) {
       const float* row = x.data() + r * k;
       for (std::size_t blk = 0; blk < kb; ++blk) {
@@ -183,24 +202,20 @@ class DatapathGemm final : public Gemm {
           const float y = std::fabs(row[k0 + t]);
           if (y > amax && std::isfinite(y)) amax = y;
         }
-        const std::int32_t s = pow2_shift(static_cast<double>(amax), target);
+        const std::int32_t s = as_is[r] != 0 ? 0 : pow2_shift(static_cast<double>(amax), target);
         (a_side ? e[r * kb + blk] : e[blk * rows + r]) = s;
         const T scale = static_cast<T>(std::ldexp(1.0, -s));
         for (std::size_t t = 0; t < len; ++t) v[r * k + k0 + t] = static_cast<T>(row[k0 + t]) * scale;
       }
     });
-    format::ConvertOptions sat;
-    sat.overflow = format::Overflow::saturate;
-    if (a_side) {
-      format::encode(f, std::span<const T>(v), std::span<Code>(out, rows * k), sat);
-      return;
-    }
-    std::vector<Code> codes(rows * k);
-    format::encode(f, std::span<const T>(v), std::span<Code>(codes), sat);
+    Code* dst = a_side ? out : codes.data();
+    format::encode(f, std::span<const T>(v), std::span<Code>(dst, rows * k), sat);
+    if (a_side) return;
     for (std::size_t r = 0; r < rows; ++r) {
       for (std::size_t t = 0; t < k; ++t) out[t * rows + r] = codes[r * k + t];
     }
   }
+
 
  private:
   datapath::Datapath dp_;

@@ -4,10 +4,13 @@
 #if __has_include("lpemu/datapath/gemm.hpp")
 #  include <random>
 
+#  include "lpemu/datapath/datapath.hpp"
+#  include "lpemu/datapath/gemm.hpp"
 #  include "lpemu/engine/model.hpp"
 #  include "lpemu/engine/plan.hpp"
 #  include "lpemu/engine/quantizer.hpp"
 #  include "lpemu/engine/session.hpp"
+#  include "lpemu/format/codec.hpp"
 #  include "lpemu/format/registry.hpp"
 #  include "support/test_support.hpp"
 
@@ -67,6 +70,39 @@ TEST_CASE("a datapath GEMM moves power-of-two scales out of its operands exactly
         double want = 0;
         for (Eigen::Index t = 0; t < k; ++t) want += static_cast<double>(a(i, t)) * static_cast<double>(b(j, t));
         CHECK(static_cast<double>(c(i, j)) == want);
+      }
+    }
+  }
+}
+
+// Rows already on the input format's grid are the codes a core would be fed: the strategy must
+// not rescale them (subnormal inputs align differently in the BFMA model, tensor-cores.md §1).
+TEST_CASE("a datapath GEMM feeds on-grid operands to the datapath unscaled", "[engine][datapath]") {
+  const auto g = GemmFactory::builtin().make("h100_e4m3_fp32");
+  const auto& dp = lpemu::datapath::DatapathRegistry::builtin().get("h100_e4m3_fp32");
+  const auto& e4 = lpemu::format::Registry::builtin().get("fp8_e4m3");
+  std::mt19937 rng(3);
+  std::normal_distribution<double> nd(0, 1);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int m = 3, n = 5, k = 100;
+    RowMatrix a(m, k), b(n, k), c;
+    const double sa = std::ldexp(1.0, static_cast<int>(rng() % 14) - 10);  // down to subnormal-heavy rows
+    const double sb = std::ldexp(1.0, static_cast<int>(rng() % 8) - 4);
+    for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(lpemu::format::quantize(e4, nd(rng) * sa));
+    for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = static_cast<float>(lpemu::format::quantize(e4, nd(rng) * sb));
+    g->nt(a, b, c, GemmPoint{0, LayerKind::mlp, "w1", "fp8_e4m3", "fp8_e4m3"});
+    std::vector<std::uint64_t> ac(m * k), bc(k * n), dc(m * n);
+    for (int i = 0; i < m; ++i) {
+      for (int t = 0; t < k; ++t) ac[static_cast<std::size_t>(i * k + t)] = lpemu::format::encode(e4, static_cast<double>(a(i, t)));
+    }
+    for (int j = 0; j < n; ++j) {
+      for (int t = 0; t < k; ++t) bc[static_cast<std::size_t>(t * n + j)] = lpemu::format::encode(e4, static_cast<double>(b(j, t)));
+    }
+    lpemu::datapath::gemm(dp, m, n, k, ac, bc, {}, dc);
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < n; ++j) {
+        INFO("trial " << trial << " (" << i << ", " << j << ")");
+        CHECK(static_cast<double>(c(i, j)) == lpemu::format::decode(dp.output(), dc[static_cast<std::size_t>(i * n + j)]));
       }
     }
   }
