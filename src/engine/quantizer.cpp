@@ -208,9 +208,12 @@ class DatapathGemm final : public Gemm {
         for (std::size_t t = 0; t < len; ++t) v[r * k + k0 + t] = static_cast<T>(row[k0 + t]) * scale;
       }
     });
-    Code* dst = a_side ? out : codes.data();
-    format::encode(f, std::span<const T>(v), std::span<Code>(dst, rows * k), sat);
-    if (a_side) return;
+    const bool all_as_is = !blocked && std::all_of(as_is.begin(), as_is.end(), [](char c) { return c != 0; });
+    if (!all_as_is) format::encode(f, std::span<const T>(v), std::span<Code>(codes), sat);
+    if (a_side) {
+      std::copy(codes.begin(), codes.end(), out);
+      return;
+    }
     for (std::size_t r = 0; r < rows; ++r) {
       for (std::size_t t = 0; t < k; ++t) out[t * rows + r] = codes[r * k + t];
     }
