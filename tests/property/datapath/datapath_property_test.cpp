@@ -350,7 +350,7 @@ TEST_CASE("gemm equals dot at the fast kernels' edges: row and column tails, sho
       for (std::size_t p = 0; p < s.k && s.m > 1; ++p) a[s.k + p] = (rng() & (mant_a | dp.a.sign_bit())) | 1;
       for (std::size_t p = 0; p < s.k && s.n > 1; ++p) b[p * s.n + 1] = (rng() & (mant_b | dp.b.sign_bit())) | 1;
       if (s.m > 2 && s.k > 0) a[2 * s.k] = dp.a.nan_code();  // a row with NaN inside a row tile
-      if (s.n > 3 && s.k > 0) b[s.n + 3] = dp.b.has_inf() ? dp.b.inf_code() : dp.b.nan_code();  // column 3
+      if (s.n > 3 && s.k > 1) b[s.n + 3] = dp.b.has_inf() ? dp.b.inf_code() : dp.b.nan_code();  // column 3
       if (c.size() > 5) c[5] = dp.output().inf_code();
       std::vector<std::uint64_t> d(s.m * s.n);
       gemm(dp, s.m, s.n, s.k, a, b, c, d);
