@@ -138,9 +138,9 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
     }
     acc.gemm = req.datapath ? req.datapath->name : "";
     acc.model = a.model;
+    // Everything the accuracy run needs is checked before a file is written.
+    const fs::path model_file = engine::resolve_model_path(a.model, data_search_dirs());
     if (a.text.empty()) {
-      std::vector<fs::path> dirs = data_search_dirs();
-      const fs::path model_file = engine::resolve_model_path(a.model, dirs);
       acc.text = model_file.parent_path() / "paragraph.txt";
       if (!fs::exists(acc.text)) {
         throw Error("proposal: --model " + a.model + " has no paragraph.txt beside " + model_file.string() +
@@ -148,7 +148,12 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
       }
     } else {
       acc.text = a.text;
+      if (!fs::is_regular_file(acc.text)) throw IoError("proposal: --text " + a.text + ": no such file");
     }
+    if (a.phase != "decode" && a.phase != "prefill") {
+      throw Error("proposal: --phase '" + a.phase + "': expected decode or prefill");
+    }
+    if (a.batch < 1 || a.context < 1) throw Error("proposal: --batch and --context must be at least 1");
     acc.cost.target = a.target;
     acc.cost.shape = a.shape;
     acc.cost.phase = a.phase;
@@ -156,6 +161,10 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
     acc.cost.context = a.context;
     acc.max_tokens = a.max_tokens;
     tools = make_plan_tools(ctx);
+    if (!a.target.empty()) {
+      tools->costs->target(a.target);  // unknown names throw here, listing the closest ones
+      tools->costs->shape(a.shape);
+    }
     acc.tools = &tools->tools;
     acc.on_progress = [](const std::string& line) { std::cerr << "lpemu: accuracy" << line << "\n"; };
     req.accuracy = std::move(acc);

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
+
 #include <catch2/catch.hpp>
 
 #include "lpemu/block/block_format.hpp"
@@ -351,6 +353,23 @@ TEST_CASE("lpemu proposal takes a user block format by name from --formats-dir",
   const auto rows = read_csv(dir / "blocks.csv");
   REQUIRE(!rows.empty());
   CHECK(hex_words(rows.front().at("expected_packed")).size() == 28);
+}
+
+}  // namespace
+
+namespace {
+
+TEST_CASE("lpemu proposal checks --text, --target and --shape before writing anything", "[experiment][cli]") {
+  const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_bad_input";
+  fs::remove_all(dir);
+  const std::string base = test::lpemu_binary() + " proposal fp8_e4m3 --model stories260K --out " + dir.string();
+  for (const char* bad : {" --text /nonexistent/paragraph.txt", " --target no_such_gpu", " --shape no_such_model",
+                          " --phase training"}) {
+    INFO(bad);
+    const int rc = std::system((base + bad + " > /dev/null 2>&1").c_str());
+    CHECK(WEXITSTATUS(rc) == 2);
+    CHECK(!fs::exists(dir));
+  }
 }
 
 }  // namespace
