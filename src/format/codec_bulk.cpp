@@ -155,7 +155,15 @@ void decode_via_table(const Format& f, std::span<const Code> in, std::span<float
   }
   if (f.bits <= 16 && in.size() >= (std::size_t{1} << f.bits) / 4) {
     std::vector<float> table(std::size_t{1} << f.bits);
-    for (std::size_t c = 0; c < table.size(); ++c) table[c] = static_cast<float>(decode(f, c));
+    if (fast_eligible(f)) {
+      // The table itself by the vectorised arithmetic decode (the scalar one costs ~10% at 64 Ki).
+      const Fast p = make_fast(f, ConvertOptions{}, 0);
+      std::vector<Code> all(table.size());
+      for (std::size_t c = 0; c < all.size(); ++c) all[c] = static_cast<Code>(c);
+      decode_fast<Code>(p, all.data(), table.data(), all.size());
+    } else {
+      for (std::size_t c = 0; c < table.size(); ++c) table[c] = static_cast<float>(decode(f, c));
+    }
     const std::uint32_t mask = static_cast<std::uint32_t>(f.code_mask());
     for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
       for (std::size_t i = lo; i < hi; ++i) out[i] = table[static_cast<std::uint32_t>(in[i]) & mask];
