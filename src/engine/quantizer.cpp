@@ -1,6 +1,10 @@
 #include "lpemu/engine/quantizer.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <string_view>
+#include <mutex>
+#include <deque>
 #include <cmath>
 #include <span>
 
@@ -133,21 +137,23 @@ class DatapathGemm final : public Gemm {
     std::vector<double> d(m * n);
     datapath::GemmScales scales;
     if (narrow) {
-      std::vector<std::uint8_t> ac(m * k), bc(k * n);
+      std::vector<std::uint8_t> ac(m * k);
       scale_and_encode<float>(a, dp_.a, target_a, blocked, sb, kb, ea.data(), true, ac.data());
-      scale_and_encode<float>(b, dp_.b, target_b, blocked, sb, kb, eb.data(), false, bc.data());
+      const auto eb_cached = encoded_b(b, true, target_b, blocked, sb, kb);
+      eb = eb_cached->e;
       if (blocked) scales = {ea, eb};
       std::vector<std::uint32_t> dc(m * n);
-      datapath::gemm(dp_, m, n, k, ac, bc, {}, dc, scales);
+      datapath::gemm(dp_, m, n, k, ac, eb_cached->codes8, {}, dc, scales);
       std::vector<float> df(m * n);
       format::decode(dp_.output(), std::span<const std::uint32_t>(dc), std::span<float>(df));
       for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<double>(df[i]);
     } else {
-      std::vector<std::uint64_t> ac(m * k), bc(k * n), dc(m * n);
+      std::vector<std::uint64_t> ac(m * k), dc(m * n);
       scale_and_encode<double>(a, dp_.a, target_a, blocked, sb, kb, ea.data(), true, ac.data());
-      scale_and_encode<double>(b, dp_.b, target_b, blocked, sb, kb, eb.data(), false, bc.data());
+      const auto eb_cached = encoded_b(b, false, target_b, blocked, sb, kb);
+      eb = eb_cached->e;
       if (blocked) scales = {ea, eb};
-      datapath::gemm(dp_, m, n, k, ac, bc, {}, dc, scales);
+      datapath::gemm(dp_, m, n, k, ac, eb_cached->codes64, {}, dc, scales);
       format::decode(dp_.output(), std::span<const std::uint64_t>(dc), std::span<double>(d));
     }
     c.resize(a.rows(), b.rows());
@@ -165,8 +171,51 @@ class DatapathGemm final : public Gemm {
   }
 
  private:
-  // X [rows, k] scaled by 2^-s per row (per scale block of `sb` along k), encoded in bulk into
-  // `out` ([rows, k] for A; transposed to [k, rows] for B); the exponents s go to `e`.
+  // B's codes ([k, n]) and exponents ([kb, n]) as scale_and_encode makes them.
+  struct EncodedB {
+    const float* data = nullptr;
+    Eigen::Index rows = 0, cols = 0;
+    std::size_t hash = 0;
+    std::vector<std::int32_t> e;
+    std::vector<std::uint8_t> codes8;
+    std::vector<std::uint64_t> codes64;
+  };
+  static constexpr std::size_t kCachedMatrices = 64;
+
+  // B is a layer's weights, the same matrix call after call: its encoding is kept for the last
+  // kCachedMatrices matrices, keyed by address, shape and a hash of every bit (a matrix changed
+  // in place hashes differently and is encoded again).
+  std::shared_ptr<const EncodedB> encoded_b(const RowMatrix& b, bool narrow, int target, bool blocked, std::size_t sb,
+                                            std::size_t kb) const {
+    const std::string_view bytes(reinterpret_cast<const char*>(b.data()), static_cast<std::size_t>(b.size()) * sizeof(float));
+    const std::size_t hash = std::hash<std::string_view>{}(bytes);
+    {
+      const std::lock_guard<std::mutex> lock(cache_mutex_);
+      for (const auto& e : cache_) {
+        if (e->data == b.data() && e->rows == b.rows() && e->cols == b.cols() && e->hash == hash) return e;
+      }
+    }
+    auto enc = std::make_shared<EncodedB>();
+    enc->data = b.data();
+    enc->rows = b.rows();
+    enc->cols = b.cols();
+    enc->hash = hash;
+    const auto n = static_cast<std::size_t>(b.rows());
+    const auto k = static_cast<std::size_t>(b.cols());
+    enc->e.resize(kb * n);
+    if (narrow) {
+      enc->codes8.resize(k * n);
+      scale_and_encode<float>(b, dp_.b, target, blocked, sb, kb, enc->e.data(), false, enc->codes8.data());
+    } else {
+      enc->codes64.resize(k * n);
+      scale_and_encode<double>(b, dp_.b, target, blocked, sb, kb, enc->e.data(), false, enc->codes64.data());
+    }
+    const std::lock_guard<std::mutex> lock(cache_mutex_);
+    cache_.push_front(enc);
+    if (cache_.size() > kCachedMatrices) cache_.pop_back();
+    return enc;
+  }
+
   // X [rows, k] encoded into `out` ([rows, k] for A; transposed to [k, rows] for B). Without block
   // scales, a row whose values all lie on f's grid is taken as it is (its codes are what a core
   // would be fed: subnormals stay subnormal, e = 0); any other row is scaled by 2^-s to put its
@@ -222,6 +271,8 @@ class DatapathGemm final : public Gemm {
 
  private:
   datapath::Datapath dp_;
+  mutable std::mutex cache_mutex_;
+  mutable std::deque<std::shared_ptr<const EncodedB>> cache_;
 };
 
 class EigenGemm final : public Gemm {

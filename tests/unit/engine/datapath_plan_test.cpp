@@ -108,6 +108,24 @@ TEST_CASE("a datapath GEMM feeds on-grid operands to the datapath unscaled", "[e
   }
 }
 
+// The strategy keeps the encoding of B (a layer's weights) between calls; a B changed in place
+// must be encoded again.
+TEST_CASE("a datapath GEMM re-encodes a weight matrix changed in place", "[engine][datapath]") {
+  const auto g = GemmFactory::builtin().make("h100_e4m3_fp32");
+  RowMatrix a(2, 40), b(3, 40), c1, c2, c3;
+  for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(i % 7) - 3.0F;
+  for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = static_cast<float>(i % 5) - 2.0F;
+  const GemmPoint p{0, LayerKind::mlp, "w1", "fp8_e4m3", "fp8_e4m3"};
+  g->nt(a, b, c1, p);
+  g->nt(a, b, c2, p);  // from the kept encoding
+  CHECK(c1 == c2);
+  b(1, 7) += 8.0F;  // same address, new contents
+  g->nt(a, b, c3, p);
+  CHECK(c3(0, 0) == c1(0, 0));
+  CHECK(c3(1, 1) == c1(1, 1) + 8.0F * a(1, 7));
+  CHECK(c3(0, 1) == c1(0, 1) + 8.0F * a(0, 7));
+}
+
 TEST_CASE("the h100_e4m3 datapath plan runs stories260K close to its fp8 fake-quant plan", "[engine][datapath]") {
   const auto q = QuantizerFactory::standard(lpemu::format::Registry::builtin());
   const auto gemms = GemmFactory::builtin();
