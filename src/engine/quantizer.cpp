@@ -181,9 +181,14 @@ class DatapathGemm final : public Gemm {
     std::vector<std::uint64_t> codes64;
   };
   static constexpr std::size_t kCachedMatrices = 64;
+  static constexpr std::size_t kCachedBytes = std::size_t{1} << 30;  ///< at most 1 GiB of codes kept
+
+  static std::size_t bytes_of(const EncodedB& e) {
+    return e.codes8.size() + e.codes64.size() * sizeof(std::uint64_t) + e.e.size() * sizeof(std::int32_t);
+  }
 
   // B is a layer's weights, the same matrix call after call: its encoding is kept for the last
-  // kCachedMatrices matrices, keyed by address, shape and a hash of every bit (a matrix changed
+  // kCachedMatrices matrices (at most kCachedBytes), keyed by address, shape and a hash of every bit (a matrix changed
   // in place hashes differently and is encoded again).
   std::shared_ptr<const EncodedB> encoded_b(const RowMatrix& b, bool narrow, int target, bool blocked, std::size_t sb,
                                             std::size_t kb) const {
@@ -212,7 +217,12 @@ class DatapathGemm final : public Gemm {
     }
     const std::lock_guard<std::mutex> lock(cache_mutex_);
     cache_.push_front(enc);
-    if (cache_.size() > kCachedMatrices) cache_.pop_back();
+    std::size_t total = 0;
+    for (const auto& e : cache_) total += bytes_of(*e);
+    while (cache_.size() > 1 && (cache_.size() > kCachedMatrices || total > kCachedBytes)) {
+      total -= bytes_of(*cache_.back());
+      cache_.pop_back();
+    }
     return enc;
   }
 
