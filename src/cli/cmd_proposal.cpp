@@ -1,13 +1,12 @@
 // `lpemu proposal FORMAT[.toml] [--datapath D] [--model M] --out DIR` and
 // `lpemu proposal verify DIR --results FILE.csv` (issue 8).
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 
 #include "cli/commands.hpp"
 #include "io/toml_util.hpp"
 #include "lpemu/detail/embedded.hpp"
+#include "lpemu/detail/named_registry.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/proposal.hpp"
@@ -36,14 +35,6 @@ struct ProposalArgs {
   std::size_t show = 20;
 };
 
-std::string read_text(const fs::path& p, const char* what) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw IoError(p.string() + ": cannot open " + what);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The TOML text behind a registry origin ("builtin:element/fp8_e4m3.toml" or a file path).
 std::string spec_text(const std::string& origin) {
   constexpr std::string_view kBuiltin = "builtin:";
@@ -54,7 +45,7 @@ std::string spec_text(const std::string& origin) {
     }
     return {};
   }
-  return fs::exists(origin) ? read_text(origin, "spec file") : std::string();
+  return fs::exists(origin) ? lpemu::detail::read_spec_file(origin, "spec") : std::string();
 }
 
 bool is_toml_path(const std::string& s) { return fs::path(s).extension() == ".toml"; }
@@ -67,7 +58,7 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
   const bool want_model = !a.model.empty();
   // The proposed format: an element or block format, by name or file.
   if (is_toml_path(a.format)) {
-    req.format_toml = read_text(a.format, "format file");
+    req.format_toml = lpemu::detail::read_spec_file(a.format, "format");
     const toml::table t = io::detail::parse(req.format_toml, a.format);
     if (t.contains("element")) {
       req.block = block::parse_block_format_toml(req.format_toml, a.format, ctx.formats());
@@ -102,7 +93,7 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
     std::string text;
     std::string origin;
     if (is_toml_path(a.datapath)) {
-      text = read_text(a.datapath, "datapath file");
+      text = lpemu::detail::read_spec_file(a.datapath, "datapath");
       origin = a.datapath;
       dp = datapath::parse_datapath_toml(text, origin, ctx.formats());
     } else {

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "cost/embedded_data.hpp"
 #include "cost/toml_read.hpp"
+#include "lpemu/detail/named_registry.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::cost {
@@ -14,14 +13,6 @@ namespace {
 
 using detail::fail;
 using detail::Reader;
-
-std::string read_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string() + ": cannot open cost-model file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 bool is_path(std::string_view name) {
   return name.size() > 5 && name.substr(name.size() - 5) == ".toml";
@@ -120,7 +111,7 @@ Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesys
         if (e.path().extension() == ".toml") files.push_back(e.path());
       }
       std::sort(files.begin(), files.end());
-      for (const auto& file : files) add_text(kind, read_file(file), file.string());
+      for (const auto& file : files) add_text(kind, lpemu::detail::read_spec_file(file, "cost-model"), file.string());
     }
   }
 }
@@ -145,7 +136,7 @@ void Catalog::add_text(std::string_view kind, const std::string& text, const std
 
 const Target& Catalog::target(std::string_view name) {
   if (is_path(name)) {
-    Target t = parse_target_toml(read_file(std::filesystem::path(name)), name);
+    Target t = parse_target_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name);
     const std::string key = t.name;
     targets_[key] = std::move(t);
     return targets_[key];
@@ -170,7 +161,7 @@ const Target& Catalog::target(std::string_view name) {
 
 const ModelShape& Catalog::shape(std::string_view name) {
   if (is_path(name)) {
-    ModelShape s = parse_shape_toml(read_file(std::filesystem::path(name)), name);
+    ModelShape s = parse_shape_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name);
     const std::string key = s.name;
     return shapes_[key] = std::move(s);
   }
@@ -181,7 +172,7 @@ const ModelShape& Catalog::shape(std::string_view name) {
 
 const CostPlan& Catalog::plan(std::string_view name) {
   if (is_path(name)) {
-    CostPlan p = parse_plan_toml(read_file(std::filesystem::path(name)), name);
+    CostPlan p = parse_plan_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name);
     const std::string key = p.name;
     return plans_[key] = std::move(p);
   }
@@ -192,7 +183,7 @@ const CostPlan& Catalog::plan(std::string_view name) {
 
 const MacDatapath& Catalog::datapath(std::string_view name) {
   if (is_path(name)) {
-    MacDatapath d = parse_datapath_toml(read_file(std::filesystem::path(name)), name, formats_);
+    MacDatapath d = parse_datapath_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name, formats_);
     const std::string key = d.name;
     return datapaths_[key] = std::move(d);
   }

@@ -1,12 +1,11 @@
-#include "io/toml_util.hpp"
 #include "lpemu/engine/plan.hpp"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <toml++/toml.h>
 
+#include "io/toml_util.hpp"
+#include "lpemu/detail/named_registry.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/registry.hpp"
 
@@ -303,11 +302,7 @@ PrecisionPlan load_plan(const std::string& name_or_path, const QuantizerFactory&
       throw IoError(msg);
     }
   }
-  std::ifstream in(file);
-  if (!in) throw IoError(file.string() + ": cannot open plan file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_plan_toml(ss.str(), file.string(), quantizers, gemms);
+  return parse_plan_toml(lpemu::detail::read_spec_file(file, "plan"), file.string(), quantizers, gemms);
 }
 
 }  // namespace lpemu::engine

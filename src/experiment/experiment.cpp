@@ -1,12 +1,12 @@
 #include "lpemu/experiment/experiment.hpp"
 
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include <toml++/toml.h>
 
 #include "io/toml_util.hpp"
+#include "lpemu/detail/named_registry.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/sha256.hpp"
 
@@ -62,14 +62,6 @@ fs::path resolve_input(const fs::path& origin, const std::string& p) {
   if (p.empty()) return {};
   const fs::path path(p);
   return path.is_absolute() ? path : (origin.parent_path() / path).lexically_normal();
-}
-
-std::string read_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string() + ": cannot open experiment file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -201,6 +193,6 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   return x;
 }
 
-Experiment load_experiment(const fs::path& file) { return parse_experiment_toml(read_file(file), file); }
+Experiment load_experiment(const fs::path& file) { return parse_experiment_toml(lpemu::detail::read_spec_file(file, "experiment"), file); }
 
 }  // namespace lpemu::experiment

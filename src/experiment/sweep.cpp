@@ -6,13 +6,13 @@
 #include <fstream>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include "lpemu/cost/mac_model.hpp"
 #include "lpemu/cost/workload.hpp"
+#include "lpemu/detail/named_registry.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/hdf5.hpp"
@@ -31,14 +31,6 @@ std::string plan_file_name(std::size_t index) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%04zu.h5", index);
   return buf;
-}
-
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string() + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The small record beside the plan files: fingerprint, experiment name, plan count and labels.
@@ -427,7 +419,7 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
   std::vector<fs::path> dirs(tools.search_dirs.begin(), tools.search_dirs.end());
   const engine::Model model = engine::load_model(engine::resolve_model_path(exp.model, dirs));
   if (model.tokenizer.empty()) throw IoError(model.path.string() + ": model has no tokenizer to read the text with");
-  std::vector<int> tokens = model.tokenizer.encode(read_text(exp.text));
+  std::vector<int> tokens = model.tokenizer.encode(lpemu::detail::read_spec_file(exp.text, "text"));
   const auto limit = static_cast<std::size_t>(exp.max_tokens > 0 ? exp.max_tokens : model.config.seq_len);
   if (tokens.size() > limit) tokens.resize(limit);
   const engine::PrecisionPlan reference =
