@@ -70,16 +70,9 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
       << "\n";
   }
   t << plan_toml("fp32", "", "") << plan_toml("bf16", "bf16", "") << plan_toml("mxfp8_e4m3", "mxfp8_e4m3", "");
-  std::vector<std::string> labels{"fp32", "bf16", "mxfp8_e4m3"};
-  for (const auto& f : acc.formats) {
-    t << plan_toml(f, f, "");
-    labels.push_back(f);
-  }
+  for (const auto& f : acc.formats) t << plan_toml(f, f, "");
   if (!acc.gemm.empty()) {
-    for (const auto& f : acc.formats) {
-      t << plan_toml(f + "+" + acc.gemm, f, acc.gemm);
-      labels.push_back(f + "+" + acc.gemm);
-    }
+    for (const auto& f : acc.formats) t << plan_toml(f + "+" + acc.gemm, f, acc.gemm);
   }
   fs::create_directories(out);
   write_text(out / "experiment.toml", t.str());
@@ -94,12 +87,8 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
   }
   const SweepFiles files = run_sweep(exp, *acc.tools, opt);
 
-  std::vector<PlanResult> results;
-  for (std::size_t i = 0; i < labels.size(); ++i) {
-    char name[32];
-    std::snprintf(name, sizeof name, "%04zu.h5", i);
-    results.push_back(load_plan_result(out / "plans" / name));
-  }
+  const std::vector<PlanResult>& results = files.plans;
+  if (results.size() != exp.plans.size()) throw Error("proposal: the accuracy sweep did not finish every plan");
   const auto by_label = [&](const std::string& l) -> const PlanResult& {
     for (const auto& r : results) {
       if (r.label == l) return r;
@@ -151,12 +140,8 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
 
   std::vector<fs::path> written{dir / "summary.md", out / "experiment.toml", files.results_csv, files.results_h5,
                                 files.report_md};
-  for (const auto& p : files.plots) written.push_back(p);
-  for (std::size_t i = 0; i < labels.size(); ++i) {
-    char name[32];
-    std::snprintf(name, sizeof name, "%04zu.h5", i);
-    written.push_back(out / "plans" / name);
-  }
+  written.insert(written.end(), files.plots.begin(), files.plots.end());
+  written.insert(written.end(), files.plan_files.begin(), files.plan_files.end());
   return written;
 }
 

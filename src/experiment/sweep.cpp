@@ -520,14 +520,19 @@ SweepFiles merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out) 
 SweepFiles write_summary(const fs::path& dir) {
   const Manifest m = read_manifest(dir);
   std::vector<PlanResult> plans;
+  std::vector<fs::path> plan_files;
   for (std::size_t i = 0; i < m.labels.size(); ++i) {
     const fs::path file = dir / "plans" / plan_file_name(i);
     if (!fs::exists(file)) throw IoError(file.string() + ": missing result of plan '" + m.labels[i] + "'");
     std::string fp;
     plans.push_back(load_plan_result(file, &fp));
     if (fp != m.fingerprint) throw IoError(file.string() + ": made by a different experiment");
+    plan_files.push_back(file);
   }
-  return write_report_files(dir, m.name, m.model, m.fingerprint, plans);
+  SweepFiles files = write_report_files(dir, m.name, m.model, m.fingerprint, plans);
+  files.plan_files = std::move(plan_files);
+  files.plans = std::move(plans);
+  return files;
 }
 
 }  // namespace lpemu::experiment

@@ -86,6 +86,8 @@ struct PlanResult {
 struct SweepFiles {
   std::filesystem::path dir, results_h5, results_csv, report_md;
   std::vector<std::filesystem::path> plots;
+  std::vector<std::filesystem::path> plan_files;  ///< plans/NNNN.h5 in plan order (empty for a partial shard)
+  std::vector<PlanResult> plans;                  ///< the results the summary was built from, in plan order
 };
 
 /// Runs (or resumes) this shard's plans and, when the output holds every plan, writes the summary.
