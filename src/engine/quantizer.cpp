@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <string_view>
+#include <type_traits>
 #include <mutex>
 #include <deque>
 #include <cmath>
@@ -120,8 +121,7 @@ class DatapathGemm final : public Gemm {
     const bool blocked = dp_.scale_application != datapath::ScaleApplication::none && dp_.scale_block > 0;
     const std::size_t sb = blocked ? static_cast<std::size_t>(dp_.scale_block) : std::max<std::size_t>(k, 1);
     const std::size_t kb = (k + sb - 1) / sb;
-    std::vector<std::int32_t> ea(m * kb);
-    std::vector<std::int32_t> eb(kb * n);  // [kb × n], the layout GemmScales wants for B
+    std::vector<std::int32_t> ea(m * kb);  // [m × kb]; B's are [kb × n], the layouts GemmScales wants
     // Narrow operands (the common FP8/FP6/FP4 case) take float scaling, 8-bit codes and the
     // datapath's 8-bit GEMM; others go through doubles and 64-bit codes. The float path is exact:
     // x·2^-s is exact in float down to 2^-126, and below that lies under half the smallest
@@ -134,28 +134,11 @@ class DatapathGemm final : public Gemm {
     // Block-scaled datapaths use the OCP MX rule (amax in the element's top binade).
     const int target_a = blocked ? std::ilogb(dp_.a.max_finite) : target_binade(dp_.a, dp_.output());
     const int target_b = blocked ? std::ilogb(dp_.b.max_finite) : target_binade(dp_.b, dp_.output());
-    std::vector<double> d(m * n);
-    datapath::GemmScales scales;
-    if (narrow) {
-      std::vector<std::uint8_t> ac(m * k);
-      scale_and_encode<float>(a, dp_.a, target_a, blocked, sb, kb, ea.data(), true, ac.data());
-      const auto eb_cached = encoded_b(b, true, target_b, blocked, sb, kb);
-      eb = eb_cached->e;
-      if (blocked) scales = {ea, eb};
-      std::vector<std::uint32_t> dc(m * n);
-      datapath::gemm(dp_, m, n, k, ac, eb_cached->codes8, {}, dc, scales);
-      std::vector<float> df(m * n);
-      format::decode(dp_.output(), std::span<const std::uint32_t>(dc), std::span<float>(df));
-      for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<double>(df[i]);
-    } else {
-      std::vector<std::uint64_t> ac(m * k), dc(m * n);
-      scale_and_encode<double>(a, dp_.a, target_a, blocked, sb, kb, ea.data(), true, ac.data());
-      const auto eb_cached = encoded_b(b, false, target_b, blocked, sb, kb);
-      eb = eb_cached->e;
-      if (blocked) scales = {ea, eb};
-      datapath::gemm(dp_, m, n, k, ac, eb_cached->codes64, {}, dc, scales);
-      format::decode(dp_.output(), std::span<const std::uint64_t>(dc), std::span<double>(d));
-    }
+    std::shared_ptr<const EncodedB> enc;
+    const std::vector<double> d =
+        narrow ? run<float, std::uint8_t, std::uint32_t>(a, b, target_a, target_b, blocked, sb, kb, ea, enc)
+               : run<double, std::uint64_t, std::uint64_t>(a, b, target_a, target_b, blocked, sb, kb, ea, enc);
+    const std::vector<std::int32_t>& eb = enc->e;
     c.resize(a.rows(), b.rows());
     if (blocked) {
       for (std::size_t i = 0; i < d.size(); ++i) c.data()[i] = static_cast<float>(d[i]);
@@ -224,6 +207,32 @@ class DatapathGemm final : public Gemm {
       cache_.pop_back();
     }
     return enc;
+  }
+
+  // Encodes A, fetches B's encoding, runs the datapath on codes of type In (results Out) and
+  // returns the decoded outputs [m × n]; `enc` receives B's encoding (its exponents).
+  template <class T, class In, class Out>
+  std::vector<double> run(const RowMatrix& a, const RowMatrix& b, int target_a, int target_b, bool blocked,
+                          std::size_t sb, std::size_t kb, std::vector<std::int32_t>& ea,
+                          std::shared_ptr<const EncodedB>& enc) const {
+    constexpr bool kNarrow = std::is_same_v<In, std::uint8_t>;
+    const auto m = static_cast<std::size_t>(a.rows());
+    const auto n = static_cast<std::size_t>(b.rows());
+    const auto k = static_cast<std::size_t>(a.cols());
+    std::vector<In> ac(m * k);
+    scale_and_encode<T>(a, dp_.a, target_a, blocked, sb, kb, ea.data(), true, ac.data());
+    enc = encoded_b(b, kNarrow, target_b, blocked, sb, kb);
+    datapath::GemmScales scales;
+    if (blocked) scales = {ea, enc->e};
+    std::vector<Out> dc(m * n);
+    if constexpr (kNarrow) {
+      datapath::gemm(dp_, m, n, k, ac, enc->codes8, {}, dc, scales);
+    } else {
+      datapath::gemm(dp_, m, n, k, ac, enc->codes64, {}, dc, scales);
+    }
+    std::vector<T> out(m * n);
+    format::decode(dp_.output(), std::span<const Out>(dc), std::span<T>(out));
+    return std::vector<double>(out.begin(), out.end());
   }
 
   // X [rows, k] encoded into `out` ([rows, k] for A; transposed to [k, rows] for B). Without block
