@@ -42,27 +42,17 @@ std::string hex(std::uint64_t v, int digits) {
   return buf;
 }
 
-std::string hex_list(std::span<const std::uint32_t> v, int digits) {
-  std::string out;
-  char buf[16];
-  for (const auto x : v) {
-    std::snprintf(buf, sizeof buf, "%0*x", digits, static_cast<unsigned>(x));
-    if (!out.empty()) out += ' ';
-    out += buf;
-  }
-  return out;
-}
-
-std::string hex_bytes(std::span<const std::uint8_t> v) {
-  std::vector<std::uint32_t> w(v.begin(), v.end());
-  return hex_list(w, 2);
+void append_hex(std::string& out, std::uint64_t v, int digits) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%0*llx", digits, static_cast<unsigned long long>(v));
+  if (!out.empty()) out += ' ';
+  out += buf;
 }
 
 std::string float_bits_list(std::span<const float> v) {
-  std::vector<std::uint32_t> w;
-  w.reserve(v.size());
-  for (const float x : v) w.push_back(std::bit_cast<std::uint32_t>(x));
-  return hex_list(w, 8);
+  std::string out;
+  for (const float x : v) append_hex(out, std::bit_cast<std::uint32_t>(x), 8);
+  return out;
 }
 
 void write_text(const std::filesystem::path& p, const std::string& text) {

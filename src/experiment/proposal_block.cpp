@@ -19,7 +19,6 @@ namespace lpemu::experiment {
 namespace {
 
 using detail::float_bits_list;
-using detail::hex_bytes;
 using detail::hex_list;
 using detail::real;
 
@@ -252,8 +251,8 @@ std::filesystem::path write_block_vectors(const std::filesystem::path& dir, cons
     std::string shape;
     for (const auto d : v.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
     out << v.row << ',' << v.name << ',' << shape << ',' << float_bits_list(v.inputs) << ','
-        << float_bits_list(std::span<const float>(&v.tensor_scale, 1)) << ',' << hex_list(v.scales, scale_digits)
-        << ',' << hex_bytes(v.packed) << ',' << float_bits_list(v.decoded) << '\n';
+        << float_bits_list(std::span<const float>(&v.tensor_scale, 1)) << ',' << hex_list(std::span<const std::uint32_t>(v.scales), scale_digits)
+        << ',' << hex_list(std::span<const std::uint8_t>(v.packed), 2) << ',' << float_bits_list(v.decoded) << '\n';
   }
   if (!out) throw IoError(p.string() + ": write failed");
   return p;

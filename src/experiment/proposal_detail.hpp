@@ -19,10 +19,15 @@ std::string real(double v);
 std::string real_float(float v);
 /// "0x" and `digits` lower-case hex digits (more if needed).
 std::string hex(std::uint64_t v, int digits);
-/// Space-separated hex of each value, `digits` digits each (no 0x).
-std::string hex_list(std::span<const std::uint32_t> v, int digits);
-/// Space-separated two-digit hex of each byte.
-std::string hex_bytes(std::span<const std::uint8_t> v);
+/// Appends v in hex (`digits` digits at least, no 0x) to `out`, after a space unless `out` is empty.
+void append_hex(std::string& out, std::uint64_t v, int digits);
+/// Space-separated hex of each value, `digits` digits each (no 0x): codes, scales, bytes.
+template <class T>
+std::string hex_list(std::span<const T> v, int digits) {
+  std::string out;
+  for (const T x : v) append_hex(out, static_cast<std::uint64_t>(x), digits);
+  return out;
+}
 /// Space-separated float32 bit patterns (8 hex digits each).
 std::string float_bits_list(std::span<const float> v);
 /// Writes `text` to `p`; throws IoError naming the file.

@@ -290,12 +290,6 @@ std::string rounding_words(const datapath::ResultRounding& r) {
   return s;
 }
 
-std::string join_codes(std::span<const std::uint64_t> v, int digits) {
-  std::string out;
-  for (const auto c : v) out += (out.empty() ? "" : " ") + hex(c, digits).substr(2);
-  return out;
-}
-
 std::string join_ints(std::span<const std::int32_t> v) {
   std::string out;
   for (const auto e : v) out += (out.empty() ? "" : " ") + (e == datapath::kNanScale ? std::string("nan") : std::to_string(e));
@@ -376,7 +370,7 @@ std::filesystem::path write_dot_vectors(const std::filesystem::path& dir, const 
   const int db = (dp.b.bits + 3) / 4;
   const int dout = (dp.output().bits + 3) / 4;
   for (const auto& v : rows) {
-    out << v.row << ',' << v.name << ',' << v.a.size() << ',' << join_codes(v.a, da) << ',' << join_codes(v.b, db)
+    out << v.row << ',' << v.name << ',' << v.a.size() << ',' << detail::hex_list(std::span<const std::uint64_t>(v.a), da) << ',' << detail::hex_list(std::span<const std::uint64_t>(v.b), db)
         << ',' << hex(v.c, dout) << ',' << join_ints(v.scale_a) << ',' << join_ints(v.scale_b) << ','
         << hex(v.expected, dout) << ',' << real(format::decode(dp.output(), v.expected)) << ',' << v.exact << '\n';
   }
