@@ -525,13 +525,9 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
   const auto cf = find_col("file");
   const auto cr = find_col("row");
   if (!cf || !cr) throw IoError(results.string() + ": header lacks column 'file' or 'row' (expected file,row,code,...)");
-  std::vector<std::pair<std::string, std::size_t>> given;
+  std::vector<std::pair<const CheckField*, std::size_t>> given;  // field, its column in the results
   for (const auto& chk : kCheckFields) {
-    if (const auto k = find_col(chk.field)) {
-      if (std::none_of(given.begin(), given.end(), [&](const auto& g) { return g.first == chk.field; })) {
-        given.emplace_back(chk.field, *k);
-      }
-    }
+    if (const auto k = find_col(chk.field)) given.emplace_back(&chk, *k);
   }
   if (given.empty()) {
     throw IoError(results.string() + ": header has none of the result columns code, scales, packed, decoded, result");
@@ -560,17 +556,16 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
       continue;
     }
     bool any = false;
-    for (const auto& [field, k] : given) {
+    for (const auto& [chk, k] : given) {
       if (k >= c.size() || c[k].empty()) continue;
+      const std::string field = chk->field;
       const auto want = it->second.fields.find(field);
       if (want == it->second.fields.end()) {
         rep.problems.push_back(where + ": " + c[*cf] + " has no field '" + field + "'");
         continue;
       }
       any = true;
-      const CheckField& chk = *std::find_if(std::begin(kCheckFields), std::end(kCheckFields),
-                                            [&](const CheckField& x) { return x.field == field; });
-      const std::string why = compare_field(chk, want->second, c[k]);
+      const std::string why = compare_field(*chk, want->second, c[k]);
       if (!why.empty()) {
         rep.problems.push_back(c[*cf] + " row " + std::to_string(row) + " field " + field + ": " + why + " (" +
                                it->second.context + ")");

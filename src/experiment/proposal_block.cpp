@@ -32,6 +32,13 @@ block::BlockFormat vector_format(const block::BlockFormat& f) {
   return g;
 }
 
+/// The amax of the `scale_overflow` row: twice the largest value the block scale can carry (+Inf
+/// when it cannot overflow: power-of-two scales, or a tensor scale that absorbs any amax).
+double scale_overflow_amax(const block::BlockFormat& f) {
+  if (f.scale_is_pow2 || f.tensor_scale != block::TensorScale::none) return HUGE_VAL;
+  return 2 * f.element.max_finite * f.scale.max_finite;
+}
+
 /// Shape of one unit (one block, one tile, or a [4, 8] tensor for per-tensor/row/column scales).
 std::vector<std::size_t> unit_shape(const block::BlockFormat& f) {
   switch (f.granularity) {
@@ -119,10 +126,7 @@ std::vector<Case> make_cases(const block::BlockFormat& f, std::uint64_t seed) {
   add("nan_inside", fill(1.0, [&](std::size_t i) { return i == n / 2 ? std::nan("") : normal(rng); }));
   add("inf_inside", fill(1.0, [&](std::size_t i) { return i == n / 2 ? static_cast<double>(kInf) : normal(rng); }));
   add("neg_inf_inside", fill(1.0, [&](std::size_t i) { return i == n / 3 ? -static_cast<double>(kInf) : normal(rng); }));
-  // Scale overflow: amax twice the largest value the scale can reach (when float32 can hold it).
-  const double reach = f.scale_is_pow2 || f.tensor_scale != block::TensorScale::none
-                           ? HUGE_VAL
-                           : emax_val * f.scale.max_finite * 2;
+  const double reach = scale_overflow_amax(f);
   if (reach < static_cast<double>(std::numeric_limits<float>::max())) {
     add("scale_overflow", fill(reach, [&](std::size_t) { return reach * normal(rng) / 4; }));
   }
@@ -216,9 +220,7 @@ std::string block_spec_markdown(const block::BlockFormat& f) {
   s << "| scale rule | " << block::to_string(f.rule) << ": " << rule_words(f.rule) << " |\n";
   s << "| element rounding | " << format::to_string(f.element_options.rounding) << ", saturating to ±max |\n";
   s << "| NaN/Inf in a block | " << block::to_string(f.nonfinite) << " |\n";
-  const double reach = f.scale_is_pow2 || f.tensor_scale != block::TensorScale::none
-                           ? HUGE_VAL
-                           : f.element.max_finite * f.scale.max_finite;
+  const double reach = scale_overflow_amax(f);
   s << "| scale overflow | " << block::to_string(f.scale_overflow)
     << (reach < static_cast<double>(std::numeric_limits<float>::max())
             ? " (row `scale_overflow` reaches it)"
