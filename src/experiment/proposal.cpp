@@ -368,8 +368,7 @@ std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req) {
   for (const bool bf16 : {false, true}) {
     const auto rows = conversion_vectors(f, bf16, req.seed);
     const fs::path p = req.out / (bf16 ? "conversion_bf16.csv" : "conversion_float32.csv");
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    if (!out) throw IoError(p.string() + ": cannot open for writing");
+    std::ostringstream out;
     out << "row,input_format,input_bits,input_value,rounding,overflow,sr_bits,random,expected_code,expected_value\n";
     const int code_digits = (f.bits + 3) / 4;
     for (const auto& v : rows) {
@@ -379,7 +378,7 @@ std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req) {
           << (v.sr_bits > 0 ? hex(v.random, 2) : "") << ',' << hex(v.expected_code, code_digits) << ','
           << real(v.expected_value) << '\n';
     }
-    if (!out) throw IoError(p.string() + ": write failed");
+    write_text(p, out.str());
     files.push_back(p);
   }
   if (req.block) files.push_back(detail::write_block_vectors(req.out, *req.block, req.seed));
