@@ -251,8 +251,9 @@ std::filesystem::path write_block_vectors(const std::filesystem::path& dir, cons
     std::string shape;
     for (const auto d : v.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
     out << v.row << ',' << v.name << ',' << shape << ',' << float_bits_list(v.inputs) << ','
-        << float_bits_list(std::span<const float>(&v.tensor_scale, 1)) << ',' << hex_list(std::span<const std::uint32_t>(v.scales), scale_digits)
-        << ',' << hex_list(std::span<const std::uint8_t>(v.packed), 2) << ',' << float_bits_list(v.decoded) << '\n';
+        << float_bits_list(std::span<const float>(&v.tensor_scale, 1)) << ','
+        << hex_list(std::span<const std::uint32_t>(v.scales), scale_digits) << ','
+        << hex_list(std::span<const std::uint8_t>(v.packed), 2) << ',' << float_bits_list(v.decoded) << '\n';
   }
   write_text(p, out.str());
   return p;

@@ -19,6 +19,7 @@ namespace lpemu::experiment {
 namespace {
 
 using detail::hex;
+using detail::hex_list;
 using detail::real;
 
 /// Builds the rows of dot.csv from values: codes are chosen by exact encoding.
@@ -368,7 +369,8 @@ std::filesystem::path write_dot_vectors(const std::filesystem::path& dir, const 
   const int db = (dp.b.bits + 3) / 4;
   const int dout = (dp.output().bits + 3) / 4;
   for (const auto& v : rows) {
-    out << v.row << ',' << v.name << ',' << v.a.size() << ',' << detail::hex_list(std::span<const std::uint64_t>(v.a), da) << ',' << detail::hex_list(std::span<const std::uint64_t>(v.b), db)
+    out << v.row << ',' << v.name << ',' << v.a.size() << ',' << hex_list(std::span<const std::uint64_t>(v.a), da)
+        << ',' << hex_list(std::span<const std::uint64_t>(v.b), db)
         << ',' << hex(v.c, dout) << ',' << join_ints(v.scale_a) << ',' << join_ints(v.scale_b) << ','
         << hex(v.expected, dout) << ',' << real(format::decode(dp.output(), v.expected)) << ',' << v.exact << '\n';
   }
