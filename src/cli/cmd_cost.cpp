@@ -10,6 +10,8 @@
 
 #include "cli/commands.hpp"
 #include "lpemu/cost/catalog.hpp"
+#include "lpemu/engine/plan.hpp"
+#include "lpemu/experiment/pricing.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::cli {
@@ -17,7 +19,7 @@ namespace {
 
 struct CostArgs {
   std::vector<std::filesystem::path> cost_dirs;
-  std::string target, model, plan = "bf16", weights, activations, kv_cache, datapath = "fp32_n4", phase = "both";
+  std::string target, model, plan = "bf16", weights, activations, kv_cache, datapath, phase = "both";
   long long batch = 1, context = 2048;
   int top = 8;
   bool json = false;
@@ -48,7 +50,7 @@ std::string quote(const std::string& s) {
 
 // Ops summed over layers, largest time first.
 struct Row {
-  std::string name, kind, rate_class;
+  std::string name, kind, rate_class, operands, datapath;
   long long count = 0;
   double flops = 0, bytes = 0, time = 0, energy = 0;
   bool compute_bound = false;
@@ -58,8 +60,9 @@ std::vector<Row> rows_of(const cost::Workload& w) {
   std::vector<Row> rows;
   for (const auto& op : w.ops) {
     const double n = static_cast<double>(op.count);
-    rows.push_back({op.name, op.kind, op.rate_class, op.count, n * op.flops, n * op.bytes, n * op.time_s,
-                    n * op.energy_j, op.compute_bound});
+    const std::string operands = op.kind == "memory" ? op.b_format : op.a_format + " x " + op.b_format;
+    rows.push_back({op.name, op.kind, op.rate_class, operands, op.datapath, op.count, n * op.flops, n * op.bytes,
+                    n * op.time_s, n * op.energy_j, op.compute_bound});
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.time > b.time; });
   return rows;
@@ -75,15 +78,16 @@ void print_text(const cost::Workload& w, const cost::Roofline& r, int top) {
   std::cout << "  energy " << fixed(r.energy_per_token() * 1e3, 3)
             << " mJ/token (45 nm Horowitz constants: MACs + DRAM, not the target's node)\n";
   std::cout << "  compute-bound share of time " << fixed(100.0 * r.compute_bound_time_s / r.time_s, 1) << "%\n";
-  std::printf("  %-12s %5s %5s %12s %12s %8s %8s %10s %6s\n", "op", "count", "class", "GFLOP", "MB", "flop/B",
-              "bound", "time ms", "share");
+  std::printf("  %-12s %5s %5s %12s %12s %8s %8s %10s %6s  %s\n", "op", "count", "class", "GFLOP", "MB", "flop/B",
+              "bound", "time ms", "share", "operands (A x B) on datapath");
   const auto rows = rows_of(w);
   for (std::size_t i = 0; i < rows.size() && static_cast<int>(i) < top; ++i) {
     const Row& x = rows[i];
-    std::printf("  %-12s %5lld %5s %12.3f %12.3f %8.1f %8s %10.4f %5.1f%%\n", x.name.c_str(), x.count,
+    std::printf("  %-12s %5lld %5s %12.3f %12.3f %8.1f %8s %10.4f %5.1f%%  %s%s%s\n", x.name.c_str(), x.count,
                 x.rate_class.empty() ? "-" : x.rate_class.c_str(), x.flops / 1e9, x.bytes / 1e6,
                 x.bytes > 0 ? x.flops / x.bytes : 0.0, x.kind == "memory" ? "memory" : (x.compute_bound ? "compute" : "memory"),
-                x.time * 1e3, 100.0 * x.time / r.time_s);
+                x.time * 1e3, 100.0 * x.time / r.time_s, x.operands.c_str(), x.datapath.empty() ? "" : " on ",
+                x.datapath.c_str());
   }
 }
 
@@ -97,7 +101,9 @@ std::string json_of(const cost::Workload& w, const cost::Roofline& r) {
   bool first = true;
   for (const auto& op : w.ops) {
     s << (first ? "" : ", ") << "{\"name\": " << quote(op.name) << ", \"kind\": " << quote(op.kind)
-      << ", \"count\": " << op.count << ", \"rate_class\": " << quote(op.rate_class) << ", \"flops\": " << sig(op.flops)
+      << ", \"count\": " << op.count << ", \"rate_class\": " << quote(op.rate_class)
+      << ", \"a_format\": " << quote(op.a_format) << ", \"b_format\": " << quote(op.b_format)
+      << ", \"datapath\": " << quote(op.datapath) << ", \"flops\": " << sig(op.flops)
       << ", \"bytes\": " << sig(op.bytes) << ", \"compute_s\": " << sig(op.compute_s)
       << ", \"memory_s\": " << sig(op.memory_s) << ", \"time_s\": " << sig(op.time_s)
       << ", \"bound\": " << quote(op.compute_bound ? "compute" : "memory") << ", \"energy_j\": " << sig(op.energy_j)
@@ -108,19 +114,46 @@ std::string json_of(const cost::Workload& w, const cost::Roofline& r) {
   return s.str();
 }
 
+// The plan `lpemu cost` prices: the engine plan file, with the flags' overrides applied to it.
+engine::PrecisionPlan cost_plan_of(const engine::PrecisionPlan& loaded, const CostArgs& a) {
+  engine::PrecisionPlan plan = loaded;
+  const auto set = [&](engine::Role role, const std::string& format) {
+    if (format.empty()) return;
+    const auto drop = [&](std::vector<engine::PrecisionPlan::Entry>& es) {
+      es.erase(std::remove_if(es.begin(), es.end(), [&](const auto& e) { return e.role == role; }), es.end());
+    };
+    drop(plan.roles);
+    for (auto& o : plan.overrides) drop(o.entries);
+    engine::QuantSpec spec;
+    spec.format = format;
+    spec.origin = "command line";
+    plan.roles.push_back({role, spec});
+  };
+  set(engine::Role::weights, a.weights);
+  set(engine::Role::lm_head, a.weights);
+  set(engine::Role::linear_input, a.activations);
+  set(engine::Role::lm_head_input, a.activations);
+  set(engine::Role::q, a.activations);
+  set(engine::Role::probs, a.activations);
+  set(engine::Role::kv_cache, a.kv_cache);
+  if (!a.datapath.empty()) {
+    plan.gemm = a.datapath;
+    for (auto& o : plan.overrides) o.gemm.reset();
+  }
+  return plan;
+}
+
 void run_cost(Context& ctx, const CostArgs& a) {
   if (a.target.empty() || a.model.empty()) {
     throw Error("lpemu cost: --target and --model are required (see `lpemu cost --help`)");
   }
-  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks());
+  const auto tools = make_plan_tools(ctx);
+  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
   const cost::Target& t = cat.target(a.target);
   const cost::ModelShape& m = cat.shape(a.model);
-  cost::CostPlan plan = cat.plan(a.plan);
-  if (!a.weights.empty()) plan.weights = a.weights;
-  if (!a.activations.empty()) plan.activations = a.activations;
-  if (!a.kv_cache.empty()) plan.kv_cache = a.kv_cache;
-  const cost::PlanFormats pf = cat.plan_formats(plan);
-  const cost::MacDatapath& dp = cat.datapath(a.datapath);
+  if (!a.datapath.empty()) cat.datapath(a.datapath);  // an unknown name fails here, naming the closest
+  const engine::PrecisionPlan plan = cost_plan_of(
+      engine::load_plan(a.plan, tools->quantizers, tools->gemms, tools->tools.search_dirs), a);
   if (a.phase != "both" && a.phase != "prefill" && a.phase != "decode") {
     throw Error("--phase = \"" + a.phase + "\": expected prefill, decode or both");
   }
@@ -128,24 +161,23 @@ void run_cost(Context& ctx, const CostArgs& a) {
   if (a.phase != "decode") phases.push_back(cost::Phase::prefill);
   if (a.phase != "prefill") phases.push_back(cost::Phase::decode);
 
-  std::vector<std::pair<cost::Workload, cost::Roofline>> results;
-  for (const auto ph : phases) {
-    cost::Workload w = cost::build_workload(m, pf, t, dp, ph, a.batch, a.context);
-    const cost::Roofline r = cost::roofline(w, t);
-    results.emplace_back(std::move(w), r);
-  }
-  const cost::Workload& w0 = results.front().first;
-  const bool fits = results.front().second.fits_in_memory;
+  std::vector<experiment::Pricing> results;
+  for (const auto ph : phases) results.push_back(experiment::price_plan(plan, m, t, cat, ph, a.batch, a.context));
+  const experiment::Pricing& p0 = results.front();
+  const cost::Workload& w0 = p0.workload;
+  const bool fits = p0.roofline.fits_in_memory;
   if (a.json) {
     std::cout << "{\"target\": " << quote(t.name) << ", \"model\": " << quote(m.name) << ", \"plan\": {\"name\": "
-              << quote(plan.name) << ", \"weights\": " << quote(pf.weights.name)
-              << ", \"activations\": " << quote(pf.activations.name) << ", \"kv_cache\": " << quote(pf.kv_cache.name)
-              << "}, \"datapath\": " << quote(dp.name) << ", \"bandwidth_gb_s\": " << sig(t.bandwidth_gb_s)
-              << ", \"capacity_gb\": " << sig(t.capacity_gb) << ", \"weight_bytes\": " << sig(w0.weight_bytes)
-              << ", \"kv_cache_bytes\": " << sig(w0.kv_cache_bytes) << ", \"fits_in_memory\": "
-              << (fits ? "true" : "false") << ", \"phases\": [";
+              << quote(plan.name) << ", \"origin\": " << quote(plan.origin) << ", \"bits_per_weight\": "
+              << sig(w0.bits_per_weight) << ", \"computed\": " << quote(p0.computed) << ", \"datapath\": "
+              << quote(p0.datapath) << ", \"mac_area_rel_bf16\": " << sig(p0.mac_area_rel_bf16)
+              << ", \"mac_energy_pj_45nm\": " << sig(p0.mac_energy_pj) << "}, \"bandwidth_gb_s\": "
+              << sig(t.bandwidth_gb_s) << ", \"capacity_gb\": " << sig(t.capacity_gb) << ", \"weight_bytes\": "
+              << sig(w0.weight_bytes) << ", \"kv_cache_bytes\": " << sig(w0.kv_cache_bytes)
+              << ", \"fits_in_memory\": " << (fits ? "true" : "false") << ", \"phases\": [";
     for (std::size_t i = 0; i < results.size(); ++i) {
-      std::cout << (i ? ", " : "") << json_of(results[i].first, results[i].second);
+      cost::Workload w = results[i].workload;
+      std::cout << (i ? ", " : "") << json_of(w, results[i].roofline);
     }
     std::cout << "]}\n";
     return;
@@ -154,14 +186,14 @@ void run_cost(Context& ctx, const CostArgs& a) {
             << sig(t.capacity_gb) << " GB\n";
   std::cout << "model    " << m.name << " (" << fixed(static_cast<double>(m.parameters()) / 1e9, 3)
             << " G parameters)\n";
-  std::cout << "plan     " << plan.name << ": weights " << pf.weights.name << " (" << sig(pf.weights.bits_per_element())
-            << " bits), activations " << pf.activations.name << " (" << sig(pf.activations.bits_per_element())
-            << "), kv " << pf.kv_cache.name << " (" << sig(pf.kv_cache.bits_per_element()) << "); datapath "
-            << dp.name << "\n";
+  std::cout << "plan     " << plan.name << " (" << plan.origin << "): " << sig(w0.bits_per_weight)
+            << " bits per weight; MAC area " << fixed(p0.mac_area_rel_bf16, 3) << "x the target's bf16 MAC (" << p0.datapath
+            << ")\n";
+  std::cout << "computes " << p0.computed << "\n";
   std::cout << "memory   weights " << fixed(w0.weight_bytes / 1e9, 3) << " GB + KV cache "
             << fixed(w0.kv_cache_bytes / 1e9, 3) << " GB " << (fits ? "fit in " : "DO NOT FIT in ")
             << sig(t.capacity_gb) << " GB\n";
-  for (const auto& [w, r] : results) print_text(w, r, a.top);
+  for (auto& p : results) print_text(p.workload, p.roofline, a.top);
 }
 
 void print_mac_table(const cost::MacCost& m) {
@@ -174,13 +206,15 @@ void print_mac_table(const cost::MacCost& m) {
 }
 
 void run_mac(Context& ctx, const CostArgs& a) {
-  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks());
-  const cost::MacDatapath& dp = cat.datapath(a.datapath);
-  const cost::CostFormat fa = cat.format(a.format);
-  const cost::CostFormat fb = cat.format(a.format_b.empty() ? a.format : a.format_b);
+  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
+  const cost::MacDatapath& dp = cat.datapath(a.datapath.empty() ? "generic_bf16" : a.datapath);
+  const cost::CostFormat fa = a.format.empty() ? dp.a : cat.format(a.format);
+  const cost::CostFormat fb = !a.format_b.empty() ? cat.format(a.format_b) : a.format.empty() ? dp.b : fa;
   const cost::MacCost m = cost::mac_cost(fa, fb, dp);
   std::cout << "MAC " << fa.name << " x " << fb.name << " on datapath " << dp.name << " (n = " << dp.fused_terms
-            << ", W = " << dp.alignment_bits << ", accumulator " << dp.accumulator << ")\n";
+            << ", W = " << dp.alignment_bits << ", accumulator " << dp.accumulator;
+  if (dp.promote_every > 0) std::cout << ", promoted every " << dp.promote_every;
+  std::cout << ")\n";
   std::cout << "datapath source: " << dp.source << (dp.unverified ? " [unverified]" : "") << "\n\n";
   print_mac_table(m);
   std::cout << "\nrelative to baselines on the same datapath (area = energy ratio in this model):\n";
@@ -206,7 +240,7 @@ void run_mac(Context& ctx, const CostArgs& a) {
 }
 
 void run_targets(Context& ctx, const CostArgs& a) {
-  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks());
+  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
   for (const auto& name : cat.target_names()) {
     const cost::Target& t = cat.target(name);
     std::cout << t.name << ": " << t.display_name << " [" << t.kind << "]\n  memory " << sig(t.bandwidth_gb_s)
@@ -219,6 +253,7 @@ void run_targets(Context& ctx, const CostArgs& a) {
       const auto rebuilt = t.rebuilt_tflops(cls);
       std::cout << "  " << cls << ": " << sig(r.tflops) << " TFLOP/s dense"
                 << (rebuilt ? " (rebuilt " + fixed(*rebuilt, 1) + ")" : "") << (r.unverified ? " [unverified]" : "")
+                << " on " << t.datapath_for(cls)
                 << "  -- " << (r.derived_from.empty() ? r.source : r.derived_from) << "\n";
     }
   }
@@ -232,15 +267,19 @@ void register_cost(CLI::App& app, Context& ctx) {
       "cost", "roofline time and energy per token of a model on a hardware target under a precision plan");
   cmd->require_subcommand(0, 1);
   cmd->add_option("--cost-dir", args->cost_dirs,
-                  "extra directory with hardware/, shapes/, plans/, datapaths/ TOML files; repeatable")
+                  "extra directory with hardware/ and shapes/ TOML files; repeatable")
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--target", args->target, "hardware target name (data/hardware) or a .toml file");
   cmd->add_option("--model", args->model, "model shape name (data/shapes) or a .toml file");
-  cmd->add_option("--plan", args->plan, "precision plan name (data/plans) or a .toml file")->capture_default_str();
-  cmd->add_option("--weights", args->weights, "override the plan's weight format");
-  cmd->add_option("--activations", args->activations, "override the plan's activation format");
+  cmd->add_option("--plan", args->plan, "precision plan: experiments/plans NAME, a plan .toml, fp32 or fp64")
+      ->capture_default_str();
+  cmd->add_option("--weights", args->weights, "override the plan's weight format (blocks and LM head)");
+  cmd->add_option("--activations", args->activations,
+                  "override the plan's GEMM-input format (linear_input, lm_head_input, q, probs)");
   cmd->add_option("--kv-cache", args->kv_cache, "override the plan's KV-cache format");
-  cmd->add_option("--datapath", args->datapath, "MAC datapath for energy (data/datapaths)")->capture_default_str();
+  cmd->add_option("--datapath", args->datapath,
+                  "run every GEMM on this datapath record (formats/datapath or a .toml); default: the plan's, else the "
+                  "target's datapath for each rate class");
   cmd->add_option("--batch", args->batch, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--context", args->context, "prompt length (prefill) / tokens in the KV cache (decode)")
       ->capture_default_str()
@@ -253,10 +292,10 @@ void register_cost(CLI::App& app, Context& ctx) {
   });
 
   auto* mac = cmd->add_subcommand("mac", "per-MAC area/energy breakdown of a format on a datapath, and iso-area");
-  mac->add_option("--format", args->format, "element or block format of the inputs (e.g. fp8_e4m3, mxfp4, nvfp4)")
-      ->required();
+  mac->add_option("--format", args->format,
+                  "element or block format of the inputs (default: the datapath's own input formats)");
   mac->add_option("--format-b", args->format_b, "second input's format if it differs");
-  mac->add_option("--datapath", args->datapath, "MAC datapath (data/datapaths)")->capture_default_str();
+  mac->add_option("--datapath", args->datapath, "datapath record (formats/datapath; default generic_bf16)");
   mac->add_option("--iso-target", args->iso_target, "also spend this target's MAC array on --format MACs");
   mac->add_option("--iso-class", args->iso_class, "rate class whose array is the area budget")->capture_default_str();
   mac->add_option("--iso-format", args->iso_format, "format that prices the budget MACs (default: --iso-class)");

@@ -35,18 +35,7 @@ struct ProposalArgs {
   std::size_t show = 20;
 };
 
-// The TOML text behind a registry origin ("builtin:element/fp8_e4m3.toml" or a file path).
-std::string spec_text(const std::string& origin) {
-  constexpr std::string_view kBuiltin = "builtin:";
-  if (origin.rfind(kBuiltin, 0) == 0) {
-    const std::string_view path = std::string_view(origin).substr(kBuiltin.size());
-    for (const auto& e : detail::embedded_specs()) {
-      if (path == e.path) return e.text;
-    }
-    return {};
-  }
-  return fs::exists(origin) ? lpemu::detail::read_spec_file(origin, "spec") : std::string();
-}
+using lpemu::detail::spec_text;
 
 bool is_toml_path(const std::string& s) { return fs::path(s).extension() == ".toml"; }
 

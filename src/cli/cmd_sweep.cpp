@@ -1,10 +1,11 @@
 // `lpemu sweep EXPERIMENT.toml [--out DIR] [--jobs N] [--shard I/N] [--force]` and
-// `lpemu sweep merge DIR... --out DIR` (issue 6).
+// `lpemu sweep merge DIR... --out DIR`.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "lpemu/experiment/study.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/sweep.hpp"
@@ -62,6 +63,12 @@ void run(Context& ctx, const SweepArgs& a) {
     std::cerr << "[" << p.done << "/" << p.total << "] " << p.label << (p.resumed ? " (kept from an earlier run)" : "")
               << "  elapsed " << duration(p.elapsed_s) << ", remaining ~" << duration(p.remaining_s) << "\n";
   };
+  // An accumulator study's generated datapaths join this invocation's datapaths before the plans
+  // that name them are built; the sweep writes them beside its results.
+  for (auto& g : experiment::study_datapaths(exp, ctx.datapaths(), ctx.formats())) {
+    opt.datapath_files.emplace_back(g.datapath.name, g.toml);
+    ctx.add_datapath(std::move(g.datapath), exp.study->origin);
+  }
   const auto tools = make_plan_tools(ctx);
   std::cerr << "lpemu: sweep '" << exp.name << "': " << exp.plans.size() << " plans"
             << (n > 1 ? ", shard " + a.shard : std::string()) << "\n";

@@ -133,25 +133,11 @@ std::unique_ptr<PlanTools> make_plan_tools(Context& ctx) {
   const block::BlockRegistry& blocks = ctx.blocks();
   t->quantizers = engine::QuantizerFactory::standard(formats, &blocks);
   t->gemms = engine::GemmFactory::with_datapaths(ctx.datapaths());
-  t->costs = std::make_unique<cost::Catalog>(formats, std::vector<std::filesystem::path>{}, &blocks);
+  t->costs = std::make_unique<cost::Catalog>(formats, std::vector<std::filesystem::path>{}, &blocks, &ctx.datapaths());
   t->tools.costs = t->costs.get();
   t->tools.quantizers = &t->quantizers;
   t->tools.gemms = &t->gemms;
   for (const auto& d : data_search_dirs()) t->tools.search_dirs.push_back(d.string());
-  t->tools.bits_per_element = [&formats, &blocks](const std::string& name) -> double {
-    if (name == "fp32" || name == "fp64") return name == "fp32" ? 32.0 : 64.0;
-    if (const format::Format* f = formats.find(name)) return f->bits;
-    if (const block::BlockFormat* b = blocks.find(name)) {
-      // Element bits plus the scale amortised over the elements that share it.
-      const double scale_bits = b->scale_is_pow2 ? 8.0 : b->scale.bits;
-      switch (b->granularity) {
-        case block::Granularity::block: return b->element.bits + scale_bits / b->block_size;
-        case block::Granularity::tile: return b->element.bits + scale_bits / (b->tile_rows * b->tile_cols);
-        default: return b->element.bits;  // one scale per tensor, row or column: negligible
-      }
-    }
-    return std::nan("");
-  };
   return t;
 }
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lpemu/detail/embedded.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/registry.hpp"
 
@@ -66,6 +67,18 @@ std::string read_spec_file(const std::filesystem::path& file, std::string_view n
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+std::string spec_text(const std::string& origin) {
+  constexpr std::string_view kBuiltin = "builtin:";
+  if (origin.rfind(kBuiltin, 0) == 0) {
+    const std::string_view path = std::string_view(origin).substr(kBuiltin.size());
+    for (const auto& e : embedded_specs()) {
+      if (path == e.path) return e.text;
+    }
+    return {};
+  }
+  return std::filesystem::exists(origin) ? read_spec_file(origin, "spec") : std::string();
 }
 
 }  // namespace lpemu::detail

@@ -5,6 +5,7 @@
 
 #include "cost/embedded_data.hpp"
 #include "cost/toml_read.hpp"
+#include "lpemu/datapath/datapath.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/error.hpp"
 
@@ -38,7 +39,7 @@ std::string name_of(std::string_view text, std::string_view origin) {
 
 Rate read_rate(const toml::table& t, std::string_view origin, const std::string& prefix) {
   const Reader r{t, origin, prefix};
-  r.only({"tflops", "source", "macs_per_clock_per_unit", "macs_source", "unverified", "note"});
+  r.only({"tflops", "source", "macs_per_clock_per_unit", "macs_source", "unverified", "note", "datapath"});
   Rate rate;
   rate.tflops = r.number("tflops", true, 0, 1e-6, 1e9, "a positive number of dense TFLOP/s");
   rate.source = r.str("source", true);
@@ -47,6 +48,7 @@ Rate read_rate(const toml::table& t, std::string_view origin, const std::string&
   if (rate.macs_per_clock_per_unit > 0) rate.macs_source = r.str("macs_source", true);
   rate.unverified = r.boolean("unverified", false);
   rate.note = r.str("note", false);
+  rate.datapath = r.str("datapath", false);
   return rate;
 }
 
@@ -80,30 +82,16 @@ ModelShape parse_shape_toml(std::string_view text, std::string_view origin) {
   return s;
 }
 
-CostPlan parse_plan_toml(std::string_view text, std::string_view origin) {
-  const toml::table t = detail::parse(text, origin);
-  const Reader r{t, origin, ""};
-  r.only({"name", "description", "weights", "activations", "kv_cache"});
-  CostPlan p;
-  p.origin = std::string(origin);
-  p.name = r.str("name", true);
-  p.description = r.str("description", false);
-  p.weights = r.str("weights", true);
-  p.activations = r.str("activations", true);
-  p.kv_cache = r.str("kv_cache", true);
-  return p;
-}
-
 Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs,
-                 const block::BlockRegistry* blocks)
-    : formats_(formats), blocks_(blocks) {
+                 const block::BlockRegistry* blocks, const datapath::DatapathRegistry* datapaths)
+    : formats_(formats), blocks_(blocks), datapath_records_(datapaths) {
   for (const auto& f : detail::embedded_cost_data()) {
     const std::string_view path = f.path;
     add_text(path.substr(0, path.find('/')), f.text, "builtin:data/" + std::string(path));
   }
   for (const auto& dir : dirs) {
     if (!std::filesystem::is_directory(dir)) throw IoError(dir.string() + ": cost data directory does not exist");
-    for (const char* kind : {"hardware", "shapes", "plans", "datapaths"}) {
+    for (const char* kind : {"hardware", "shapes"}) {
       const auto sub = dir / kind;
       if (!std::filesystem::is_directory(sub)) continue;
       std::vector<std::filesystem::path> files;
@@ -125,12 +113,6 @@ void Catalog::add_text(std::string_view kind, const std::string& text, const std
   } else if (kind == "shapes") {
     ModelShape s = parse_shape_toml(text, origin);
     shapes_[s.name] = std::move(s);
-  } else if (kind == "plans") {
-    CostPlan p = parse_plan_toml(text, origin);
-    plans_[p.name] = std::move(p);
-  } else if (kind == "datapaths") {
-    MacDatapath d = parse_datapath_toml(text, origin, formats_);
-    datapaths_[d.name] = std::move(d);
   }
 }
 
@@ -170,36 +152,32 @@ const ModelShape& Catalog::shape(std::string_view name) {
   return it->second;
 }
 
-const CostPlan& Catalog::plan(std::string_view name) {
-  if (is_path(name)) {
-    CostPlan p = parse_plan_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name);
-    const std::string key = p.name;
-    return plans_[key] = std::move(p);
-  }
-  const auto it = plans_.find(name);
-  if (it == plans_.end()) unknown("plan", name, keys(plans_));
-  return it->second;
-}
-
 const MacDatapath& Catalog::datapath(std::string_view name) {
   if (is_path(name)) {
-    MacDatapath d = parse_datapath_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name, formats_);
+    const datapath::Datapath d = datapath::parse_datapath_toml(
+        lpemu::detail::read_spec_file(std::filesystem::path(name), "datapath"), name, formats_);
     const std::string key = d.name;
-    return datapaths_[key] = std::move(d);
+    return datapaths_[key] = mac_datapath(d);
   }
-  const auto it = datapaths_.find(name);
-  if (it == datapaths_.end()) unknown("datapath", name, keys(datapaths_));
-  return it->second;
+  if (auto it = datapaths_.find(name); it != datapaths_.end()) return it->second;
+  const datapath::DatapathRegistry& reg =
+      datapath_records_ != nullptr ? *datapath_records_ : datapath::DatapathRegistry::builtin();
+  return datapaths_[std::string(name)] = mac_datapath(reg.get(name));  // get() names the closest on a miss
 }
+
+void Catalog::add_datapath(const datapath::Datapath& d) { datapaths_[d.name] = mac_datapath(d); }
 
 std::vector<std::string> Catalog::target_names() const { return keys(raw_targets_); }
 std::vector<std::string> Catalog::shape_names() const { return keys(shapes_); }
-std::vector<std::string> Catalog::plan_names() const { return keys(plans_); }
-std::vector<std::string> Catalog::datapath_names() const { return keys(datapaths_); }
-
-PlanFormats Catalog::plan_formats(const CostPlan& p) const {
-  return PlanFormats{format(p.weights), format(p.activations),
-                     format(p.kv_cache)};
+std::vector<std::string> Catalog::datapath_names() const {
+  const datapath::DatapathRegistry& reg =
+      datapath_records_ != nullptr ? *datapath_records_ : datapath::DatapathRegistry::builtin();
+  std::vector<std::string> names = reg.names();
+  for (const auto& [k, v] : datapaths_) {
+    if (std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 IsoArea iso_area_peak(const Target& target, std::string_view budget_class, const CostFormat& budget_format,

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "cost/toml_read.hpp"
+#include "lpemu/datapath/datapath.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::cost {
@@ -100,6 +100,16 @@ MacCost mac_cost(const CostFormat& a, const CostFormat& b, const MacDatapath& dp
   }
   c.parts.push_back({"block_scale", scale_fa, scale_formula});
 
+  // Promotion (DeepSeek-V3 sec. 3.3.2): every N products the partial sum is added into a wider
+  // accumulator: one more aligning adder and register of that width, amortised over N.
+  if (dp.promote_every > 0) {
+    const int pw = dp.promotion.is_float ? dp.promotion.significand_bits + 3 : dp.promotion.bits;
+    const double shifter = dp.promotion.is_float ? kMuxFa * pw * clog2(pw) : 0.0;
+    c.parts.push_back({"promotion", (pw + shifter + kFlopFa * dp.promotion.bits) / dp.promote_every,
+                       "(" + num(pw) + " + " + num(shifter) + " + " + num(kFlopFa * dp.promotion.bits) + ") / " +
+                           num(dp.promote_every)});
+  }
+
   for (const auto& p : c.parts) c.total_fa += p.fa;
   return c;
 }
@@ -108,40 +118,49 @@ long long iso_area_count(const MacCost& x, const MacCost& y, long long n_y) {
   return static_cast<long long>(std::floor(static_cast<double>(n_y) * y.total_fa / x.total_fa));
 }
 
-MacDatapath parse_datapath_toml(std::string_view text, std::string_view origin, const format::Registry& formats) {
-  const toml::table t = detail::parse(text, origin);
-  const detail::Reader r{t, origin, ""};
-  r.only({"name", "source", "description", "fused_terms", "alignment_bits", "accumulator", "unverified"});
-  MacDatapath d;
-  d.name = r.str("name", true);
-  d.source = r.str("source", true);
-  d.fused_terms = static_cast<int>(r.integer("fused_terms", true, 0, 1, 4096, "an integer in 1..4096"));
-  d.alignment_bits = static_cast<int>(r.integer("alignment_bits", true, 0, 0, 512, "an integer in 0..512"));
-  d.accumulator = r.str("accumulator", true);
-  const format::Format* acc = formats.find(d.accumulator);
-  // Integer accumulators wider than the element registry's integers: "int16", "int32", "int48".
-  if (acc == nullptr && d.accumulator.size() > 3 && d.accumulator.rfind("int", 0) == 0 &&
-      d.accumulator.find_first_not_of("0123456789", 3) == std::string::npos) {
-    const int bits = std::stoi(d.accumulator.substr(3));
-    if (bits >= 8 && bits <= 128) {
-      d.acc = ElementWidth{false, bits, 0, bits};
-      d.unverified = r.boolean("unverified", false);
-      return d;
+MacDatapath mac_datapath(const datapath::Datapath& dp) {
+  MacDatapath m;
+  m.name = dp.name;
+  m.source = dp.source;
+  m.unverified = !dp.open.empty();
+  const auto input = [&](const format::Format& f) {
+    CostFormat c;
+    c.name = f.name;
+    c.element_name = f.name;
+    c.element = element_width(f);
+    if (dp.scale_application != datapath::ScaleApplication::none && dp.scale_format) {
+      c.block_size = dp.scale_block;
+      c.scale_name = dp.scale_format->name;
+      c.scale = element_width(*dp.scale_format);
     }
+    return c;
+  };
+  m.a = input(dp.a);
+  m.b = input(dp.b);
+  // n = 0 (all of K in one exact block) is a reference, not a design: priced as the widest tree a
+  // truncating record may have (64 terms).
+  m.fused_terms = dp.fused_terms == 0 ? 64 : dp.fused_terms;
+  if (dp.alignment == datapath::Alignment::exact) {
+    // Every product kept exactly: the span from the smallest to the largest product, both significands.
+    const auto span = [](const format::Format& f) {
+      if (f.kind != format::Kind::floating) return 0;
+      const int lowest = f.subnormals ? f.emin - f.mantissa_bits : f.emin;
+      return f.emax - lowest;
+    };
+    m.alignment_bits = span(dp.a) + span(dp.b) + dp.a.precision() + dp.b.precision();
+  } else {
+    m.alignment_bits = dp.fraction_bits + 1 + (dp.sticky ? 1 : 0);  // the integer bit, F fraction bits, sticky
   }
-  if (acc == nullptr) {
-    std::string hint;
-    for (const auto& s : format::closest_names(d.accumulator, formats.names())) hint += (hint.empty() ? "" : ", ") + s;
-    detail::fail(origin, t.get("accumulator"), "accumulator", '"' + d.accumulator + '"',
-                 "an element format name (closest: " + hint + ")");
+  m.accumulator = dp.accumulator.name;
+  m.acc = element_width(dp.accumulator);
+  if (m.acc.is_float) m.acc.significand_bits = dp.accumulator_fraction_bits + 1;
+  if (dp.promote_every > 0 && dp.promotion_format) {
+    m.promote_every = dp.promote_every;
+    m.promotion = element_width(*dp.promotion_format);
   }
-  d.acc = element_width(*acc);
-  if (d.acc.is_float && d.alignment_bits < 2) {
-    detail::fail(origin, t.get("alignment_bits"), "alignment_bits", std::to_string(d.alignment_bits),
-                 "at least 2 for a floating-point accumulator");
-  }
-  d.unverified = r.boolean("unverified", false);
-  return d;
+  return m;
 }
+
+MacCost mac_cost(const MacDatapath& dp) { return mac_cost(dp.a, dp.b, dp); }
 
 }  // namespace lpemu::cost

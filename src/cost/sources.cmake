@@ -1,8 +1,8 @@
-# The cost layer (issue 7). Its built-in data (data/{hardware,shapes,plans,datapaths}/*.toml)
+# The cost layer. Its built-in data (data/{hardware,shapes}/*.toml)
 # is embedded into the library, so `lpemu cost` works from any directory.
 file(GLOB _lpemu_cost_data CONFIGURE_DEPENDS
      "${PROJECT_SOURCE_DIR}/data/hardware/*.toml" "${PROJECT_SOURCE_DIR}/data/shapes/*.toml"
-     "${PROJECT_SOURCE_DIR}/data/plans/*.toml" "${PROJECT_SOURCE_DIR}/data/datapaths/*.toml")
+)
 set(_lpemu_cost_out "${CMAKE_CURRENT_BINARY_DIR}/lpemu_cost_data.cpp")
 add_custom_command(
   OUTPUT "${_lpemu_cost_out}"

@@ -20,6 +20,11 @@ double Target::peak_ops(std::string_view rate_class) const {
   return r->tflops * 1e12;
 }
 
+std::string Target::datapath_for(std::string_view rate_class) const {
+  const Rate* r = find_rate(rate_class);
+  return r != nullptr && !r->datapath.empty() ? r->datapath : "generic_" + std::string(rate_class);
+}
+
 std::optional<double> Target::rebuilt_tflops(std::string_view rate_class) const {
   const Rate* r = find_rate(rate_class);
   if (r == nullptr || units == 0 || clock_mhz == 0 || r->macs_per_clock_per_unit == 0) return std::nullopt;

@@ -1,7 +1,9 @@
 #include "lpemu/cost/workload.hpp"
 
 #include <algorithm>
+#include <cmath>
 
+#include "lpemu/cost/catalog.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::cost {
@@ -9,48 +11,88 @@ namespace {
 
 double bytes_of(const CostFormat& f, double elements) { return elements * f.bits_per_element() / 8.0; }
 
-// The wider of two formats for the purpose of attention arithmetic: the unit must accept both.
+// Builds the ops of one phase; identical ops (same name, formats, datapath, flops and bytes) of
+// different blocks are one op with a count, so a uniform plan lists each op once with count = n_layers.
 struct Builder {
-  const PlanFormats& p;
   const Target& target;
-  const MacDatapath& dp;
+  Catalog& cat;
   Workload& w;
+  double area_macs = 0, macs = 0;
+
+  void push(Op op) {
+    macs += op.flops / 2.0;
+    area_macs += op.flops / 2.0 * op.mac_area_fa;
+    for (Op& o : w.ops) {
+      if (o.name == op.name && o.a_format == op.a_format && o.b_format == op.b_format && o.datapath == op.datapath &&
+          o.flops == op.flops && o.bytes == op.bytes) {
+        ++o.count;
+        return;
+      }
+    }
+    w.ops.push_back(std::move(op));
+  }
+
+  // Prices the MACs of an op whose operands are stored as `a` and `b` on the datapath `named` (the
+  // plan's) or, if none, the target's datapath for the rate class the operands run on. A named
+  // datapath computes in its own input formats, so those choose the rate class.
+  void price(Op& op, const CostFormat& a, const CostFormat& b, const std::string& named) {
+    if (!named.empty() && named != "eigen") {
+      const MacDatapath& dp = cat.datapath(named);
+      op.rate_class = gemm_rate_class(dp.a.element, dp.b.element, target, dp.a.name, dp.b.name);
+      op.datapath = dp.name;
+    } else {
+      op.rate_class = gemm_rate_class(a.element, b.element, target, a.name, b.name);
+      op.datapath = target.datapath_for(op.rate_class);
+    }
+    const MacCost mac = mac_cost(cat.datapath(op.datapath));
+    op.energy_per_mac_pj = mac.energy_pj_45nm();
+    op.mac_area_fa = mac.total_fa;
+  }
 
   // y[m, n] = x[m, k] . W[k, n]: 2mkn flops; reads W once (+ tensor scale) and x, writes y.
-  void gemm(const std::string& name, long long count, double m, double k, double n, const CostFormat& out) {
+  void gemm(const std::string& name, double m, double k, double n, const GemmPlan& g, const std::string& out_format) {
+    const CostFormat wf = cat.format(g.weights);
+    const CostFormat xf = cat.format(g.inputs);
+    const CostFormat of = cat.format(out_format);
     Op op;
     op.name = name;
     op.kind = "gemm";
-    op.count = count;
     op.flops = 2.0 * m * k * n;
-    op.bytes = bytes_of(p.weights, k * n) + p.weights.tensor_scale_bytes + bytes_of(p.activations, m * k) +
-               bytes_of(out, m * n);
-    op.rate_class = gemm_rate_class(p.weights, p.activations, target);
-    op.energy_per_mac_pj = mac_cost(p.weights, p.activations, dp).energy_pj_45nm();
-    w.ops.push_back(op);
+    op.bytes = bytes_of(wf, k * n) + wf.tensor_scale_bytes + bytes_of(xf, m * k) + bytes_of(of, m * n);
+    op.a_format = xf.name;
+    op.b_format = wf.name;
+    price(op, xf, wf, g.datapath);
+    w.weight_bytes += bytes_of(wf, k * n) + wf.tensor_scale_bytes;
+    push(std::move(op));
   }
 
-  void attention(const std::string& name, long long count, double flops, double bytes) {
+  void attention(double flops, double bytes, const CostFormat& q, const CostFormat& kv, const std::string& dp) {
     Op op;
-    op.name = name;
+    op.name = "attn.sdpa";
     op.kind = "attention";
-    op.count = count;
     op.flops = flops;
     op.bytes = bytes;
-    op.rate_class = gemm_rate_class(p.activations, p.kv_cache, target);
-    op.energy_per_mac_pj = mac_cost(p.activations, p.kv_cache, dp).energy_pj_45nm();
-    w.ops.push_back(op);
+    op.a_format = q.name;
+    op.b_format = kv.name;
+    price(op, q, kv, dp);
+    push(std::move(op));
   }
 
-  void memory(const std::string& name, long long count, double bytes) {
+  void memory(const std::string& name, double bytes, const std::string& fmt) {
     Op op;
     op.name = name;
     op.kind = "memory";
-    op.count = count;
     op.bytes = bytes;
-    w.ops.push_back(op);
+    op.b_format = fmt;
+    push(std::move(op));
   }
 };
+
+// The wider of two formats, for attention operands that share one unit (queries and probabilities).
+CostFormat wider(const CostFormat& x, const CostFormat& y) {
+  if (x.element.is_float != y.element.is_float) return x.element.is_float ? x : y;
+  return y.element.bits > x.element.bits ? y : x;
+}
 
 }  // namespace
 
@@ -59,20 +101,59 @@ long long ModelShape::parameters() const {
   return n_layers * per_layer + vocab_size * dim * (tied_embeddings ? 1 : 2);
 }
 
-std::string gemm_rate_class(const CostFormat& a, const CostFormat& b, const Target& target) {
+CostPlan CostPlan::uniform(std::string name, const std::string& weights, const std::string& activations,
+                           const std::string& kv_cache, long long n_layers) {
+  CostPlan p;
+  p.name = std::move(name);
+  const GemmPlan g{weights, activations, ""};
+  LayerPlan l{g, g, g, g, g, g, g, activations, activations, kv_cache, ""};
+  p.layers.assign(static_cast<std::size_t>(std::max(0LL, n_layers)), l);
+  p.lm_head = g;
+  return p;
+}
+
+double bits_per_weight(const ModelShape& s, const CostPlan& p, Catalog& cat) {
+  const double d = static_cast<double>(s.dim), kv = static_cast<double>(s.kv_dim());
+  const double hid = static_cast<double>(s.hidden_dim), voc = static_cast<double>(s.vocab_size);
+  double bits = 0, params = 0;
+  const auto add = [&](const std::string& format, double n) {
+    if (format == "fp32" || format == "fp64") return;  // unquantised
+    bits += n * cat.format(format).bits_per_element();
+    params += n;
+  };
+  for (const LayerPlan& l : p.layers) {
+    add(l.q_proj.weights, d * d);
+    add(l.k_proj.weights, d * kv);
+    add(l.v_proj.weights, d * kv);
+    add(l.o_proj.weights, d * d);
+    add(l.gate.weights, d * hid);
+    add(l.up.weights, d * hid);
+    add(l.down.weights, hid * d);
+  }
+  add(p.lm_head.weights, d * voc);
+  if (params > 0) return bits / params;
+  return p.embedding == "fp64" ? 64.0 : 32.0;  // nothing quantised: the unquantised width
+}
+
+std::string gemm_rate_class(const ElementWidth& a, const ElementWidth& b, const Target& target,
+                            std::string_view a_name, std::string_view b_name) {
   for (const auto& c : rate_classes()) {
-    if (fits_class(a.element, c) && fits_class(b.element, c) && target.find_rate(c) != nullptr) return c;
+    if (fits_class(a, c) && fits_class(b, c) && target.find_rate(c) != nullptr) return c;
   }
   std::string have;
   for (const auto& [k, v] : target.rates) have += (have.empty() ? "" : ", ") + k;
-  throw SpecError("target '" + target.name + "' has no rate class that accepts both " + a.name + " and " + b.name +
-                  " (it has: " + have + ")");
+  throw SpecError("target '" + target.name + "' has no rate class that accepts both " + std::string(a_name) +
+                  " and " + std::string(b_name) + " (it has: " + have + ")");
 }
 
-Workload build_workload(const ModelShape& s, const PlanFormats& p, const Target& target, const MacDatapath& dp,
-                        Phase phase, long long batch, long long context) {
+Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& target, Catalog& cat, Phase phase,
+                        long long batch, long long context) {
   if (batch < 1) throw SpecError("batch = " + std::to_string(batch) + ": expected a positive integer");
   if (context < 1) throw SpecError("context = " + std::to_string(context) + ": expected a positive integer");
+  if (static_cast<long long>(p.layers.size()) != s.n_layers) {
+    throw SpecError("plan '" + p.name + "' has " + std::to_string(p.layers.size()) + " blocks; model shape '" + s.name +
+                    "' has n_layers = " + std::to_string(s.n_layers));
+  }
   Workload w;
   w.phase = phase;
   w.batch = batch;
@@ -85,35 +166,44 @@ Workload build_workload(const ModelShape& s, const PlanFormats& p, const Target&
   const double hd = static_cast<double>(s.head_dim());
   const double B = static_cast<double>(batch);
   const double S = static_cast<double>(context);
-  const long long L = s.n_layers;
-  w.weight_bytes = bytes_of(p.weights, static_cast<double>(s.parameters()));
-  w.kv_cache_bytes = bytes_of(p.kv_cache, 2.0 * static_cast<double>(L) * B * S * kv);
 
   // Tokens processed by the GEMMs: the whole prompt in prefill, one new token per sequence in decode.
   const double T = phase == Phase::prefill ? B * S : B;
   w.tokens = T;
-  Builder b{p, target, dp, w};
-  b.memory("embedding", 1, bytes_of(p.weights, T * d) + bytes_of(p.activations, T * d));
-  b.gemm("attn.q_proj", L, T, d, d, p.activations);
-  b.gemm("attn.k_proj", L, T, d, kv, p.kv_cache);  // writes K into the cache
-  b.gemm("attn.v_proj", L, T, d, kv, p.kv_cache);  // writes V into the cache
-  if (phase == Phase::prefill) {
-    // Causal: query i attends to i + 1 keys, sum = S(S+1)/2 per head; QK^T and PV each 2 flops/MAC.
-    const double macs = 2.0 * B * heads * hd * S * (S + 1) / 2.0;
-    const double bytes = bytes_of(p.activations, 2 * T * d) + bytes_of(p.kv_cache, 2 * T * kv);
-    b.attention("attn.sdpa", L, 2.0 * macs, bytes);
-  } else {
-    // One query per sequence against S cached positions plus itself; the cache is read once.
-    const double macs = 2.0 * B * heads * hd * (S + 1);
-    const double bytes = bytes_of(p.activations, 2 * T * d) + bytes_of(p.kv_cache, 2 * B * (S + 1) * kv);
-    b.attention("attn.sdpa", L, 2.0 * macs, bytes);
+  Builder b{target, cat, w};
+  const CostFormat emb = cat.format(p.embedding);
+  b.memory("embedding", bytes_of(emb, T * d) + bytes_of(cat.format(p.layers.empty() ? "fp32" : p.layers[0].q_proj.inputs), T * d),
+           emb.name);
+  w.weight_bytes += bytes_of(emb, voc * d);
+  for (const LayerPlan& l : p.layers) {
+    const CostFormat kvf = cat.format(l.kv_cache);
+    b.gemm("attn.q_proj", T, d, d, l.q_proj, l.q);
+    b.gemm("attn.k_proj", T, d, kv, l.k_proj, l.kv_cache);  // writes K into the cache
+    b.gemm("attn.v_proj", T, d, kv, l.v_proj, l.kv_cache);  // writes V into the cache
+    const CostFormat qf = wider(cat.format(l.q), cat.format(l.probs));
+    if (phase == Phase::prefill) {
+      // Causal: query i attends to i + 1 keys, sum = S(S+1)/2 per head; QK^T and PV each 2 flops/MAC.
+      const double macs = 2.0 * B * heads * hd * S * (S + 1) / 2.0;
+      b.attention(2.0 * macs, bytes_of(qf, 2 * T * d) + bytes_of(kvf, 2 * T * kv), qf, kvf, l.attention_datapath);
+    } else {
+      // One query per sequence against S cached positions plus itself; the cache is read once.
+      const double macs = 2.0 * B * heads * hd * (S + 1);
+      b.attention(2.0 * macs, bytes_of(qf, 2 * T * d) + bytes_of(kvf, 2 * B * (S + 1) * kv), qf, kvf,
+                  l.attention_datapath);
+    }
+    w.kv_cache_bytes += bytes_of(kvf, 2.0 * B * S * kv);
+    b.gemm("attn.o_proj", T, d, d, l.o_proj, l.o_proj.inputs);
+    b.gemm("mlp.gate", T, d, hid, l.gate, l.gate.inputs);
+    b.gemm("mlp.up", T, d, hid, l.up, l.up.inputs);
+    b.gemm("mlp.down", T, hid, d, l.down, l.down.inputs);
   }
-  b.gemm("attn.o_proj", L, T, d, d, p.activations);
-  b.gemm("mlp.gate", L, T, d, hid, p.activations);
-  b.gemm("mlp.up", L, T, d, hid, p.activations);
-  b.gemm("mlp.down", L, T, hid, d, p.activations);
-  // Logits only for the last position of each sequence (the next token).
-  b.gemm("lm_head", 1, B, d, voc, p.activations);
+  // Logits only for the last position of each sequence (the next token); a tied head reads the
+  // embedding table, so its weights are counted once.
+  const double before = w.weight_bytes;
+  b.gemm("lm_head", B, d, voc, p.lm_head, p.lm_head.inputs);
+  if (s.tied_embeddings) w.weight_bytes = before;
+  w.bits_per_weight = bits_per_weight(s, p, cat);
+  w.mac_area_fa = b.macs > 0 ? b.area_macs / b.macs : 0.0;
   return w;
 }
 

@@ -1,5 +1,7 @@
 #include "lpemu/experiment/experiment.hpp"
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -58,6 +60,22 @@ std::vector<std::string> get_strings(const toml::table& t, const fs::path& origi
   return out;
 }
 
+std::vector<int> get_ints(const toml::table& t, const fs::path& origin, const std::string& key,
+                          const std::string& prefix, long lo, long hi) {
+  std::vector<int> out;
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return out;
+  const toml::array* a = n->as_array();
+  const std::string what = "an array of integers in " + std::to_string(lo) + ".." + std::to_string(hi);
+  if (a == nullptr) fail(origin, n, prefix + key, show(*n), what);
+  for (const auto& e : *a) {
+    const auto v = e.value<std::int64_t>();
+    if (!e.is_integer() || !v || *v < lo || *v > hi) fail(origin, &e, prefix + key, show(e), what);
+    out.push_back(static_cast<int>(*v));
+  }
+  return out;
+}
+
 fs::path resolve_input(const fs::path& origin, const std::string& p) {
   if (p.empty()) return {};
   const fs::path path(p);
@@ -65,6 +83,15 @@ fs::path resolve_input(const fs::path& origin, const std::string& p) {
 }
 
 }  // namespace
+
+std::string datapath_variant_name(const std::string& base, const DatapathVariant& v) {
+  std::string n = base;
+  if (v.fused_terms >= 0) n += ".n" + std::to_string(v.fused_terms);
+  if (v.fraction_bits >= 0) n += ".f" + std::to_string(v.fraction_bits);
+  if (!v.accumulator.empty()) n += ".acc_" + v.accumulator;
+  if (v.promote_every >= 0) n += ".p" + std::to_string(v.promote_every);
+  return n;
+}
 
 std::string Experiment::fingerprint() const {
   std::ostringstream s;
@@ -160,33 +187,116 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     }
   }
   if (const toml::table* g = t["grid"].as_table()) {
-    check_keys(*g, origin, "grid.", {"formats", "roles", "gemms", "keep", "keep_format", "label"});
+    check_keys(*g, origin, "grid.",
+               {"formats", "roles", "gemms", "native", "others", "keep", "keep_format", "keep_gemm", "label", "datapath"});
     const auto formats = get_strings(*g, origin, "formats", "grid.");
     auto roles = get_strings(*g, origin, "roles", "grid.");
     auto gemms = get_strings(*g, origin, "gemms", "grid.");
-    const auto keep = get_strings(*g, origin, "keep", "grid.");  // e.g. ["first", "last"]
+    const auto keep = get_strings(*g, origin, "keep", "grid.");  // e.g. ["first", "last", "head"]
     const std::string keep_format = get_string(*g, origin, "keep_format", "grid.", "bf16");
+    const std::string keep_gemm = get_string(*g, origin, "keep_gemm", "grid.", "eigen");
     if (formats.empty()) fail(origin, g, "grid.formats", "(missing)", "a non-empty array of format names");
     if (roles.empty()) roles = {"weights", "linear_input"};
     if (gemms.empty()) gemms = {"eigen"};
-    for (const auto& gemm : gemms) {
-      for (const auto& f : formats) {
-        PlanSpec p;
-        p.label = f + (gemm == "eigen" ? std::string() : "+" + gemm);
-        std::ostringstream s;
-        s << "name = \"" << p.label << "\"\n";
-        s << "[roles]\n";
-        if (gemm != "eigen") s << "gemm = \"" << gemm << "\"\n";
-        for (const auto& r : roles) s << r << " = \"" << f << "\"\n";
-        if (!keep.empty()) {
-          s << "[[override]]\nlayers = [";
-          for (std::size_t i = 0; i < keep.size(); ++i) s << (i ? ", " : "") << '"' << keep[i] << '"';
-          s << "]\n";
-          for (const auto& r : roles) s << r << " = \"" << keep_format << "\"\n";
+    // [grid.native]: format -> the datapath(s) that would run it, beside `gemms`.
+    std::map<std::string, std::vector<std::string>> native;
+    if (const toml::node* n = g->get("native")) {
+      const toml::table* nt = n->as_table();
+      if (nt == nullptr) fail(origin, n, "grid.native", show(*n), "a table of format = \"datapath\" (or [\"d1\", ...])");
+      for (const auto& [k, v] : *nt) {
+        const std::string f(k.str());
+        if (std::find(formats.begin(), formats.end(), f) == formats.end()) {
+          fail(origin, &v, "grid.native." + f, show(v), "a format listed in grid.formats");
         }
-        p.inline_toml = s.str();
-        add_plan(std::move(p), g);
+        if (v.is_string()) {
+          native[f].push_back(*v.value<std::string>());
+        } else {
+          native[f] = get_strings(*nt, origin, f, "grid.native.");
+        }
       }
+    }
+    // [grid.others]: role = format, applied to every generated plan (e.g. attention internals).
+    std::vector<std::pair<std::string, std::string>> others;
+    if (const toml::node* n = g->get("others")) {
+      const toml::table* ot = n->as_table();
+      if (ot == nullptr) fail(origin, n, "grid.others", show(*n), "a table of role = \"format\"");
+      for (const auto& [k, v] : *ot) {
+        if (!v.is_string()) fail(origin, &v, "grid.others." + std::string(k.str()), show(v), "a format name");
+        others.emplace_back(std::string(k.str()), *v.value<std::string>());
+      }
+    }
+    std::vector<std::string> keep_layers;
+    bool keep_head = false;
+    for (const auto& k : keep) {
+      if (k == "head") {
+        keep_head = true;  // the LM head and its input in keep_format too
+      } else {
+        keep_layers.push_back(k);
+      }
+    }
+    const auto add = [&](const std::string& f, const std::string& gemm) {
+      PlanSpec p;
+      p.label = f + (gemm == "eigen" ? std::string() : "+" + gemm);
+      std::ostringstream s;
+      s << "name = \"" << p.label << "\"\n";
+      s << "[roles]\n";
+      for (const auto& [r, of] : others) s << r << " = \"" << of << "\"\n";
+      for (const auto& r : roles) s << r << " = \"" << f << "\"\n";
+      if (keep_head) s << "lm_head = \"" << keep_format << "\"\nlm_head_input = \"" << keep_format << "\"\n";
+      // The datapath runs the blocks' linear layers (the LM head stays on fp32 accumulation).
+      if (gemm != "eigen") s << "[[override]]\ngemm = \"" << gemm << "\"\n";
+      if (!keep_layers.empty()) {
+        s << "[[override]]\nlayers = [";
+        for (std::size_t i = 0; i < keep_layers.size(); ++i) s << (i ? ", " : "") << '"' << keep_layers[i] << '"';
+        s << "]\n";
+        for (const auto& r : roles) s << r << " = \"" << keep_format << "\"\n";
+        if (gemm != "eigen") s << "gemm = \"" << keep_gemm << "\"\n";
+      }
+      p.inline_toml = s.str();
+      add_plan(std::move(p), g);
+    };
+    for (const auto& gemm : gemms) {
+      for (const auto& f : formats) add(f, gemm);
+    }
+    for (const auto& f : formats) {
+      const auto it = native.find(f);
+      if (it == native.end()) continue;
+      for (const auto& d : it->second) {
+        if (std::find(gemms.begin(), gemms.end(), d) == gemms.end()) add(f, d);
+      }
+    }
+    if (const toml::node* n = g->get("datapath")) {
+      const toml::table* dt = n->as_table();
+      if (dt == nullptr) fail(origin, n, "grid.datapath", show(*n), "a table [grid.datapath]");
+      check_keys(*dt, origin, "grid.datapath.",
+                 {"base", "fused_terms", "fraction_bits", "accumulator", "promote_every", "formats"});
+      DatapathStudy st;
+      st.base = get_string(*dt, origin, "base", "grid.datapath.", "", true);
+      st.fused_terms = get_ints(*dt, origin, "fused_terms", "grid.datapath.", 1, 64);
+      st.fraction_bits = get_ints(*dt, origin, "fraction_bits", "grid.datapath.", 0, 100);
+      st.accumulator = get_strings(*dt, origin, "accumulator", "grid.datapath.");
+      st.promote_every = get_ints(*dt, origin, "promote_every", "grid.datapath.", 0, 1 << 24);
+      st.formats = get_strings(*dt, origin, "formats", "grid.datapath.");
+      if (st.formats.empty()) st.formats = formats;
+      if (st.fused_terms.empty() && st.fraction_bits.empty() && st.accumulator.empty() && st.promote_every.empty()) {
+        fail(origin, dt, "grid.datapath", "(no axis)",
+             "at least one of fused_terms, fraction_bits, accumulator, promote_every");
+      }
+      const auto axis = [](const auto& v, auto none) { return v.empty() ? std::vector<decltype(none)>{none} : v; };
+      for (const int nt : axis(st.fused_terms, -1)) {
+        for (const int fb : axis(st.fraction_bits, -1)) {
+          for (const std::string& acc : axis(st.accumulator, std::string())) {
+            for (const int pe : axis(st.promote_every, -1)) {
+              DatapathVariant v{"", nt, fb, pe, acc};
+              v.name = datapath_variant_name(st.base, v);
+              x.variants.push_back(v);
+              for (const auto& f : st.formats) add(f, v.name);
+            }
+          }
+        }
+      }
+      st.origin = origin.string() + ":" + std::to_string(dt->source().begin.line);
+      x.study = std::move(st);
     }
   }
   if (x.plans.empty()) fail(origin, &t, "plan", "(missing)", "at least one [[plan]] or a [grid]");

@@ -256,6 +256,16 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
     for (const auto& p : plans) {
       if (!p.cost.note.empty()) md << "- " << p.label << ": not priced: " << p.cost.note << "\n";
     }
+    md << "\n## What each plan computes, and the datapath priced\n\n"
+          "How to read this: the GEMM column is the datapath the blocks' linear layers run on in the "
+          "accuracy run (`eigen` = fp32 accumulation); the cost model prices every GEMM of every layer "
+          "(first/last blocks and the LM head included) on the datapath record that runs it, the plan's or "
+          "else the target's for the operands' rate class. Each entry is \"A x B on datapath (share of "
+          "the MACs)\"; bits/weight is the parameter-weighted mean over the quantised weights of the "
+          "priced shape.\n\n| plan | operands computed (A x B on datapath, share of MACs) |\n|---|---|\n";
+    for (const auto& p : plans) {
+      md << "| " << p.label << " | " << (p.cost.computed.empty() ? "(not priced)" : p.cost.computed) << " |\n";
+    }
   }
   if (!plans.empty() && !plans.front().eval.residual.empty()) {
     md << "\n## Residual-stream SQNR per layer (dB)\n\n| plan |";

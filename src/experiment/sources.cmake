@@ -5,5 +5,7 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/proposal_summary.cpp
   ${CMAKE_CURRENT_LIST_DIR}/experiment.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sweep.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/pricing.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/study.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
 )

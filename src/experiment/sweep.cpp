@@ -14,9 +14,11 @@
 #include "lpemu/cost/workload.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/engine/model.hpp"
+#include "lpemu/experiment/pricing.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/hdf5.hpp"
 #include "lpemu/io/sha256.hpp"
+#include "experiment/proposal_detail.hpp"
 #include "experiment/sweep_detail.hpp"
 
 namespace lpemu::experiment {
@@ -74,6 +76,16 @@ engine::PrecisionPlan build_plan(const PlanSpec& spec, const Toolbox& tools, con
   return engine::load_plan(spec.plan, *tools.quantizers, *tools.gemms, tools.search_dirs);
 }
 
+// The plan as a file of its own, so that `lpemu cost --plan DIR/plans/NNNN.toml` (or eval, run)
+// can take exactly the plan a sweep computed.
+std::string plan_text(const PlanSpec& spec, const engine::PrecisionPlan& plan) {
+  if (!spec.inline_toml.empty()) return spec.inline_toml;  // carries name = label
+  if (plan.origin.rfind("builtin:", 0) == 0) {
+    return "name = \"" + plan.name + "\"\n" + (plan.compute == engine::Compute::fp64 ? "compute = \"fp64\"\n" : "");
+  }
+  return lpemu::detail::read_spec_file(plan.origin, "plan");
+}
+
 // The plan with only `role` quantised (every other role and the GEMM left at the reference).
 engine::PrecisionPlan only_role(const engine::PrecisionPlan& plan, engine::Role role) {
   engine::PrecisionPlan p = plan;
@@ -106,41 +118,41 @@ bool role_used(const engine::PrecisionPlan& plan, engine::Role role, int n_layer
   return false;
 }
 
-// Prices a plan on the experiment's [cost] target with lpemu::cost: weights and linear inputs in the
-// plan's formats (the first block's), the KV cache in kv_cache's (else the inputs'), MACs on the
-// cost datapath named like the plan's GEMM (else fp32_n4, four-term fp32 accumulation).
-PlanCost price_plan(const engine::PrecisionPlan& plan, int n_layers, const Experiment& exp, const Toolbox& tools) {
+// The accuracy model's own shape, for bits per weight when the experiment prices nothing.
+cost::ModelShape shape_of(const engine::Config& c) {
+  cost::ModelShape s;
+  s.name = c.name;
+  s.dim = c.dim;
+  s.n_layers = c.n_layers;
+  s.n_heads = c.n_heads;
+  s.n_kv_heads = c.n_kv_heads;
+  s.hidden_dim = c.hidden_dim;
+  s.vocab_size = c.vocab_size;
+  s.tied_embeddings = c.tied_embeddings;
+  return s;
+}
+
+// Prices a plan on the experiment's [cost] target through experiment::price_plan, the function
+// behind `lpemu cost --plan`: every block, the LM head and the KV cache in their own formats, each
+// GEMM on the datapath that runs it.
+PlanCost price_plan(const engine::PrecisionPlan& plan, const Experiment& exp, const Toolbox& tools) {
   PlanCost c;
   if (exp.cost.target.empty() || tools.costs == nullptr) return c;
   static std::mutex mu;  // the catalog parses lazily
   std::lock_guard lock(mu);
   cost::Catalog& cat = *tools.costs;
   c.target = exp.cost.target;
-  const std::string unquantised = plan.compute == engine::Compute::fp64 ? "fp64" : "fp32";
-  const auto format_of = [&](engine::Role r, const std::string& fallback) {
-    const auto spec = plan.resolve(r, 0, engine::LayerKind::attention, n_layers);
-    return spec ? spec->format : fallback;
-  };
-  const std::string w = format_of(engine::Role::weights, unquantised);
-  const std::string a = format_of(engine::Role::linear_input, unquantised);
-  const std::string kv = format_of(engine::Role::kv_cache, a);
-  const std::string gemm = plan.resolve_gemm(0, engine::LayerKind::attention, n_layers);
-  const auto names = cat.datapath_names();
-  c.datapath = std::find(names.begin(), names.end(), gemm) != names.end() ? gemm : "fp32_n4";
   try {
-    const cost::PlanFormats pf{cat.format(w), cat.format(a), cat.format(kv)};
-    const cost::MacDatapath& dp = cat.datapath(c.datapath);
-    const cost::Target& target = cat.target(exp.cost.target);
-    cost::Workload wl = cost::build_workload(cat.shape(exp.cost.shape), pf, target, dp,
-                                             exp.cost.phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode,
-                                             exp.cost.batch, exp.cost.context);
-    const cost::Roofline r = cost::roofline(wl, target);
-    c.tokens_per_s = r.tokens_per_s();
-    c.joules_per_token = r.energy_per_token();
-    const cost::CostFormat bf16 = cat.format("bf16");
-    const cost::MacCost mac = cost::mac_cost(pf.weights, pf.activations, dp);
-    c.mac_area_rel_bf16 = mac.total_fa / cost::mac_cost(bf16, bf16, dp).total_fa;
-    c.mac_energy_pj = mac.energy_pj_45nm();
+    const Pricing p = experiment::price_plan(
+        plan, cat.shape(exp.cost.shape), cat.target(exp.cost.target), cat,
+        exp.cost.phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode, exp.cost.batch, exp.cost.context);
+    c.datapath = p.datapath;
+    c.computed = p.computed;
+    c.bits_per_weight = p.workload.bits_per_weight;
+    c.tokens_per_s = p.roofline.tokens_per_s();
+    c.joules_per_token = p.roofline.energy_per_token();
+    c.mac_area_rel_bf16 = p.mac_area_rel_bf16;
+    c.mac_energy_pj = p.mac_energy_pj;
   } catch (const Error& e) {
     c.note = e.what();  // e.g. a format the target has no rate for: the plan keeps NaN costs
   }
@@ -160,8 +172,14 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
   const auto w = plan.resolve(engine::Role::weights, 0, engine::LayerKind::attention, n_layers);
   r.weight_format = w ? w->format : (plan.compute == engine::Compute::fp64 ? "fp64" : "fp32");
   r.gemm = plan.resolve_gemm(0, engine::LayerKind::attention, n_layers);
-  r.weight_bits = tools.bits_per_element ? tools.bits_per_element(r.weight_format) : std::nan("");
-  r.cost = price_plan(plan, n_layers, exp, tools);
+  r.cost = price_plan(plan, exp, tools);
+  if (!std::isnan(r.cost.bits_per_weight)) {
+    r.weight_bits = r.cost.bits_per_weight;  // over the priced shape's layers, as `lpemu cost` reports it
+  } else if (tools.costs != nullptr) {
+    static std::mutex mu;  // the catalog parses lazily
+    std::lock_guard lock(mu);
+    r.weight_bits = cost::bits_per_weight(shape_of(model.config), cost_plan(plan, n_layers), *tools.costs);
+  }
   r.eval = metrics::evaluate(model, plan, reference, tokens, *tools.quantizers, *tools.gemms);
   if (!exp.activations.empty()) {
     r.replay = metrics::is_linear_activations(exp.activations)
@@ -241,6 +259,8 @@ void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult&
     f.set_attr(g, "index", static_cast<std::int64_t>(r.index));
     f.set_attr(g, "cost_target", r.cost.target);
     f.set_attr(g, "cost_datapath", r.cost.datapath);
+    f.set_attr(g, "cost_computed", r.cost.computed);
+    f.set_attr(g, "cost_bits_per_weight", r.cost.bits_per_weight);
     f.set_attr(g, "cost_note", r.cost.note);
     f.set_attr(g, "cost_tokens_per_s", r.cost.tokens_per_s);
     f.set_attr(g, "cost_joules_per_token", r.cost.joules_per_token);
@@ -336,6 +356,8 @@ PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
   r.seconds = f.attr_double("/", "seconds");
   r.cost.target = f.attr_string("/", "cost_target");
   r.cost.datapath = f.attr_string("/", "cost_datapath");
+  r.cost.computed = f.attr_string("/", "cost_computed");
+  r.cost.bits_per_weight = f.attr_double("/", "cost_bits_per_weight");
   r.cost.note = f.attr_string("/", "cost_note");
   r.cost.tokens_per_s = f.attr_double("/", "cost_tokens_per_s");
   r.cost.joules_per_token = f.attr_double("/", "cost_joules_per_token");
@@ -402,6 +424,8 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
   }
   const fs::path out = opt.out.empty() ? exp.out_dir : opt.out;
   fs::create_directories(out / "plans");
+  if (!opt.datapath_files.empty()) fs::create_directories(out / "datapath");
+  for (const auto& [name, text] : opt.datapath_files) detail::write_text(out / "datapath" / (name + ".toml"), text);
   Manifest m{exp.fingerprint(), exp.name, exp.model, {}};
   for (const auto& p : exp.plans) m.labels.push_back(p.label);
   if (fs::exists(out / kManifest)) {
@@ -444,6 +468,9 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
       resumed = fp == m.fingerprint && old.label == exp.plans[i].label;
     }
     double secs = 0;
+    if (!resumed || !fs::exists(fs::path(file).replace_extension(".toml"))) {
+      detail::write_text(fs::path(file).replace_extension(".toml"), plan_text(exp.plans[i], build_plan(exp.plans[i], tools, exp.origin)));
+    }
     if (!resumed) {
       const PlanResult r = evaluate_plan(i, exp.plans[i], exp, tools, model, reference, tokens);
       save_plan_result(file, r, m.fingerprint);

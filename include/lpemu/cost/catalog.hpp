@@ -1,7 +1,8 @@
-// The cost model's data: hardware targets, model shapes, plans and MAC datapaths. Built-ins are
-// the files under data/{hardware,shapes,plans,datapaths}/ embedded at build time
-// (src/cost/sources.cmake); users add DIR/{hardware,shapes,plans,datapaths}/*.toml with
-// --cost-dir DIR, or name a .toml file directly.
+// The cost model's data: hardware targets and model shapes (the files under data/{hardware,shapes}/
+// embedded at build time, src/cost/sources.cmake; users add DIR/{hardware,shapes}/*.toml with
+// --cost-dir DIR, or name a .toml file directly), and the MAC view of the datapath records
+// (formats/datapath/*.toml: the records the emulator runs). Plans are the engine's plan files,
+// turned into CostPlan by lpemu::experiment::cost_plan.
 #pragma once
 
 #include <filesystem>
@@ -15,41 +16,42 @@
 #include "lpemu/cost/workload.hpp"
 #include "lpemu/format/registry.hpp"
 
+namespace lpemu::datapath {
+class DatapathRegistry;
+struct Datapath;
+}  // namespace lpemu::datapath
+
 namespace lpemu::cost {
 
 /// Parses a model-shape TOML document.
 ModelShape parse_shape_toml(std::string_view text, std::string_view origin);
-/// Parses a cost-plan TOML document.
-CostPlan parse_plan_toml(std::string_view text, std::string_view origin);
 
-/// Named targets, shapes, plans and datapaths.
+/// Named targets, shapes and datapaths.
 class Catalog {
  public:
   /// Built-ins (embedded data/), then each DIR in `dirs`; `formats` and `blocks` (nullptr: the
-  /// built-in block formats) resolve format names; both must outlive the catalog.
+  /// built-in block formats) resolve format names, `datapaths` (nullptr: the built-in presets) the
+  /// datapath records; all must outlive the catalog.
   explicit Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs = {},
-                   const block::BlockRegistry* blocks = nullptr);
+                   const block::BlockRegistry* blocks = nullptr,
+                   const datapath::DatapathRegistry* datapaths = nullptr);
 
   /// The target called `name` (or a path to a .toml); throws UnknownNameError with suggestions.
   const Target& target(std::string_view name);
   /// The model shape called `name` (or a .toml path).
   const ModelShape& shape(std::string_view name);
-  /// The plan called `name` (or a .toml path).
-  const CostPlan& plan(std::string_view name);
-  /// The datapath called `name` (or a .toml path).
+  /// The MAC view of the datapath record called `name` (or a .toml path); UnknownNameError if none.
   const MacDatapath& datapath(std::string_view name);
+  /// Adds (or replaces) a datapath record for the rest of the catalog's life (e.g. a generated one).
+  void add_datapath(const datapath::Datapath& d);
 
   /// Sorted target names.
   std::vector<std::string> target_names() const;
   /// Sorted model-shape names.
   std::vector<std::string> shape_names() const;
-  /// Sorted plan names.
-  std::vector<std::string> plan_names() const;
   /// Sorted datapath names.
   std::vector<std::string> datapath_names() const;
 
-  /// Resolves the three formats of a plan.
-  PlanFormats plan_formats(const CostPlan& p) const;
   /// The format registry in use.
   const format::Registry& formats() const { return formats_; }
   /// Resolves an element- or block-format name with this catalog's registries.
@@ -66,10 +68,10 @@ class Catalog {
 
   const format::Registry& formats_;
   const block::BlockRegistry* blocks_ = nullptr;
+  const datapath::DatapathRegistry* datapath_records_ = nullptr;
   std::map<std::string, Pending, std::less<>> raw_targets_;
   std::map<std::string, Target, std::less<>> targets_;
   std::map<std::string, ModelShape, std::less<>> shapes_;
-  std::map<std::string, CostPlan, std::less<>> plans_;
   std::map<std::string, MacDatapath, std::less<>> datapaths_;
   std::vector<std::string> resolving_;
 };

@@ -1,5 +1,5 @@
 // What the cost model needs to know about a number format: element widths, block-scale
-// overhead and which peak-rate class of a target it runs on (issue 7).
+// overhead and which peak-rate class of a target it runs on.
 //
 // Element formats come from lpemu::format::Registry, block formats from lpemu::block's registry
 // (built-ins: MXFP8/6/4 and MXINT8 with 32-element E8M0 blocks per OCP MX v1.0, NVFP4 with

@@ -1,5 +1,4 @@
-// Area and energy of one multiply-accumulate lane from bit widths (issue 7, DESIGN.md
-// "Cost model").
+// Area and energy of one multiply-accumulate lane from bit widths (README "Cost model").
 //
 // Unit: the full-adder equivalent (FA). Each component is a formula in bit widths:
 //   multiplier   sa * sb                       (array multiplier: one FA per partial-product bit)
@@ -20,6 +19,10 @@
 #include <vector>
 
 #include "lpemu/cost/cost_format.hpp"
+
+namespace lpemu::datapath {
+struct Datapath;
+}
 
 namespace lpemu::cost {
 
@@ -42,16 +45,23 @@ inline constexpr double kHorowitzFp16MulPj = 1.1;  ///< 16-bit FP multiply
 inline constexpr double kHorowitzFp32MulPj = 3.7;  ///< 32-bit FP multiply
 inline constexpr double kHorowitzInt8MulPj = 0.2;  ///< 8-bit integer multiply
 
-/// How a datapath forms c + sum(a_i * b_i) (the cost layer's own description; see README).
+/// What the MAC model reads from a datapath record (formats/datapath/*.toml, lpemu::datapath::Datapath):
+/// the same record the emulator runs, so the datapath that is emulated is the datapath that is priced.
 struct MacDatapath {
   std::string name;
   std::string source;
-  int fused_terms = 4;       ///< n: products summed per step
-  int alignment_bits = 27;   ///< W: bits kept after aligning products (floats)
+  CostFormat a, b;           ///< the record's input formats, with its block scales (scale_block, scale_format)
+  int fused_terms = 4;       ///< n: products summed per step (a record's 0 = all of K is priced as 64)
+  int alignment_bits = 27;   ///< W: F + 1 (+ 1 with a sticky bit); exact alignment: the span of every product
   std::string accumulator = "fp32";
-  ElementWidth acc;          ///< accumulator widths
-  bool unverified = false;
+  ElementWidth acc;          ///< accumulator widths (fraction bits as the record keeps them)
+  int promote_every = 0;     ///< products per promotion into `promotion` (0: none)
+  ElementWidth promotion;    ///< the wider accumulator promoted into
+  bool unverified = false;   ///< the record lists parameters its sources leave open
 };
+
+/// The MAC model's view of a datapath record (n, W, accumulator, promotion, inputs and scales).
+MacDatapath mac_datapath(const datapath::Datapath& dp);
 
 /// One named component of a MAC lane.
 struct MacComponent {
@@ -74,13 +84,13 @@ struct MacCost {
   double part(const std::string& name) const;
 };
 
-/// Cost of one MAC lane multiplying a `a` by a `b` element on datapath `dp`.
+/// Cost of one MAC lane multiplying a `a` by a `b` element on datapath `dp` (a what-if: other inputs
+/// than the record's, with the record's n, W, accumulator and promotion).
 MacCost mac_cost(const CostFormat& a, const CostFormat& b, const MacDatapath& dp);
+/// Cost of one MAC lane of `dp` as the record describes it (its own input formats and scales).
+MacCost mac_cost(const MacDatapath& dp);
 
 /// How many MACs of cost `x` fit in the area of `n_y` MACs of cost `y` (rounded down).
 long long iso_area_count(const MacCost& x, const MacCost& y, long long n_y);
-
-/// Parses a datapath TOML document; errors name origin:line, field, value, expected.
-MacDatapath parse_datapath_toml(std::string_view text, std::string_view origin, const format::Registry& formats);
 
 }  // namespace lpemu::cost

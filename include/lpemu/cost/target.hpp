@@ -1,5 +1,5 @@
 // Hardware targets: dense peak rate per format class, memory bandwidth and capacity, clock and
-// units, each number with its source (data/hardware/*.toml, issue 7).
+// units, each number with its source (data/hardware/*.toml).
 #pragma once
 
 #include <map>
@@ -19,6 +19,7 @@ struct Rate {
   bool unverified = false;
   std::string note;
   std::string derived_from;          ///< proposed targets: how the MAC model derived it
+  std::string datapath;              ///< the datapath record this class runs ("": generic_<class>)
 };
 
 /// A real or proposed accelerator.
@@ -40,6 +41,8 @@ struct Target {
   const Rate* find_rate(std::string_view rate_class) const;
   /// Dense peak in op/s for `rate_class`; throws UnknownNameError if absent.
   double peak_ops(std::string_view rate_class) const;
+  /// The datapath record that runs `rate_class`: the rate's `datapath`, else "generic_<class>".
+  std::string datapath_for(std::string_view rate_class) const;
   /// units x MACs/clock/unit x 2 x clock, in TFLOP/s; nullopt if any factor is unpublished.
   std::optional<double> rebuilt_tflops(std::string_view rate_class) const;
 };

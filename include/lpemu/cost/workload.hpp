@@ -1,5 +1,5 @@
 // Transformer workload shapes, precision plans for cost, every op of prefill and decode, and
-// the roofline time and energy per op and per token (issue 7).
+// the roofline time and energy per op and per token.
 #pragma once
 
 #include <string>
@@ -10,6 +10,8 @@
 #include "lpemu/cost/target.hpp"
 
 namespace lpemu::cost {
+
+class Catalog;
 
 /// A Llama-style decoder's shape (data/shapes/*.toml).
 struct ModelShape {
@@ -25,10 +27,34 @@ struct ModelShape {
   long long parameters() const;
 };
 
-/// The formats a plan gives each tensor role, for cost (data/plans/*.toml or CLI flags).
+/// One GEMM of a plan as the cost model prices it: the stored formats of its operands (format
+/// names; "fp32" = unquantised) and the datapath record that runs it.
+struct GemmPlan {
+  std::string weights = "fp32";  ///< B, the weight matrix (element or block format)
+  std::string inputs = "fp32";   ///< A, the activations entering the GEMM
+  std::string datapath;          ///< the plan's datapath record; "" = the target's datapath for the rate class
+};
+
+/// One transformer block of a plan, for cost.
+struct LayerPlan {
+  GemmPlan q_proj, k_proj, v_proj, o_proj, gate, up, down;
+  std::string q = "fp32";         ///< queries entering QK^T
+  std::string probs = "fp32";     ///< probabilities entering PV
+  std::string kv_cache = "fp32";  ///< K and V as stored in the cache
+  std::string attention_datapath; ///< datapath of QK^T and PV; "" = the target's for the rate class
+};
+
+/// A precision plan as the cost model prices it: every block's formats and datapaths, the LM head
+/// and the embedding table. lpemu::experiment::cost_plan builds one from an engine plan file.
 struct CostPlan {
   std::string name, description, origin;
-  std::string weights = "bf16", activations = "bf16", kv_cache = "bf16";
+  std::vector<LayerPlan> layers;  ///< one per block of the priced model shape
+  GemmPlan lm_head;
+  std::string embedding = "fp32";
+
+  /// The same weights / activations / KV-cache formats in every block and the LM head.
+  static CostPlan uniform(std::string name, const std::string& weights, const std::string& activations,
+                          const std::string& kv_cache, long long n_layers);
 };
 
 /// Prefill (a prompt of `context` tokens per sequence) or one decode step at `context`.
@@ -42,7 +68,10 @@ struct Op {
   double flops = 0;         ///< per instance (2 per MAC)
   double bytes = 0;         ///< DRAM traffic per instance
   std::string rate_class;   ///< peak-rate class used; empty for memory-only ops
+  std::string a_format, b_format;  ///< operand formats as stored (A: inputs/queries, B: weights/cache)
+  std::string datapath;     ///< the datapath record priced for the MACs; empty for memory-only ops
   double energy_per_mac_pj = 0;
+  double mac_area_fa = 0;   ///< full-adder equivalents per MAC lane of `datapath`
   // Filled in by roofline():
   double compute_s = 0, memory_s = 0, time_s = 0, energy_j = 0;
   bool compute_bound = false;
@@ -53,20 +82,23 @@ struct Workload {
   Phase phase = Phase::decode;
   long long batch = 1, context = 0;
   double tokens = 0;
-  double weight_bytes = 0;    ///< all weights in the plan's weight format
+  double weight_bytes = 0;    ///< every weight (blocks, LM head, embedding) in its plan format
+  double bits_per_weight = 0; ///< bits_per_weight(shape, plan)
+  double mac_area_fa = 0;     ///< MAC-weighted mean area per MAC lane over the GEMM and attention ops
   double kv_cache_bytes = 0;  ///< K and V for batch x context tokens
   std::vector<Op> ops;
 };
 
-/// Resolved formats of a plan.
-struct PlanFormats {
-  CostFormat weights, activations, kv_cache;
-};
+/// Bits per weight of `plan` on `shape`: the parameter-weighted mean over every quantised weight
+/// (blocks' linear layers and the LM head, scale overhead included); the unquantised width (32, or
+/// 64 for fp64 plans) if none is quantised.
+double bits_per_weight(const ModelShape& shape, const CostPlan& plan, Catalog& catalog);
 
-/// Builds every GEMM, attention and memory op of `phase` at batch `batch` and context
-/// `context`; `datapath` prices the MACs. Throws SpecError if the target cannot run a format.
-Workload build_workload(const ModelShape& shape, const PlanFormats& plan, const Target& target,
-                        const MacDatapath& datapath, Phase phase, long long batch, long long context);
+/// Builds every GEMM, attention and memory op of `phase` at batch `batch` and context `context`,
+/// each block and the LM head in its own formats, each MAC priced on the datapath that runs it
+/// (`catalog` resolves formats and datapaths). Throws SpecError if the target cannot run a format.
+Workload build_workload(const ModelShape& shape, const CostPlan& plan, const Target& target, Catalog& catalog,
+                        Phase phase, long long batch, long long context);
 
 /// Totals of a roofline evaluation.
 struct Roofline {
@@ -86,6 +118,7 @@ Roofline roofline(Workload& w, const Target& target);
 
 /// The rate class a GEMM of `a` x `b` runs on: the narrowest class both fit that `target` has.
 /// Throws SpecError naming the target and formats if there is none.
-std::string gemm_rate_class(const CostFormat& a, const CostFormat& b, const Target& target);
+std::string gemm_rate_class(const ElementWidth& a, const ElementWidth& b, const Target& target,
+                            std::string_view a_name, std::string_view b_name);
 
 }  // namespace lpemu::cost

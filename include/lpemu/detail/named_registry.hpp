@@ -40,6 +40,9 @@ void require_spec_dir(const std::filesystem::path& dir);
 std::vector<std::filesystem::path> toml_files_in(const std::filesystem::path& dir);
 /// The text of a spec file; throws IoError "<file>: cannot open <noun> file".
 std::string read_spec_file(const std::filesystem::path& file, std::string_view noun);
+/// The TOML text behind a registry origin ("builtin:element/fp8_e4m3.toml" or a file path); "" if
+/// the origin names no embedded spec and no existing file.
+std::string spec_text(const std::string& origin);
 
 /// Calls f(text, origin) for each embedded spec under `folder`/ ("element", "block", "datapath"),
 /// in path order, with origin "builtin:<folder>/<file>.toml".

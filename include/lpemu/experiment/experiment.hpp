@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,29 @@ struct CostSetup {
   long long context = 512;
 };
 
+/// An accumulator study ([grid.datapath]): variants of a base datapath record, one per combination
+/// of the axes given; each is emulated and priced under its own name (datapath_variant_name).
+struct DatapathStudy {
+  std::string base;                      ///< a datapath record name
+  std::vector<int> fused_terms;          ///< block.fused_terms values (empty: the base's)
+  std::vector<int> fraction_bits;        ///< alignment.fraction_bits values
+  std::vector<std::string> accumulator;  ///< accumulator.format names
+  std::vector<int> promote_every;        ///< promotion.every values (0: none; promotes into fp32)
+  std::vector<std::string> formats;      ///< formats run on every variant
+  std::string origin;                    ///< file:line of the table, for messages
+};
+
+/// One generated variant of a DatapathStudy's base.
+struct DatapathVariant {
+  std::string name;
+  int fused_terms = -1, fraction_bits = -1, promote_every = -1;  ///< -1: not varied
+  std::string accumulator;                                       ///< "": not varied
+};
+
+/// The name that says what a variant is: base + ".n16" (fused terms) + ".f24" (fraction bits) +
+/// ".acc_fp16" + ".p128" (promotion; ".p0" none), for the axes the study varies.
+std::string datapath_variant_name(const std::string& base, const DatapathVariant& v);
+
 /// A parsed experiment file.
 struct Experiment {
   std::string name;
@@ -42,6 +66,8 @@ struct Experiment {
   std::filesystem::path out_dir;       ///< default output directory
   CostSetup cost;                      ///< [cost] table
   std::vector<PlanSpec> plans;
+  std::optional<DatapathStudy> study;  ///< [grid.datapath]
+  std::vector<DatapathVariant> variants;  ///< the study's variants, in grid order
 
   /// A hash of everything that determines the results (to refuse mixing runs when resuming).
   std::string fingerprint() const;

@@ -24,18 +24,20 @@ struct Toolbox {
   const engine::QuantizerFactory* quantizers = nullptr;
   const engine::GemmFactory* gemms = nullptr;
   std::vector<std::string> search_dirs;  ///< where plan and model names are looked up
-  /// Bits per element a format costs in memory, scale overhead included; NaN if unknown.
-  std::function<double(const std::string& format)> bits_per_element;
   /// The cost model's data, for experiments with a [cost] table (nullptr: no cost columns).
   cost::Catalog* costs = nullptr;
 };
 
 /// What a plan costs on the experiment's target (NaN where the model cannot price it).
 struct PlanCost {
-  std::string target, datapath, note;
+  std::string target;
+  std::string datapath;  ///< the datapath record priced for most of the MACs
+  std::string computed;  ///< every operand pair and datapath priced, with its share of the MACs
+  std::string note;
+  double bits_per_weight = std::nan("");    ///< over every quantised weight of the priced shape
   double tokens_per_s = std::nan("");
   double joules_per_token = std::nan("");
-  double mac_area_rel_bf16 = std::nan("");  ///< MAC lane area relative to a bf16 MAC on the same datapath
+  double mac_area_rel_bf16 = std::nan("");  ///< lane area of `datapath` relative to the target's bf16 MAC
   double mac_energy_pj = std::nan("");      ///< per MAC at 45 nm (Horowitz constants)
 };
 
@@ -57,6 +59,9 @@ struct SweepOptions {
   int shards = 1;             ///< number of shards (plans i with i % shards == shard)
   bool force = false;         ///< recompute plans whose results exist
   std::function<void(const Progress&)> on_progress;
+  /// Generated datapath records (study_datapaths) to write as DIR/datapath/NAME.toml, so that
+  /// `lpemu --formats-dir DIR cost --plan DIR/plans/NNNN.toml` finds them.
+  std::vector<std::pair<std::string, std::string>> datapath_files;
 };
 
 /// Attribution of one role: the plan with only that role quantised.

@@ -16,11 +16,29 @@ Catalog& catalog() {
   return c;
 }
 
+// Uniform plans by hand: weights, activations, KV cache.
+lpemu::cost::CostPlan uniform(const std::string& plan, long long n_layers) {
+  struct P {
+    const char *name, *w, *a, *kv;
+  };
+  static const P kPlans[] = {{"bf16", "bf16", "bf16", "bf16"},
+                             {"fp8", "fp8_e4m3", "fp8_e4m3", "fp8_e4m3"},
+                             {"mxfp8", "mxfp8_e4m3", "mxfp8_e4m3", "mxfp8_e4m3"},
+                             {"nvfp4", "nvfp4", "nvfp4", "fp8_e4m3"},
+                             {"mxfp6", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e4m3"},
+                             {"w4a16", "mxfp4", "bf16", "bf16"}};
+  for (const auto& p : kPlans) {
+    if (plan == p.name) return lpemu::cost::CostPlan::uniform(p.name, p.w, p.a, p.kv, n_layers);
+  }
+  FAIL("no plan " << plan);
+  return {};
+}
+
 lpemu::cost::Workload make(const char* shape, const char* plan, const char* target, Phase ph, long long b,
                            long long s) {
   Catalog& c = catalog();
-  return lpemu::cost::build_workload(c.shape(shape), c.plan_formats(c.plan(plan)), c.target(target),
-                                     c.datapath("fp32_n4"), ph, b, s);
+  return lpemu::cost::build_workload(c.shape(shape), uniform(plan, c.shape(shape).n_layers), c.target(target), c, ph,
+                                     b, s);
 }
 
 const lpemu::cost::Op& op(const lpemu::cost::Workload& w, const std::string& name) {
@@ -109,6 +127,54 @@ TEST_CASE("capacity: Llama-2-70B in bf16 does not fit one H100 but fits one MI30
   CHECK_FALSE(lpemu::cost::roofline(w, catalog().target("h100_sxm")).fits_in_memory);  // 138 GB > 80 GB
   auto m = make("llama2_70b", "bf16", "mi300x", Phase::decode, 1, 1);
   CHECK(lpemu::cost::roofline(m, catalog().target("mi300x")).fits_in_memory);  // 138 GB < 192 GB
+}
+
+TEST_CASE("each block is priced in its own formats and on its own datapath", "[cost]") {
+  Catalog& c = catalog();
+  const auto& shape = c.shape("llama3_8b");  // 32 blocks, d 4096, kv 1024, hidden 14336, vocab 128256
+  auto plan = uniform("mxfp8", shape.n_layers);
+  // First and last blocks in bf16 with a bf16 KV cache; the LM head unquantised.
+  for (const std::size_t l : {std::size_t{0}, std::size_t{31}}) {
+    auto& b = plan.layers[l];
+    for (auto* g : {&b.q_proj, &b.k_proj, &b.v_proj, &b.o_proj, &b.gate, &b.up, &b.down}) *g = {"bf16", "bf16", ""};
+    b.q = b.probs = b.kv_cache = "bf16";
+  }
+  plan.lm_head = {"fp32", "fp32", ""};  // unquantised
+  // MX blocks on the B200's block-scaled datapath, named by the plan.
+  for (std::size_t l = 1; l < 31; ++l) plan.layers[l].gate.datapath = "b200_mxfp8_fp32";
+  const auto& t = c.target("b200");
+  // The unquantised LM head runs fp32 x fp32; B200 publishes no fp32 rate, so the plan cannot run.
+  CHECK_THROWS_WITH(lpemu::cost::build_workload(shape, plan, t, c, Phase::decode, 8, 4096),
+                    Catch::Contains("no rate class that accepts both fp32 and fp32"));
+  CHECK(lpemu::cost::bits_per_weight(shape, plan, c) == Approx((2 * 16.0 + 30 * 8.25) / 32));
+  plan.lm_head = {"bf16", "bf16", ""};
+  auto w = lpemu::cost::build_workload(shape, plan, t, c, Phase::decode, 8, 4096);
+  // Identical ops of different blocks are one op with a count: gate is bf16 x2, mxfp8 on
+  // b200_mxfp8_fp32 x30.
+  std::vector<const lpemu::cost::Op*> gates;
+  for (const auto& o : w.ops) {
+    if (o.name == "mlp.gate") gates.push_back(&o);
+  }
+  REQUIRE(gates.size() == 2);
+  CHECK(gates[0]->b_format == "bf16");
+  CHECK(gates[0]->count == 2);
+  CHECK(gates[0]->datapath == "b200_bf16_fp32");  // the target's datapath for the bf16 class
+  CHECK(gates[1]->b_format == "mxfp8_e4m3");
+  CHECK(gates[1]->count == 30);
+  CHECK(gates[1]->datapath == "b200_mxfp8_fp32");
+  CHECK(gates[1]->rate_class == "fp8");
+  CHECK(op(w, "attn.q_proj").datapath == "b200_bf16_fp32");
+  // Bits per weight: parameter-weighted over the quantised weights: 32 equal blocks (2 in bf16,
+  // 30 in MXFP8 at 8.25 bits) of 218,103,808 weights and the bf16 head of 525,336,576.
+  const double blk = 218'103'808.0, head = 4096.0 * 128256;
+  CHECK(w.bits_per_weight == Approx((2 * 16.0 * blk + 30 * 8.25 * blk + 16.0 * head) / (32 * blk + head)));
+  // The KV cache in each block's own format: 2 blocks bf16 (2 bytes), 30 MXFP8 (8.25 bits).
+  CHECK(w.kv_cache_bytes == Approx(2.0 * 8 * 4096 * 1024 * (2 * 2.0 + 30 * 8.25 / 8)));
+}
+
+TEST_CASE("a plan with no quantised weight reports the unquantised width", "[cost]") {
+  auto p = lpemu::cost::CostPlan::uniform("ref", "fp32", "fp32", "fp32", 5);
+  CHECK(lpemu::cost::bits_per_weight(catalog().shape("stories260K"), p, catalog()) == 32);
 }
 
 TEST_CASE("bad workload arguments get clear errors", "[cost]") {

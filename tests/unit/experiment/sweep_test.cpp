@@ -9,6 +9,7 @@
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/pricing.hpp"
 #include "lpemu/experiment/sweep.hpp"
 #include "lpemu/format/registry.hpp"
 #include "lpemu/io/hdf5.hpp"
@@ -38,7 +39,6 @@ struct Fixture {
     tools.quantizers = &quantizers;
     tools.gemms = &gemms;
     tools.search_dirs = {test::source_path("")};
-    tools.bits_per_element = [](const std::string& f) { return f == "bf16" ? 16.0 : f == "fp8_e4m3" ? 8.0 : 32.0; };
   }
 
   fs::path write(const std::string& file, const std::string& text) const {
@@ -152,14 +152,17 @@ TEST_CASE("a sweep with a [cost] table prices each plan and marks the Pareto fro
   const auto files = experiment::run_sweep(exp, fx.tools, opt);
   const auto bf16 = experiment::load_plan_result(fx.dir / "out" / "plans" / "0000.h5");
   const auto fp8 = experiment::load_plan_result(fx.dir / "out" / "plans" / "0001.h5");
-  // The same numbers as the cost model gives directly for bf16 weights, inputs and KV cache.
-  const cost::PlanFormats pf{cost::resolve_format("bf16", catalog.formats()), cost::resolve_format("bf16", catalog.formats()),
-                             cost::resolve_format("bf16", catalog.formats())};
-  cost::Workload wl = cost::build_workload(catalog.shape("llama3_8b"), pf, catalog.target("h100_sxm"),
-                                           catalog.datapath("fp32_n4"), cost::Phase::decode, 8, 4096);
-  const cost::Roofline roof = cost::roofline(wl, catalog.target("h100_sxm"));
-  CHECK(bf16.cost.tokens_per_s == roof.tokens_per_s());
-  CHECK(bf16.cost.mac_area_rel_bf16 == 1.0);
+  // The same numbers as pricing the plan file the sweep wrote beside its result (what `lpemu cost
+  // --plan out/plans/0000.toml` prices).
+  const auto plan0 = engine::load_plan((fx.dir / "out" / "plans" / "0000.toml").string(), fx.quantizers, fx.gemms);
+  const auto priced = experiment::price_plan(plan0, catalog.shape("llama3_8b"), catalog.target("h100_sxm"), catalog,
+                                             cost::Phase::decode, 8, 4096);
+  CHECK(bf16.cost.tokens_per_s == priced.roofline.tokens_per_s());
+  CHECK(bf16.cost.joules_per_token == priced.roofline.energy_per_token());
+  CHECK(bf16.cost.mac_area_rel_bf16 == priced.mac_area_rel_bf16);
+  CHECK(bf16.weight_bits == priced.workload.bits_per_weight);
+  CHECK(bf16.weight_bits == 16);
+  CHECK_THAT(bf16.cost.computed, Catch::Contains("bf16 x bf16 on h100_bf16_fp32"));
   // Decode at batch 8 is memory-bound: half the weight bytes, more tokens per second.
   CHECK(fp8.cost.tokens_per_s > bf16.cost.tokens_per_s);
   CHECK(fp8.cost.mac_area_rel_bf16 < 1.0);
