@@ -118,6 +118,17 @@ bool role_used(const engine::PrecisionPlan& plan, engine::Role role, int n_layer
   return false;
 }
 
+// The value most entries of `v` have (the first of equals), or `fallback` for an empty `v`.
+std::string most_common(const std::vector<std::string>& v, const std::string& fallback) {
+  std::string best = fallback;
+  std::ptrdiff_t best_n = 0;
+  for (const auto& x : v) {
+    const std::ptrdiff_t n = std::count(v.begin(), v.end(), x);
+    if (n > best_n) best = x, best_n = n;
+  }
+  return best;
+}
+
 // The accuracy model's own shape, for bits per weight when the experiment prices nothing.
 cost::ModelShape shape_of(const engine::Config& c) {
   cost::ModelShape s;
@@ -169,9 +180,16 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
   const engine::PrecisionPlan plan = build_plan(spec, tools, exp.origin);
   r.plan_name = plan.name;
   const int n_layers = model.config.n_layers;
-  const auto w = plan.resolve(engine::Role::weights, 0, engine::LayerKind::attention, n_layers);
-  r.weight_format = w ? w->format : (plan.compute == engine::Compute::fp64 ? "fp64" : "fp32");
-  r.gemm = plan.resolve_gemm(0, engine::LayerKind::attention, n_layers);
+  // The weight format and GEMM of most blocks (first/last blocks are often kept wider).
+  const std::string raw = plan.compute == engine::Compute::fp64 ? "fp64" : "fp32";
+  std::vector<std::string> formats, gemms;
+  for (int l = 0; l < n_layers; ++l) {
+    const auto w = plan.resolve(engine::Role::weights, l, engine::LayerKind::attention, n_layers);
+    formats.push_back(w ? w->format : raw);
+    gemms.push_back(plan.resolve_gemm(l, engine::LayerKind::attention, n_layers));
+  }
+  r.weight_format = most_common(formats, raw);
+  r.gemm = most_common(gemms, "eigen");
   r.cost = price_plan(plan, exp, tools);
   if (!std::isnan(r.cost.bits_per_weight)) {
     r.weight_bits = r.cost.bits_per_weight;  // over the priced shape's layers, as `lpemu cost` reports it

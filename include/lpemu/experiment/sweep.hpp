@@ -77,8 +77,8 @@ struct PlanResult {
   std::size_t index = 0;
   std::string label;
   std::string plan_name;
-  std::string weight_format;  ///< format of the `weights` role in the first block ("fp32" if none)
-  std::string gemm;
+  std::string weight_format;  ///< format of the `weights` role in most blocks ("fp32" if none)
+  std::string gemm;           ///< GEMM strategy of most blocks ("eigen": fp32 accumulation)
   double weight_bits = 32;    ///< bits per weight element, scale overhead included
   metrics::EvalResult eval;
   std::vector<metrics::ReplayRow> replay;

@@ -1,5 +1,9 @@
 // `lpemu cost` end to end: the binary runs, prints the hand-checked MAC total and the errors.
 #include <array>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -29,7 +33,7 @@ Result run(const std::string& args) {
 }
 
 TEST_CASE("lpemu cost mac prints the per-component breakdown", "[cost][cli]") {
-  const auto r = run("cost mac --format bf16");
+  const auto r = run("cost mac --format bf16 --datapath generic_bf16");
   CHECK(r.rc == 0);
   // Hand arithmetic (mac_model_test): 64 + 26.5 + 67.5 + 21.75 + 31.625 + 26.25 = 237.625 FA.
   CHECK_THAT(r.out, Catch::Matchers::Contains("multiplier         64.000"));
@@ -45,6 +49,71 @@ TEST_CASE("lpemu cost prints both phases and the memory floor holds", "[cost][cl
   const auto j = run("cost --target h100_sxm --model stories260K --plan fp8 --json");
   CHECK(j.rc == 0);
   CHECK_THAT(j.out, Catch::Matchers::StartsWith("{\"target\": \"h100_sxm\", \"model\": \"stories260K\""));
+}
+
+// The number after "key": in a JSON text (the first occurrence).
+double json_number(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\": ");
+  REQUIRE(at != std::string::npos);
+  return std::stod(json.substr(at + key.size() + 4));
+}
+
+// metric -> value of plan `index` in a sweep's results.csv.
+std::map<std::string, double> csv_metrics(const std::filesystem::path& csv, int index) {
+  std::ifstream in(csv);
+  std::map<std::string, double> m;
+  std::string line;
+  const std::string prefix = std::to_string(index) + ",";
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const auto c2 = line.find(',', prefix.size());
+    const auto c3 = line.find(',', c2 + 1);
+    const std::string v = line.substr(c3 + 1);
+    m[line.substr(c2 + 1, c3 - c2 - 1)] = v == "nan" ? std::nan("") : std::stod(v);
+  }
+  return m;
+}
+
+TEST_CASE("a sweep's cost columns equal `lpemu cost` on the plan files it wrote", "[cost][cli][experiment]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "lpemu_cli_join_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "e.toml")
+      << "name = \"join\"\n[source]\nmodel = \"" << lpemu::test::source_path("data/models/stories260K/model.h5")
+      << "\"\ntext = \"" << lpemu::test::source_path("data/models/stories260K/paragraph.txt")
+      << "\"\nmax_tokens = 16\n[cost]\ntarget = \"b200\"\nshape = \"llama3_8b\"\nphase = \"decode\"\nbatch = 8\n"
+         "context = 4096\n[grid]\nformats = [\"bf16\", \"mxfp4\"]\nkeep = [\"first\", \"last\", \"head\"]\n"
+         "[grid.native]\nmxfp4 = \"b200_mxfp4_fp32\"\n[grid.others]\nq = \"bf16\"\nprobs = \"bf16\"\n"
+         "kv_cache = \"bf16\"\n[grid.datapath]\nbase = \"h100_e4m3_fp32\"\nfused_terms = [4, 32]\n"
+         "formats = [\"fp8_e4m3\"]\n";
+  const auto sweep = run("sweep '" + (dir / "e.toml").string() + "' --out '" + (dir / "out").string() + "'");
+  REQUIRE(sweep.rc == 0);
+  // Plans: bf16, mxfp4 (fp32 accumulation), mxfp4+b200_mxfp4_fp32, then the study's two variants.
+  CHECK(fs::exists(dir / "out" / "datapath" / "h100_e4m3_fp32.n4.toml"));
+  CHECK(fs::exists(dir / "out" / "datapath" / "h100_e4m3_fp32.n32.toml"));
+  double area_n4 = 0, area_n32 = 0;
+  for (int i = 0; i < 5; ++i) {
+    INFO("plan " << i);
+    char name[16];
+    std::snprintf(name, sizeof name, "%04d.toml", i);
+    const auto m = csv_metrics(dir / "out" / "results.csv", i);
+    const auto c = run("--formats-dir '" + (dir / "out").string() + "' cost --plan '" +
+                       (dir / "out" / "plans" / name).string() +
+                       "' --target b200 --model llama3_8b --phase decode --batch 8 --context 4096 --json");
+    REQUIRE(c.rc == 0);
+    CHECK(json_number(c.out, "tokens_per_s") == Approx(m.at("cost_tokens_per_s")).epsilon(1e-5));  // 6 printed digits
+    CHECK(json_number(c.out, "energy_per_token_j_45nm") == Approx(m.at("cost_joules_per_token")).epsilon(1e-5));  // 6 printed digits
+    CHECK(json_number(c.out, "bits_per_weight") == Approx(m.at("weight_bits")).epsilon(1e-5));  // 6 printed digits
+    CHECK(json_number(c.out, "mac_area_rel_bf16") == Approx(m.at("cost_mac_area_rel_bf16")).epsilon(1e-5));  // 6 printed digits
+    if (i == 2) CHECK_THAT(c.out, Catch::Matchers::Contains("mxfp4 x mxfp4 on b200_mxfp4_fp32"));
+    if (i == 3) area_n4 = m.at("cost_mac_area_rel_bf16");
+    if (i == 4) area_n32 = m.at("cost_mac_area_rel_bf16");
+  }
+  // The study's variants are emulated and priced under their own names: 4 fused terms cost more
+  // area per lane than 32 (the accumulator and normaliser are shared by fewer lanes).
+  CHECK(area_n4 > area_n32);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("lpemu cost reports unknown names with suggestions", "[cost][cli]") {
