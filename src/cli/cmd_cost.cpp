@@ -11,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/figures.hpp"
 
 namespace lpemu::cli {
 namespace {
@@ -21,6 +22,7 @@ struct CostArgs {
   long long batch = 1, context = 2048;
   int top = 8;
   bool json = false;
+  std::filesystem::path plot_dir;  ///< --plot: write cost_<phase>.svg here
   // mac
   std::string format, format_b, iso_target, iso_class = "bf16", iso_format;
 };
@@ -133,6 +135,16 @@ void run_cost(Context& ctx, const CostArgs& a) {
     cost::Workload w = cost::build_workload(m, pf, t, dp, ph, a.batch, a.context);
     const cost::Roofline r = cost::roofline(w, t);
     results.emplace_back(std::move(w), r);
+  }
+  if (!a.plot_dir.empty()) {
+    std::filesystem::create_directories(a.plot_dir);
+    for (const auto& [w, r] : results) {
+      const std::string ph = w.phase == cost::Phase::prefill ? "prefill" : "decode";
+      const auto svg = a.plot_dir / ("cost_" + ph + ".svg");
+      io::write_svg(svg, io::layout(experiment::cost_breakdown_chart(
+                             w, "Where " + ph + " time goes: " + m.name + " on " + t.name + ", plan " + plan.name)));
+      std::cerr << "wrote " << svg.string() << "\n";
+    }
   }
   const cost::Workload& w0 = results.front().first;
   const bool fits = results.front().second.fits_in_memory;
@@ -248,6 +260,7 @@ void register_cost(CLI::App& app, Context& ctx) {
   cmd->add_option("--phase", args->phase, "prefill | decode | both")->capture_default_str();
   cmd->add_option("--top", args->top, "ops to list per phase")->capture_default_str();
   cmd->add_flag("--json", args->json, "print JSON instead of tables");
+  cmd->add_option("--plot", args->plot_dir, "also draw each phase's per-op time, bytes and energy to DIR/cost_<phase>.svg");
   cmd->callback([&ctx, args, cmd] {
     if (cmd->get_subcommands().empty()) run_cost(ctx, *args);
   });
