@@ -25,13 +25,14 @@ std::string html(const std::string& s) {
 }
 
 constexpr const char* kStyle = R"(
-body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;margin:2em auto;max-width:1180px;padding:0 1em;color:#222;line-height:1.45}
+body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;margin:2em auto;max-width:1600px;padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
 dl.inputs{display:grid;grid-template-columns:max-content auto;gap:.2em 1.2em}dl.inputs dt{font-weight:bold}
 dl.inputs dd{margin:0;font-family:monospace}
-table{border-collapse:collapse;font-size:.88em;margin:1em 0}th,td{padding:.25em .55em;border-bottom:1px solid #e2e2e2}
+table{border-collapse:collapse;font-size:.82em;margin:1em 0}th,td{padding:.2em .4em;border-bottom:1px solid #e2e2e2}
 th{background:#f4f4f4;position:sticky;top:0;cursor:pointer;user-select:none;text-align:left}
-th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}th[aria-sort=ascending]::after{content:" ▲"}
+th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}td{white-space:nowrap}
+.scroll{overflow-x:auto}th[aria-sort=ascending]::after{content:" ▲"}
 th[aria-sort=descending]::after{content:" ▼"}tr:hover td{background:#fafae8}
 figure{margin:2em 0}figure svg{max-width:100%;height:auto}figcaption{max-width:60em}
 figcaption b{display:block}.note{color:#555;font-size:.92em}
@@ -108,7 +109,7 @@ void write_html(const std::filesystem::path& file, const std::string& name, cons
        "<li>Click a column heading to sort the table by it. The numbers in the scatter plots are the ranks in "
        "this table.</li>\n</ul>\n";
 
-  o << "<h2>Plans ranked by mean KL</h2>\n<table class=\"sortable\" id=\"ranked\">\n<thead><tr>";
+  o << "<h2>Plans ranked by mean KL</h2>\n<div class=\"scroll\"><table class=\"sortable\" id=\"ranked\">\n<thead><tr>";
   const auto columns = ranked_columns(plans);
   for (const auto& c : columns) o << "<th" << (c.numeric ? " class=\"num\"" : "") << ">" << html(c.header) << "</th>";
   o << "</tr></thead>\n<tbody>\n";
@@ -128,7 +129,7 @@ void write_html(const std::filesystem::path& file, const std::string& name, cons
     }
     o << "</tr>\n";
   }
-  o << "</tbody>\n</table>\n";
+  o << "</tbody>\n</table></div>\n";
   for (const auto& p : plans) {
     if (!p.cost.note.empty()) o << "<p class=\"note\">" << html(p.label) << ": not priced: " << html(p.cost.note) << "</p>\n";
   }

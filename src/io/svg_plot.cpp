@@ -394,7 +394,8 @@ Figure layout(const Plot& plot) {
         xs.push_back(s.x[i]);
         ys.push_back(s.y[i]);
       } else {
-        const std::string who = i < s.point_labels.size() ? s.point_labels[i] : s.label + " point " + std::to_string(i);
+        const std::string who =
+            i < s.point_labels.size() ? s.point_labels[i] : s.label + " at " + (okx ? "x = " + short_num(s.x[i]) : "point " + std::to_string(i));
         bad.push_back(who + " (" + (okx ? "y" : "x") + " = " + short_num(okx ? s.y[i] : s.x[i]) + ")");
       }
     }
@@ -689,7 +690,7 @@ Figure layout(const HeatMap& map) {
         c.rect(b, "#f2f2f2", "white");
         continue;
       }
-      const double f = std::min(1.0, a.frac(clip ? std::min(v, map.clip_hi) : v));
+      const double f = clip && v >= map.clip_hi ? 1.0 : std::min(1.0, a.frac(v));
       c.rect(b, viridis(f), "white");
       c.text((b.x0 + b.x1) / 2, y + kCellH / 2 + 3.5, short_num(v), kSmallFont, "middle",
              f > 0.6 ? " fill=\"black\"" : " fill=\"white\"");
@@ -720,7 +721,7 @@ Figure layout(const HeatMap& map) {
   c.vtext(bx + 21 + tw + 16, top + bh / 2, map.value_label, kFont);
   const double width = bx + 21 + tw + 22 + kPad;
   std::vector<std::string> notes = map.notes;
-  if (clip) notes.push_back("Cells above " + short_num(map.clip_hi) + " share the top colour.");
+  if (clip) notes.push_back("Cells at or above " + short_num(map.clip_hi) + " take the top colour.");
   if (missing) notes.push_back("Grey cells: not measured" + std::string(map.log ? " or zero (no place on the log colour scale)." : "."));
   const double after = c.notes(notes, kPad, top + std::max(gh + 28, bh) + 18, width - 2 * kPad);
   c.finish(width, after + kPad - 4);
