@@ -1,13 +1,11 @@
 // The summary files of a sweep: results.h5 (everything), results.csv (one row per plan × metric),
 // report.md (tables a person reads), report.html (the same as one self-contained page) and SVG
-// figures. Built only from plan results, in plan order,
-// so the same plan files always give the same summary.
+// figures. Built only from plan results, in plan order, so the same plan files always give the
+// same summary.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <limits>
-#include <map>
 #include <numeric>
 #include <sstream>
 
