@@ -3,6 +3,7 @@ target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/proposal_block_dot_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/sha256_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/sweep_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/figures_test.cpp
 )
 
 # experiments/record_activations.py on a tiny PyTorch model, then `lpemu replay` of its output
