@@ -124,4 +124,19 @@ TEST_CASE("lpemu sweep writes a self-contained report.html that headless Chromiu
   fs::remove_all(work);
 }
 
+TEST_CASE("lpemu cost --plot draws each phase's per-op breakdown", "[cli][report]") {
+  const fs::path work = fresh_dir("cost_plot");
+  REQUIRE(run(lpemu::test::lpemu_binary() + " cost --target h100_sxm --model llama3_8b --plan fp8 --phase both --plot " +
+              (work / "figs").string() + " > " + (work / "out.txt").string() + " 2>&1") == 0);
+  for (const char* ph : {"prefill", "decode"}) {
+    const std::string svg = slurp(work / "figs" / ("cost_" + std::string(ph) + ".svg"));
+    INFO(ph);
+    CHECK(svg.rfind("<svg", 0) == 0);
+    CHECK(svg.find("Where " + std::string(ph) + " time goes") != std::string::npos);
+    CHECK(svg.find("attn.sdpa") != std::string::npos);
+  }
+  CHECK(slurp(work / "out.txt").find("cost_decode.svg") != std::string::npos);
+  fs::remove_all(work);
+}
+
 }  // namespace
