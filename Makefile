@@ -5,12 +5,21 @@ JOBS ?= $(shell nproc)
 LPEMU := $(BUILD_DIR)/lpemu
 PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev catch2 libhdf5-dev \
             libtomlplusplus-dev libcli11-dev libbenchmark-dev python3-torch python3-h5py python3-numpy
+# Only `make test` needs these: headless Chromium loads report.html, rsvg-convert renders the figures,
+# matplotlib redraws them from results.h5.
+TEST_PACKAGES := chromium librsvg2-bin python3-matplotlib
 
-.PHONY: deps configure build test demo bench clean
+.PHONY: deps deps-test install-packages configure build test demo bench clean
 
 deps:
+	@$(MAKE) --no-print-directory install-packages LIST="$(PACKAGES)"
+
+deps-test:
+	@$(MAKE) --no-print-directory install-packages LIST="$(TEST_PACKAGES)"
+
+install-packages:
 	@missing=""; \
-	for p in $(PACKAGES); do \
+	for p in $(LIST); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -25,7 +34,7 @@ configure: deps
 build: configure
 	cmake --build --preset $(PRESET) -j $(JOBS)
 
-test: build
+test: build deps-test
 	ctest --preset $(PRESET) -j $(JOBS)
 
 demo: build

@@ -13,6 +13,7 @@
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/experiment/pricing.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/figures.hpp"
 
 namespace lpemu::cli {
 namespace {
@@ -23,6 +24,7 @@ struct CostArgs {
   long long batch = 1, context = 2048;
   int top = 8;
   bool json = false;
+  std::filesystem::path plot_dir;  ///< --plot: write cost_<phase>.svg here
   // mac
   std::string format, format_b, iso_target, iso_class = "bf16", iso_format;
 };
@@ -163,6 +165,17 @@ void run_cost(Context& ctx, const CostArgs& a) {
 
   std::vector<experiment::Pricing> results;
   for (const auto ph : phases) results.push_back(experiment::price_plan(plan, m, t, cat, ph, a.batch, a.context));
+  if (!a.plot_dir.empty()) {
+    std::filesystem::create_directories(a.plot_dir);
+    for (const auto& p : results) {
+      const cost::Workload& w = p.workload;
+      const std::string ph = w.phase == cost::Phase::prefill ? "prefill" : "decode";
+      const auto svg = a.plot_dir / ("cost_" + ph + ".svg");
+      io::write_svg(svg, io::layout(experiment::cost_breakdown_chart(
+                             w, "Where " + ph + " time goes: " + m.name + " on " + t.name + ", plan " + plan.name)));
+      std::cerr << "wrote " << svg.string() << "\n";
+    }
+  }
   const experiment::Pricing& p0 = results.front();
   const cost::Workload& w0 = p0.workload;
   const bool fits = p0.roofline.fits_in_memory;
@@ -287,6 +300,7 @@ void register_cost(CLI::App& app, Context& ctx) {
   cmd->add_option("--phase", args->phase, "prefill | decode | both")->capture_default_str();
   cmd->add_option("--top", args->top, "ops to list per phase")->capture_default_str();
   cmd->add_flag("--json", args->json, "print JSON instead of tables");
+  cmd->add_option("--plot", args->plot_dir, "also draw each phase's per-op time, bytes and energy to DIR/cost_<phase>.svg");
   cmd->callback([&ctx, args, cmd] {
     if (cmd->get_subcommands().empty()) run_cost(ctx, *args);
   });

@@ -17,6 +17,7 @@
 #include "lpemu/datapath/exact.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
+#include "lpemu/experiment/figures.hpp"
 #include "lpemu/io/svg_plot.hpp"
 
 namespace lpemu::cli {
@@ -204,27 +205,18 @@ void run_error(Context& ctx, const ErrorFlags& f) {
     std::ofstream o(csv);
     if (!o) throw IoError(csv + ": cannot write");
     o << "datapath,k,dist,trials,mean_rel_error,max_rel_error\n";
-    io::Plot plot;
-    plot.title = "Mean relative error vs K (" + f.dist + " inputs)";
-    plot.x_label = "K";
-    plot.y_label = "mean relative error";
-    plot.log_x = true;
-    plot.log_y = true;
     for (std::size_t d = 0; d < dps.size(); ++d) {
-      io::Series s;
-      s.label = dps[d].name;
       for (std::size_t ki = 0; ki < ks.size(); ++ki) {
         char line[256];
         std::snprintf(line, sizeof line, "%s,%zu,%s,%d,%.17g,%.17g\n", dps[d].name.c_str(), ks[ki], f.dist.c_str(),
                       f.trials, mean[d][ki], worst[d][ki]);
         o << line;
-        s.x.push_back(static_cast<double>(ks[ki]));
-        s.y.push_back(mean[d][ki]);
       }
-      plot.series.push_back(std::move(s));
     }
     const std::string svg = f.out_dir + "/datapath_error.svg";
-    io::write_svg(svg, plot);
+    std::vector<std::string> names;
+    for (const auto& dp : dps) names.push_back(dp.name);
+    io::write_svg(svg, experiment::datapath_error_plot(names, ks, mean, f.dist));
     std::cout << "wrote " << csv << "\nwrote " << svg << "\n";
   }
 }

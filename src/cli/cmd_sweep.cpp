@@ -39,6 +39,7 @@ std::string duration(double s) {
 void print_files(const experiment::SweepFiles& f) {
   std::cout << "lpemu: results in " << fs::absolute(f.dir).string() << "\n";
   std::cout << "  report:  " << fs::absolute(f.report_md).string() << "\n";
+  std::cout << "  html:    " << fs::absolute(f.report_html).string() << "\n";
   std::cout << "  csv:     " << fs::absolute(f.results_csv).string() << "\n";
   std::cout << "  hdf5:    " << fs::absolute(f.results_h5).string() << "\n";
   for (const auto& p : f.plots) std::cout << "  plot:    " << fs::absolute(p).string() << "\n";

@@ -1,31 +1,99 @@
 // The summary files of a sweep: results.h5 (everything), results.csv (one row per plan × metric),
-// report.md (tables a person reads) and SVG plots. Built only from plan results, in plan order,
-// so the same plan files always give the same summary.
+// report.md (tables a person reads), report.html (the same as one self-contained page) and SVG
+// figures. Built only from plan results, in plan order, so the same plan files always give the
+// same summary.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <limits>
-#include <map>
 #include <numeric>
 #include <sstream>
 
+#include "experiment/report_detail.hpp"
 #include "experiment/sweep_detail.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/svg_plot.hpp"
 
 namespace lpemu::experiment {
-namespace {
+namespace report {
 
-namespace fs = std::filesystem;
-
-std::string num(double v, int digits = 6) {
+std::string num(double v, int digits) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   return buf;
 }
+
+std::vector<std::size_t> ranked(const std::vector<PlanResult>& plans) {
+  std::vector<std::size_t> order(plans.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return plans[a].eval.mean_kl < plans[b].eval.mean_kl;
+  });
+  return order;
+}
+
+bool has_cost(const std::vector<PlanResult>& plans) {
+  return std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.cost.target.empty(); });
+}
+
+std::vector<std::size_t> area_front(const std::vector<PlanResult>& plans) {
+  std::vector<double> x, y;
+  for (const auto& p : plans) {
+    x.push_back(p.cost.mac_area_rel_bf16);
+    y.push_back(p.eval.mean_kl);
+  }
+  return io::pareto_front(x, y);
+}
+
+std::string short_residual_name(const std::string& residual_name) {
+  if (residual_name == "final_residual") return "final";
+  const auto a = residual_name.find('/');
+  const auto b = residual_name.find('/', a + 1);
+  if (a == std::string::npos || b == std::string::npos) return residual_name;
+  return "in " + residual_name.substr(a + 1, b - a - 1);
+}
+
+std::vector<Column> ranked_columns(const std::vector<PlanResult>& plans) {
+  auto text = [](std::string h, std::string PlanResult::*field) {
+    return Column{std::move(h), false, [field](const PlanResult& p, std::size_t, bool) { return p.*field; }, nullptr};
+  };
+  auto number = [](std::string h, std::function<double(const PlanResult&)> f, int digits, double scale = 1,
+                   std::string unit = "") {
+    return Column{std::move(h), true,
+                  [f, digits, scale, unit](const PlanResult& p, std::size_t, bool) { return num(scale * f(p), digits) + unit; },
+                  [f](const PlanResult& p, std::size_t) { return f(p); }};
+  };
+  std::vector<Column> c;
+  c.push_back({"rank", true, [](const PlanResult&, std::size_t r, bool) { return std::to_string(r); },
+               [](const PlanResult&, std::size_t r) { return static_cast<double>(r); }});
+  c.push_back(text("plan", &PlanResult::label));
+  c.push_back(text("weights", &PlanResult::weight_format));
+  c.push_back(number("bits/weight", [](const PlanResult& p) { return p.weight_bits; }, 4));
+  c.push_back(text("GEMM", &PlanResult::gemm));
+  c.push_back(number("perplexity", [](const PlanResult& p) { return p.eval.perplexity; }, 6));
+  c.push_back(number("Δ perplexity", [](const PlanResult& p) { return p.eval.perplexity - p.eval.ref_perplexity; }, 4));
+  c.push_back(number("mean KL", [](const PlanResult& p) { return p.eval.mean_kl; }, 4));
+  c.push_back(number("max KL", [](const PlanResult& p) { return p.eval.max_kl; }, 4));
+  c.push_back(number("top-1 agree", [](const PlanResult& p) { return p.eval.top1_agreement; }, 4, 100, "%"));
+  c.push_back(number("logits SQNR (dB)", [](const PlanResult& p) { return p.eval.logits.sqnr_db; }, 4));
+  if (has_cost(plans)) {
+    c.push_back(number("tokens/s", [](const PlanResult& p) { return p.cost.tokens_per_s; }, 5));
+    c.push_back(number("J/token", [](const PlanResult& p) { return p.cost.joules_per_token; }, 4));
+    c.push_back(number("MAC area vs bf16", [](const PlanResult& p) { return p.cost.mac_area_rel_bf16; }, 3));
+    c.push_back({"Pareto", false, [](const PlanResult&, std::size_t, bool on) { return std::string(on ? "★" : ""); },
+                 nullptr});
+  }
+  return c;
+}
+
+}  // namespace report
+
+namespace {
+
+namespace fs = std::filesystem;
+using report::num;
 
 std::string pct(double v) { return num(100.0 * v, 4) + "%"; }
 
@@ -70,45 +138,6 @@ std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
   return m;
 }
 
-std::vector<std::size_t> ranked(const std::vector<PlanResult>& plans) {
-  std::vector<std::size_t> order(plans.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return plans[a].eval.mean_kl < plans[b].eval.mean_kl;
-  });
-  return order;
-}
-
-std::string short_name(const std::string& residual_name) {
-  // "layers/3/residual_input" -> "after block 2"; "final_residual" -> "final"
-  if (residual_name == "final_residual") return "final";
-  const auto a = residual_name.find('/');
-  const auto b = residual_name.find('/', a + 1);
-  if (a == std::string::npos || b == std::string::npos) return residual_name;
-  return "in " + residual_name.substr(a + 1, b - a - 1);
-}
-
-// Indices of the plans no other plan beats on both cost (x) and loss (y): sorted by cost, each
-// has a lower loss than every cheaper one. Plans with a NaN are left out.
-std::vector<std::size_t> pareto_front(const std::vector<double>& x, const std::vector<double>& y) {
-  std::vector<std::size_t> idx;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (std::isfinite(x[i]) && !std::isnan(y[i])) idx.push_back(i);
-  }
-  std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-    return x[a] < x[b] || (x[a] == x[b] && y[a] < y[b]);
-  });
-  std::vector<std::size_t> front;
-  double best = std::numeric_limits<double>::infinity();
-  for (const auto i : idx) {
-    if (y[i] < best) {
-      front.push_back(i);
-      best = y[i];
-    }
-  }
-  return front;
-}
-
 }  // namespace
 
 SweepFiles write_report_files(const fs::path& dir, const std::string& name, const std::string& model,
@@ -146,78 +175,14 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
     if (!out) throw IoError(files.results_csv.string() + ": write failed");
   }
 
-  // Plots.
-  {
-    io::Plot pl;
-    pl.title = "Residual-stream SQNR per layer";
-    pl.x_label = "residual stream position";
-    pl.y_label = "SQNR vs reference (dB)";
-    for (const auto& p : plans) {
-      if (p.eval.residual.empty()) continue;
-      io::Series s;
-      s.label = p.label;
-      for (std::size_t i = 0; i < p.eval.residual.size(); ++i) {
-        s.x.push_back(static_cast<double>(i));
-        s.y.push_back(p.eval.residual[i].second.sqnr_db);
-        if (&p == &plans.front() || pl.x_tick_labels.size() < p.eval.residual.size()) {
-          if (pl.x_tick_labels.size() <= i) pl.x_tick_labels.push_back(short_name(p.eval.residual[i].first));
-        }
-      }
-      if (std::any_of(s.y.begin(), s.y.end(), [](double v) { return std::isfinite(v); })) pl.series.push_back(s);
-    }
-    files.plots.push_back(dir / "residual_sqnr.svg");
-    io::write_svg(files.plots.back(), pl);
+  // Figures.
+  const auto figures = report::sweep_figures(plans);
+  for (const auto& f : figures) {
+    files.plots.push_back(dir / f.file);
+    io::write_svg(files.plots.back(), f.figure);
   }
-  {
-    io::Plot pl;
-    pl.title = "Accuracy loss vs bits per weight";
-    pl.x_label = "bits per weight element (scale overhead included)";
-    pl.y_label = "mean KL(reference || plan) (nats)";
-    pl.log_y = true;
-    io::Series s;
-    s.label = "plans";
-    s.lines = false;
-    for (const auto& p : plans) {
-      s.x.push_back(p.weight_bits);
-      s.y.push_back(p.eval.mean_kl > 0 ? p.eval.mean_kl : 1e-12);
-      s.point_labels.push_back(p.label);
-    }
-    pl.series.push_back(s);
-    files.plots.push_back(dir / "kl_vs_bits.svg");
-    io::write_svg(files.plots.back(), pl);
-  }
-  const bool has_cost = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.cost.target.empty(); });
-  std::vector<std::size_t> front;
-  if (has_cost) {
-    std::vector<double> x, y;
-    for (const auto& p : plans) {
-      x.push_back(p.cost.mac_area_rel_bf16);
-      y.push_back(p.eval.mean_kl);
-    }
-    front = pareto_front(x, y);
-    io::Plot pl;
-    pl.title = "Accuracy loss vs MAC cost (" + plans.front().cost.target + ")";
-    pl.x_label = "MAC lane area relative to a bf16 MAC on the same datapath";
-    pl.y_label = "mean KL(reference || plan) (nats)";
-    pl.log_y = true;
-    io::Series all;
-    all.label = "plans";
-    all.lines = false;
-    for (std::size_t i = 0; i < plans.size(); ++i) {
-      all.x.push_back(x[i]);
-      all.y.push_back(std::max(y[i], 1e-12));
-      all.point_labels.push_back(plans[i].label);
-    }
-    io::Series pf;
-    pf.label = "Pareto front";
-    for (const auto i : front) {
-      pf.x.push_back(x[i]);
-      pf.y.push_back(std::max(y[i], 1e-12));
-    }
-    pl.series = {all, pf};
-    files.plots.push_back(dir / "kl_vs_cost.svg");
-    io::write_svg(files.plots.back(), pl);
-  }
+  const bool has_cost = report::has_cost(plans);
+  const auto front = has_cost ? report::area_front(plans) : std::vector<std::size_t>{};
 
   // report.md
   std::ostringstream md;
@@ -229,22 +194,17 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
   }
   md << ". Experiment fingerprint `" << fingerprint.substr(0, 16) << "`.\n\n";
   md << "## Plans ranked by mean KL divergence from the reference\n\n";
-  md << "| rank | plan | weights | bits/weight | GEMM | perplexity | Δ perplexity | mean KL | max KL | top-1 agree | logits SQNR (dB) |"
-     << (has_cost ? " tokens/s | J/token | MAC area vs bf16 | Pareto |" : "") << "\n";
-  md << "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|" << (has_cost ? "---:|---:|---:|:---:|" : "") << "\n";
-  const auto order = ranked(plans);
+  const auto columns = report::ranked_columns(plans);
+  md << "|";
+  for (const auto& c : columns) md << ' ' << c.header << " |";
+  md << "\n|";
+  for (const auto& c : columns) md << (c.numeric ? "---:|" : "---|");
+  md << "\n";
+  const auto order = report::ranked(plans);
   for (std::size_t k = 0; k < order.size(); ++k) {
-    const auto& p = plans[order[k]];
-    const auto& e = p.eval;
-    md << "| " << k + 1 << " | " << p.label << " | " << p.weight_format << " | " << num(p.weight_bits, 4) << " | "
-       << p.gemm << " | " << num(e.perplexity, 6) << " | " << num(e.perplexity - e.ref_perplexity, 4) << " | "
-       << num(e.mean_kl, 4) << " | " << num(e.max_kl, 4) << " | " << pct(e.top1_agreement) << " | "
-       << num(e.logits.sqnr_db, 4) << " |";
-    if (has_cost) {
-      const bool on_front = std::find(front.begin(), front.end(), order[k]) != front.end();
-      md << ' ' << num(p.cost.tokens_per_s, 5) << " | " << num(p.cost.joules_per_token, 4) << " | "
-         << num(p.cost.mac_area_rel_bf16, 3) << " | " << (on_front ? "★" : "") << " |";
-    }
+    const bool on_front = std::find(front.begin(), front.end(), order[k]) != front.end();
+    md << "|";
+    for (const auto& c : columns) md << ' ' << c.cell(plans[order[k]], k + 1, on_front) << " |";
     md << "\n";
   }
   if (has_cost) {
@@ -269,7 +229,7 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
   }
   if (!plans.empty() && !plans.front().eval.residual.empty()) {
     md << "\n## Residual-stream SQNR per layer (dB)\n\n| plan |";
-    for (const auto& [n, s] : plans.front().eval.residual) md << ' ' << short_name(n) << " |";
+    for (const auto& [n, s] : plans.front().eval.residual) md << ' ' << report::short_residual_name(n) << " |";
     md << "\n|---|";
     for (std::size_t i = 0; i < plans.front().eval.residual.size(); ++i) md << "---:|";
     md << "\n";
@@ -315,15 +275,17 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
       md << "| " << worst[k].plan << " | " << worst[k].where << " | " << num(worst[k].sqnr, 4) << " |\n";
     }
   }
-  md << "\n## Files\n\n- `results.h5`: everything (per-token NLL and KL, per-layer errors, replay, attribution)\n"
-        "- `results.csv`: one row per plan × metric\n- `residual_sqnr.svg`: error per layer per plan\n"
-        "- `kl_vs_bits.svg`: accuracy loss vs bits per weight\n"
-        "- `kl_vs_cost.svg`: accuracy loss vs MAC cost, Pareto front marked (experiments with [cost])\n- `plans/NNNN.h5`: one file per plan (resume, merge)\n";
-  md << "\n![residual SQNR](residual_sqnr.svg)\n\n![KL vs bits](kl_vs_bits.svg)\n";
-  if (has_cost) md << "\n![KL vs cost](kl_vs_cost.svg)\n";
+  md << "\n## Figures\n\n";
+  for (const auto& f : figures) md << "### " << f.caption << "\n\n" << f.how_to_read << "\n\n![" << f.caption << "](" << f.file << ")\n\n";
+  md << "## Files\n\n- `report.html`: this report as one self-contained page (sortable table, every figure)\n"
+        "- `results.h5`: everything (per-token NLL and KL, per-layer errors, replay, attribution)\n"
+        "- `results.csv`: one row per plan × metric\n- `*.svg`: the figures above\n"
+        "- `plans/NNNN.h5`: one file per plan (resume, merge)\n";
   std::ofstream out(files.report_md, std::ios::trunc);
   out << md.str();
   if (!out) throw IoError(files.report_md.string() + ": write failed");
+  files.report_html = dir / "report.html";
+  report::write_html(files.report_html, name, model, fingerprint, plans, figures);
   return files;
 }
 

@@ -8,4 +8,6 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/pricing.cpp
   ${CMAKE_CURRENT_LIST_DIR}/study.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/report_figures.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/report_html.cpp
 )

@@ -90,6 +90,7 @@ struct PlanResult {
 /// Paths of the files a sweep or merge wrote.
 struct SweepFiles {
   std::filesystem::path dir, results_h5, results_csv, report_md;
+  std::filesystem::path report_html;  ///< the report as one self-contained page
   std::vector<std::filesystem::path> plots;
   std::vector<std::filesystem::path> plan_files;  ///< plans/NNNN.h5 in plan order (empty for a partial shard)
   std::vector<PlanResult> plans;                  ///< the results the summary was built from, in plan order

@@ -143,35 +143,3 @@ TEST_CASE("an integer accumulator sums int8 products exactly and saturates", "[d
 }
 
 }  // namespace
-
-#include "lpemu/io/svg_plot.hpp"
-
-namespace {
-
-TEST_CASE("render_svg draws one path and legend entry per series, skipping non-positive log values",
-          "[io][unit]") {
-  lpemu::io::Plot plot;
-  plot.title = "error vs K";
-  plot.log_x = plot.log_y = true;
-  lpemu::io::Series a;
-  a.label = "h100<e4m3>";
-  a.x = {16, 256, 4096};
-  a.y = {1e-5, 1e-4, 0.0};
-  lpemu::io::Series b;
-  b.label = "ideal";
-  b.x = {16, 256};
-  b.y = {1e-8, 2e-8};
-  plot.series = {a, b};
-  const std::string svg = lpemu::io::render_svg(plot);
-  CHECK(svg.rfind("<svg", 0) == 0);
-  CHECK(svg.find("h100&lt;e4m3&gt;") != std::string::npos);
-  std::size_t paths = 0;
-  for (std::size_t at = svg.find("<path"); at != std::string::npos; at = svg.find("<path", at + 1)) ++paths;
-  CHECK(paths == 2);
-  std::size_t markers = 0;
-  for (std::size_t at = svg.find("<circle"); at != std::string::npos; at = svg.find("<circle", at + 1)) ++markers;
-  CHECK(markers == 4);  // the y = 0 point has no place on a log axis
-  CHECK(svg.find("</svg>") != std::string::npos);
-}
-
-}  // namespace

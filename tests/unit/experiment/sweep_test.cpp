@@ -70,8 +70,12 @@ TEST_CASE("a small sweep writes every output and agrees with a direct evaluation
   REQUIRE(progress.size() == 3);
   CHECK(progress.back().done == 3);
   for (const auto& f : {files.results_h5, files.results_csv, files.report_md}) CHECK(fs::file_size(f) > 0);
-  REQUIRE(files.plots.size() == 2);
+  std::vector<std::string> plots;
+  for (const auto& f : files.plots) plots.push_back(f.filename().string());
+  CHECK(plots == std::vector<std::string>{"kl_vs_bits.svg", "residual_sqnr.svg", "attribution_heatmap.svg",
+                                          "attribution_bars.svg"});
   CHECK(slurp(files.plots[0]).rfind("<svg", 0) == 0);
+  CHECK(fs::file_size(files.report_html) > 0);
 
   // The fp8 plan's numbers equal a direct metrics::evaluate of the same plan.
   const engine::Model model = engine::load_model(test::source_path("data/models/stories260K/model.h5"));
@@ -166,9 +170,11 @@ TEST_CASE("a sweep with a [cost] table prices each plan and marks the Pareto fro
   // Decode at batch 8 is memory-bound: half the weight bytes, more tokens per second.
   CHECK(fp8.cost.tokens_per_s > bf16.cost.tokens_per_s);
   CHECK(fp8.cost.mac_area_rel_bf16 < 1.0);
-  REQUIRE(files.plots.size() == 3);
-  CHECK(files.plots[2].filename() == "kl_vs_cost.svg");
-  CHECK_THAT(slurp(files.plots[2]), Catch::Contains("Pareto front"));
+  REQUIRE(files.plots.size() == 5);
+  CHECK(files.plots[1].filename() == "kl_vs_cost.svg");
+  CHECK(files.plots[2].filename() == "kl_vs_tokens_per_s.svg");
+  CHECK(files.plots[3].filename() == "kl_vs_energy.svg");
+  CHECK_THAT(slurp(files.plots[1]), Catch::Contains("Pareto front"));
   CHECK_THAT(slurp(files.results_csv), Catch::Contains("1,fp8_e4m3,cost_tokens_per_s,"));
   // Both are on the front: fp8 is cheaper, bf16 is more accurate.
   const std::string md = slurp(files.report_md);

@@ -1,0 +1,142 @@
+// End-to-end test of the sweep report (label cli): `lpemu sweep` on a small experiment writes
+// report.html beside report.md, self-contained (inline SVG and CSS, nothing fetched), and headless
+// Chromium (Debian `chromium`, installed by `make test`) loads it with no console message and
+// produces a screenshot. A page with a deliberate script error shows the console check can fail.
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "support/test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() /
+                     ("lpemu_" + name + "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  fs::create_directories(d);
+  return d;
+}
+
+int run(const std::string& cmd) {
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string chromium() {
+  for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
+    if (fs::exists(c)) return c;
+  }
+  return "";
+}
+
+// Loads `page` in headless Chromium; returns Chromium's stderr (console messages are logged there
+// as "CONSOLE") and leaves the screenshot at `png`.
+std::string load_in_chromium(const fs::path& page, const fs::path& png, const fs::path& work) {
+  const fs::path log = work / "chromium.log";
+  const std::string cmd = "timeout 180 " + chromium() +
+                          " --headless --disable-gpu --no-sandbox --no-first-run --disable-extensions"
+                          " --user-data-dir=" + (work / "profile").string() +
+                          " --enable-logging=stderr --v=0 --window-size=1280,2400 --virtual-time-budget=5000"
+                          " --screenshot=" + png.string() + " file://" + fs::absolute(page).string() + " > " +
+                          (work / "chromium.out").string() + " 2> " + log.string();
+  const int rc = run(cmd);
+  INFO("chromium exit status " << rc << "\n" << slurp(log));
+  CHECK(rc == 0);
+  return slurp(log);
+}
+
+bool is_png(const fs::path& p) {
+  const std::string s = slurp(p);
+  return s.size() > 1000 && s.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0;
+}
+
+TEST_CASE("lpemu sweep writes a self-contained report.html that headless Chromium loads without console errors",
+          "[cli][report]") {
+  REQUIRE_FALSE(chromium().empty());  // Debian `chromium`: `make test` installs it (Makefile TEST_PACKAGES)
+  const fs::path work = fresh_dir("report_html");
+  const std::string data = lpemu::test::source_path("data/models/stories260K");
+  const fs::path exp = work / "small.toml";
+  std::ofstream(exp) << "name = \"small\"\n[source]\nmodel = \"stories260K\"\ntext = \"" << data
+                     << "/paragraph.txt\"\nactivations = \"" << data << "/activations.h5\"\nmax_tokens = 24\n"
+                     << "[options]\nreference = \"fp32\"\nattribution = true\n"
+                     << "[cost]\ntarget = \"h100_sxm\"\nshape = \"llama3_8b\"\nphase = \"decode\"\nbatch = 8\n"
+                     << "context = 4096\n[[plan]]\nlabel = \"fp32\"\nplan = \"fp32\"\n"
+                     << "[grid]\nformats = [\"mxfp8_e4m3\", \"mxfp4\"]\nroles = [\"weights\", \"linear_input\"]\n"
+                     << "gemms = [\"eigen\", \"h100_e4m3_fp32\"]\n";
+  const fs::path out = work / "out";
+  REQUIRE(run(lpemu::test::lpemu_binary() + " sweep " + exp.string() + " --out " + out.string() + " > " +
+              (work / "sweep.log").string() + " 2>&1") == 0);
+  const fs::path html = out / "report.html";
+  REQUIRE(fs::exists(html));
+  CHECK(slurp(work / "sweep.log").find(fs::absolute(html).string()) != std::string::npos);
+  const std::string page = slurp(html);
+
+  // Self-contained: every figure inline, nothing to fetch.
+  for (const char* f : {"kl_vs_bits", "kl_vs_cost", "kl_vs_tokens_per_s", "kl_vs_energy", "residual_sqnr",
+                        "attribution_heatmap", "attribution_bars", "replay_sqnr_heatmap"}) {
+    INFO(f);
+    const fs::path svg = out / (std::string(f) + ".svg");
+    REQUIRE(fs::exists(svg));
+    CHECK(page.find(slurp(svg)) != std::string::npos);
+  }
+  const std::regex external(R"((src|href)\s*=\s*"(?!data:|#))");
+  CHECK_FALSE(std::regex_search(page, external));
+  std::string without_svg_ns = std::regex_replace(page, std::regex(R"(xmlns="http://www\.w3\.org/2000/svg")"), "");
+  CHECK(without_svg_ns.find("http://") == std::string::npos);
+  CHECK(without_svg_ns.find("https://") == std::string::npos);
+  // The ranked table: a row per plan (5), sortable numeric cells.
+  std::size_t rows = 0;
+  for (auto at = page.find("<tr><td class=\"num\" data-key="); at != std::string::npos;
+       at = page.find("<tr><td class=\"num\" data-key=", at + 1)) {
+    ++rows;
+  }
+  CHECK(rows == 5);
+
+  const fs::path png = work / "report.png";
+  const std::string log = load_in_chromium(html, png, work);
+  INFO(log);
+  CHECK(log.find("CONSOLE") == std::string::npos);
+  CHECK(is_png(png));
+
+  // Control: the same check sees a script error.
+  const fs::path bad = work / "bad.html";
+  std::ofstream(bad) << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">"
+                        "<title>x</title></head><body><p>x</p><script>undefined_function();</script></body></html>\n";
+  const std::string bad_log = load_in_chromium(bad, work / "bad.png", work);
+  CHECK(bad_log.find("CONSOLE") != std::string::npos);
+  fs::remove_all(work);
+}
+
+TEST_CASE("lpemu cost --plot draws each phase's per-op breakdown", "[cli][report]") {
+  const fs::path work = fresh_dir("cost_plot");
+  REQUIRE(run(lpemu::test::lpemu_binary() + " cost --target h100_sxm --model llama3_8b --plan fp8 --phase both --plot " +
+              (work / "figs").string() + " > " + (work / "out.txt").string() + " 2>&1") == 0);
+  for (const char* ph : {"prefill", "decode"}) {
+    const std::string svg = slurp(work / "figs" / ("cost_" + std::string(ph) + ".svg"));
+    INFO(ph);
+    CHECK(svg.rfind("<svg", 0) == 0);
+    CHECK(svg.find("Where " + std::string(ph) + " time goes") != std::string::npos);
+    CHECK(svg.find("attn.sdpa") != std::string::npos);
+  }
+  CHECK(slurp(work / "out.txt").find("cost_decode.svg") != std::string::npos);
+  fs::remove_all(work);
+}
+
+}  // namespace

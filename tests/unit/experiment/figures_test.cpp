@@ -1,0 +1,68 @@
+// The figures `lpemu cost --plot` and `lpemu datapath-error` draw: their data are the commands'
+// own numbers (summed here from the ops independently) and their layout passes the plotter's
+// geometry rules (no overlapping text, nothing off the canvas).
+#include <cmath>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "lpemu/cost/catalog.hpp"
+#include "lpemu/experiment/figures.hpp"
+#include "lpemu/format/registry.hpp"
+
+namespace {
+
+using namespace lpemu;
+
+void check_layout(const io::Figure& f) {
+  for (const auto& b : f.texts) {
+    CHECK(b.x0 >= 0);
+    CHECK(b.y0 >= 0);
+    CHECK(b.x1 <= f.width);
+    CHECK(b.y1 <= f.height);
+  }
+  for (std::size_t i = 0; i < f.texts.size(); ++i) {
+    for (std::size_t j = i + 1; j < f.texts.size(); ++j) CHECK_FALSE(f.texts[i].overlaps(f.texts[j]));
+  }
+}
+
+TEST_CASE("the cost breakdown chart shows each op's summed time, bytes and energy, coloured by bound",
+          "[experiment][plot][unit]") {
+  cost::Catalog catalog(format::Registry::builtin());
+  const auto plan = cost::CostPlan::uniform("p", "fp8_e4m3", "fp8_e4m3", "bf16", catalog.shape("llama3_8b").n_layers);
+  for (const auto phase : {cost::Phase::prefill, cost::Phase::decode}) {
+    cost::Workload w =
+        cost::build_workload(catalog.shape("llama3_8b"), plan, catalog.target("h100_sxm"), catalog, phase, 8, 4096);
+    cost::roofline(w, catalog.target("h100_sxm"));
+    const io::BarChart c = experiment::cost_breakdown_chart(w, "t");
+    REQUIRE(c.categories.size() == w.ops.size());
+    REQUIRE(c.panels.size() == 3);
+    for (std::size_t i = 0; i < w.ops.size(); ++i) {
+      const auto& op = w.ops[i];
+      const auto n = static_cast<double>(op.count);
+      INFO(op.name);
+      CHECK(c.panels[0].values[i] == Approx(n * op.time_s * 1e6).epsilon(1e-12));
+      CHECK(c.panels[1].values[i] == Approx(n * op.bytes / 1e6).epsilon(1e-12));
+      CHECK(c.panels[2].values[i] == Approx(n * op.energy_j * 1e3).epsilon(1e-12));
+      CHECK(c.classes[i] == (op.kind == "memory" ? "memory only" : op.compute_bound ? "compute-bound" : "memory-bound"));
+      CHECK(c.categories[i].rfind(op.name, 0) == 0);
+    }
+    check_layout(io::layout(c));
+  }
+}
+
+TEST_CASE("the datapath error plot has one log-log series per datapath", "[experiment][plot][unit]") {
+  const io::Plot p = experiment::datapath_error_plot({"a", "b"}, {16, 256, 4096}, {{1e-5, 1e-4, 1e-3}, {0, 2e-8, 3e-8}},
+                                                     "normal");
+  REQUIRE(p.series.size() == 2);
+  CHECK(p.log_x);
+  CHECK(p.log_y);
+  CHECK(p.series[1].x == std::vector<double>{16, 256, 4096});
+  CHECK(p.series[1].y == std::vector<double>{0, 2e-8, 3e-8});
+  const io::Figure f = io::layout(p);
+  check_layout(f);
+  REQUIRE(f.notes.size() == 1);
+  CHECK(f.notes[0].find("b at x = 16 (y = 0)") != std::string::npos);
+}
+
+}  // namespace
