@@ -3,14 +3,21 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 LPEMU := $(BUILD_DIR)/lpemu
-PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev catch2 libhdf5-dev \
-            libtomlplusplus-dev libcli11-dev libbenchmark-dev python3-torch python3-h5py python3-numpy
+# `make demo` needs only what builds and runs the `lpemu` command; `make test` adds the test,
+# benchmark and Python dependencies (PyTorch among them).
+DEMO_PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev libhdf5-dev libtomlplusplus-dev \
+                 libcli11-dev
+PACKAGES := $(DEMO_PACKAGES) catch2 libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-h5py \
+            python3-torch python3-pytest
+BENCH := $(if $(filter asan,$(PRESET)),OFF,ON)
 
-.PHONY: deps configure build test demo bench clean
+.PHONY: deps deps-demo configure configure-demo build build-demo test demo bench clean
 
-deps:
+deps: PKGS = $(PACKAGES)
+deps-demo: PKGS = $(DEMO_PACKAGES)
+deps deps-demo:
 	@missing=""; \
-	for p in $(PACKAGES); do \
+	for p in $(PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -20,15 +27,21 @@ deps:
 	else echo "lpemu: all Debian packages present"; fi
 
 configure: deps
-	cmake --preset $(PRESET)
+	cmake --preset $(PRESET) -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=$(BENCH) -DLPEMU_BUILD_PYTHON=ON
+
+configure-demo: deps-demo
+	cmake --preset $(PRESET) -DLPEMU_BUILD_TESTS=OFF -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
 
 build: configure
 	cmake --build --preset $(PRESET) -j $(JOBS)
 
+build-demo: configure-demo
+	cmake --build --preset $(PRESET) -j $(JOBS) --target lpemu_cli
+
 test: build
 	ctest --preset $(PRESET) -j $(JOBS)
 
-demo: build
+demo: build-demo
 	$(LPEMU) sweep experiments/default.toml --out out/default
 
 bench: build

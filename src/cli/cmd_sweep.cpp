@@ -62,10 +62,9 @@ void run(Context& ctx, const SweepArgs& a) {
     std::cerr << "[" << p.done << "/" << p.total << "] " << p.label << (p.resumed ? " (kept from an earlier run)" : "")
               << "  elapsed " << duration(p.elapsed_s) << ", remaining ~" << duration(p.remaining_s) << "\n";
   };
-  const auto tools = make_plan_tools(ctx);
   std::cerr << "lpemu: sweep '" << exp.name << "': " << exp.plans.size() << " plans"
             << (n > 1 ? ", shard " + a.shard : std::string()) << "\n";
-  const auto files = experiment::run_sweep(exp, tools->tools, opt);
+  const auto files = experiment::run_sweep(exp, ctx.toolbox(), opt);
   if (files.report_md.empty()) {
     std::cout << "lpemu: shard " << a.shard << " done; plan results in "
               << fs::absolute(opt.out.empty() ? exp.out_dir : opt.out).string()

@@ -6,4 +6,5 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/experiment.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sweep.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/context.cpp
 )
