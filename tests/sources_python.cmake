@@ -15,6 +15,6 @@ endif()
 add_test(NAME package/install_find_package
          COMMAND ${CMAKE_COMMAND} -DBUILD=${PROJECT_BINARY_DIR} -DSOURCE=${PROJECT_SOURCE_DIR}
                  -DWORK=${PROJECT_BINARY_DIR}/package_test
-                 "-DPYTHON=$<$<BOOL:${LPEMU_BUILD_PYTHON}>:${Python_EXECUTABLE}>"
+                 "-DPYTHON=$<$<BOOL:${LPEMU_BUILD_PYTHON}>:${Python_EXECUTABLE}>" -DPYTHON_DIR=${LPEMU_PYTHON_INSTALL_DIR}
                  -P ${CMAKE_CURRENT_LIST_DIR}/package/run_package_test.cmake)
 set_tests_properties(package/install_find_package PROPERTIES LABELS package)

@@ -1,6 +1,7 @@
 # Script mode (ctest `package`): installs the build tree BUILD into a fresh prefix under WORK,
 # configures, builds and runs tests/package against it, then runs the installed `lpemu` and
-# imports the installed Python module (when built). Fails with the step's output on any error.
+# imports the installed Python module from PREFIX/PYTHON_DIR (when PYTHON names an interpreter).
+# Fails with the step's output on any error.
 function(step what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -40,11 +41,9 @@ if(NOT step_out MATCHES "plan nvfp4")
   message(FATAL_ERROR "package test: installed lpemu eval printed:\n${step_out}")
 endif()
 if(PYTHON)
-  file(GLOB_RECURSE init "${prefix}/*/lpemu/__init__.py")
-  get_filename_component(pkg "${init}" DIRECTORY)
-  get_filename_component(site "${pkg}" DIRECTORY)
+  set(site "${prefix}/${PYTHON_DIR}")
   step("import the installed Python module" ${CMAKE_COMMAND} -E env "PYTHONPATH=${site}" "${PYTHON}" -c
-       "import lpemu; p = lpemu.load_plan('nvfp4'); assert p.name == 'nvfp4', p.name; print(lpemu.__file__)")
+       "import lpemu\nassert lpemu.load_plan('nvfp4').name == 'nvfp4'\nprint(lpemu.__file__)")
   if(NOT step_out MATCHES "^${prefix}")
     message(FATAL_ERROR "package test: imported lpemu from ${step_out}, not from ${prefix}")
   endif()
