@@ -206,7 +206,8 @@ void register_engine(CLI::App& app, Context& ctx) {
                 << ", \"rows\": [";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto& r = rows[i];
-        std::cout << (i ? ", " : "") << "{\"layer\": " << r.layer << ", \"tensor\": " << json_str(r.tensor) << ", \"role\": " << json_str(r.role)
+        std::cout << (i ? ", " : "") << "{\"layer\": " << r.layer << ", \"tensor\": " << json_str(r.tensor)
+                  << ", \"role\": " << json_str(r.role)
                   << ", \"input\": " << json_str(r.input) << ", \"input_format\": " << json_str(r.input_format)
                   << ", \"weight_format\": " << json_str(r.weight_format) << ", \"gemm\": " << json_str(r.gemm)
                   << ", \"input_error\": " << stats_json(r.input_error)

@@ -301,7 +301,9 @@ std::vector<int> eval_tokens(const engine::Model& model, std::string text) {
   if (model.tokenizer.empty()) throw IoError(model.path.string() + ": model file has no tokenizer");
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   std::vector<int> tokens = model.tokenizer.encode(text);
-  if (static_cast<int>(tokens.size()) > model.config.seq_len) tokens.resize(static_cast<std::size_t>(model.config.seq_len));
+  if (static_cast<int>(tokens.size()) > model.config.seq_len) {
+    tokens.resize(static_cast<std::size_t>(model.config.seq_len));
+  }
   return tokens;
 }
 

@@ -81,7 +81,9 @@ engine::Role parse_role_name(const std::string& r) {
 }
 
 engine::RowMatrix to_matrix(const CArray<float>& x) {
-  if (x.ndim() != 2) throw ShapeError("expected a 2-D float32 array [rows, cols], got " + std::to_string(x.ndim()) + " dimensions");
+  if (x.ndim() != 2) {
+    throw ShapeError("expected a 2-D float32 array [rows, cols], got " + std::to_string(x.ndim()) + " dimensions");
+  }
   return Eigen::Map<const engine::RowMatrix>(x.data(), x.shape(0), x.shape(1));
 }
 

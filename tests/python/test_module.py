@@ -207,3 +207,11 @@ def test_user_formats_from_toml_match_cli(tmp_path):
     (bad / "broken.toml").write_text('name = "broken"\nexponent_bits = 0\nmantissa_bits = 3\n')
     with pytest.raises(lpemu.SpecError, match="broken.toml"):
         lpemu.Context(formats_dirs=[bad]).formats()
+
+
+def test_import_lpemu_does_not_import_torch():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", "import sys, lpemu; lpemu.formats(); print('torch' in sys.modules)"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
