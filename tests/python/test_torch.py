@@ -262,3 +262,19 @@ def test_recorder_captures_every_linear_map_of_multihead_attention(tmp_path):
     assert head["weight_format"] == "bf16"  # the plan's lm_head entry, not the body's
     text = run_cli("replay", "--activations", out, "--plan", "fp32").stdout
     assert "attention.out" in text and "other" in text
+
+
+def test_unknown_maps_are_not_guessed_when_the_plan_depends_on_the_kind(tmp_path):
+    torch.manual_seed(1)
+    model = MhaModel()
+    out = tmp_path / "acts.h5"
+    lt.record(model, [torch.randn(1, 4, 16)], str(out))
+    plan = tmp_path / "by_kind.toml"
+    plan.write_text('name = "by_kind"\n[roles]\nweights = "fp8_e4m3"\n'
+                    '[[override]]\nkind = "attention"\nweights = "bf16"\n')
+    r = run_cli("replay", "--activations", out, "--plan", plan, check=False)
+    assert r.returncode == 2 and "'adapter'" in r.stderr and "by_kind" in r.stderr, r.stderr
+    with pytest.raises(lpemu.Error, match="adapter"):
+        lt.apply_plan(model, str(plan))
+    # the failed apply_plan left the model's own forward passes in place
+    assert all("forward" not in m.__dict__ for m in model.modules())
