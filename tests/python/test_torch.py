@@ -278,3 +278,31 @@ def test_unknown_maps_are_not_guessed_when_the_plan_depends_on_the_kind(tmp_path
         lt.apply_plan(model, str(plan))
     # the failed apply_plan left the model's own forward passes in place
     assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_attention_matmuls_quantise_scores_and_probabilities_per_head(tmp_path):
+    torch.manual_seed(2)
+    model = MhaModel().eval()
+    plan = tmp_path / "attn.toml"
+    plan.write_text('name = "attn"\n[defaults]\noverflow = "saturate"\n[roles]\nscores = "fp8_e5m2"\nprobs = "fp8_e4m3"\n')
+    s = lt.apply_plan(model, str(plan), attention_matmuls=True)
+    calls = []
+    own = s.matmul_hook
+
+    def spy(t, role, lmap, head):
+        q = own(t, role, lmap, head)
+        calls.append((role, head, t.numpy().copy(), q.numpy().copy()))
+        return q
+
+    s.matmul_hook = spy
+    try:
+        with torch.no_grad():
+            model(torch.randn(3, 5, 16))
+    finally:
+        s.remove()
+    assert len(calls) == 2 * 2 * 3 * 4  # layers x roles x batch x heads
+    assert sorted({c[1] for c in calls}) == [0, 1, 2, 3]
+    for role, _, t, q in calls:
+        fmt = "fp8_e5m2" if role == "scores" else "fp8_e4m3"
+        assert q.shape == t.shape == (5, 5)
+        assert np.array_equal(q.view(np.uint32), lpemu.quantize(fmt, t).view(np.uint32))
