@@ -3,23 +3,22 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 LPEMU := $(BUILD_DIR)/lpemu
-PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev catch2 libhdf5-dev \
-            libtomlplusplus-dev libcli11-dev libbenchmark-dev python3-torch python3-h5py python3-numpy
-# Only `make test` needs these: headless Chromium loads report.html, rsvg-convert renders the figures,
-# matplotlib redraws them from results.h5.
-TEST_PACKAGES := chromium librsvg2-bin python3-matplotlib
+# `make demo` needs only what builds and runs the `lpemu` command; `make test` adds the test,
+# benchmark and Python dependencies (PyTorch among them), headless Chromium (loads report.html),
+# rsvg-convert (renders the figures) and matplotlib (redraws them from results.h5).
+DEMO_PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev libhdf5-dev libtomlplusplus-dev \
+                 libcli11-dev
+PACKAGES := $(DEMO_PACKAGES) catch2 libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-h5py \
+            python3-torch python3-pytest python3-matplotlib chromium librsvg2-bin
+BENCH := $(if $(filter asan,$(PRESET)),OFF,ON)
 
-.PHONY: deps deps-test install-packages configure build test demo bench clean
+.PHONY: deps deps-demo configure configure-demo build build-demo test demo bench clean
 
-deps:
-	@$(MAKE) --no-print-directory install-packages LIST="$(PACKAGES)"
-
-deps-test:
-	@$(MAKE) --no-print-directory install-packages LIST="$(TEST_PACKAGES)"
-
-install-packages:
+deps: PKGS = $(PACKAGES)
+deps-demo: PKGS = $(DEMO_PACKAGES)
+deps deps-demo:
 	@missing=""; \
-	for p in $(LIST); do \
+	for p in $(PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -29,15 +28,21 @@ install-packages:
 	else echo "lpemu: all Debian packages present"; fi
 
 configure: deps
-	cmake --preset $(PRESET)
+	cmake --preset $(PRESET) -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=$(BENCH) -DLPEMU_BUILD_PYTHON=ON
+
+configure-demo: deps-demo
+	cmake --preset $(PRESET) -DLPEMU_BUILD_TESTS=OFF -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
 
 build: configure
 	cmake --build --preset $(PRESET) -j $(JOBS)
 
-test: build deps-test
+build-demo: configure-demo
+	cmake --build --preset $(PRESET) -j $(JOBS) --target lpemu_cli
+
+test: build
 	ctest --preset $(PRESET) -j $(JOBS)
 
-demo: build
+demo: build-demo
 	$(LPEMU) sweep experiments/default.toml --out out/default
 
 bench: build

@@ -296,4 +296,37 @@ std::vector<std::string> BlockRegistry::names() const { return formats_.names();
 
 const std::string& BlockRegistry::origin(std::string_view name) const { return formats_.origin(name); }
 
+std::string describe_granularity(const BlockFormat& f) {
+  std::string g(to_string(f.granularity));
+  if (f.granularity == Granularity::block) g += " " + std::to_string(f.block_size);
+  if (f.granularity == Granularity::tile) g += " " + std::to_string(f.tile_rows) + "x" + std::to_string(f.tile_cols);
+  return g;
+}
+
+std::string describe_scale(const BlockFormat& f) {
+  std::string s = f.scale_is_pow2 ? "pow2" : f.scale.name;
+  if (f.tensor_scale == TensorScale::fp32) s += " + fp32";
+  return s;
+}
+
+BlockFormat with_overrides(BlockFormat f, const BlockOverrides& o) {
+  if (o.block_size) {
+    f.granularity = Granularity::block;
+    f.block_size = *o.block_size;
+  }
+  if (o.axis) f.axis = *o.axis;
+  if (!o.scale_rule.empty()) f.rule = parse_scale_rule(o.scale_rule);
+  const format::ConvertOptions& e = o.element_options;
+  if (e.overflow != format::Overflow::saturate) {
+    throw SpecError("overflow native: block formats always clamp elements to ±max (use saturate)");
+  }
+  if (e.flush_subnormal_outputs) throw SpecError("ftz is not supported with block formats");
+  f.element_options.rounding = e.rounding;
+  f.element_options.seed = e.seed;
+  f.element_options.sr_bits = e.sr_bits;
+  if (e.flush_subnormal_inputs) f.subnormal_inputs = SubnormalInputs::flush;
+  f.validate();
+  return f;
+}
+
 }  // namespace lpemu::block

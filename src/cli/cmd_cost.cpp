@@ -149,13 +149,11 @@ void run_cost(Context& ctx, const CostArgs& a) {
   if (a.target.empty() || a.model.empty()) {
     throw Error("lpemu cost: --target and --model are required (see `lpemu cost --help`)");
   }
-  const auto tools = make_plan_tools(ctx);
   cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
   const cost::Target& t = cat.target(a.target);
   const cost::ModelShape& m = cat.shape(a.model);
   if (!a.datapath.empty()) cat.datapath(a.datapath);  // an unknown name fails here, naming the closest
-  const engine::PrecisionPlan plan = cost_plan_of(
-      engine::load_plan(a.plan, tools->quantizers, tools->gemms, tools->tools.search_dirs), a);
+  const engine::PrecisionPlan plan = cost_plan_of(ctx.load_plan(a.plan), a);
   if (a.phase != "both" && a.phase != "prefill" && a.phase != "decode") {
     throw Error("--phase = \"" + a.phase + "\": expected prefill, decode or both");
   }

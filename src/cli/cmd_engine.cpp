@@ -23,7 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<fs::path> search_dirs() { return data_search_dirs(); }
 
 struct ModelFlags {
   std::string model = "stories260K";
@@ -39,19 +38,13 @@ struct ModelFlags {
 
 struct Loaded {
   engine::Model model;
-  engine::QuantizerFactory quantizers;
-  engine::GemmFactory gemms;
   engine::PrecisionPlan plan;
 };
 
 Loaded load(Context& ctx, const ModelFlags& f, bool with_model = true) {
   Loaded l;
-  if (with_model) l.model = engine::load_model(engine::resolve_model_path(f.model, search_dirs()));
-  l.quantizers = engine::QuantizerFactory::standard(ctx.formats(), &ctx.blocks());
-  l.gemms = engine::GemmFactory::with_datapaths(ctx.datapaths());
-  std::vector<std::string> dirs;
-  for (const auto& d : search_dirs()) dirs.push_back(d.string());
-  l.plan = engine::load_plan(f.plan, l.quantizers, l.gemms, dirs);
+  if (with_model) l.model = ctx.load_model(f.model);
+  l.plan = ctx.load_plan(f.plan);
   return l;
 }
 
@@ -105,8 +98,8 @@ void register_engine(CLI::App& app, Context& ctx) {
     if (l.model.tokenizer.empty()) throw IoError(l.model.path.string() + ": model file has no tokenizer");
     const std::vector<int> p = l.model.tokenizer.encode(prompt);
     engine::SessionOptions o;
-    o.quantizers = &l.quantizers;
-    o.gemms = &l.gemms;
+    o.quantizers = &ctx.quantizers();
+    o.gemms = &ctx.gemms();
     engine::Session s(l.model, l.plan, o);
     const int n = std::min(steps, l.model.config.seq_len);
     const auto t0 = std::chrono::steady_clock::now();
@@ -134,19 +127,12 @@ void register_engine(CLI::App& app, Context& ctx) {
   ev->callback([&ctx] {
     ctx.apply_threads();
     Loaded l = load(ctx, ev_flags);
-    std::vector<std::string> dirs;
-    for (const auto& d : search_dirs()) dirs.push_back(d.string());
-    const engine::PrecisionPlan ref = engine::load_plan(reference, l.quantizers, l.gemms, dirs);
+    const engine::PrecisionPlan ref = ctx.load_plan(reference);
     std::ifstream in(text_file, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
-    std::string text = ss.str();
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    std::vector<int> tokens = l.model.tokenizer.encode(text);
-    if (static_cast<int>(tokens.size()) > l.model.config.seq_len) {
-      tokens.resize(static_cast<std::size_t>(l.model.config.seq_len));
-    }
-    const metrics::EvalResult r = metrics::evaluate(l.model, l.plan, ref, tokens, l.quantizers, l.gemms);
+    const std::vector<int> tokens = metrics::eval_tokens(l.model, ss.str());
+    const metrics::EvalResult r = metrics::evaluate(l.model, l.plan, ref, tokens, ctx.quantizers(), ctx.gemms());
     if (json) {
       std::cout << "{\"model\": " << json_str(l.model.config.name) << ", \"plan\": " << json_str(l.plan.name)
                 << ", \"reference\": " << json_str(ref.name) << ", \"tokens\": " << tokens.size()
@@ -213,14 +199,15 @@ void register_engine(CLI::App& app, Context& ctx) {
     const bool generic = metrics::is_linear_activations(acts);
     Loaded l = load(ctx, rp_flags, !generic);
     if (generic) l.model.config.name = "(recorded linear layers)";
-    const auto rows = generic ? metrics::replay_linear(acts, l.plan, l.quantizers, l.gemms)
-                              : metrics::replay(acts, l.model, l.plan, l.quantizers, l.gemms);
+    const auto rows = generic ? metrics::replay_linear(acts, l.plan, ctx.quantizers(), ctx.gemms())
+                              : metrics::replay(acts, l.model, l.plan, ctx.quantizers(), ctx.gemms());
     if (rp_json) {
       std::cout << "{\"model\": " << json_str(l.model.config.name) << ", \"plan\": " << json_str(l.plan.name)
                 << ", \"rows\": [";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto& r = rows[i];
         std::cout << (i ? ", " : "") << "{\"layer\": " << r.layer << ", \"tensor\": " << json_str(r.tensor)
+                  << ", \"role\": " << json_str(r.role)
                   << ", \"input\": " << json_str(r.input) << ", \"input_format\": " << json_str(r.input_format)
                   << ", \"weight_format\": " << json_str(r.weight_format) << ", \"gemm\": " << json_str(r.gemm)
                   << ", \"input_error\": " << stats_json(r.input_error)
@@ -232,11 +219,12 @@ void register_engine(CLI::App& app, Context& ctx) {
     }
     std::printf("model %s, plan %s, activations %s\n", l.model.config.name.c_str(), l.plan.name.c_str(),
                 acts.c_str());
-    std::printf("%5s %-7s %-10s %-10s %10s %10s %10s %12s\n", "layer", "tensor", "input", "weight", "in_SQNR",
-                "w_SQNR", "out_SQNR", "out_max_err");
+    std::printf("%5s %-7s %-13s %-10s %-10s %10s %10s %10s %12s\n", "layer", "tensor", "role", "input", "weight",
+                "in_SQNR", "w_SQNR", "out_SQNR", "out_max_err");
     for (const auto& r : rows) {
-      std::printf("%5s %-7s %-10s %-10s %10s %10s %10s %12s\n", r.layer < 0 ? "head" : std::to_string(r.layer).c_str(),
-                  r.tensor.c_str(), r.input_format.c_str(), r.weight_format.c_str(),
+      std::printf("%5s %-7s %-13s %-10s %-10s %10s %10s %10s %12s\n",
+                  r.layer < 0 ? "head" : std::to_string(r.layer).c_str(), r.tensor.c_str(), r.role.c_str(),
+                  r.input_format.c_str(), r.weight_format.c_str(),
                   num(r.input_error.sqnr_db, 4).c_str(), num(r.weight_error.sqnr_db, 4).c_str(),
                   num(r.output_error.sqnr_db, 4).c_str(), num(r.output_error.max_abs, 3).c_str());
     }

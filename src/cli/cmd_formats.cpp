@@ -10,18 +10,6 @@
 namespace lpemu::cli {
 namespace {
 
-std::string kind_line(const format::Format& f) {
-  if (f.kind == format::Kind::integer) {
-    return std::string(f.is_signed ? "signed" : "unsigned") + " integer, " + std::to_string(f.bits) + " bits" +
-           (f.fraction_bits != 0 ? ", scale 2^" + std::to_string(-f.fraction_bits) : "") +
-           (f.symmetric ? ", symmetric" : "");
-  }
-  return "E" + std::to_string(f.exponent_bits) + "M" + std::to_string(f.mantissa_bits) + ", bias " +
-         std::to_string(f.bias) + ", specials " + std::string(format::to_string(f.specials)) +
-         (f.subnormals ? ", subnormals" : ", no subnormals") + (f.is_signed ? "" : ", unsigned") +
-         (f.has_zero ? "" : ", no zero");
-}
-
 std::uint64_t finite_count(const format::Format& f) {
   if (f.kind == format::Kind::integer) return f.code_mask() + 1 - (f.symmetric ? 1 : 0);
   std::uint64_t n = 0;
@@ -47,7 +35,7 @@ void show(const format::Format& f, const std::string& origin, bool values) {
   }
   std::cout << "defined in:      " << origin << "\n";
   if (!f.source.empty()) std::cout << "source:          " << f.source << "\n";
-  std::cout << "encoding:        " << kind_line(f) << "\n";
+  std::cout << "encoding:        " << format::describe(f) << "\n";
   std::cout << "bits:            " << f.bits << "\n";
   std::cout << "max finite:      " << format_real(f.max_finite) << "\n";
   std::cout << "lowest:          " << format_real(f.lowest) << "\n";
@@ -102,18 +90,14 @@ void register_formats(CLI::App& app, Context& ctx) {
     std::printf("%-18s %-5s %-44s %s\n", "name", "bits", "encoding", "max finite");
     for (const auto& name : reg.names()) {
       const auto& f = reg.get(name);
-      std::printf("%-18s %-5d %-44s %s\n", f.name.c_str(), f.bits, kind_line(f).c_str(),
+      std::printf("%-18s %-5d %-44s %s\n", f.name.c_str(), f.bits, format::describe(f).c_str(),
                   format_real(f.max_finite).c_str());
     }
     std::printf("\n%-22s %-16s %-16s %-20s %s\n", "block format", "element", "scale", "granularity", "scale rule");
     const auto& blocks = ctx.blocks();
     for (const auto& name : blocks.names()) {
       const auto& b = blocks.get(name);
-      std::string gran(block::to_string(b.granularity));
-      if (b.granularity == block::Granularity::block) gran += " " + std::to_string(b.block_size);
-      if (b.granularity == block::Granularity::tile) gran += " " + std::to_string(b.tile_rows) + "x" + std::to_string(b.tile_cols);
-      std::string scale = b.scale_is_pow2 ? "pow2" : b.scale.name;
-      if (b.tensor_scale == block::TensorScale::fp32) scale += " + fp32";
+      const std::string gran = block::describe_granularity(b), scale = block::describe_scale(b);
       std::printf("%-22s %-16s %-16s %-20s %s\n", b.name.c_str(), b.element.name.c_str(), scale.c_str(), gran.c_str(),
                   std::string(block::to_string(b.rule)).c_str());
     }

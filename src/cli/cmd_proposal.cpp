@@ -96,7 +96,6 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
                             : experiment::retarget_datapath_toml(text, origin, *req.datapath);
     if (want_model && ctx.datapaths().find(req.datapath->name) == nullptr) ctx.add_datapath(*req.datapath, origin);
   }
-  std::unique_ptr<PlanTools> tools;
   if (want_model) {
     experiment::AccuracyRequest acc;
     if (req.block) {
@@ -119,7 +118,7 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
     acc.gemm = req.datapath ? req.datapath->name : "";
     acc.model = a.model;
     // Everything the accuracy run needs is checked before a file is written.
-    const fs::path model_file = engine::resolve_model_path(a.model, data_search_dirs());
+    const fs::path model_file = engine::resolve_model_path(a.model, ctx.data_dirs);
     if (a.text.empty()) {
       acc.text = model_file.parent_path() / "paragraph.txt";
       if (!fs::exists(acc.text)) {
@@ -140,12 +139,11 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
     acc.cost.batch = a.batch;
     acc.cost.context = a.context;
     acc.max_tokens = a.max_tokens;
-    tools = make_plan_tools(ctx);
     if (!a.target.empty()) {
-      tools->costs->target(a.target);  // unknown names throw here, listing the closest ones
-      tools->costs->shape(a.shape);
+      ctx.costs().target(a.target);  // unknown names throw here, listing the closest ones
+      ctx.costs().shape(a.shape);
     }
-    acc.tools = &tools->tools;
+    acc.tools = &ctx.toolbox();
     acc.on_progress = [](const std::string& line) { std::cerr << "lpemu: accuracy" << line << "\n"; };
     req.accuracy = std::move(acc);
   }

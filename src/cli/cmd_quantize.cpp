@@ -153,23 +153,12 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
   io::Tensor q{t.shape, std::vector<float>(t.data.size())};
   std::vector<double> limits;
   if (bf != nullptr) {
-    block::BlockFormat f = *bf;
-    if (a.block) {
-      f.granularity = block::Granularity::block;
-      f.block_size = *a.block;
-    }
-    if (a.axis) f.axis = *a.axis;
-    if (!a.scale_rule.empty()) f.rule = block::parse_scale_rule(a.scale_rule);
-    const format::ConvertOptions o = a.flags.options();
-    if (o.overflow != format::Overflow::saturate) {
-      throw SpecError("--overflow native: block formats always clamp elements to ±max (use saturate)");
-    }
-    if (o.flush_subnormal_outputs) throw SpecError("--ftz is not supported with block formats");
-    f.element_options.rounding = o.rounding;
-    f.element_options.seed = o.seed;
-    f.element_options.sr_bits = o.sr_bits;
-    if (o.flush_subnormal_inputs) f.subnormal_inputs = block::SubnormalInputs::flush;
-    f.validate();
+    block::BlockOverrides ov;
+    ov.axis = a.axis;
+    ov.block_size = a.block;
+    ov.scale_rule = a.scale_rule;
+    ov.element_options = a.flags.options();
+    const block::BlockFormat f = block::with_overrides(*bf, ov);
     block::quantize(f, t.data, q.data, t.shape);
     if (a.stats || !a.packed.empty()) {
       const block::BlockTensor enc = block::encode(f, t.data, t.shape);

@@ -70,10 +70,9 @@ void run(Context& ctx, const SweepArgs& a) {
     opt.datapath_files.emplace_back(g.datapath.name, g.toml);
     ctx.add_datapath(std::move(g.datapath), exp.study->origin);
   }
-  const auto tools = make_plan_tools(ctx);
   std::cerr << "lpemu: sweep '" << exp.name << "': " << exp.plans.size() << " plans"
             << (n > 1 ? ", shard " + a.shard : std::string()) << "\n";
-  const auto files = experiment::run_sweep(exp, tools->tools, opt);
+  const auto files = experiment::run_sweep(exp, ctx.toolbox(), opt);
   if (files.report_md.empty()) {
     std::cout << "lpemu: shard " << a.shard << " done; plan results in "
               << fs::absolute(opt.out.empty() ? exp.out_dir : opt.out).string()

@@ -18,36 +18,6 @@ void Context::apply_threads() {
   }
 }
 
-const format::Registry& Context::formats() {
-  if (!formats_) formats_ = format::Registry::with_user_paths(formats_dirs);
-  return *formats_;
-}
-
-const block::BlockRegistry& Context::blocks() {
-  if (!blocks_) blocks_ = block::BlockRegistry::with_user_paths(formats(), formats_dirs);
-  return *blocks_;
-}
-
-const datapath::DatapathRegistry& Context::datapaths() {
-  if (!datapaths_) datapaths_ = datapath::DatapathRegistry::with_user_paths(formats_dirs, formats());
-  return *datapaths_;
-}
-
-void Context::add_format(format::Format f, std::string origin) {
-  formats();
-  formats_->add(std::move(f), std::move(origin));
-}
-
-void Context::add_block(block::BlockFormat f, std::string origin) {
-  blocks();
-  blocks_->add(std::move(f), std::move(origin));
-}
-
-void Context::add_datapath(datapath::Datapath d, std::string origin) {
-  datapaths();
-  datapaths_->add(std::move(d), std::move(origin));
-}
-
 void ConvertFlags::add_to(CLI::App* sub, std::string default_overflow) {
   overflow = std::move(default_overflow);
   sub->add_option("--rounding", rounding,
@@ -110,7 +80,7 @@ std::string format_real(double v) {
   return std::string(buf, res.ptr);
 }
 
-std::vector<std::filesystem::path> data_search_dirs() {
+Context::Context() {
   namespace fs = std::filesystem;
   std::vector<fs::path> dirs;
   std::error_code ec;
@@ -118,27 +88,12 @@ std::vector<std::filesystem::path> data_search_dirs() {
   if (!ec) {
     fs::path d = exe.parent_path();
     for (int i = 0; i < 3 && !d.empty(); ++i, d = d.parent_path()) dirs.push_back(d);
+    dirs.push_back(exe.parent_path().parent_path() / "share" / "lpemu");  // an installed prefix
   }
 #ifdef LPEMU_SOURCE_DIR
   dirs.emplace_back(LPEMU_SOURCE_DIR);
 #endif
-  if (const char* env = std::getenv("LPEMU_DATA_DIR")) dirs.emplace_back(env);
-  dirs.push_back(fs::current_path());
-  return dirs;
-}
-
-std::unique_ptr<PlanTools> make_plan_tools(Context& ctx) {
-  auto t = std::make_unique<PlanTools>();
-  const format::Registry& formats = ctx.formats();
-  const block::BlockRegistry& blocks = ctx.blocks();
-  t->quantizers = engine::QuantizerFactory::standard(formats, &blocks);
-  t->gemms = engine::GemmFactory::with_datapaths(ctx.datapaths());
-  t->costs = std::make_unique<cost::Catalog>(formats, std::vector<std::filesystem::path>{}, &blocks, &ctx.datapaths());
-  t->tools.costs = t->costs.get();
-  t->tools.quantizers = &t->quantizers;
-  t->tools.gemms = &t->gemms;
-  for (const auto& d : data_search_dirs()) t->tools.search_dirs.push_back(d.string());
-  return t;
+  data_dirs = experiment::data_search_dirs(std::move(dirs));
 }
 
 }  // namespace lpemu::cli

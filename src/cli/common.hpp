@@ -13,53 +13,25 @@
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/engine/quantizer.hpp"
-#include "lpemu/experiment/sweep.hpp"
+#include "lpemu/experiment/context.hpp"
 #include "lpemu/format/registry.hpp"
 #include "lpemu/format/rounding.hpp"
 
 namespace lpemu::cli {
 
-/// Options every command sees, and what is built from them on first use.
-struct Context {
-  std::vector<std::filesystem::path> formats_dirs;
+/// Options every command sees on top of the library's registries and factories.
+struct Context : experiment::Context {
   int threads = 0;  ///< 0: oneTBB's default (all cores)
 
+  /// The CLI's model/plan search directories: the executable's folder and its two parents,
+  /// PREFIX/share/lpemu of an install, the source tree lpemu was built from, $LPEMU_DATA_DIR, the working directory.
+  Context();
   /// Applies --threads for the rest of the process (only the CLI creates tbb::global_control).
   void apply_threads();
-  /// Element formats: built-ins, LPEMU_FORMATS_PATH, then --formats-dir.
-  const format::Registry& formats();
-  /// Block formats: built-ins, LPEMU_FORMATS_PATH, then --formats-dir (elements from formats()).
-  const block::BlockRegistry& blocks();
-  /// Datapaths: built-in presets, LPEMU_FORMATS_PATH, then --formats-dir.
-  const datapath::DatapathRegistry& datapaths();
-  /// Adds an element format for the rest of the invocation (e.g. one named by its .toml file).
-  void add_format(format::Format f, std::string origin);
-  /// Adds a block format for the rest of the invocation.
-  void add_block(block::BlockFormat f, std::string origin);
-  /// Adds a datapath for the rest of the invocation.
-  void add_datapath(datapath::Datapath d, std::string origin);
 
  private:
-  std::optional<format::Registry> formats_;
-  std::optional<block::BlockRegistry> blocks_;
-  std::optional<datapath::DatapathRegistry> datapaths_;
   std::unique_ptr<tbb::global_control> control_;
 };
-
-/// Directories where shipped models, plans and experiments are looked up: the executable's folder
-/// and its two parents, the source tree lpemu was built from, $LPEMU_DATA_DIR, the working dir.
-std::vector<std::filesystem::path> data_search_dirs();
-
-/// Everything a precision plan may name (formats, block formats, GEMM datapaths), built once.
-struct PlanTools {
-  engine::QuantizerFactory quantizers;
-  engine::GemmFactory gemms;
-  std::unique_ptr<cost::Catalog> costs;  ///< built-in hardware targets, shapes and cost datapaths
-  experiment::Toolbox tools;  ///< points into this object: PlanTools never moves
-};
-
-/// The plan tools for this invocation (honours --formats-dir and LPEMU_FORMATS_PATH).
-std::unique_ptr<PlanTools> make_plan_tools(Context& ctx);
 
 /// Strings behind the rounding/overflow options of one subcommand, parsed after CLI11 is done.
 struct ConvertFlags {

@@ -8,17 +8,20 @@
 #include "lpemu/format/registry.hpp"
 
 namespace lpemu::engine {
-namespace {
 
-// FNV-1a, for a build-independent stochastic stream id per tensor name.
-std::uint64_t fnv1a(std::string_view s) {
+std::uint64_t point_stream(std::string_view tensor, int layer, int head, Role role) {
+  // FNV-1a of the tensor name: a build-independent stream id.
   std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (const char c : s) {
+  for (const char c : tensor) {
     h ^= static_cast<unsigned char>(c);
     h *= 0x100000001b3ULL;
   }
-  return h;
+  return h ^ (static_cast<std::uint64_t>(layer + 1) << 40) ^ (static_cast<std::uint64_t>(head + 1) << 20) ^
+         static_cast<std::uint64_t>(role);
 }
+
+namespace {
+
 
 template <class T>
 Mat<T> to_t(const RowMatrix& m) {
@@ -250,8 +253,7 @@ class ImplT final : public Session::Impl {
     p.head = head;
     p.axis = axis;
     p.index_offset = static_cast<std::uint64_t>(row0) * static_cast<std::uint64_t>(x.cols());
-    p.stream = fnv1a(tensor) ^ (static_cast<std::uint64_t>(l + 1) << 40) ^
-               (static_cast<std::uint64_t>(head + 1) << 20) ^ static_cast<std::uint64_t>(r);
+    p.stream = point_stream(tensor, l, head, r);
     if (!opts_.on_quant) {
       qz->apply(x, p);
       return;

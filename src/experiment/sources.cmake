@@ -10,4 +10,5 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report_figures.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report_html.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/context.cpp
 )

@@ -40,6 +40,18 @@ std::string_view to_string(Specials s) {
 
 std::string_view to_string(Kind k) { return k == Kind::floating ? "float" : "int"; }
 
+std::string describe(const Format& f) {
+  if (f.kind == Kind::integer) {
+    return std::string(f.is_signed ? "signed" : "unsigned") + " integer, " + std::to_string(f.bits) + " bits" +
+           (f.fraction_bits != 0 ? ", scale 2^" + std::to_string(-f.fraction_bits) : "") +
+           (f.symmetric ? ", symmetric" : "");
+  }
+  return "E" + std::to_string(f.exponent_bits) + "M" + std::to_string(f.mantissa_bits) + ", bias " +
+         std::to_string(f.bias) + ", specials " + std::string(to_string(f.specials)) +
+         (f.subnormals ? ", subnormals" : ", no subnormals") + (f.is_signed ? "" : ", unsigned") +
+         (f.has_zero ? "" : ", no zero");
+}
+
 std::uint64_t Format::nan_code() const {
   switch (specials) {
     // IEEE 754 §3.4: quiet NaN = exponent all ones, leading mantissa bit set.

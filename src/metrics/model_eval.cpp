@@ -189,6 +189,14 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
   auto one = [&](int layer, engine::LayerKind kind, const std::string& tensor, const std::string& input,
                  const RowMatrix& x, const RowMatrix& w, engine::Role in_role, engine::Role w_role) {
     rows.push_back(replay_one(layer, kind, tensor, input, x, w, in_role, w_role, plan, n_layers, quantizers, gemms));
+    rows.back().role = tensor == "wq"   ? "attention.q"
+                       : tensor == "wk" ? "attention.k"
+                       : tensor == "wv" ? "attention.v"
+                       : tensor == "wo" ? "attention.out"
+                       : tensor == "w1" ? "mlp.gate"
+                       : tensor == "w3" ? "mlp.up"
+                       : tensor == "w2" ? "mlp.down"
+                                        : "head";
   };
   using engine::LayerKind;
   using engine::Role;
@@ -232,6 +240,7 @@ std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, c
     std::string name;
     int layer;
     engine::LayerKind kind;
+    std::string role;
   };
   std::vector<Item> items;
   int n_layers = 0;
@@ -239,10 +248,15 @@ std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, c
     const std::string g = "/linear/" + name;
     const int layer = f.has_attr(g, "layer") ? static_cast<int>(f.attr_int(g, "layer")) : -1;
     const std::string kind = f.has_attr(g, "kind") ? f.attr_string(g, "kind") : "other";
-    const engine::LayerKind k = kind == "attention" ? engine::LayerKind::attention
-                                : kind == "mlp"     ? engine::LayerKind::mlp
-                                                    : engine::LayerKind::head;
-    items.push_back({name, layer, k});
+    if (kind != "attention" && kind != "mlp" && kind != "head" && kind != "other") {
+      throw SpecError(activations.string() + ":" + g + ": attribute kind = \"" + kind +
+                      "\": expected attention, mlp, head or other");
+    }
+    const std::string role = f.has_attr(g, "role") ? f.attr_string(g, "role") : kind;
+    const engine::LayerKind k = kind == "mlp" ? engine::LayerKind::mlp
+                                : kind == "head" ? engine::LayerKind::head
+                                                 : engine::LayerKind::attention;
+    items.push_back({name, layer, k, role});
     n_layers = std::max(n_layers, layer + 1);
   }
   std::vector<ReplayRow> rows;
@@ -260,11 +274,37 @@ std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, c
     RowMatrix wm(static_cast<Eigen::Index>(w.shape[0]), static_cast<Eigen::Index>(w.shape[1]));
     std::copy(w.data.begin(), w.data.end(), wm.data());
     const bool head = it.kind == engine::LayerKind::head;
+    if (it.role == "other") {
+      // No kind is known: only entries that attention and MLP layers share apply.
+      const auto same = [&](engine::Role r) {
+        const auto a = plan.resolve(r, it.layer, engine::LayerKind::attention, n_layers);
+        const auto m = plan.resolve(r, it.layer, engine::LayerKind::mlp, n_layers);
+        return (a ? a->format : "none") == (m ? m->format : "none");
+      };
+      if (!same(engine::Role::linear_input) || !same(engine::Role::weights) ||
+          plan.resolve_gemm(it.layer, engine::LayerKind::attention, n_layers) !=
+              plan.resolve_gemm(it.layer, engine::LayerKind::mlp, n_layers)) {
+        throw Error(activations.string() + ":" + g + ": linear map '" + it.name +
+                    "' has kind \"other\" but plan '" + plan.name +
+                    "' quantises attention and MLP layers differently there; record it with its kind");
+      }
+    }
     rows.push_back(replay_one(it.layer, it.kind, it.name, g + "/input", xm, wm,
                               head ? engine::Role::lm_head_input : engine::Role::linear_input,
                               head ? engine::Role::lm_head : engine::Role::weights, plan, n_layers, quantizers, gemms));
+    rows.back().role = it.role;
   }
   return rows;
+}
+
+std::vector<int> eval_tokens(const engine::Model& model, std::string text) {
+  if (model.tokenizer.empty()) throw IoError(model.path.string() + ": model file has no tokenizer");
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  std::vector<int> tokens = model.tokenizer.encode(text);
+  if (static_cast<int>(tokens.size()) > model.config.seq_len) {
+    tokens.resize(static_cast<std::size_t>(model.config.seq_len));
+  }
+  return tokens;
 }
 
 }  // namespace lpemu::metrics

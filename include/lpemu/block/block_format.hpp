@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -116,6 +117,24 @@ std::string_view to_string(SubnormalInputs s);
 std::string_view to_string(SignedZero s);
 /// The TOML/CLI spelling of a TensorScale.
 std::string_view to_string(TensorScale t);
+
+/// Granularity as `lpemu formats list` prints it: "block 32", "tile 128x128", "tensor", ...
+std::string describe_granularity(const BlockFormat& f);
+/// Scale as `lpemu formats list` prints it: "e8m0", "pow2", "fp8_e4m3 + fp32", ...
+std::string describe_scale(const BlockFormat& f);
+
+/// What a caller may change in a block format for one call (`lpemu quantize`, the Python
+/// module): unset fields keep the format's own values.
+struct BlockOverrides {
+  std::optional<int> axis;        ///< blocked axis (negative counts from the end)
+  std::optional<int> block_size;  ///< makes the format block-granular with this size
+  std::string scale_rule;         ///< empty: the format's rule
+  format::ConvertOptions element_options{};  ///< rounding, seed, sr_bits, daz; overflow must saturate
+};
+
+/// `f` with `o` applied, validated; throws SpecError for a non-saturating overflow or ftz (block
+/// formats always clamp elements to ±max and never flush outputs) or an invalid result.
+BlockFormat with_overrides(BlockFormat f, const BlockOverrides& o);
 
 /// Parses one block-format TOML document, resolving element and scale names in `elements`;
 /// errors give origin:line, the field, the value and what was expected.

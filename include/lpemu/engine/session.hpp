@@ -3,6 +3,7 @@
 // point's input and output and every named activation (names as in activations.h5).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,10 @@ struct SessionOptions {
   TraceHook on_trace;
   int max_tokens = 0;  ///< KV cache length; 0 = the model's seq_len
 };
+
+/// The stochastic-rounding stream of a quantisation point (QuantPoint::stream) as sessions set it,
+/// so that other front ends (the Python module) draw the same random bits.
+std::uint64_t point_stream(std::string_view tensor, int layer, int head, Role role);
 
 /// A model bound to a plan, with a KV cache.
 class Session {

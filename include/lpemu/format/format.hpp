@@ -87,6 +87,9 @@ Specials parse_specials(std::string_view text);
 std::string_view to_string(Specials s);
 /// The TOML/CLI spelling of a Kind value ("float" or "int").
 std::string_view to_string(Kind k);
+/// One-line encoding summary as `lpemu formats list` prints it, e.g.
+/// "E4M3, bias 7, specials fn, subnormals" or "signed integer, 8 bits".
+std::string describe(const Format& f);
 
 /// Builds and validates a floating-point format from its fields (throws SpecError).
 Format make_float(std::string name, int exponent_bits, int mantissa_bits, int bias, Specials specials,

@@ -46,6 +46,10 @@ class ErrorAccumulator {
   std::vector<std::pair<std::string, Sums>> sums_;
 };
 
+/// The tokens `lpemu eval` scores for `text`: trailing newlines dropped, BOS first, cut to the
+/// model's seq_len; throws IoError if the model file has no tokenizer.
+std::vector<int> eval_tokens(const engine::Model& model, std::string text);
+
 /// Runs `tokens` (BOS first) once under `plan` and once under `reference` (one prefill pass each).
 EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& plan,
                     const engine::PrecisionPlan& reference, const std::vector<int>& tokens,
@@ -54,7 +58,10 @@ EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& pla
 /// Error of one linear layer fed with recorded inputs.
 struct ReplayRow {
   int layer = -1;               ///< -1 for the classifier
-  std::string tensor;           ///< "wq", ..., "w2", "output"
+  std::string tensor;           ///< "wq", ..., "w2", "output"; a module path for recorded files
+  /// What the linear map is: attention.q|k|v|out, mlp.gate|up|down, mlp, attention, head, or
+  /// "other" (a recorded map of unknown role, named by `tensor`).
+  std::string role;
   std::string input;            ///< dataset the input came from
   std::string input_format, weight_format, gemm;
   ErrorStats input_error;       ///< quantised input vs recorded input
@@ -74,6 +81,8 @@ bool is_linear_activations(const std::filesystem::path& activations);
 
 /// Feeds each /linear/<name>/input of a model-independent activations file through its own
 /// weight under the plan (roles linear_input/weights, or lm_head_input/lm_head for kind "head").
+/// A map of kind "other" takes linear_input/weights too; throws Error naming it when the plan
+/// gives attention and MLP layers different formats or GEMMs there (its kind would decide).
 std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, const engine::PrecisionPlan& plan,
                                      const engine::QuantizerFactory& quantizers, const engine::GemmFactory& gemms);
 

@@ -1,0 +1,387 @@
+"""lpemu.torch: PyTorch models under an lpemu precision plan, and a recorder of their linear maps.
+
+    import lpemu.torch
+    runner = lpemu.torch.apply_plan(model, "experiments/plans/fp8_e4m3.toml")
+    logits = model(tokens)          # every linear map: inputs and weights quantised, GEMM on lpemu
+    runner.remove()                 # the model is back to plain PyTorch
+
+Every ``nn.Linear`` and the projections inside ``nn.MultiheadAttention`` (q, k, v from
+``in_proj_weight`` or ``q/k/v_proj_weight``, and ``out_proj``) are found from the module tree and
+labelled with a role: ``attention.q|k|v|qkv|out``, ``mlp.gate|up|down`` or ``mlp``, ``head``, or
+``other`` (reported by its module name, never guessed). Under a plan, each map quantises its input
+(role ``linear_input``; ``lm_head_input`` for the head) and its weight (``weights``; ``lm_head``)
+with lpemu's bit-exact kernels and computes ``x·Wᵀ`` on the plan's GEMM strategy (lpemu's
+deterministic float GEMM, or a bit-exact datapath); biases are added in PyTorch. With
+``attention_matmuls=True``, ``nn.MultiheadAttention`` also quantises its scores and probabilities
+per head (roles ``scores`` and ``probs``). Inference only (no gradients through lpemu).
+
+This module imports torch; ``import lpemu`` alone does not.
+"""
+
+import re
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import lpemu
+
+SCHEMA = "lpemu-linear-activations"
+SCHEMA_VERSION = 1
+
+_ATTN_PARENT = re.compile(r"attention|attn|selfattn", re.I)
+_MLP_PARENT = re.compile(r"mlp|ffn|feedforward|feed_forward", re.I)
+# Attribute names of linear maps inside an attention or MLP module, by role.
+_ATTN_NAMES = {
+    "q": {"q", "wq", "q_proj", "query", "to_q"},
+    "k": {"k", "wk", "k_proj", "key", "to_k"},
+    "v": {"v", "wv", "v_proj", "value", "to_v"},
+    "qkv": {"qkv", "wqkv", "qkv_proj", "c_attn", "in_proj", "to_qkv"},
+    "out": {"o", "wo", "o_proj", "out_proj", "c_proj", "dense", "proj", "to_out"},
+}
+_MLP_NAMES = {
+    "gate": {"w1", "gate_proj", "gate"},
+    "up": {"w3", "up_proj", "fc1", "c_fc", "fc_in", "up"},
+    "down": {"w2", "down_proj", "fc2", "c_proj", "fc_out", "down"},
+}
+# PyTorch's own layers whose linear maps have generic names.
+_KNOWN_CLASSES = {
+    "TransformerEncoderLayer": {"linear1": "mlp.up", "linear2": "mlp.down"},
+    "TransformerDecoderLayer": {"linear1": "mlp.up", "linear2": "mlp.down"},
+}
+_HEAD_NAMES = {"lm_head", "output", "head", "classifier", "embed_out"}
+
+
+class LinearMap:
+    """One linear map y = x·Wᵀ + b of a model: where it is, what it is and how to get W."""
+
+    def __init__(self, name, module, role, layer, weight, bias=None, in_features=None, mha=None):
+        self.mha = mha              # the nn.MultiheadAttention that computes this map, or None
+        self.in_mha = mha is not None
+        self.name = name            # dotted module path (".q"/".k"/".v" appended inside nn.MultiheadAttention)
+        self.module = module        # the nn.Module that owns the weight
+        self.role = role            # attention.q|k|v|qkv|out, mlp.gate|up|down, mlp, attention, head, other
+        self.layer = layer          # block index (first integer in the path), -1 outside blocks
+        self._weight = weight       # callable returning the [out, in] weight tensor
+        self._bias = bias           # callable returning the bias or None
+        self.in_features = in_features
+
+    @property
+    def kind(self):
+        """The plan's layer kind: attention, mlp, head, or other."""
+        return self.role.split(".")[0] if self.role != "other" else "other"
+
+    def weight(self):
+        """The current [out, in] weight."""
+        return self._weight()
+
+    def bias(self):
+        """The bias, or None."""
+        return self._bias() if self._bias is not None else None
+
+    def __repr__(self):
+        return f"LinearMap({self.name!r}, role={self.role!r}, layer={self.layer})"
+
+
+def _layer_of(name):
+    for part in name.split("."):
+        if part.isdigit():
+            return int(part)
+    return -1
+
+
+def _role_in(names_by_role, attr):
+    a = attr.lower()
+    for role, names in names_by_role.items():
+        if a in names:
+            return role
+    return None
+
+
+def _role_of(name, module, parents):
+    """Role of nn.Linear `name` from its attribute name and its ancestors' class and attribute names."""
+    attr = name.split(".")[-1]
+    for pname, pmod in reversed(parents):  # nearest ancestor first; the model itself says nothing
+        if not pname:
+            continue
+        known = _KNOWN_CLASSES.get(type(pmod).__name__, {})
+        if attr in known:
+            return known[attr]
+        pattr = pname.split(".")[-1]
+        if isinstance(pmod, torch.nn.MultiheadAttention) or _ATTN_PARENT.search(type(pmod).__name__) \
+                or _ATTN_PARENT.search(pattr):
+            r = _role_in(_ATTN_NAMES, attr)
+            return "attention." + r if r else "attention"
+        if _MLP_PARENT.search(type(pmod).__name__) or _MLP_PARENT.search(pattr):
+            r = _role_in(_MLP_NAMES, attr)
+            return "mlp." + r if r else "mlp"
+    a = attr.lower()
+    if _ATTN_PARENT.search(a):
+        return "attention"
+    if _MLP_PARENT.search(a):
+        return "mlp"
+    if a in _HEAD_NAMES and _layer_of(name) < 0:
+        return "head"
+    return "other"
+
+
+def linear_maps(model):
+    """Every linear map of `model`, in module order, with its role from the module tree."""
+    maps = []
+    stack = []  # (name, module) ancestors of the current module
+    for name, mod in model.named_modules():
+        while stack and not (name.startswith(stack[-1][0] + ".") or stack[-1][0] == ""):
+            stack.pop()
+        if isinstance(mod, torch.nn.MultiheadAttention):
+            maps.extend(_mha_maps(name, mod))
+        elif isinstance(mod, torch.nn.Linear):
+            parent = stack[-1][1] if stack else None
+            if isinstance(parent, torch.nn.MultiheadAttention):
+                pass  # out_proj: listed by _mha_maps
+            else:
+                maps.append(LinearMap(name, mod, _role_of(name, mod, stack), _layer_of(name),
+                                      lambda m=mod: m.weight, lambda m=mod: m.bias, mod.in_features))
+        stack.append((name, mod))
+    return maps
+
+
+def _mha_maps(name, mha):
+    """q, k, v and out projections of an nn.MultiheadAttention (which calls none of them as modules)."""
+    e = mha.embed_dim
+    layer = _layer_of(name)
+    maps = []
+    for i, r in enumerate("qkv"):
+        if mha._qkv_same_embed_dim:
+            w = (lambda i=i: mha.in_proj_weight[i * e:(i + 1) * e])
+            fin = e
+        else:
+            w = (lambda r=r: getattr(mha, f"{r}_proj_weight"))
+            fin = getattr(mha, f"{r}_proj_weight").shape[1]
+        b = None if mha.in_proj_bias is None else (lambda i=i: mha.in_proj_bias[i * e:(i + 1) * e])
+        maps.append(LinearMap(f"{name}.{r}" if name else r, mha, "attention." + r, layer, w, b, fin, mha))
+    out = mha.out_proj
+    maps.append(LinearMap(f"{name}.out_proj" if name else "out_proj", out, "attention.out", layer,
+                          lambda: out.weight, lambda: out.bias, out.in_features, mha))
+    return maps
+
+
+class _Linear:
+    """Computes one linear map: plain PyTorch, through a recorder, or under a plan."""
+
+    def __init__(self, session, lmap):
+        self.session = session
+        self.map = lmap
+
+    def __call__(self, x):
+        return self.session.linear(self.map, x)
+
+
+class Session:
+    """Hooks installed on a model: each linear map goes through `linear()`; remove() undoes them."""
+
+    def __init__(self, model, attention_matmuls=False):
+        self.model = model
+        self.maps = linear_maps(model)
+        self.attention_matmuls = attention_matmuls
+        self.n_layers = max([m.layer for m in self.maps] + [0]) + 1
+        self._undo = []
+        mha = {}
+        for m in self.maps:
+            if m.in_mha:
+                mha.setdefault(id(m.mha), (m.mha, []))[1].append(m)
+            else:
+                self._patch(m.module, lambda x, f=_Linear(self, m): f(x))
+        for mod, ms in mha.values():
+            self._patch(mod, lambda *a, mod=mod, ms=ms, **k: self._mha(mod, ms, *a, **k))
+
+    def _patch(self, mod, fn):
+        mod.forward = fn
+        self._undo.append(mod)
+
+    def remove(self):
+        """Restores every module's own forward."""
+        for mod in self._undo:
+            if "forward" in mod.__dict__:
+                del mod.forward
+        self._undo = []
+
+    def linear(self, lmap, x):
+        """y = x·Wᵀ + b in plain PyTorch (subclasses quantise or record)."""
+        return F.linear(x, lmap.weight(), lmap.bias())
+
+    def matmul_hook(self, tensor, role, lmap, head):
+        """Called on attention scores and probabilities when attention_matmuls is on."""
+        return tensor
+
+    def _mha(self, mha, maps, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+             average_attn_weights=True, is_causal=False):
+        """nn.MultiheadAttention.forward with each projection through linear() (no add_bias_kv,
+        add_zero_attn or dropout in training)."""
+        if mha.bias_k is not None or mha.add_zero_attn or (mha.training and mha.dropout > 0):
+            raise lpemu.Error(f"lpemu.torch: nn.MultiheadAttention options add_bias_kv, add_zero_attn and training "
+                              f"dropout are not supported ({maps[0].name})")
+        q_map, k_map, v_map, o_map = maps
+        batched = query.dim() == 3
+        if not batched:
+            query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+        elif not mha.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        b, tq, e = query.shape  # batch first from here on: projections see rows in (batch, time) order
+        ts = key.shape[1]
+        h, d = mha.num_heads, mha.head_dim
+        q = self.linear(q_map, query).reshape(b, tq, h, d).transpose(1, 2).reshape(b * h, tq, d)
+        k = self.linear(k_map, key).reshape(b, ts, h, d).transpose(1, 2).reshape(b * h, ts, d)
+        v = self.linear(v_map, value).reshape(b, ts, h, d).transpose(1, 2).reshape(b * h, ts, d)
+        scores = torch.bmm(q, k.transpose(1, 2)) / (d ** 0.5)
+        mask = attn_mask
+        if is_causal and mask is None:
+            mask = torch.ones(tq, ts, dtype=torch.bool, device=q.device).triu(1)
+        if mask is not None:
+            if mask.dtype == torch.bool:
+                mask = torch.zeros_like(mask, dtype=q.dtype).masked_fill(mask, float("-inf"))
+            scores = scores + (mask if mask.dim() == 3 else mask.unsqueeze(0))
+        if key_padding_mask is not None:
+            kpm = key_padding_mask
+            if kpm.dtype == torch.bool:
+                kpm = torch.zeros_like(kpm, dtype=q.dtype).masked_fill(kpm, float("-inf"))
+            scores = scores + kpm.reshape(b, 1, 1, ts).expand(b, h, 1, ts).reshape(b * h, 1, ts)
+        if self.attention_matmuls:
+            scores = self._per_head(scores, "scores", q_map, b, h)
+        probs = torch.softmax(scores, dim=-1)
+        if self.attention_matmuls:
+            probs = self._per_head(probs, "probs", q_map, b, h)
+        att = torch.bmm(probs, v).reshape(b, h, tq, d).transpose(1, 2).reshape(b, tq, e)
+        out = self.linear(o_map, att)
+        if not batched:
+            out = out.squeeze(0)
+        elif not mha.batch_first:
+            out = out.transpose(0, 1)
+        weights = None
+        if need_weights:
+            weights = probs.reshape(b, h, tq, ts)
+            weights = weights.mean(dim=1) if average_attn_weights else weights
+            if not batched:
+                weights = weights.squeeze(0)
+        return out, weights
+
+    def _per_head(self, t, role, lmap, b, h):
+        parts = []
+        for i in range(b * h):
+            parts.append(self.matmul_hook(t[i], role, lmap, i % h))
+        return torch.stack(parts)
+
+
+class PlanSession(Session):
+    """Linear maps (and optionally attention matmuls) quantised and computed under an lpemu plan."""
+
+    def __init__(self, model, plan, context=None, attention_matmuls=False):
+        self.context = context or lpemu.default_context()
+        self.plan = plan if isinstance(plan, lpemu.Plan) else self.context.load_plan(plan)
+        self._weights = {}
+        super().__init__(model, attention_matmuls)
+        try:
+            self._check_unknown()
+        except Exception:
+            self.remove()
+            raise
+
+    def _check_unknown(self):
+        others = [m.name for m in self.maps if m.kind == "other"]
+        if others:
+            # Unknown maps take the body roles only where attention and MLP layers agree.
+            for m in self.maps:
+                if m.kind != "other":
+                    continue
+                for role in ("linear_input", "weights"):
+                    a = self.plan.format(role, m.layer, "attention", self.n_layers)
+                    b = self.plan.format(role, m.layer, "mlp", self.n_layers)
+                    if a != b:
+                        raise lpemu.Error(f"lpemu.torch: linear map '{m.name}' has no known role and plan "
+                                          f"'{self.plan.name}' gives attention ({a}) and MLP ({b}) layers different "
+                                          f"{role} formats there")
+        self.unknown = others  # names of maps whose role is "other"
+
+    def _kind(self, lmap):
+        return "attention" if lmap.kind == "other" else lmap.kind
+
+    def _weight(self, lmap):
+        w = lmap.weight()
+        key = (lmap.name, w.data_ptr(), w._version)
+        if key not in self._weights:
+            head = lmap.kind == "head"
+            wn = w.detach().to(torch.float32).cpu().contiguous().numpy()
+            self._weights[key] = self.plan.quantize(wn, "lm_head" if head else "weights", lmap.layer,
+                                                    self._kind(lmap), lmap.name, self.n_layers)
+        return self._weights[key]
+
+    def linear(self, lmap, x):
+        head = lmap.kind == "head"
+        shape = x.shape
+        x2 = x.detach().to(torch.float32).cpu().reshape(-1, shape[-1]).contiguous().numpy()
+        xq = self.plan.quantize(x2, "lm_head_input" if head else "linear_input", lmap.layer, self._kind(lmap),
+                                lmap.name, self.n_layers)
+        y = self.plan.linear(xq, self._weight(lmap), lmap.layer, self._kind(lmap), lmap.name, self.n_layers)
+        out = torch.from_numpy(y).to(x.dtype).to(x.device).reshape(*shape[:-1], y.shape[1])
+        b = lmap.bias()
+        return out + b.detach() if b is not None else out
+
+    def matmul_hook(self, tensor, role, lmap, head):
+        t = tensor.detach().to(torch.float32).cpu().contiguous().numpy()
+        q = self.plan.quantize(t, role, lmap.layer, "attention", role, self.n_layers, head=head)
+        return torch.from_numpy(q).to(tensor.dtype).to(tensor.device)
+
+
+def apply_plan(model, plan, context=None, attention_matmuls=False):
+    """Runs `model`'s linear maps under `plan` (a name, path or lpemu.Plan) until .remove()."""
+    return PlanSession(model, plan, context, attention_matmuls)
+
+
+class RecordSession(Session):
+    """Captures the input of every linear map (flattened to [tokens, in_features], float32)."""
+
+    def __init__(self, model):
+        self.captured = {}
+        super().__init__(model)
+
+    def linear(self, lmap, x):
+        self.captured.setdefault(lmap.name, []).append(
+            x.detach().to(torch.float32).reshape(-1, x.shape[-1]).cpu().numpy().copy())
+        return super().linear(lmap, x)
+
+
+def record(model, batches, path, model_name="model", max_tokens=None):
+    """Runs `model` on each input of `batches` (tensors or tuples) and writes the input and weight of
+    every linear map to `path` (schema lpemu-linear-activations, data/README.md); returns the names."""
+    s = RecordSession(model)
+    if not s.maps:
+        s.remove()
+        raise ValueError("the model has no linear maps (nn.Linear, nn.MultiheadAttention) to record")
+    model.eval()
+    try:
+        with torch.no_grad():
+            for b in batches:
+                model(*b) if isinstance(b, (tuple, list)) else model(b)
+    finally:
+        s.remove()
+    with h5py.File(path, "w") as f:
+        f.attrs["schema"] = SCHEMA
+        f.attrs["schema_version"] = np.int32(SCHEMA_VERSION)
+        f.attrs["model_name"] = model_name
+        f.attrs["recorded_with"] = "torch " + torch.__version__
+        for m in s.maps:
+            if m.name not in s.captured:
+                continue
+            x = np.concatenate(s.captured[m.name], axis=0)
+            if max_tokens is not None:
+                x = x[:max_tokens]
+            g = f.create_group("linear/" + m.name)
+            g.attrs["module"] = m.name
+            g.attrs["layer"] = np.int32(m.layer)
+            g.attrs["kind"] = m.kind
+            g.attrs["role"] = m.role
+            g.create_dataset("input", data=np.ascontiguousarray(x, dtype=np.float32))
+            g.create_dataset("weight", data=m.weight().detach().to(torch.float32).cpu().numpy())
+            if m.bias() is not None:
+                g.create_dataset("bias", data=m.bias().detach().to(torch.float32).cpu().numpy())
+    return sorted(s.captured)

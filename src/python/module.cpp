@@ -1,0 +1,708 @@
+// lpemu._lpemu: the pybind11 extension behind the `lpemu` Python package (src/python/lpemu/).
+// Thin: converts NumPy arrays and Python values, calls the library, converts back. Arrays of the
+// right dtype and C order are read in place (no copy); results are new NumPy arrays.
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include "lpemu/block/block_format.hpp"
+#include "lpemu/block/pack.hpp"
+#include "lpemu/block/quantize.hpp"
+#include "lpemu/cost/workload.hpp"
+#include "lpemu/experiment/pricing.hpp"
+#include "lpemu/datapath/dot.hpp"
+#include "lpemu/datapath/gemm.hpp"
+#include "lpemu/engine/session.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/experiment/context.hpp"
+#include "lpemu/experiment/experiment.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/metrics/model_eval.hpp"
+
+namespace py = pybind11;
+
+namespace lpemu::python {
+namespace {
+
+template <typename T>
+using CArray = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+std::vector<std::size_t> shape_of(const py::array& a) {
+  return std::vector<std::size_t>(a.shape(), a.shape() + a.ndim());
+}
+
+template <typename T>
+std::span<const T> view(const CArray<T>& a) {
+  return {a.data(), static_cast<std::size_t>(a.size())};
+}
+
+format::ConvertOptions options(const std::string& rounding, const std::string& overflow, std::uint64_t seed,
+                               int sr_bits, bool ftz, bool daz) {
+  format::ConvertOptions o;
+  o.rounding = format::parse_rounding(rounding);
+  o.overflow = format::parse_overflow(overflow);
+  o.seed = seed;
+  o.sr_bits = sr_bits;
+  o.flush_subnormal_outputs = ftz;
+  o.flush_subnormal_inputs = daz;
+  format::validate(o);
+  return o;
+}
+
+bool is_double(const py::array& x) { return x.dtype().is(py::dtype::of<double>()); }
+
+py::dict stats_dict(const metrics::ErrorStats& s) {
+  py::dict d;
+  d["sqnr_db"] = s.sqnr_db;
+  d["mse"] = s.mse;
+  d["max_abs"] = s.max_abs;
+  return d;
+}
+
+engine::LayerKind parse_kind(const std::string& k) {
+  if (k == "attention") return engine::LayerKind::attention;
+  if (k == "mlp") return engine::LayerKind::mlp;
+  if (k == "head") return engine::LayerKind::head;
+  throw Error("layer kind '" + k + "': expected attention, mlp or head");
+}
+
+engine::Role parse_role_name(const std::string& r) {
+  engine::Role role{};
+  if (!engine::parse_role(r, role)) throw UnknownNameError("role '" + r + "': unknown (plan-file role names)");
+  return role;
+}
+
+engine::RowMatrix to_matrix(const CArray<float>& x) {
+  if (x.ndim() != 2) {
+    throw ShapeError("expected a 2-D float32 array [rows, cols], got " + std::to_string(x.ndim()) + " dimensions");
+  }
+  return Eigen::Map<const engine::RowMatrix>(x.data(), x.shape(0), x.shape(1));
+}
+
+py::array_t<float> from_matrix(const engine::RowMatrix& m) {
+  py::array_t<float> out({m.rows(), m.cols()});
+  std::copy(m.data(), m.data() + m.size(), out.mutable_data());
+  return out;
+}
+
+/// A model, shared with the plans evaluated on it.
+struct PyModel {
+  std::shared_ptr<engine::Model> model;
+};
+
+/// A precision plan bound to the context whose factories resolved its names.
+class PyPlan {
+ public:
+  PyPlan(std::shared_ptr<experiment::Context> ctx, engine::PrecisionPlan plan)
+      : ctx_(std::move(ctx)), plan_(std::move(plan)) {}
+
+  const engine::PrecisionPlan& plan() const { return plan_; }
+
+  std::optional<std::string> format(const std::string& role, int layer, const std::string& kind, int n_layers) const {
+    const auto spec = plan_.resolve(parse_role_name(role), layer, parse_kind(kind), n_layers);
+    if (!spec) return std::nullopt;
+    return spec->format;
+  }
+
+  std::string gemm(int layer, const std::string& kind, int n_layers) const {
+    return plan_.resolve_gemm(layer, parse_kind(kind), n_layers);
+  }
+
+  py::object quantize(const CArray<float>& x, const std::string& role, int layer, const std::string& kind,
+                      const std::string& tensor, int n_layers, int head, int axis, std::uint64_t row0) {
+    const engine::Role r = parse_role_name(role);
+    const auto spec = plan_.resolve(r, layer, parse_kind(kind), n_layers);
+    engine::RowMatrix m = to_matrix(x);
+    if (spec) {
+      const std::unique_ptr<engine::Quantizer> q = ctx_->quantizers().make(*spec);
+      engine::QuantPoint p;
+      p.role = r;
+      p.layer = layer;
+      p.kind = parse_kind(kind);
+      p.tensor = tensor;
+      p.head = head;
+      p.axis = axis;
+      p.index_offset = row0 * static_cast<std::uint64_t>(m.cols());
+      p.stream = engine::point_stream(tensor, layer, head, r);
+      {
+        py::gil_scoped_release release;
+        q->apply(m, p);
+      }
+    }
+    return from_matrix(m);
+  }
+
+  py::array_t<float> linear(const CArray<float>& a, const CArray<float>& b, int layer, const std::string& kind,
+                            const std::string& tensor, int n_layers) {
+    const engine::LayerKind k = parse_kind(kind);
+    const bool head = k == engine::LayerKind::head;
+    const auto qa = plan_.resolve(head ? engine::Role::lm_head_input : engine::Role::linear_input, layer, k, n_layers);
+    const auto qb = plan_.resolve(head ? engine::Role::lm_head : engine::Role::weights, layer, k, n_layers);
+    const std::string fa = qa ? qa->format : std::string(), fb = qb ? qb->format : std::string();
+    const engine::RowMatrix am = to_matrix(a), bm = to_matrix(b);
+    if (am.cols() != bm.cols()) {
+      throw ShapeError("linear " + tensor + ": A has " + std::to_string(am.cols()) + " columns but B has " +
+                       std::to_string(bm.cols()) + " (C = A·Bᵀ, B is [out, in])");
+    }
+    const auto g = ctx_->gemms().make(plan_.resolve_gemm(layer, k, n_layers));
+    engine::RowMatrix c(am.rows(), bm.rows());
+    {
+      py::gil_scoped_release release;
+      g->nt(am, bm, c, engine::GemmPoint{layer, k, tensor, fa, fb});
+    }
+    return from_matrix(c);
+  }
+
+ private:
+  std::shared_ptr<experiment::Context> ctx_;
+  engine::PrecisionPlan plan_;
+};
+
+py::dict eval_dict(const metrics::EvalResult& r) {
+  py::dict d;
+  d["tokens"] = r.tokens;
+  d["nll"] = py::array_t<double>(static_cast<py::ssize_t>(r.nll.size()), r.nll.data());
+  d["ref_nll"] = py::array_t<double>(static_cast<py::ssize_t>(r.ref_nll.size()), r.ref_nll.data());
+  d["kl"] = py::array_t<double>(static_cast<py::ssize_t>(r.kl.size()), r.kl.data());
+  d["top1_agree"] = r.top1_agree;
+  d["mean_nll"] = r.mean_nll;
+  d["perplexity"] = r.perplexity;
+  d["ref_mean_nll"] = r.ref_mean_nll;
+  d["ref_perplexity"] = r.ref_perplexity;
+  d["mean_kl"] = r.mean_kl;
+  d["max_kl"] = r.max_kl;
+  d["top1_agreement"] = r.top1_agreement;
+  d["logits"] = stats_dict(r.logits);
+  py::dict res, pts;
+  for (const auto& [k, v] : r.residual) res[py::str(k)] = stats_dict(v);
+  for (const auto& [k, v] : r.points) pts[py::str(k)] = stats_dict(v);
+  d["residual"] = res;
+  d["points"] = pts;
+  return d;
+}
+
+py::dict plan_result_dict(const experiment::PlanResult& p) {
+  py::dict d;
+  d["index"] = p.index;
+  d["label"] = p.label;
+  d["plan"] = p.plan_name;
+  d["weight_format"] = p.weight_format;
+  d["gemm"] = p.gemm;
+  d["weight_bits"] = p.weight_bits;
+  d["eval"] = eval_dict(p.eval);
+  py::dict c;
+  c["target"] = p.cost.target;
+  c["datapath"] = p.cost.datapath;
+  c["note"] = p.cost.note;
+  c["tokens_per_s"] = p.cost.tokens_per_s;
+  c["joules_per_token"] = p.cost.joules_per_token;
+  c["mac_area_rel_bf16"] = p.cost.mac_area_rel_bf16;
+  c["mac_energy_pj"] = p.cost.mac_energy_pj;
+  d["cost"] = c;
+  d["seconds"] = p.seconds;
+  return d;
+}
+
+py::dict files_dict(const experiment::SweepFiles& f) {
+  py::dict d;
+  d["dir"] = f.dir;
+  d["results_h5"] = f.results_h5;
+  d["results_csv"] = f.results_csv;
+  d["report_md"] = f.report_md;
+  d["plots"] = f.plots;
+  py::list plans;
+  for (const auto& p : f.plans) plans.append(plan_result_dict(p));
+  d["plans"] = plans;
+  return d;
+}
+
+/// The Python face of experiment::Context (shared so plans can keep it alive).
+class ContextHandle {
+ public:
+  ContextHandle(std::vector<std::filesystem::path> formats_dirs, std::vector<std::filesystem::path> data_dirs)
+      : ctx_(std::make_shared<experiment::Context>()) {
+    ctx_->formats_dirs = std::move(formats_dirs);
+    ctx_->data_dirs = experiment::data_search_dirs(std::move(data_dirs));
+  }
+
+  py::list formats() {
+    py::list out;
+    const auto& reg = ctx_->formats();
+    for (const auto& name : reg.names()) {
+      const auto& f = reg.get(name);
+      py::dict d;
+      d["name"] = f.name;
+      d["kind"] = "element";
+      d["bits"] = f.bits;
+      d["encoding"] = format::describe(f);
+      d["max_finite"] = f.max_finite;
+      d["aliases"] = f.aliases;
+      d["origin"] = reg.origin(name);
+      out.append(d);
+    }
+    const auto& blocks = ctx_->blocks();
+    for (const auto& name : blocks.names()) {
+      const auto& b = blocks.get(name);
+      py::dict d;
+      d["name"] = b.name;
+      d["kind"] = "block";
+      d["element"] = b.element.name;
+      d["scale"] = block::describe_scale(b);
+      d["granularity"] = block::describe_granularity(b);
+      d["scale_rule"] = std::string(block::to_string(b.rule));
+      d["origin"] = blocks.origin(name);
+      out.append(d);
+    }
+    return out;
+  }
+
+  py::array encode(const std::string& name, const py::array& x, const format::ConvertOptions& o) {
+    const format::Format& f = ctx_->formats().get(name);
+    if (is_double(x) || f.bits > 32) {
+      const CArray<double> in(x);
+      py::array_t<std::uint64_t> out(shape_of(in));
+      auto ov = std::span<std::uint64_t>(out.mutable_data(), static_cast<std::size_t>(out.size()));
+      {
+        py::gil_scoped_release release;
+        format::encode(f, view(in), ov, o);
+      }
+      return out;
+    }
+    const CArray<float> in(x);
+    return encode_as(f, in, o);
+  }
+
+  py::array decode(const std::string& name, const py::array& codes) {
+    const format::Format& f = ctx_->formats().get(name);
+    if (f.bits <= 32 && format::fits_in_float(f)) {
+      if (f.bits <= 8) return decode_as<std::uint8_t>(f, codes);
+      if (f.bits <= 16) return decode_as<std::uint16_t>(f, codes);
+      return decode_as<std::uint32_t>(f, codes);
+    }
+    const CArray<std::uint64_t> in(codes);
+    check_codes(f, view(in));
+    py::array_t<double> out(shape_of(in));
+    auto ov = std::span<double>(out.mutable_data(), static_cast<std::size_t>(out.size()));
+    {
+      py::gil_scoped_release release;
+      format::decode(f, view(in), ov);
+    }
+    return out;
+  }
+
+  py::array quantize(const std::string& name, const py::array& x, const block::BlockOverrides& ov,
+                     const format::ConvertOptions& o) {
+    if (const block::BlockFormat* bf = ctx_->blocks().find(name)) {
+      block::BlockOverrides full = ov;
+      full.element_options = o;
+      const block::BlockFormat f = block::with_overrides(*bf, full);
+      const CArray<float> in(x);
+      py::array_t<float> out(shape_of(in));
+      const auto shape = shape_of(in);
+      auto outv = std::span<float>(out.mutable_data(), static_cast<std::size_t>(out.size()));
+      {
+        py::gil_scoped_release release;
+        block::quantize(f, view(in), outv, shape.empty() ? std::vector<std::size_t>{1} : shape);
+      }
+      return out;
+    }
+    const format::Format& f = element_or_throw(name);
+    if (ov.axis || ov.block_size || !ov.scale_rule.empty()) {
+      throw SpecError("axis, block and scale_rule need a block format; '" + name + "' is an element format");
+    }
+    if (is_double(x)) return quantize_as<double>(f, x, o);
+    return quantize_as<float>(f, x, o);
+  }
+
+  py::dict block_encode(const std::string& name, const py::array& x, const block::BlockOverrides& ov,
+                        const format::ConvertOptions& o, bool packed) {
+    block::BlockOverrides full = ov;
+    full.element_options = o;
+    const block::BlockFormat f = block::with_overrides(ctx_->blocks().get(name), full);
+    const CArray<float> in(x);
+    auto shape = shape_of(in);
+    if (shape.empty()) shape = {1};
+    block::BlockTensor t;
+    {
+      py::gil_scoped_release release;
+      t = block::encode(f, view(in), shape);
+    }
+    const int sbits = f.scale_is_pow2 ? 32 : f.scale.bits;
+    py::dict d;
+    d["format"] = f.name;
+    d["element_bits"] = f.element.bits;
+    d["scale_bits"] = sbits;
+    d["tensor_scale"] = t.tensor_scale;
+    d["shape"] = shape;
+    d["layout"] = py::dict(py::arg("outer") = t.layout.outer, py::arg("rows") = t.layout.rows,
+                           py::arg("cols") = t.layout.cols, py::arg("block_rows") = t.layout.block_rows,
+                           py::arg("block_cols") = t.layout.block_cols);
+    if (packed) {
+      const auto pc = block::pack_codes(t.codes, f.element.bits);
+      const auto ps = block::pack_codes(t.scales, sbits);
+      d["codes"] = py::array_t<std::uint8_t>(static_cast<py::ssize_t>(pc.size()), pc.data());
+      d["scales"] = py::array_t<std::uint8_t>(static_cast<py::ssize_t>(ps.size()), ps.data());
+    } else {
+      py::array_t<std::uint32_t> codes(shape);
+      std::copy(t.codes.begin(), t.codes.end(), codes.mutable_data());
+      const std::vector<std::size_t> grid{t.layout.outer, t.layout.grid_rows(), t.layout.grid_cols()};
+      py::array_t<std::uint32_t> scales(grid);
+      std::copy(t.scales.begin(), t.scales.end(), scales.mutable_data());
+      d["codes"] = codes;
+      d["scales"] = scales;
+    }
+    return d;
+  }
+
+  py::dict datapath_info(const std::string& name) {
+    const datapath::Datapath& dp = ctx_->datapaths().get(name);
+    py::dict d;
+    d["name"] = dp.name;
+    d["a"] = dp.a.name;
+    d["b"] = dp.b.name;
+    d["output"] = dp.output().name;
+    d["scale_block"] = dp.scale_block;
+    d["summary"] = dp.summary();
+    d["origin"] = ctx_->datapaths().origin(name);
+    return d;
+  }
+
+  std::uint64_t dot(const std::string& name, const CArray<std::uint64_t>& a, const CArray<std::uint64_t>& b,
+                    std::uint64_t c, const std::optional<CArray<std::int32_t>>& sa,
+                    const std::optional<CArray<std::int32_t>>& sb, std::uint64_t index) {
+    const datapath::Datapath& dp = ctx_->datapaths().get(name);
+    datapath::BlockScales s;
+    if (sa) s.a = view(*sa);
+    if (sb) s.b = view(*sb);
+    py::gil_scoped_release release;
+    return datapath::dot(dp, view(a), view(b), c, s, index);
+  }
+
+  py::array_t<std::uint64_t> gemm(const std::string& name, const CArray<std::uint64_t>& a,
+                                  const CArray<std::uint64_t>& b, const std::optional<CArray<std::uint64_t>>& c,
+                                  const std::optional<CArray<std::int32_t>>& sa,
+                                  const std::optional<CArray<std::int32_t>>& sb) {
+    const datapath::Datapath& dp = ctx_->datapaths().get(name);
+    if (a.ndim() != 2 || b.ndim() != 2 || a.shape(1) != b.shape(0)) {
+      throw ShapeError("gemm: expected A [M, K] and B [K, N] code arrays, got A with " + std::to_string(a.ndim()) +
+                       " dimensions and B with " + std::to_string(b.ndim()) + " (or K disagrees)");
+    }
+    const auto m = static_cast<std::size_t>(a.shape(0)), k = static_cast<std::size_t>(a.shape(1)),
+               n = static_cast<std::size_t>(b.shape(1));
+    py::array_t<std::uint64_t> d(std::vector<std::size_t>{m, n});
+    datapath::GemmScales s;
+    if (sa) s.a = view(*sa);
+    if (sb) s.b = view(*sb);
+    std::span<const std::uint64_t> cv;
+    if (c) cv = view(*c);
+    auto dv = std::span<std::uint64_t>(d.mutable_data(), m * n);
+    {
+      py::gil_scoped_release release;
+      datapath::gemm(dp, m, n, k, view(a), view(b), cv, dv, s);
+    }
+    return d;
+  }
+
+  PyModel load_model(const std::string& name) { return {std::make_shared<engine::Model>(ctx_->load_model(name))}; }
+
+  PyPlan load_plan(const std::string& name) { return PyPlan(ctx_, ctx_->load_plan(name)); }
+
+  py::dict evaluate(const PyModel& m, const PyPlan& plan, const std::vector<int>& tokens, const PyPlan& reference) {
+    metrics::EvalResult r;
+    {
+      py::gil_scoped_release release;
+      r = metrics::evaluate(*m.model, plan.plan(), reference.plan(), tokens, ctx_->quantizers(), ctx_->gemms());
+    }
+    return eval_dict(r);
+  }
+
+  py::list replay(const std::filesystem::path& activations, const PyPlan& plan, const std::optional<PyModel>& m) {
+    std::vector<metrics::ReplayRow> rows;
+    if (metrics::is_linear_activations(activations)) {
+      rows = metrics::replay_linear(activations, plan.plan(), ctx_->quantizers(), ctx_->gemms());
+    } else {
+      if (!m) throw Error(activations.string() + ": this activations file needs its model (model=...)");
+      rows = metrics::replay(activations, *m->model, plan.plan(), ctx_->quantizers(), ctx_->gemms());
+    }
+    py::list out;
+    for (const auto& r : rows) {
+      py::dict d;
+      d["layer"] = r.layer;
+      d["tensor"] = r.tensor;
+      d["role"] = r.role;
+      d["input"] = r.input;
+      d["input_format"] = r.input_format;
+      d["weight_format"] = r.weight_format;
+      d["gemm"] = r.gemm;
+      d["input_error"] = stats_dict(r.input_error);
+      d["weight_error"] = stats_dict(r.weight_error);
+      d["output_error"] = stats_dict(r.output_error);
+      out.append(d);
+    }
+    return out;
+  }
+
+  py::dict sweep(const std::filesystem::path& file, const experiment::SweepOptions& o) {
+    const experiment::Experiment exp = experiment::load_experiment(file);
+    const experiment::Toolbox& tools = ctx_->toolbox();
+    experiment::SweepFiles f;
+    {
+      py::gil_scoped_release release;
+      f = experiment::run_sweep(exp, tools, o);
+    }
+    return files_dict(f);
+  }
+
+  py::dict cost(const std::string& plan_name, const std::string& target, const std::string& model_shape,
+                const std::string& phase, long long batch, long long context, const std::string& datapath) {
+    cost::Catalog& cat = ctx_->costs();
+    const cost::Target& t = cat.target(target);
+    const cost::ModelShape& m = cat.shape(model_shape);
+    engine::PrecisionPlan plan = ctx_->load_plan(plan_name);
+    if (!datapath.empty()) {
+      plan.gemm = datapath;  // every GEMM on this datapath, as `lpemu cost --datapath`
+      for (auto& o : plan.overrides) o.gemm.reset();
+    }
+    if (phase != "prefill" && phase != "decode") throw Error("phase '" + phase + "': expected prefill or decode");
+    const experiment::Pricing p = experiment::price_plan(
+        plan, m, t, cat, phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode, batch, context);
+    const cost::Workload& w = p.workload;
+    const cost::Roofline& r = p.roofline;
+    py::dict d;
+    d["target"] = t.name;
+    d["model"] = m.name;
+    d["plan"] = plan.name;
+    d["bits_per_weight"] = w.bits_per_weight;
+    d["computed"] = p.computed;
+    d["datapath"] = p.datapath;
+    d["mac_area_rel_bf16"] = p.mac_area_rel_bf16;
+    d["mac_energy_pj"] = p.mac_energy_pj;
+    d["phase"] = phase;
+    d["batch"] = batch;
+    d["context"] = context;
+    d["weight_bytes"] = w.weight_bytes;
+    d["kv_cache_bytes"] = w.kv_cache_bytes;
+    d["fits_in_memory"] = r.fits_in_memory;
+    d["time_s"] = r.time_s;
+    d["energy_j"] = r.energy_j;
+    d["tokens"] = r.tokens;
+    d["tokens_per_s"] = r.tokens_per_s();
+    d["joules_per_token"] = r.energy_per_token();
+    py::list ops;
+    for (const auto& op : w.ops) {
+      ops.append(py::dict(py::arg("name") = op.name, py::arg("kind") = op.kind, py::arg("count") = op.count,
+                          py::arg("flops") = op.flops, py::arg("bytes") = op.bytes,
+                          py::arg("rate_class") = op.rate_class, py::arg("a_format") = op.a_format,
+                          py::arg("b_format") = op.b_format, py::arg("datapath") = op.datapath,
+                          py::arg("time_s") = op.time_s,
+                          py::arg("energy_j") = op.energy_j,
+                          py::arg("bound") = op.compute_bound ? "compute" : "memory"));
+    }
+    d["ops"] = ops;
+    return d;
+  }
+
+ private:
+  const format::Format& element_or_throw(const std::string& name) {
+    if (const format::Format* f = ctx_->formats().find(name)) return *f;
+    std::vector<std::string> all = ctx_->blocks().names();
+    for (const auto& n : ctx_->formats().names()) all.push_back(n);
+    std::string msg = "unknown format '" + name + "' (neither a block nor an element format)";
+    const auto near = format::closest_names(name, all);
+    if (!near.empty()) {
+      msg += "; closest known names: ";
+      for (std::size_t i = 0; i < near.size(); ++i) msg += (i ? ", " : "") + near[i];
+    }
+    throw UnknownNameError(msg);
+  }
+
+  template <typename Code>
+  py::array encode_as_code(const format::Format& f, const CArray<float>& in, const format::ConvertOptions& o) {
+    py::array_t<Code> out(shape_of(in));
+    auto ov = std::span<Code>(out.mutable_data(), static_cast<std::size_t>(out.size()));
+    {
+      py::gil_scoped_release release;
+      format::encode(f, view(in), ov, o);
+    }
+    return out;
+  }
+
+  py::array encode_as(const format::Format& f, const CArray<float>& in, const format::ConvertOptions& o) {
+    if (f.bits <= 8) return encode_as_code<std::uint8_t>(f, in, o);
+    if (f.bits <= 16) return encode_as_code<std::uint16_t>(f, in, o);
+    return encode_as_code<std::uint32_t>(f, in, o);
+  }
+
+  template <typename Code>
+  static void check_codes(const format::Format& f, std::span<const Code> codes) {
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      if ((static_cast<std::uint64_t>(codes[i]) & ~f.code_mask()) != 0) {
+        throw Error("code " + std::to_string(codes[i]) + " at index " + std::to_string(i) + " does not fit the " +
+                    std::to_string(f.bits) + "-bit format '" + f.name + "' (largest code " +
+                    format::hex_code(f, f.code_mask()) + ")");
+      }
+    }
+  }
+
+  template <typename Code>
+  py::array decode_as(const format::Format& f, const py::array& codes) {
+    const CArray<Code> in(codes);
+    check_codes(f, view(in));
+    py::array_t<float> out(shape_of(in));
+    auto ov = std::span<float>(out.mutable_data(), static_cast<std::size_t>(out.size()));
+    {
+      py::gil_scoped_release release;
+      format::decode(f, view(in), ov);
+    }
+    return out;
+  }
+
+  template <typename T>
+  py::array quantize_as(const format::Format& f, const py::array& x, const format::ConvertOptions& o) {
+    const CArray<T> in(x);
+    py::array_t<T> out(shape_of(in));
+    auto ov = std::span<T>(out.mutable_data(), static_cast<std::size_t>(out.size()));
+    {
+      py::gil_scoped_release release;
+      format::quantize(f, view(in), ov, o);
+    }
+    return out;
+  }
+
+  std::shared_ptr<experiment::Context> ctx_;
+};
+
+}  // namespace
+}  // namespace lpemu::python
+
+PYBIND11_MODULE(_lpemu, m) {
+  using namespace lpemu;
+  using namespace lpemu::python;
+  m.doc() = "lpemu: bit-exact emulation of low-precision formats, datapaths and models";
+  m.attr("source_dir") = LPEMU_SOURCE_DIR;
+
+  // Library errors become Python exceptions carrying the library's message (base first, so the
+  // most derived translator is tried first).
+  static py::exception<Error> error(m, "Error", PyExc_ValueError);
+  static py::exception<SpecError> spec_error(m, "SpecError", error.ptr());
+  static py::exception<IoError> io_error(m, "IoError", error.ptr());
+  static py::exception<ShapeError> shape_error(m, "ShapeError", error.ptr());
+  static py::exception<UnknownNameError> unknown_error(m, "UnknownNameError", error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const UnknownNameError& e) {
+      PyErr_SetString(unknown_error.ptr(), e.what());
+    } catch (const ShapeError& e) {
+      PyErr_SetString(shape_error.ptr(), e.what());
+    } catch (const IoError& e) {
+      PyErr_SetString(io_error.ptr(), e.what());
+    } catch (const SpecError& e) {
+      PyErr_SetString(spec_error.ptr(), e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(error.ptr(), e.what());
+    }
+  });
+
+  py::class_<format::ConvertOptions>(m, "_ConvertOptions");
+  m.def("_options", &options, "Validated conversion options", py::arg("rounding"), py::arg("overflow"),
+        py::arg("seed"), py::arg("sr_bits"), py::arg("ftz"), py::arg("daz"));
+
+  py::class_<block::BlockOverrides>(m, "_BlockOverrides")
+      .def(py::init([](std::optional<int> axis, std::optional<int> block, std::string scale_rule) {
+             block::BlockOverrides o;
+             o.axis = axis;
+             o.block_size = block;
+             o.scale_rule = std::move(scale_rule);
+             return o;
+           }),
+           py::arg("axis"), py::arg("block"), py::arg("scale_rule"));
+
+  py::class_<experiment::SweepOptions>(m, "_SweepOptions")
+      .def(py::init([](std::filesystem::path out, int jobs, int shard, int shards, bool force) {
+             experiment::SweepOptions o;
+             o.out = std::move(out);
+             o.jobs = jobs;
+             o.shard = shard;
+             o.shards = shards;
+             o.force = force;
+             return o;
+           }),
+           py::arg("out"), py::arg("jobs"), py::arg("shard"), py::arg("shards"), py::arg("force"));
+
+  py::class_<PyModel>(m, "Model", "A transformer model loaded from HDF5 (data/README.md schema)")
+      .def_property_readonly("name", [](const PyModel& x) { return x.model->config.name; })
+      .def_property_readonly("path", [](const PyModel& x) { return x.model->path; })
+      .def_property_readonly("n_layers", [](const PyModel& x) { return x.model->config.n_layers; })
+      .def_property_readonly("dim", [](const PyModel& x) { return x.model->config.dim; })
+      .def_property_readonly("vocab_size", [](const PyModel& x) { return x.model->config.vocab_size; })
+      .def_property_readonly("seq_len", [](const PyModel& x) { return x.model->config.seq_len; })
+      .def("encode", [](const PyModel& x, const std::string& text) { return x.model->tokenizer.encode(text); },
+           "Token ids of `text`, BOS first (llama2.c tokenizer)", py::arg("text"))
+      .def("decode", [](const PyModel& x, const std::vector<int>& ids) { return x.model->tokenizer.decode(ids); },
+           "Text of token ids", py::arg("ids"))
+      .def("eval_tokens", [](const PyModel& x, const std::string& text) { return metrics::eval_tokens(*x.model, text); },
+           "The tokens `lpemu eval` scores for a text", py::arg("text"));
+
+  py::class_<PyPlan>(m, "Plan", "A precision plan bound to the context that resolved its names")
+      .def_property_readonly("name", [](const PyPlan& p) { return p.plan().name; })
+      .def_property_readonly("description", [](const PyPlan& p) { return p.plan().description; })
+      .def_property_readonly("origin", [](const PyPlan& p) { return p.plan().origin; })
+      .def("format", &PyPlan::format, "Format name of a role at (layer, kind), or None", py::arg("role"),
+           py::arg("layer"), py::arg("kind"), py::arg("n_layers"))
+      .def("gemm", &PyPlan::gemm, "GEMM strategy name at (layer, kind)", py::arg("layer"), py::arg("kind"),
+           py::arg("n_layers"))
+      .def("quantize", &PyPlan::quantize, "A copy of 2-D float32 x quantised as the plan's role at that point",
+           py::arg("x"), py::arg("role"), py::arg("layer"), py::arg("kind"), py::arg("tensor"), py::arg("n_layers"),
+           py::arg("head") = -1, py::arg("axis") = 1, py::arg("row0") = 0)
+      .def("linear", &PyPlan::linear, "C = A·Bᵀ on the plan's GEMM strategy at (layer, kind)", py::arg("a"),
+           py::arg("b"), py::arg("layer"), py::arg("kind"), py::arg("tensor"), py::arg("n_layers"));
+
+  py::class_<ContextHandle>(m, "Context", "Registries and factories: built-in formats plus user directories")
+      .def(py::init<std::vector<std::filesystem::path>, std::vector<std::filesystem::path>>(),
+           py::arg("formats_dirs") = std::vector<std::filesystem::path>{},
+           py::arg("data_dirs") = std::vector<std::filesystem::path>{})
+      .def("formats", &ContextHandle::formats, "Element formats, then block formats, as `lpemu formats list`")
+      .def("encode", &ContextHandle::encode, "Codes of x", py::arg("name"), py::arg("x"), py::arg("options"))
+      .def("decode", &ContextHandle::decode, "Values of codes", py::arg("name"), py::arg("codes"))
+      .def("quantize", &ContextHandle::quantize, "Fake-quantised x", py::arg("name"), py::arg("x"), py::arg("overrides"),
+           py::arg("options"))
+      .def("block_encode", &ContextHandle::block_encode, "Codes and scales of x", py::arg("name"), py::arg("x"),
+           py::arg("overrides"), py::arg("options"), py::arg("packed"))
+      .def("datapath", &ContextHandle::datapath_info, "A datapath's formats and summary", py::arg("name"))
+      .def("dot", &ContextHandle::dot, "d = c + sum a_i*b_i under a datapath", py::arg("name"), py::arg("a"),
+           py::arg("b"), py::arg("c"), py::arg("scales_a"), py::arg("scales_b"), py::arg("index"))
+      .def("gemm", &ContextHandle::gemm, "D = C + A*B under a datapath", py::arg("name"), py::arg("a"), py::arg("b"),
+           py::arg("c"), py::arg("scales_a"), py::arg("scales_b"))
+      .def("load_model", &ContextHandle::load_model, "A model by path or shipped name", py::arg("name"))
+      .def("load_plan", &ContextHandle::load_plan, "A plan by path, fp32/fp64 or shipped name", py::arg("name"))
+      .def("evaluate", &ContextHandle::evaluate, "Scores tokens under a plan against a reference", py::arg("model"),
+           py::arg("plan"), py::arg("tokens"), py::arg("reference"))
+      .def("replay", &ContextHandle::replay, "Replays recorded linear inputs under a plan", py::arg("activations"),
+           py::arg("plan"), py::arg("model"))
+      .def("sweep", &ContextHandle::sweep, "Runs an experiment's plans", py::arg("experiment"), py::arg("options"))
+      .def("cost", &ContextHandle::cost, "Prices a plan on a target", py::arg("plan"), py::arg("target"),
+           py::arg("model_shape"), py::arg("phase"), py::arg("batch"), py::arg("context"), py::arg("datapath"));
+
+  m.def("read_sweep", [](const std::filesystem::path& dir) {
+    py::list out;
+    std::vector<std::filesystem::path> files;
+    const auto plans = dir / "plans";
+    if (!std::filesystem::is_directory(plans)) throw IoError(dir.string() + ": no plans/ folder (not a sweep output)");
+    for (const auto& e : std::filesystem::directory_iterator(plans)) {
+      if (e.path().extension() == ".h5") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) out.append(plan_result_dict(experiment::load_plan_result(f)));
+    return out;
+  }, "Every plan result of a sweep's output directory, in plan order", py::arg("dir"));
+}

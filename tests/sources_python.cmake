@@ -1,0 +1,20 @@
+# Python tests (label python): pytest over the lpemu module in the build tree, the README's Python
+# example, and the package test (label package): a fresh prefix install + find_package consumer.
+if(LPEMU_BUILD_PYTHON)
+  set(_py_env "PYTHONPATH=${PROJECT_BINARY_DIR}/python" "LPEMU_BINARY=$<TARGET_FILE:lpemu_cli>"
+              "LPEMU_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  foreach(t IN ITEMS module engine torch)
+    add_test(NAME python/${t}
+             COMMAND ${Python_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/python/test_${t}.py)
+    set_tests_properties(python/${t} PROPERTIES LABELS python ENVIRONMENT "${_py_env}")
+  endforeach()
+  add_test(NAME python/readme_example COMMAND ${Python_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/python/readme_example.py)
+  set_tests_properties(python/readme_example PROPERTIES LABELS python ENVIRONMENT "${_py_env}"
+                       WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endif()
+add_test(NAME package/install_find_package
+         COMMAND ${CMAKE_COMMAND} -DBUILD=${PROJECT_BINARY_DIR} -DSOURCE=${PROJECT_SOURCE_DIR}
+                 -DWORK=${PROJECT_BINARY_DIR}/package_test
+                 "-DPYTHON=$<$<BOOL:${LPEMU_BUILD_PYTHON}>:${Python_EXECUTABLE}>" -DPYTHON_DIR=${LPEMU_PYTHON_INSTALL_DIR}
+                 -P ${CMAKE_CURRENT_LIST_DIR}/package/run_package_test.cmake)
+set_tests_properties(package/install_find_package PROPERTIES LABELS package)
