@@ -23,6 +23,9 @@ struct Builder {
     op.kind = "gemm";
     op.count = count;
     op.flops = 2.0 * m * k * n;
+    op.m = m;
+    op.k = k;
+    op.n = n;
     op.bytes = bytes_of(p.weights, k * n) + p.weights.tensor_scale_bytes + bytes_of(p.activations, m * k) +
                bytes_of(out, m * n);
     op.rate_class = gemm_rate_class(p.weights, p.activations, target);
@@ -55,7 +58,7 @@ struct Builder {
 }  // namespace
 
 long long ModelShape::parameters() const {
-  const long long per_layer = 2 * dim * dim + 2 * dim * kv_dim() + 3 * dim * hidden_dim;
+  const long long per_layer = 2 * dim * dim + 2 * dim * kv_dim() + (gated_mlp ? 3 : 2) * dim * hidden_dim;
   return n_layers * per_layer + vocab_size * dim * (tied_embeddings ? 1 : 2);
 }
 
@@ -109,7 +112,7 @@ Workload build_workload(const ModelShape& s, const PlanFormats& p, const Target&
     b.attention("attn.sdpa", L, 2.0 * macs, bytes);
   }
   b.gemm("attn.o_proj", L, T, d, d, p.activations);
-  b.gemm("mlp.gate", L, T, d, hid, p.activations);
+  if (s.gated_mlp) b.gemm("mlp.gate", L, T, d, hid, p.activations);
   b.gemm("mlp.up", L, T, d, hid, p.activations);
   b.gemm("mlp.down", L, T, hid, d, p.activations);
   // Logits only for the last position of each sequence (the next token).

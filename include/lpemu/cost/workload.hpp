@@ -16,6 +16,7 @@ struct ModelShape {
   std::string name, source, origin;
   long long dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, hidden_dim = 0, vocab_size = 0;
   bool tied_embeddings = false;
+  bool gated_mlp = true;  ///< SwiGLU (gate, up, down); false: GPT-style 2-matrix MLP (up, down)
 
   /// Per-head width dim / n_heads.
   long long head_dim() const { return dim / n_heads; }
@@ -41,6 +42,7 @@ struct Op {
   long long count = 1;
   double flops = 0;         ///< per instance (2 per MAC)
   double bytes = 0;         ///< DRAM traffic per instance
+  double m = 0, k = 0, n = 0;  ///< GEMM shape y[m, n] = x[m, k] . W[k, n]; 0 for other kinds
   std::string rate_class;   ///< peak-rate class used; empty for memory-only ops
   double energy_per_mac_pj = 0;
   // Filled in by roofline():
