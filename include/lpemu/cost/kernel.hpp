@@ -2,8 +2,10 @@
 // over the units in waves; the last wave may leave units idle (wave quantisation) and edge tiles
 // carry padding (tile quantisation), as NVIDIA's "Matrix Multiplication Background User's Guide"
 // (Deep Learning Performance docs, 2023) describes. Like a library choosing among tile
-// configurations, the kernel takes the tile height (tile_m, tile_m/2, tile_m/4, tile_m/8) that
-// finishes first. DRAM traffic is the workload's (each operand once: on-chip memory captures
+// configurations, the kernel takes the tile height tile_m or tile_m/2 that finishes first (both
+// run at the unit's full rate: a Hopper warp-group MMA is 64 rows, CUTLASS ships 128- and 64-row
+// tiles); smaller tiles would lose operand reuse, which this model does not price. With fewer
+// tiles than units the k range is split over units (split-K, as cuBLAS and CUTLASS do). DRAM traffic is the workload's (each operand once: on-chip memory captures
 // the tile re-reads).
 #pragma once
 
@@ -18,6 +20,8 @@ namespace lpemu::cost {
 struct KernelEstimate {
   long long tile_m = 0, tile_n = 0;  ///< the tile chosen
   long long tiles = 0, waves = 0;
+  long long split_k = 1;          ///< units sharing one tile's k range
+  double partial_bytes = 0;       ///< FP32 partial sums written and read back by split-K
   double wave_efficiency = 1;     ///< tiles / (waves x units)
   double padding_efficiency = 1;  ///< m n / (tiles x tile_m x tile_n)
   double achievable_fraction = 1; ///< of the rate class's peak: wave x padding efficiency

@@ -1,5 +1,5 @@
-// GEMM kernel model: a GEMM that is exactly one wave runs at peak; one tile more costs a second
-// wave; padding of edge tiles; memory-bound shapes.
+// GEMM kernel model: a GEMM that is exactly one wave runs at peak; more tiles cost more waves
+// (or a smaller tile); padding of edge tiles; split-K and memory-bound skinny shapes.
 #include <catch2/catch.hpp>
 
 #include "lpemu/cost/catalog.hpp"
@@ -28,12 +28,14 @@ TEST_CASE("a GEMM that is exactly one wave runs at the peak rate", "[cost][clust
   CHECK(e2.waves == 3);
   CHECK(e2.wave_efficiency == Approx(288.0 / 396));
   CHECK(e2.compute_s == Approx(1.5 * e.compute_s));
-  // m = 1 pads the smallest (16-row) tile: padding efficiency 1/16; decode-like GEMMs are memory bound.
+  // m = 1 pads the smaller (64-row) tile: padding efficiency 1/64; decode-like GEMMs are memory bound.
   const auto e3 = lpemu::cost::gemm_kernel(sys, t, "bf16", 1, 8192, 8192, 8192.0 * 8192 * 2);
-  CHECK(e3.tile_m == 16);
-  CHECK(e3.padding_efficiency == Approx(1.0 / 16));
+  CHECK(e3.tile_m == 64);
+  CHECK(e3.padding_efficiency == Approx(1.0 / 64));
   CHECK_FALSE(e3.compute_bound);
-  CHECK(e3.time_s == Approx(8192.0 * 8192 * 2 / 3350e9));
+  // 32 tiles on 132 units: split-K by floor(132 / 32) = 4, FP32 partials written and read once.
+  CHECK(e3.split_k == 4);
+  CHECK(e3.time_s == Approx((8192.0 * 8192 * 2 + 2 * 4 * 8192 * 4) / 3350e9));
 }
 
 }  // namespace

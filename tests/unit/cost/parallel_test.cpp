@@ -214,8 +214,9 @@ TEST_CASE("validation: Narayanan et al. SC'21 Table 1, achieved TFLOP/s per A100
     m.vocab_size = 51200;
     m.tied_embeddings = true;
     m.gated_mlp = false;
-    // The shape reproduces the paper's parameter count (12 l h^2 (1 + 13/(12h) + (V+s)/(12lh))) to 2%.
-    CHECK(static_cast<double>(m.parameters()) / 1e9 == Approx(row.params_b).epsilon(0.02));
+    // The shape reproduces the paper's parameter count 12 l h^2 (1 + 13/(12h) + (V+s)/(12lh)) to 4%
+    // (lpemu counts no biases, norms or position embeddings; the paper rounds to 0.1 B).
+    CHECK(static_cast<double>(m.parameters()) / 1e9 == Approx(row.params_b).epsilon(0.04));
     TrainConfig c;
     c.par.tp = row.tp;
     c.par.pp = row.pp;
