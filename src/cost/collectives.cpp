@@ -117,6 +117,8 @@ CollectiveCost collective(const System& sys, Collective c, double bytes, long lo
   auto inside = [&](Collective cc, double b) {
     if (sys.scale_up_kind == "torus") return torus(cc, b, torus_rings(sys.torus_dims, inner, stride), sys.scale_up);
     CollectiveCost r = ring(cc, b, inner, sys.scale_up);
+    const CollectiveCost t = tree(cc, b, inner, sys.scale_up);
+    if (t.time_s < r.time_s) r = t;
     r.algorithm += " scale-up";
     return r;
   };

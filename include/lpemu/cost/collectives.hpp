@@ -39,10 +39,10 @@ CollectiveCost tree(Collective c, double bytes, long long p, const Link& link);
 CollectiveCost torus(Collective c, double bytes, const std::vector<long long>& rings, const Link& link);
 
 /// A collective over a group of `p` devices whose ranks are `stride` apart (tensor parallel is
-/// stride 1, data parallel stride tp x cp, ...), placed on `sys`: inside one scale-up domain a
-/// ring (switch) or per-dimension rings (torus); across domains hierarchical (reduce-scatter
-/// inside, the collective across domains on each device's own NIC, all-gather inside), taking the
-/// faster of ring and tree for the cross-domain part as NCCL's tuner does.
+/// stride 1, data parallel stride tp x cp, ...), placed on `sys`: inside one scale-up domain the
+/// faster of ring and tree (switch) or per-dimension rings (torus); across domains hierarchical
+/// (reduce-scatter inside, the collective across domains on each device's own NIC, all-gather
+/// inside), the faster of ring and tree on each level as NCCL's tuner chooses.
 CollectiveCost collective(const System& sys, Collective c, double bytes, long long p, long long stride = 1);
 
 /// A point-to-point transfer of `bytes` between two devices `stride` ranks apart.
