@@ -50,6 +50,30 @@ TEST_CASE("pipeline bubble share is (p-1)/(v m + p-1)", "[cost][cluster]") {
   CHECK(t.step_s == Approx(t.compute_s + t.memory_s + t.tp_s + t.cp_s + t.pp_s + t.bubble_s + t.dp_s + t.optimizer_s));
 }
 
+TEST_CASE("interleaved schedule: bubble (p-1)/(v m + p-1); ZeRO-3 shards the weights", "[cost][cluster]") {
+  const System sys = load_system("dgx_h100");
+  TrainConfig c;
+  c.par = parse_parallel("tp=8,pp=4,vpp=2,sp=1,zero=1", 32);
+  c.seq = 4096;
+  c.global_batch = 8;
+  const auto f = formats("bf16", "bf16", "fp32", "bf16");
+  const TrainResult r = training_step(catalog().shape("llama3_70b"), f, sys, catalog().target(sys.device),
+                                      catalog().datapath("fp32_n4"), c);
+  const auto& t = r.time;
+  CHECK(t.bubble_s / (t.compute_s + t.memory_s + t.tp_s + t.bubble_s) == Approx(3.0 / (2 * 8 + 3)));
+  TrainConfig z = c;
+  z.par = parse_parallel("tp=8,pp=1,sp=1,zero=3", 32);
+  z.global_batch = 32;
+  const TrainResult r3 = training_step(catalog().shape("llama3_70b"), f, sys, catalog().target(sys.device),
+                                       catalog().datapath("fp32_n4"), z);
+  // All 80 layers and both embeddings over tp = 8, then over dp = 4 for every state.
+  const double params = (80.0 * 855'638'016 + 2 * 128256.0 * 8192) / 8;
+  CHECK(r3.memory.weights == Approx(params * 2 / 4));
+  CHECK(r3.memory.gradients == Approx(params * 4 / 4));
+  CHECK(r3.memory.optimizer == Approx(params * 12 / 4));
+  CHECK(r3.time.dp_s > 0);
+}
+
 TEST_CASE("memory per device and model flops by hand (Llama-3-70B, tp=8 pp=4 dp=32, ZeRO-1)", "[cost][cluster]") {
   const System sys = load_system("dgx_h100");
   const ModelShape& m = catalog().shape("llama3_70b");
