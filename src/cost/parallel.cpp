@@ -89,9 +89,8 @@ LayerTimes forward_times(const ModelShape& s, const PlanFormats& pf, const Syste
 // Parameters held by the device of the largest pipeline stage (its layers plus one embedding
 // matrix, two when PP = 1 and they are untied), split by TP.
 double params_per_device(const ModelShape& s, const Parallel& par) {
-  const double per_layer = 2.0 * dbl(s.dim) * dbl(s.dim) + 2.0 * dbl(s.dim) * dbl(s.kv_dim()) +
-                           (s.gated_mlp ? 3.0 : 2.0) * dbl(s.dim) * dbl(s.hidden_dim);
   const double emb = dbl(s.vocab_size) * dbl(s.dim);
+  const double per_layer = (dbl(s.parameters()) - emb * (s.tied_embeddings ? 1.0 : 2.0)) / dbl(s.n_layers);
   const double embeddings = (par.pp == 1 && !s.tied_embeddings) ? 2 * emb : emb;
   return (dbl(s.n_layers) / dbl(par.pp) * per_layer + embeddings) / dbl(par.tp);
 }

@@ -30,6 +30,17 @@ TrainFormats formats(const char* w, const char* a, const char* grad, const char*
   return {c.format(w), c.format(a), c.format(grad), c.format("fp32"), c.format("fp32"), c.format(comm), c.format(a)};
 }
 
+TEST_CASE("shape files: mlp = \"dense\" counts two MLP matrices; other values are errors", "[cost][cluster]") {
+  const char* text = "name = \"g\"\nsource = \"s\"\ndim = 64\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n"
+                     "hidden_dim = 256\nvocab_size = 100\ntied_embeddings = true\nmlp = \"dense\"\n";
+  // Per layer 4 x 64^2 + 2 x 64 x 256, plus one tied 100 x 64 embedding.
+  CHECK(parse_shape_toml(text, "g.toml").parameters() == 2 * (4 * 64 * 64 + 2 * 64 * 256) + 100 * 64);
+  std::string bad = text;
+  bad.replace(bad.find("\"dense\""), 7, "\"moe\"");
+  CHECK_THROWS_WITH(parse_shape_toml(bad, "g.toml"), Catch::Contains("g.toml") && Catch::Contains("mlp") &&
+                                                          Catch::Contains("\"gated\" or \"dense\""));
+}
+
 TEST_CASE("pipeline bubble share is (p-1)/(v m + p-1)", "[cost][cluster]") {
   CHECK(bubble_fraction(4, 8) == Approx(3.0 / 11));
   CHECK(bubble_fraction(1, 8) == 0);
