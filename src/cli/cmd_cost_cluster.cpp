@@ -74,6 +74,9 @@ std::shared_ptr<ClusterArgs> add_cost_cluster_options(CLI::App* cmd) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--parallel", a->parallel, "parallel degrees, e.g. tp=8,pp=4,dp=32,cp=1,vpp=1,sp=1,zero=1");
   cmd->add_flag("--search", a->search, "search parallel configurations on --devices and list the best --top");
+  cmd->add_option("--step-time", a->step_time,
+                  "with --search and no --devices: the fewest devices (scale-up size x 2^k) meeting this step time (s)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--global-batch", a->global_batch, "training: sequences per step")->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--micro-batch", a->micro_batch, "training: sequences per micro-batch")->capture_default_str()
@@ -133,10 +136,25 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
       std::cout << "job      " << a.global_batch << " sequences of " << c.context << " tokens per step\n\n";
     }
     if (a.search) {
-      if (a.devices < 1) throw Error("lpemu cost --search: --devices is required");
+      if (a.devices < 1 && a.step_time <= 0) throw Error("lpemu cost --search: --devices or --step-time is required");
       if (!a.parallel.empty()) cfg.par = cost::parse_parallel(a.parallel);
-      const auto all = cost::search_training(m, f, sys, t, dp, a.devices, cfg);
-      if (all.empty()) throw Error("lpemu cost --search: no consistent configuration on " + std::to_string(a.devices) + " devices");
+      std::vector<cost::TrainResult> all;
+      if (a.devices > 0) {
+        all = cost::search_training(m, f, sys, t, dp, a.devices, cfg);
+        if (all.empty()) throw Error("lpemu cost --search: no consistent configuration on " + std::to_string(a.devices) + " devices");
+      } else {
+        constexpr long long kMaxDevices = 1LL << 17;
+        all = cost::fewest_devices_for_step(m, f, sys, t, dp, cfg, a.step_time, kMaxDevices);
+        if (all.empty()) {
+          throw Error("lpemu cost --step-time " + num(a.step_time, 3) + ": no device count up to " +
+                      std::to_string(sys.max_devices > 0 ? std::min(sys.max_devices, kMaxDevices) : kMaxDevices) +
+                      " meets it on system '" + sys.name + "'");
+        }
+        if (!c.json) {
+          std::cout << "fewest devices meeting a step of " << num(a.step_time, 3) << " s: "
+                    << all.front().config.par.devices() << "\n";
+        }
+      }
       if (c.json) {
         std::cout << "[";
         for (std::size_t i = 0; i < all.size() && static_cast<int>(i) < c.top; ++i) std::cout << (i ? ", " : "") << train_json(all[i]);

@@ -20,6 +20,7 @@ struct ClusterArgs {
   std::string system, parallel, gradients = "fp32", optimizer_states = "fp32", master_weights = "fp32", comm,
                                 recompute = "selective";
   long long devices = 0, global_batch = 512, micro_batch = 1;
+  double step_time = 0;
   std::vector<long long> batches;
   bool search = false;
   /// True if the cluster-level model should answer (any cluster option, or --phase train).

@@ -399,6 +399,18 @@ std::vector<TrainResult> search_training(const ModelShape& s, const TrainFormats
   return out;
 }
 
+std::vector<TrainResult> fewest_devices_for_step(const ModelShape& s, const TrainFormats& f, const System& sys,
+                                                 const Target& target, const MacDatapath& mac, const TrainConfig& base,
+                                                 double max_step_s, long long max_devices) {
+  require(max_step_s > 0, "step-time target " + std::to_string(max_step_s) + " s: expected a positive time");
+  for (long long n = sys.scale_up_size; n <= max_devices; n *= 2) {
+    if (sys.max_devices > 0 && n > sys.max_devices) break;
+    auto all = search_training(s, f, sys, target, mac, n, base);
+    if (!all.empty() && all.front().memory.fits && all.front().time.step_s <= max_step_s) return all;
+  }
+  return {};
+}
+
 namespace {
 
 // Per-device weight and KV-cache bytes under TP x PP (K/V heads split by TP while there are

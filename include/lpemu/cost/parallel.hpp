@@ -105,6 +105,13 @@ std::vector<TrainResult> search_training(const ModelShape& shape, const TrainFor
                                          const Target& target, const MacDatapath& dp, long long devices,
                                          const TrainConfig& base);
 
+/// The fewest devices (scale-up domain size x 1, 2, 4, ... up to `max_devices`) whose best
+/// fitting configuration from `search_training` steps in at most `max_step_s`; returns that
+/// search (empty if no device count up to `max_devices` meets the target).
+std::vector<TrainResult> fewest_devices_for_step(const ModelShape& shape, const TrainFormats& f, const System& sys,
+                                                 const Target& target, const MacDatapath& dp, const TrainConfig& base,
+                                                 double max_step_s, long long max_devices);
+
 /// A priced inference step (prefill of a prompt, or one decode step) under TP and PP.
 struct InferenceResult {
   Parallel par;

@@ -182,6 +182,31 @@ TEST_CASE("search returns fitting configurations first, best tokens/s first", "[
   }
 }
 
+TEST_CASE("fewest devices for a step-time target", "[cost][cluster]") {
+  const System sys = load_system("dgx_h100");
+  TrainConfig base;
+  base.seq = 4096;
+  base.global_batch = 256;
+  const auto f = formats("bf16", "bf16", "fp32", "bf16");
+  const ModelShape& m = catalog().shape("llama3_8b");
+  const Target& t = catalog().target(sys.device);
+  // The best step on 64 devices; asking for it must give 64 or fewer, and the one-domain-smaller
+  // count (if searched) must miss it.
+  const auto at64 = search_training(m, f, sys, t, catalog().datapath("fp32_n4"), 64, base);
+  REQUIRE(!at64.empty());
+  const double target = at64.front().time.step_s;
+  const auto r = fewest_devices_for_step(m, f, sys, t, catalog().datapath("fp32_n4"), base, target, 1024);
+  REQUIRE(!r.empty());
+  const long long n = r.front().config.par.devices();
+  CHECK(n <= 64);
+  CHECK(r.front().time.step_s <= target);
+  if (n > sys.scale_up_size) {
+    const auto half = search_training(m, f, sys, t, catalog().datapath("fp32_n4"), n / 2, base);
+    CHECK((half.empty() || !half.front().memory.fits || half.front().time.step_s > target));
+  }
+  CHECK(fewest_devices_for_step(m, f, sys, t, catalog().datapath("fp32_n4"), base, 1e-6, 1024).empty());
+}
+
 TEST_CASE("inference: KV-cache-limited batch by hand; decode at batch 1 is weight-bandwidth bound", "[cost][cluster]") {
   const System sys = load_system("dgx_h100");
   const Target& t = catalog().target(sys.device);
