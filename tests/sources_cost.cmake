@@ -2,4 +2,8 @@ target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/cost/target_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/cost/mac_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/cost/workload_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/unit/cost/cli_cost_test.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/unit/cost/cli_cost_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/cost/collectives_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/cost/kernel_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/cost/parallel_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/cost/cli_cluster_test.cpp)

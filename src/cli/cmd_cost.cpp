@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cli/cmd_cost_cluster.hpp"
 #include "cli/commands.hpp"
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/engine/plan.hpp"
@@ -295,12 +296,20 @@ void register_cost(CLI::App& app, Context& ctx) {
   cmd->add_option("--context", args->context, "prompt length (prefill) / tokens in the KV cache (decode)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--phase", args->phase, "prefill | decode | both")->capture_default_str();
+  cmd->add_option("--phase", args->phase, "prefill | decode | both | train (train needs --system)")->capture_default_str();
   cmd->add_option("--top", args->top, "ops to list per phase")->capture_default_str();
   cmd->add_flag("--json", args->json, "print JSON instead of tables");
   cmd->add_option("--plot", args->plot_dir, "also draw each phase's per-op time, bytes and energy to DIR/cost_<phase>.svg");
-  cmd->callback([&ctx, args, cmd] {
-    if (cmd->get_subcommands().empty()) run_cost(ctx, *args);
+  auto cluster = add_cost_cluster_options(cmd);
+  cmd->callback([&ctx, args, cluster, cmd] {
+    if (!cmd->get_subcommands().empty()) return;
+    if (cluster->active(args->phase)) {
+      run_cost_cluster(ctx, *cluster,
+                       {args->cost_dirs, args->target, args->model, args->plan, args->weights, args->activations,
+                        args->kv_cache, args->datapath, args->phase, args->batch, args->context, args->top, args->json});
+    } else {
+      run_cost(ctx, *args);
+    }
   });
 
   auto* mac = cmd->add_subcommand("mac", "per-MAC area/energy breakdown of a format on a datapath, and iso-area");

@@ -58,7 +58,7 @@ ModelShape parse_shape_toml(std::string_view text, std::string_view origin) {
   const toml::table t = detail::parse(text, origin);
   const Reader r{t, origin, ""};
   r.only({"name", "source", "dim", "n_layers", "n_heads", "n_kv_heads", "hidden_dim", "vocab_size",
-          "tied_embeddings", "description"});
+          "tied_embeddings", "mlp", "description"});
   ModelShape s;
   s.origin = std::string(origin);
   s.name = r.str("name", true);
@@ -71,6 +71,9 @@ ModelShape parse_shape_toml(std::string_view text, std::string_view origin) {
   s.hidden_dim = r.integer("hidden_dim", true, 0, 1, kMax, "a positive integer");
   s.vocab_size = r.integer("vocab_size", true, 0, 1, kMax, "a positive integer");
   s.tied_embeddings = r.boolean("tied_embeddings", false);
+  const std::string mlp = r.str("mlp", false, "gated");
+  if (mlp != "gated" && mlp != "dense") fail(origin, t.get("mlp"), "mlp", "\"" + mlp + "\"", "\"gated\" or \"dense\"");
+  s.gated_mlp = mlp == "gated";
   if (s.dim % s.n_heads != 0) {
     fail(origin, t.get("n_heads"), "n_heads", std::to_string(s.n_heads),
          "a divisor of dim = " + std::to_string(s.dim));

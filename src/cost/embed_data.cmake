@@ -1,7 +1,7 @@
-# Script mode: writes ${OUT} with every ${DATA_DIR}/{hardware,shapes}/*.toml as
+# Script mode: writes ${OUT} with every ${DATA_DIR}/{hardware,shapes,systems}/*.toml as
 # a raw string literal, defining lpemu::cost::detail::embedded_cost_data().
 set(_files "")
-foreach(_sub IN ITEMS hardware shapes)
+foreach(_sub IN ITEMS hardware shapes systems)
   file(GLOB _f RELATIVE "${DATA_DIR}" "${DATA_DIR}/${_sub}/*.toml")
   list(APPEND _files ${_f})
 endforeach()

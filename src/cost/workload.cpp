@@ -15,7 +15,7 @@ double bytes_of(const CostFormat& f, double elements) { return elements * f.bits
 // different blocks are one op with a count, so a uniform plan lists each op once with count = n_layers.
 struct Builder {
   const Target& target;
-  Catalog& cat;
+  const WorkloadResolver& cat;
   Workload& w;
   double area_macs = 0, macs = 0;
 
@@ -37,7 +37,7 @@ struct Builder {
   // datapath computes in its own input formats, so those choose the rate class.
   void price(Op& op, const CostFormat& a, const CostFormat& b, const std::string& named) {
     if (!named.empty() && named != "eigen") {
-      const MacDatapath& dp = cat.datapath(named);
+      const MacDatapath& dp = cat.datapath(named);  // (resolver)
       op.rate_class = gemm_rate_class(dp.a.element, dp.b.element, target, dp.a.name, dp.b.name);
       op.datapath = dp.name;
     } else {
@@ -58,6 +58,9 @@ struct Builder {
     op.name = name;
     op.kind = "gemm";
     op.flops = 2.0 * m * k * n;
+    op.m = m;
+    op.k = k;
+    op.n = n;
     op.bytes = bytes_of(wf, k * n) + wf.tensor_scale_bytes + bytes_of(xf, m * k) + bytes_of(of, m * n);
     op.a_format = xf.name;
     op.b_format = wf.name;
@@ -97,7 +100,7 @@ CostFormat wider(const CostFormat& x, const CostFormat& y) {
 }  // namespace
 
 long long ModelShape::parameters() const {
-  const long long per_layer = 2 * dim * dim + 2 * dim * kv_dim() + 3 * dim * hidden_dim;
+  const long long per_layer = 2 * dim * dim + 2 * dim * kv_dim() + (gated_mlp ? 3 : 2) * dim * hidden_dim;
   return n_layers * per_layer + vocab_size * dim * (tied_embeddings ? 1 : 2);
 }
 
@@ -112,7 +115,16 @@ CostPlan CostPlan::uniform(std::string name, const std::string& weights, const s
   return p;
 }
 
+WorkloadResolver WorkloadResolver::of(Catalog& cat) {
+  return {[&cat](const std::string& n) { return cat.format(n); },
+          [&cat](const std::string& n) -> const MacDatapath& { return cat.datapath(n); }};
+}
+
 double bits_per_weight(const ModelShape& s, const CostPlan& p, Catalog& cat) {
+  return bits_per_weight(s, p, WorkloadResolver::of(cat));
+}
+
+double bits_per_weight(const ModelShape& s, const CostPlan& p, const WorkloadResolver& cat) {
   const double d = static_cast<double>(s.dim), kv = static_cast<double>(s.kv_dim());
   const double hid = static_cast<double>(s.hidden_dim), voc = static_cast<double>(s.vocab_size);
   double bits = 0, params = 0;
@@ -126,7 +138,7 @@ double bits_per_weight(const ModelShape& s, const CostPlan& p, Catalog& cat) {
     add(l.k_proj.weights, d * kv);
     add(l.v_proj.weights, d * kv);
     add(l.o_proj.weights, d * d);
-    add(l.gate.weights, d * hid);
+    if (s.gated_mlp) add(l.gate.weights, d * hid);
     add(l.up.weights, d * hid);
     add(l.down.weights, hid * d);
   }
@@ -148,6 +160,24 @@ std::string gemm_rate_class(const ElementWidth& a, const ElementWidth& b, const 
 
 Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& target, Catalog& cat, Phase phase,
                         long long batch, long long context) {
+  return build_workload(s, p, target, WorkloadResolver::of(cat), phase, batch, context);
+}
+
+Workload build_workload(const ModelShape& s, const PlanFormats& f, const Target& target, const MacDatapath& dp,
+                        Phase phase, long long batch, long long context) {
+  const WorkloadResolver r{[&f](const std::string& n) {
+                             for (const CostFormat* c : {&f.weights, &f.activations, &f.kv_cache}) {
+                               if (c->name == n) return *c;
+                             }
+                             throw SpecError("format '" + n + "' is not one of the plan's three formats");
+                           },
+                           [&dp](const std::string&) -> const MacDatapath& { return dp; }};
+  const CostPlan p = CostPlan::uniform("uniform", f.weights.name, f.activations.name, f.kv_cache.name, s.n_layers);
+  return build_workload(s, p, target, r, phase, batch, context);
+}
+
+Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& target, const WorkloadResolver& cat,
+                        Phase phase, long long batch, long long context) {
   if (batch < 1) throw SpecError("batch = " + std::to_string(batch) + ": expected a positive integer");
   if (context < 1) throw SpecError("context = " + std::to_string(context) + ": expected a positive integer");
   if (static_cast<long long>(p.layers.size()) != s.n_layers) {
@@ -172,8 +202,8 @@ Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& ta
   w.tokens = T;
   Builder b{target, cat, w};
   const CostFormat emb = cat.format(p.embedding);
-  b.memory("embedding", bytes_of(emb, T * d) + bytes_of(cat.format(p.layers.empty() ? "fp32" : p.layers[0].q_proj.inputs), T * d),
-           emb.name);
+  const CostFormat in0 = cat.format(p.layers.empty() ? p.lm_head.inputs : p.layers[0].q_proj.inputs);
+  b.memory("embedding", bytes_of(emb, T * d) + bytes_of(in0, T * d), emb.name);
   w.weight_bytes += bytes_of(emb, voc * d);
   for (const LayerPlan& l : p.layers) {
     const CostFormat kvf = cat.format(l.kv_cache);
@@ -193,7 +223,7 @@ Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& ta
     }
     w.kv_cache_bytes += bytes_of(kvf, 2.0 * B * S * kv);
     b.gemm("attn.o_proj", T, d, d, l.o_proj, l.o_proj.inputs);
-    b.gemm("mlp.gate", T, d, hid, l.gate, l.gate.inputs);
+    if (s.gated_mlp) b.gemm("mlp.gate", T, d, hid, l.gate, l.gate.inputs);
     b.gemm("mlp.up", T, d, hid, l.up, l.up.inputs);
     b.gemm("mlp.down", T, hid, d, l.down, l.down.inputs);
   }

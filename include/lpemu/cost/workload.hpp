@@ -2,6 +2,7 @@
 // the roofline time and energy per op and per token.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct ModelShape {
   std::string name, source, origin;
   long long dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, hidden_dim = 0, vocab_size = 0;
   bool tied_embeddings = false;
+  bool gated_mlp = true;  ///< SwiGLU (gate, up, down); false: GPT-style 2-matrix MLP (up, down)
 
   /// Per-head width dim / n_heads.
   long long head_dim() const { return dim / n_heads; }
@@ -67,6 +69,7 @@ struct Op {
   long long count = 1;
   double flops = 0;         ///< per instance (2 per MAC)
   double bytes = 0;         ///< DRAM traffic per instance
+  double m = 0, k = 0, n = 0;  ///< GEMM shape y[m, n] = x[m, k] . W[k, n]; 0 for other kinds
   std::string rate_class;   ///< peak-rate class used; empty for memory-only ops
   std::string a_format, b_format;  ///< operand formats as stored (A: inputs/queries, B: weights/cache)
   std::string datapath;     ///< the datapath record priced for the MACs; empty for memory-only ops
@@ -89,16 +92,38 @@ struct Workload {
   std::vector<Op> ops;
 };
 
+/// How build_workload resolves the format and datapath names of a plan.
+struct WorkloadResolver {
+  std::function<CostFormat(const std::string&)> format;
+  std::function<const MacDatapath&(const std::string&)> datapath;
+  /// Names through a catalog (element and block formats, datapath records).
+  static WorkloadResolver of(Catalog& catalog);
+};
+
+/// One format per role, for the cluster-level models that take a plan as weights, activations and
+/// KV cache on one MAC datapath.
+struct PlanFormats {
+  CostFormat weights, activations, kv_cache;
+};
+
 /// Bits per weight of `plan` on `shape`: the parameter-weighted mean over every quantised weight
 /// (blocks' linear layers and the LM head, scale overhead included); the unquantised width (32, or
 /// 64 for fp64 plans) if none is quantised.
 double bits_per_weight(const ModelShape& shape, const CostPlan& plan, Catalog& catalog);
+/// bits_per_weight with names resolved by `resolver`.
+double bits_per_weight(const ModelShape& shape, const CostPlan& plan, const WorkloadResolver& resolver);
 
 /// Builds every GEMM, attention and memory op of `phase` at batch `batch` and context `context`,
 /// each block and the LM head in its own formats, each MAC priced on the datapath that runs it
 /// (`catalog` resolves formats and datapaths). Throws SpecError if the target cannot run a format.
 Workload build_workload(const ModelShape& shape, const CostPlan& plan, const Target& target, Catalog& catalog,
                         Phase phase, long long batch, long long context);
+/// build_workload with names resolved by `resolver`.
+Workload build_workload(const ModelShape& shape, const CostPlan& plan, const Target& target,
+                        const WorkloadResolver& resolver, Phase phase, long long batch, long long context);
+/// build_workload of CostPlan::uniform(formats) with every MAC priced on `datapath`.
+Workload build_workload(const ModelShape& shape, const PlanFormats& formats, const Target& target,
+                        const MacDatapath& datapath, Phase phase, long long batch, long long context);
 
 /// Totals of a roofline evaluation.
 struct Roofline {

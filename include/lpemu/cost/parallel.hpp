@@ -1,0 +1,137 @@
+// Cluster level: training steps and inference steps of a transformer on a System under tensor (TP,
+// with optional sequence parallelism SP), pipeline (PP, 1F1B or interleaved), data (DP, ZeRO
+// stages), context (CP) and expert (EP) parallelism; memory per device; search over configs.
+// Mechanisms and formulas: Shoeybi et al., "Megatron-LM" (arXiv:1909.08053); Narayanan et al.,
+// "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM" (SC'21,
+// arXiv:2104.04473); Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+// Models" (arXiv:2205.05198); Rajbhandari et al., "ZeRO" (SC'20, arXiv:1910.02054).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lpemu/cost/collectives.hpp"
+#include "lpemu/cost/system.hpp"
+#include "lpemu/cost/workload.hpp"
+
+namespace lpemu::cost {
+
+/// Degrees of parallelism; devices = tp x pp x dp x cp (EP reuses the DP x CP ranks).
+struct Parallel {
+  long long tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  long long vpp = 1;  ///< virtual pipeline stages per device (interleaved 1F1B); 1 = plain 1F1B
+  bool sp = false;    ///< sequence parallelism inside the TP group (Korthikanti et al. 2022)
+  int zero = 1;       ///< ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + weights (FSDP)
+  /// tp x pp x dp x cp.
+  long long devices() const { return tp * pp * dp * cp; }
+  /// "tp=8,pp=4,dp=32,..." (only the fields that differ from 1/false, plus zero).
+  std::string str() const;
+};
+
+/// Parses "tp=8,pp=4,dp=32,cp=1,ep=1,vpp=1,sp=1,zero=1"; missing keys keep their defaults.
+/// If `devices` > 0 and dp is absent, dp = devices / (tp pp cp). Throws SpecError on bad input.
+Parallel parse_parallel(std::string_view spec, long long devices = 0);
+
+/// Activation recomputation in the backward pass.
+enum class Recompute { none, selective, full };
+/// "none", "selective" (attention core only) or "full" (whole layer); throws SpecError otherwise.
+Recompute parse_recompute(std::string_view s);
+/// Name of a recomputation mode.
+const char* recompute_name(Recompute r);
+
+/// Formats per tensor role in training.
+struct TrainFormats {
+  CostFormat weights, activations;  ///< GEMM operands (forward and backward)
+  CostFormat gradients;             ///< weight gradients as accumulated and kept
+  CostFormat optimizer_states;      ///< Adam m and v
+  CostFormat master_weights;        ///< what the optimizer updates
+  CostFormat grad_comm;             ///< gradients on the wire (DP all-reduce / reduce-scatter)
+  CostFormat act_comm;              ///< activations on the wire (TP, CP, PP)
+};
+
+/// One training run's shape.
+struct TrainConfig {
+  Parallel par;
+  long long seq = 2048, global_batch = 512, micro_batch = 1;
+  Recompute recompute = Recompute::selective;
+  bool flash_attention = true;  ///< fused attention: no s x s scores stored or read from DRAM
+  bool overlap_dp = true;       ///< DP gradient reduction overlaps the last micro-batch's backward
+};
+
+/// Where one step's time goes on the slowest (critical) device, seconds per step.
+struct StepTime {
+  double compute_s = 0;    ///< compute-bound kernels (forward, backward, recomputation)
+  double memory_s = 0;     ///< memory-bound kernels
+  double tp_s = 0, cp_s = 0, pp_s = 0, dp_s = 0;  ///< exposed communication per parallel dimension
+  double bubble_s = 0;     ///< pipeline fill and drain
+  double optimizer_s = 0;  ///< the optimizer step (memory bound)
+  double step_s = 0;       ///< total
+};
+
+/// Bytes held per device at the peak.
+struct DeviceMemory {
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0, total = 0, capacity = 0;
+  bool fits = true;
+  std::string why;  ///< what does not fit, when it does not
+};
+
+/// A priced training step.
+struct TrainResult {
+  TrainConfig config;
+  long long microbatches = 0;  ///< per pipeline per step
+  std::string rate_class;      ///< the GEMMs' peak-rate class
+  StepTime time;
+  DeviceMemory memory;
+  double model_flops = 0;         ///< forward + backward flops of the model per step, no recomputation
+  double tokens_per_s = 0;
+  double tflops_per_device = 0;   ///< model_flops / step / devices
+  double mfu = 0;                 ///< tflops_per_device / peak of rate_class
+};
+
+/// Pipeline bubble as a share of the step: (p - 1) / (v m + p - 1) for p stages, m micro-batches
+/// and v virtual stages per device (Narayanan et al. 2021, §2.2).
+double bubble_fraction(long long p, long long m, long long v = 1);
+
+/// Prices one training step of `shape` on `sys` (device `target`); throws SpecError if the
+/// configuration is inconsistent (degrees that do not divide the model, batch or system).
+TrainResult training_step(const ModelShape& shape, const TrainFormats& f, const System& sys, const Target& target,
+                          const MacDatapath& dp, const TrainConfig& cfg);
+
+/// Every consistent configuration on `devices` devices (TP inside one scale-up domain, PP over
+/// divisors of the layer count, CP, micro-batch, recomputation), best tokens/s first; those
+/// that do not fit in memory come after the ones that do. `base` gives seq, global batch, ZeRO.
+std::vector<TrainResult> search_training(const ModelShape& shape, const TrainFormats& f, const System& sys,
+                                         const Target& target, const MacDatapath& dp, long long devices,
+                                         const TrainConfig& base);
+
+/// The fewest devices (scale-up domain size x 1, 2, 4, ... up to `max_devices`) whose best
+/// fitting configuration from `search_training` steps in at most `max_step_s`; returns that
+/// search (empty if no device count up to `max_devices` meets the target).
+std::vector<TrainResult> fewest_devices_for_step(const ModelShape& shape, const TrainFormats& f, const System& sys,
+                                                 const Target& target, const MacDatapath& dp, const TrainConfig& base,
+                                                 double max_step_s, long long max_devices);
+
+/// A priced inference step (prefill of a prompt, or one decode step) under TP and PP.
+struct InferenceResult {
+  Parallel par;
+  Phase phase = Phase::decode;
+  long long batch = 0, context = 0;
+  double step_s = 0, compute_s = 0, memory_s = 0, tp_s = 0, pp_s = 0;
+  double tokens_per_s = 0;
+  double weight_bytes = 0, kv_bytes = 0, capacity = 0;  ///< per device
+  bool fits = true;
+  std::string why;
+};
+
+/// One prefill or decode step at `batch` sequences of `context` tokens with TP x PP devices.
+InferenceResult inference_step(const ModelShape& shape, const PlanFormats& f, const System& sys,
+                               const Target& target, const MacDatapath& dp, const Parallel& par, Phase phase,
+                               long long batch, long long context);
+
+/// The largest batch whose weights and KV cache at `context` fit per device (0 if the weights
+/// alone do not fit).
+long long max_batch_for_kv(const ModelShape& shape, const PlanFormats& f, const Target& target, const Parallel& par,
+                           long long context);
+
+}  // namespace lpemu::cost

@@ -1,0 +1,501 @@
+#include "lpemu/cost/parallel.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "lpemu/cost/kernel.hpp"
+#include "lpemu/error.hpp"
+
+namespace lpemu::cost {
+namespace {
+
+double byte_of(const CostFormat& f) { return f.bits_per_element() / 8.0; }
+double dbl(long long v) { return static_cast<double>(v); }
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw SpecError(what);
+}
+
+// Times of one transformer layer and of the LM head for one micro-batch on one device.
+struct PassTime {
+  double compute = 0, memory = 0;  // split by bound
+  double attention = 0;            // attention core (recomputed by selective recomputation)
+  double total() const { return compute + memory; }
+  void add(double t, bool compute_bound) { (compute_bound ? compute : memory) += t; }
+};
+
+struct LayerTimes {
+  PassTime layer, head;
+  std::string rate_class;
+};
+
+// Per-device forward time of one layer and of the head: the workload's ops (prefill of a
+// micro-batch) with GEMMs split by TP (column-parallel q/k/v/gate/up, row-parallel o/down, the
+// vocabulary for the head), attention heads split by TP, the sequence split by CP.
+LayerTimes forward_times(const ModelShape& s, const PlanFormats& pf, const System& sys, const Target& target,
+                         const MacDatapath& dp, const Parallel& par, long long micro_batch, long long seq,
+                         bool flash_attention) {
+  const long long local_seq = seq / par.cp;
+  Workload w = build_workload(s, pf, target, dp, Phase::prefill, micro_batch, local_seq);
+  const double t = dbl(par.tp);
+  const double wb = byte_of(pf.weights), ab = byte_of(pf.activations);
+  const double bw = target.bandwidth_gb_s * 1e9;
+  LayerTimes out;
+  for (const auto& op : w.ops) {
+    PassTime& dst = op.count == s.n_layers ? out.layer : out.head;
+    if (op.kind == "gemm") {
+      double m = op.m, k = op.k, n = op.n;
+      if (op.name == "lm_head") m = dbl(micro_batch * local_seq);  // training: logits at every position
+      if (op.name == "attn.o_proj" || op.name == "mlp.down") {
+        k /= t;
+      } else {
+        n /= t;
+      }
+      const double bytes = k * n * wb + m * k * ab + m * n * ab;
+      const KernelEstimate e = gemm_kernel(sys, target, op.rate_class, m, k, n, bytes);
+      dst.add(e.time_s, e.compute_bound);
+      out.rate_class = op.rate_class;
+    } else if (op.kind == "attention") {
+      // The workload's causal attention for local_seq tokens; with CP each device holds
+      // local_seq queries against all seq keys: cp times the flops of a local_seq-token prompt.
+      double flops = op.flops * dbl(par.cp) / t;
+      double bytes = op.bytes / t;
+      if (!flash_attention) {
+        // Unfused attention computes the whole s x s score matrix and masks it (twice the causal
+        // flops), and the scores cross DRAM: QK^T writes them, softmax reads and writes, dropout
+        // reads and writes them plus a 1-byte mask, PV reads them (6 passes + mask).
+        const double lq = dbl(micro_batch * local_seq), lk = dbl(seq);
+        flops = 4.0 * lq * lk * dbl(s.dim) / t;  // QK^T and PV, 2 flops per MAC each
+        bytes += dbl(s.n_heads) / t * lq * lk * (6.0 * ab + 1.0);
+      }
+      const double c = flops / target.peak_ops(op.rate_class), mem = bytes / bw;
+      dst.add(std::max(c, mem), c >= mem);
+      dst.attention += std::max(c, mem);
+    } else {
+      dst.add(op.bytes / t / bw, false);
+    }
+  }
+  // Element-wise work the workload has no op for: two norms (read + write d), two residual adds
+  // (read 2d, write d) and the MLP activation (gated: read 2H write H; dense: read H write H),
+  // per token, in the activation format; SP shards the norms and residuals over TP.
+  const double tokens = dbl(micro_batch * local_seq);
+  const double norm_res = (2 * 2 + 2 * 3) * dbl(s.dim) / (par.sp ? t : 1.0);
+  const double act = (s.gated_mlp ? 3.0 : 2.0) * dbl(s.hidden_dim) / t;
+  out.layer.add(tokens * (norm_res + act) * ab / bw, false);
+  return out;
+}
+
+// Parameters held by the device of the largest pipeline stage (its layers plus one embedding
+// matrix, two when PP = 1 and they are untied), split by TP.
+double params_per_device(const ModelShape& s, const Parallel& par) {
+  const double emb = dbl(s.vocab_size) * dbl(s.dim);
+  const double per_layer = (dbl(s.parameters()) - emb * (s.tied_embeddings ? 1.0 : 2.0)) / dbl(s.n_layers);
+  const double embeddings = (par.pp == 1 && !s.tied_embeddings) ? 2 * emb : emb;
+  return (dbl(s.n_layers) / dbl(par.pp) * per_layer + embeddings) / dbl(par.tp);
+}
+
+// Activation bytes one layer keeps for backward, per micro-batch and device, from the tensors
+// Korthikanti et al. (2022, §4.1) list: 34 s b h bytes (16-bit) for GPT, generalised to GQA
+// (K and V of width kv_dim), gated MLPs (two H-wide inputs to the activation) and the
+// activation format; dropout masks (1 byte per element) only for GPT-style (dense-MLP) shapes.
+double activation_bytes_per_layer(const ModelShape& s, const TrainFormats& f, const TrainConfig& c) {
+  const Parallel& p = c.par;
+  const double sb = dbl(c.micro_batch) * dbl(c.seq) / dbl(p.cp);
+  const double h = dbl(s.dim), kv = dbl(s.kv_dim()), H = dbl(s.hidden_dim), t = dbl(p.tp);
+  const double a = byte_of(f.activations);
+  if (c.recompute == Recompute::full) return sb * h * a / (p.sp ? t : 1.0);  // the layer's input only
+  const double masks = s.gated_mlp ? 0.0 : 2.0 * sb * h;  // attention-output and MLP-output dropout
+  // Replicated across TP unless SP: the two norm inputs, the attention and MLP inputs, masks.
+  const double replicated = sb * (4 * h * a) + masks + sb * (2 * h * a);
+  // Split by TP: Q, K, V; attention output; MLP inputs of the activation and its output.
+  const double split = sb * ((h + 2 * kv) * a + h * a + ((s.gated_mlp ? 2 : 1) * H + H) * a) / t;
+  double bytes = replicated / (p.sp ? t : 1.0) + split;
+  if (c.recompute == Recompute::none && !c.flash_attention) {
+    // Softmax output (activation format) and its dropout mask, a s x s per sequence (5 a s^2 b at 16 bits).
+    bytes += dbl(s.n_heads) / t * sb * dbl(c.seq) * (a + 1.0);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string Parallel::str() const {
+  std::ostringstream o;
+  o << "tp=" << tp << ",pp=" << pp << ",dp=" << dp;
+  if (cp != 1) o << ",cp=" << cp;
+  if (ep != 1) o << ",ep=" << ep;
+  if (vpp != 1) o << ",vpp=" << vpp;
+  if (sp) o << ",sp=1";
+  o << ",zero=" << zero;
+  return o.str();
+}
+
+Parallel parse_parallel(std::string_view spec, long long devices) {
+  Parallel p;
+  bool have_dp = false;
+  std::string s(spec);
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const std::string val = eq == std::string::npos ? "" : item.substr(eq + 1);
+    long long v = 0;
+    try {
+      std::size_t used = 0;
+      v = std::stoll(val, &used);
+      if (used != val.size()) throw std::invalid_argument(val);
+    } catch (const std::exception&) {
+      throw SpecError("--parallel \"" + s + "\": '" + item + "': expected key=integer");
+    }
+    if (v < 0 || (v < 1 && key != "sp" && key != "zero")) {
+      throw SpecError("--parallel \"" + s + "\": " + key + " = " + val + ": expected a positive integer");
+    }
+    if (key == "tp") p.tp = v;
+    else if (key == "pp") p.pp = v;
+    else if (key == "dp") { p.dp = v; have_dp = true; }
+    else if (key == "cp") p.cp = v;
+    else if (key == "ep") p.ep = v;
+    else if (key == "vpp") p.vpp = v;
+    else if (key == "sp") {
+      if (v > 1) throw SpecError("--parallel \"" + s + "\": sp = " + val + ": expected 0 or 1");
+      p.sp = v == 1;
+    } else if (key == "zero") {
+      if (v > 3) throw SpecError("--parallel \"" + s + "\": zero = " + val + ": expected 0, 1, 2 or 3");
+      p.zero = static_cast<int>(v);
+    } else {
+      throw SpecError("--parallel \"" + s + "\": unknown key '" + key + "': expected tp, pp, dp, cp, ep, vpp, sp or zero");
+    }
+  }
+  if (devices > 0) {
+    const long long rest = p.tp * p.pp * p.cp;
+    if (!have_dp) {
+      if (devices % rest != 0) {
+        throw SpecError("--devices " + std::to_string(devices) + " is not a multiple of tp x pp x cp = " +
+                        std::to_string(rest));
+      }
+      p.dp = devices / rest;
+    } else if (p.devices() != devices) {
+      throw SpecError("--parallel \"" + s + "\" uses " + std::to_string(p.devices()) + " devices; --devices is " +
+                      std::to_string(devices));
+    }
+  }
+  return p;
+}
+
+Recompute parse_recompute(std::string_view s) {
+  if (s == "none") return Recompute::none;
+  if (s == "selective") return Recompute::selective;
+  if (s == "full") return Recompute::full;
+  throw SpecError("--recompute \"" + std::string(s) + "\": expected none, selective or full");
+}
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+double bubble_fraction(long long p, long long m, long long v) {
+  require(p >= 1 && m >= 1 && v >= 1, "bubble_fraction: p, m and v must be positive");
+  return dbl(p - 1) / (dbl(v) * dbl(m) + dbl(p - 1));
+}
+
+TrainResult training_step(const ModelShape& s, const TrainFormats& f, const System& sys, const Target& target,
+                          const MacDatapath& mac, const TrainConfig& c) {
+  const Parallel& p = c.par;
+  const std::string cfg = "parallel " + p.str() + ", model '" + s.name + "': ";
+  require(p.ep == 1, cfg + "ep = " + std::to_string(p.ep) + ": model shapes have no experts; expected ep = 1");
+  require(s.n_heads % p.tp == 0, cfg + "tp must divide n_heads = " + std::to_string(s.n_heads));
+  require(s.n_kv_heads % p.tp == 0 || p.tp % s.n_kv_heads == 0,
+          cfg + "tp must divide or be a multiple of n_kv_heads = " + std::to_string(s.n_kv_heads));
+  require(s.n_layers % (p.pp * p.vpp) == 0,
+          cfg + "pp x vpp must divide n_layers = " + std::to_string(s.n_layers));
+  require(c.seq % p.cp == 0, cfg + "cp must divide seq = " + std::to_string(c.seq));
+  require(c.global_batch % (p.dp * c.micro_batch) == 0,
+          cfg + "global batch " + std::to_string(c.global_batch) + " is not a multiple of dp x micro-batch = " +
+              std::to_string(p.dp * c.micro_batch));
+  require(p.vpp == 1 || p.pp > 1, cfg + "vpp > 1 needs pp > 1");
+  require(sys.max_devices == 0 || p.devices() <= sys.max_devices,
+          cfg + "needs " + std::to_string(p.devices()) + " devices; system '" + sys.name + "' has at most " +
+              std::to_string(sys.max_devices));
+
+  TrainResult r;
+  r.config = c;
+  const long long m = c.global_batch / (p.dp * c.micro_batch);
+  r.microbatches = m;
+  const PlanFormats pf{f.weights, f.activations, f.activations};
+  const LayerTimes lt = forward_times(s, pf, sys, target, mac, p, c.micro_batch, c.seq, c.flash_attention);
+  r.rate_class = lt.rate_class;
+  const double layers = dbl(s.n_layers) / dbl(p.pp);
+
+  // One micro-batch on the critical (last) stage: forward, backward = 2 x forward (input and
+  // weight gradients), recomputation, TP and CP communication.
+  const double fwd_c = layers * lt.layer.compute + lt.head.compute;
+  const double fwd_m = layers * lt.layer.memory + lt.head.memory;
+  double rc_c = 0, rc_m = 0;
+  if (c.recompute == Recompute::full) {
+    rc_c = layers * lt.layer.compute;
+    rc_m = layers * lt.layer.memory;
+  } else if (c.recompute == Recompute::selective) {
+    rc_c = layers * lt.layer.attention;  // attention core: compute or memory, counted as compute
+  }
+  const double mb_compute = 3 * fwd_c + rc_c, mb_memory = 3 * fwd_m + rc_m;
+
+  // TP: two all-reduces (or, with SP, all-gather + reduce-scatter pairs of the same volume)
+  // per layer forward, two backward, two more when the forward is recomputed.
+  const double act = dbl(c.micro_batch) * dbl(c.seq / p.cp) * dbl(s.dim) * byte_of(f.act_comm);
+  double tp_mb = 0;
+  if (p.tp > 1) {
+    const int n = 4 + (c.recompute == Recompute::full ? 2 : 0);
+    const double one = p.sp ? collective(sys, Collective::all_gather, act, p.tp, 1).time_s +
+                                  collective(sys, Collective::reduce_scatter, act, p.tp, 1).time_s
+                            : 2 * collective(sys, Collective::all_reduce, act, p.tp, 1).time_s;
+    tp_mb = layers * n / 2.0 * one;
+  }
+  // CP: K and V all-gathered forward, their gradients reduce-scattered backward (ring attention
+  // overlaps them with the attention core; only the excess is exposed).
+  double cp_mb = 0;
+  if (p.cp > 1) {
+    const double kv = 2.0 * dbl(c.micro_batch) * dbl(c.seq) * dbl(s.kv_dim()) / dbl(std::min(p.tp, s.n_kv_heads)) *
+                      byte_of(f.act_comm);
+    const double ag = collective(sys, Collective::all_gather, kv, p.cp, p.tp).time_s;
+    const double rs = collective(sys, Collective::reduce_scatter, kv, p.cp, p.tp).time_s;
+    cp_mb = layers * (std::max(0.0, ag - lt.layer.attention) + std::max(0.0, rs - 2 * lt.layer.attention));
+  }
+  // PP: each micro-batch sends its activations forward and their gradients back, per virtual stage.
+  double pp_step = 0;
+  if (p.pp > 1) {
+    const double bytes = act / (p.sp ? dbl(p.tp) : 1.0);
+    pp_step = 2.0 * dbl(p.vpp) * dbl(m) * send_recv(sys, bytes, p.tp * p.cp * p.dp).time_s;
+  }
+  const double t_mb = mb_compute + mb_memory + tp_mb + cp_mb;
+  const double bubble = dbl(p.pp - 1) / dbl(p.vpp) * t_mb;
+
+  // DP (over dp x cp ranks, stride tp): gradients reduced in the communication format; ZeRO-2/3
+  // reduce-scatter them and all-gather the updated weights; ZeRO-3 gathers weights again for
+  // forward and backward of every micro-batch.
+  const double params = params_per_device(s, p);
+  const long long dpg = p.dp * p.cp;
+  double dp_s = 0;
+  if (dpg > 1) {
+    const double g = params * byte_of(f.grad_comm), wbytes = params * byte_of(f.weights);
+    double reduce = 0, gather = 0;
+    if (p.zero <= 1) {
+      reduce = collective(sys, Collective::all_reduce, g, dpg, p.tp).time_s;
+    } else {
+      reduce = collective(sys, Collective::reduce_scatter, g, dpg, p.tp).time_s;
+      gather = collective(sys, Collective::all_gather, wbytes, dpg, p.tp).time_s;
+    }
+    double exposed = c.overlap_dp ? std::max(0.0, reduce - (2 * fwd_c + 2 * fwd_m)) : reduce;
+    exposed += gather;
+    if (p.zero == 3) {
+      const double regather = 2.0 * dbl(m) * gather;
+      exposed += std::max(0.0, regather - dbl(m) * (mb_compute + mb_memory));
+    }
+    dp_s = exposed;
+  }
+  // Optimizer (Adam): read and write master weights and both states, read gradients, write weights.
+  const double opt_params = params / (p.zero >= 1 ? dbl(dpg) : 1.0);
+  const double opt_bytes = opt_params * (2 * byte_of(f.master_weights) + 4 * byte_of(f.optimizer_states) +
+                                         byte_of(f.gradients) + byte_of(f.weights));
+  const double opt_s = opt_bytes / (target.bandwidth_gb_s * 1e9);
+
+  StepTime& st = r.time;
+  st.compute_s = dbl(m) * mb_compute;
+  st.memory_s = dbl(m) * mb_memory;
+  st.tp_s = dbl(m) * tp_mb;
+  st.cp_s = dbl(m) * cp_mb;
+  st.pp_s = pp_step;
+  st.bubble_s = bubble;
+  st.dp_s = dp_s;
+  st.optimizer_s = opt_s;
+  st.step_s = st.compute_s + st.memory_s + st.tp_s + st.cp_s + st.pp_s + st.bubble_s + st.dp_s + st.optimizer_s;
+
+  // Memory per device.
+  DeviceMemory& mem = r.memory;
+  mem.capacity = target.capacity_gb * 1e9;
+  mem.weights = params * byte_of(f.weights) / (p.zero == 3 ? dbl(dpg) : 1.0);
+  mem.gradients = params * byte_of(f.gradients) / (p.zero >= 2 ? dbl(dpg) : 1.0);
+  mem.optimizer = params * (byte_of(f.master_weights) + 2 * byte_of(f.optimizer_states)) /
+                  (p.zero >= 1 ? dbl(dpg) : 1.0);
+  // 1F1B keeps min(m, pp) micro-batches in flight on the first stage; interleaving adds
+  // (pp - 1) / (pp vpp) (Narayanan et al. 2021, §2.2.2). Full recomputation also needs one
+  // layer's full set while it runs; the last stage holds FP32 logits of its micro-batch.
+  const double in_flight = dbl(std::min(m, p.pp)) * (p.vpp > 1 ? 1.0 + dbl(p.pp - 1) / dbl(p.pp * p.vpp) : 1.0);
+  double acts = layers * in_flight * activation_bytes_per_layer(s, f, c);
+  if (c.recompute == Recompute::full) {
+    TrainConfig full = c;
+    full.recompute = Recompute::selective;
+    acts += activation_bytes_per_layer(s, f, full);
+  }
+  acts += dbl(c.micro_batch) * dbl(c.seq / p.cp) * dbl(s.vocab_size) / dbl(p.tp) * 4.0;
+  mem.activations = acts;
+  mem.total = mem.weights + mem.gradients + mem.optimizer + mem.activations;
+  mem.fits = mem.total <= mem.capacity;
+  if (!mem.fits) {
+    std::ostringstream o;
+    o.precision(3);
+    o << "needs " << mem.total / 1e9 << " GB per device > " << target.capacity_gb << " GB: weights "
+      << mem.weights / 1e9 << ", gradients " << mem.gradients / 1e9 << ", optimizer " << mem.optimizer / 1e9
+      << ", activations " << mem.activations / 1e9 << " GB";
+    mem.why = o.str();
+  }
+
+  // Model flops: forward of the whole model for every token, x3 for backward, no recomputation.
+  Workload whole = build_workload(s, pf, target, mac, Phase::prefill, 1, c.seq);
+  double fwd = 0;
+  for (const auto& op : whole.ops) {
+    fwd += dbl(op.count) * op.flops * (op.name == "lm_head" ? dbl(c.seq) : 1.0);
+  }
+  r.model_flops = 3.0 * fwd * dbl(c.global_batch);
+  r.tokens_per_s = dbl(c.global_batch) * dbl(c.seq) / st.step_s;
+  r.tflops_per_device = r.model_flops / st.step_s / dbl(p.devices()) / 1e12;
+  r.mfu = r.tflops_per_device * 1e12 / target.peak_ops(r.rate_class);
+  return r;
+}
+
+std::vector<TrainResult> search_training(const ModelShape& s, const TrainFormats& f, const System& sys,
+                                         const Target& target, const MacDatapath& mac, long long devices,
+                                         const TrainConfig& base) {
+  std::vector<TrainResult> out;
+  const long long max_tp = std::min<long long>(sys.scale_up_size, s.n_heads);
+  for (long long tp = 1; tp <= max_tp; tp *= 2) {
+    for (long long pp = 1; pp <= s.n_layers && pp <= devices; ++pp) {
+      if (s.n_layers % pp != 0) continue;
+      for (long long cp : {1LL, 2LL, 4LL, 8LL}) {
+        const long long rest = tp * pp * cp;
+        if (devices % rest != 0) continue;
+        for (long long mb : {1LL, 2LL, 4LL}) {
+          for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+            TrainConfig c = base;
+            c.par.tp = tp;
+            c.par.pp = pp;
+            c.par.cp = cp;
+            c.par.dp = devices / rest;
+            c.par.sp = tp > 1;
+            c.par.vpp = 1;
+            c.micro_batch = mb;
+            c.recompute = rc;
+            try {
+              out.push_back(training_step(s, f, sys, target, mac, c));
+            } catch (const SpecError&) {
+              // Inconsistent for this model or batch: not a candidate.
+            }
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const TrainResult& a, const TrainResult& b) {
+    if (a.memory.fits != b.memory.fits) return a.memory.fits;
+    return a.tokens_per_s > b.tokens_per_s;
+  });
+  return out;
+}
+
+std::vector<TrainResult> fewest_devices_for_step(const ModelShape& s, const TrainFormats& f, const System& sys,
+                                                 const Target& target, const MacDatapath& mac, const TrainConfig& base,
+                                                 double max_step_s, long long max_devices) {
+  require(max_step_s > 0, "step-time target " + std::to_string(max_step_s) + " s: expected a positive time");
+  for (long long n = sys.scale_up_size; n <= max_devices; n *= 2) {
+    if (sys.max_devices > 0 && n > sys.max_devices) break;
+    auto all = search_training(s, f, sys, target, mac, n, base);
+    if (!all.empty() && all.front().memory.fits && all.front().time.step_s <= max_step_s) return all;
+  }
+  return {};
+}
+
+namespace {
+
+// Per-device weight and KV-cache bytes under TP x PP (K/V heads split by TP while there are
+// enough of them; beyond that each device keeps a copy of one head).
+std::pair<double, double> inference_bytes(const ModelShape& s, const PlanFormats& f, const Parallel& par,
+                                          long long batch, long long context) {
+  const double weights = dbl(s.parameters()) * byte_of(f.weights) / dbl(par.tp * par.pp);
+  const double kv_split = dbl(std::min(par.tp, s.n_kv_heads));
+  const double kv = 2.0 * dbl(s.n_layers) * dbl(batch) * dbl(context) * dbl(s.kv_dim()) * byte_of(f.kv_cache) /
+                    (kv_split * dbl(par.pp));
+  return {weights, kv};
+}
+
+}  // namespace
+
+InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const System& sys, const Target& target,
+                               const MacDatapath& mac, const Parallel& par, Phase phase, long long batch,
+                               long long context) {
+  require(par.dp == 1 && par.cp == 1 && par.ep == 1,
+          "inference: parallel " + par.str() + ": expected only tp and pp (replicas scale throughput linearly)");
+  require(s.n_heads % par.tp == 0, "inference: tp = " + std::to_string(par.tp) + " must divide n_heads = " +
+                                       std::to_string(s.n_heads));
+  require(s.n_layers % par.pp == 0, "inference: pp = " + std::to_string(par.pp) + " must divide n_layers = " +
+                                        std::to_string(s.n_layers));
+  InferenceResult r;
+  r.par = par;
+  r.phase = phase;
+  r.batch = batch;
+  r.context = context;
+  Workload w = build_workload(s, f, target, mac, phase, batch, context);
+  const double t = dbl(par.tp), bw = target.bandwidth_gb_s * 1e9;
+  const double layers = dbl(s.n_layers) / dbl(par.pp);
+  double layer_c = 0, layer_m = 0, head_c = 0, head_m = 0;
+  for (const auto& op : w.ops) {
+    const bool per_layer = op.count == s.n_layers;
+    double c = 0, mem = 0;
+    if (op.kind == "gemm") {
+      double k = op.k, n = op.n;
+      if (op.name == "attn.o_proj" || op.name == "mlp.down") k /= t; else n /= t;
+      const double bytes = k * n * byte_of(f.weights) + f.weights.tensor_scale_bytes +
+                           op.m * k * byte_of(f.activations) + op.m * n * byte_of(f.activations);
+      const KernelEstimate e = gemm_kernel(sys, target, op.rate_class, op.m, k, n, bytes);
+      (e.compute_bound ? c : mem) = e.time_s;
+    } else if (op.kind == "attention") {
+      // K/V heads split over min(tp, n_kv_heads) devices; queries over tp.
+      const double cc = op.flops / t / target.peak_ops(op.rate_class);
+      const double mm = op.bytes / dbl(std::min(par.tp, s.n_kv_heads)) / bw;
+      (cc >= mm ? c : mem) = std::max(cc, mm);
+    } else {
+      mem = op.bytes / t / bw;
+    }
+    (per_layer ? layer_c : head_c) += c;
+    (per_layer ? layer_m : head_m) += mem;
+  }
+  // Two all-reduces of the layer's activations per layer (after attention and after the MLP).
+  const double act = w.tokens * dbl(s.dim) * byte_of(f.activations);
+  const double ar = par.tp > 1 ? collective(sys, Collective::all_reduce, act, par.tp, 1).time_s : 0.0;
+  // Without micro-batching the stages run one after another for the whole batch.
+  r.compute_s = dbl(par.pp) * layers * layer_c + head_c;
+  r.memory_s = dbl(par.pp) * layers * layer_m + head_m;
+  r.tp_s = dbl(par.pp) * layers * 2 * ar;
+  r.pp_s = par.pp > 1 ? dbl(par.pp - 1) * send_recv(sys, act, par.tp).time_s : 0.0;
+  r.step_s = r.compute_s + r.memory_s + r.tp_s + r.pp_s;
+  r.tokens_per_s = (phase == Phase::decode ? dbl(batch) : w.tokens) / r.step_s;
+  const auto [wb, kvb] = inference_bytes(s, f, par, batch, context);
+  r.weight_bytes = wb;
+  r.kv_bytes = kvb;
+  r.capacity = target.capacity_gb * 1e9;
+  r.fits = wb + kvb <= r.capacity;
+  if (!r.fits) {
+    std::ostringstream o;
+    o.precision(3);
+    o << "weights " << wb / 1e9 << " GB + KV cache " << kvb / 1e9 << " GB per device > " << target.capacity_gb
+      << " GB";
+    r.why = o.str();
+  }
+  return r;
+}
+
+long long max_batch_for_kv(const ModelShape& s, const PlanFormats& f, const Target& target, const Parallel& par,
+                           long long context) {
+  const auto [wb, kv1] = inference_bytes(s, f, par, 1, context);
+  const double free = target.capacity_gb * 1e9 - wb;
+  if (free < kv1) return 0;
+  return static_cast<long long>(std::floor(free / kv1));
+}
+
+}  // namespace lpemu::cost
