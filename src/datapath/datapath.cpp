@@ -187,7 +187,7 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
   }
 
   const Reader in = sub(root, "inputs", origin);
-  in.only({"a", "b", "flush_subnormals", "scale_application", "scale_block", "group_size"});
+  in.only({"a", "b", "flush_subnormals", "scale_application", "scale_block", "group_size", "scale"});
   d.a = in.format_named("a", in.str_req("a"), formats);
   d.b = in.format_named("b", in.str_req("b"), formats);
   d.flush_subnormal_inputs = in.boolean("flush_subnormals", false);
@@ -201,6 +201,7 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
     fail(origin, in.node("scale_application"), "inputs.scale_block", "(missing)",
          "the number of elements per block scale when scale_application is not \"none\"");
   }
+  if (d.scale_application != ScaleApplication::none) d.scale = in.format_named("scale", in.str("scale").value_or("e8m0"), formats);
 
   const Reader pr = sub(root, "products", origin);
   pr.only({"format", "rounding"});
