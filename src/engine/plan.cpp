@@ -138,7 +138,8 @@ struct Parser {
   // Reads role entries of a table, skipping `skip` keys; returns the gemm entry if present.
   std::optional<GemmChoice> entries(const toml::table& t, std::string_view ctx,
                                      std::vector<PrecisionPlan::Entry>& out,
-                                     std::initializer_list<std::string_view> skip) const {
+                                     std::initializer_list<std::string_view> skip,
+                                     std::optional<GemmChoice>& attention_gemm) const {
     std::optional<GemmChoice> g;
     for (const auto& [k, v] : t) {
       const std::string key(k.str());
@@ -148,13 +149,22 @@ struct Parser {
         g = gemm(v, full);
         continue;
       }
+      if (key == "attention_gemm") {
+        attention_gemm = gemm(v, full);
+        if (attention_gemm->convert) {
+          fail(origin, &v, full + ".convert", "true",
+               "false: attention's operands enter as their role formats (q, k, v, kv_cache, probs); quantise them instead");
+        }
+        continue;
+      }
       Role role{};
       if (!parse_role(key, role)) {
         std::vector<std::string> known = role_names();
         known.emplace_back("gemm");
+        known.emplace_back("attention_gemm");
         throw SpecError(where(origin, &v) + ": plan key '" + full + "': unknown role" + suggestions(key, known) +
                         "; roles are weights, linear_input, q, k, v, kv_cache, scores, probs, attn_output, "
-                        "mlp_hidden, residual, lm_head, lm_head_input, logits, gemm");
+                        "mlp_hidden, residual, lm_head, lm_head_input, logits, gemm, attention_gemm");
       }
       out.push_back({role, spec(v, full)});
     }
@@ -201,7 +211,14 @@ std::string PrecisionPlan::resolve_gemm(int layer, LayerKind kind, int n_layers)
 
 GemmChoice PrecisionPlan::resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers) const {
   constexpr std::string_view kLinear[] = {"wq", "wk", "wv", "wo", "w1", "w2", "w3", "output"};
-  if (site == "qk" || site == "pv") return GemmChoice{};
+  if (site == "qk" || site == "pv") {
+    GemmChoice out = attention_gemm.value_or(GemmChoice{});
+    if (kind != LayerKind::attention) return GemmChoice{};
+    for (const auto& o : overrides) {
+      if (o.attention_gemm && override_applies(o, layer, kind, n_layers)) out = *o.attention_gemm;
+    }
+    return out;
+  }
   if (std::find(std::begin(kLinear), std::end(kLinear), site) == std::end(kLinear)) {
     throw SpecError("plan '" + name + "': GEMM site '" + std::string(site) +
                     "': expected one of wq, wk, wv, wo, w1, w2, w3, output, qk, pv");
@@ -220,9 +237,9 @@ bool PrecisionPlan::is_reference() const {
   for (const auto& e : roles) {
     if (e.spec) return false;
   }
-  if (!identity_gemm(gemm)) return false;
+  if (!identity_gemm(gemm) || !identity_gemm(attention_gemm)) return false;
   for (const auto& o : overrides) {
-    if (!identity_gemm(o.gemm)) return false;
+    if (!identity_gemm(o.gemm) || !identity_gemm(o.attention_gemm)) return false;
     for (const auto& e : o.entries) {
       if (e.spec) return false;
     }
@@ -255,7 +272,7 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin, co
       continue;
     } else if (key == "roles") {
       if (!v.is_table()) fail(origin, &v, key, show(v), "a table mapping roles to formats");
-      plan.gemm = p.entries(*v.as_table(), "roles", plan.roles, {});
+      plan.gemm = p.entries(*v.as_table(), "roles", plan.roles, {}, plan.attention_gemm);
     } else if (key == "override") {
       if (!v.is_array_of_tables()) fail(origin, &v, key, show(v), "an array of tables [[override]]");
       for (const auto& item : *v.as_array()) {
@@ -293,7 +310,7 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin, co
             fail(origin, kn, "override.kind", show(*kn), "\"attention\", \"mlp\" or \"head\"");
           }
         }
-        o.gemm = p.entries(t, "override", o.entries, {"layers", "kind"});
+        o.gemm = p.entries(t, "override", o.entries, {"layers", "kind"}, o.attention_gemm);
         plan.overrides.push_back(std::move(o));
       }
     } else {

@@ -131,7 +131,36 @@ class ImplT final : public Session::Impl {
       }
       sites_[{l, k, std::string(tensor)}] = std::move(st);
     };
+    // Attention's GEMMs: operands are q / k (kv_cache when set) and probs / v (kv_cache), which
+    // must enter the datapath exactly as their element formats.
+    const auto attention_site = [&](int l, std::string_view tensor) {
+      const GemmChoice choice = plan_.resolve_gemm_site(l, LayerKind::attention, tensor, c.n_layers);
+      Site st;
+      st.gemm = opts_.gemms->make(choice.datapath);
+      if (const datapath::Datapath* dp = st.gemm->datapath()) {
+        const auto role_q = [&](Role r) {
+          const Quantizer* kv = find(Role::kv_cache, l, LayerKind::attention);
+          return r != Role::q && r != Role::probs && kv != nullptr ? kv : find(r, l, LayerKind::attention);
+        };
+        const Role roles[2] = {tensor == "qk" ? Role::q : Role::probs, tensor == "qk" ? Role::k : Role::v};
+        for (int side = 0; side < 2; ++side) {
+          const Quantizer* q = role_q(roles[side]);
+          std::string why = datapath_entry_problem(*dp, side == 0, q != nullptr ? q->element_format() : fp32(), nullptr);
+          if (why.empty() && q != nullptr && q->block_format() != nullptr) why = "attention operands take element formats";
+          if (!why.empty()) {
+            throw Error((choice.origin.empty() ? plan_.origin : choice.origin) + ": attention GEMM '" +
+                        std::string(tensor) + "' (layer " + std::to_string(l) + "): operand " + (side == 0 ? "A" : "B") +
+                        " in format '" + (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" +
+                        dp->name + "' exactly: " + why);
+          }
+          st.formats[side] = q != nullptr ? q->element_format().name : std::string("fp32");
+        }
+      }
+      sites_[{l, LayerKind::attention, std::string(tensor)}] = std::move(st);
+    };
     for (int l = 0; l < c.n_layers; ++l) {
+      attention_site(l, "qk");
+      attention_site(l, "pv");
       for (const char* t : {"wq", "wk", "wv", "wo"}) site(l, LayerKind::attention, t);
       for (const char* t : {"w1", "w2", "w3"}) site(l, LayerKind::mlp, t);
     }
@@ -236,7 +265,8 @@ class ImplT final : public Session::Impl {
       if (find(Role::probs, l, LayerKind::attention) != nullptr) {
         on_probs = [&, l](Mat<T>& s, int h) { quant(s, Role::probs, l, LayerKind::attention, "probs", h, 1, p0); };
       }
-      attention(q, w.k_cache, w.v_cache, p0, c.n_heads, c.n_kv_heads, c.head_dim, att, on_scores, on_probs);
+      attention(q, w.k_cache, w.v_cache, p0, c.n_heads, c.n_kv_heads, c.head_dim, att, on_scores, on_probs,
+                head_gemm(l, "qk"), head_gemm(l, "pv"));
       quant(att, Role::attn_output, l, LayerKind::attention, "attn_output", -1, 1, p0);
       trace(pre + "attention/wo_input", att);
       xin = input(att, l, LayerKind::attention, {"wo"}, "wo_input", p0);
@@ -308,8 +338,19 @@ class ImplT final : public Session::Impl {
 
   struct Site {
     std::shared_ptr<const Gemm> gemm;
+    std::string formats[2];  ///< attention sites on a datapath: the element formats of A and B
     std::shared_ptr<const Quantizer> convert[2];  ///< conversions of A and B (gemm.convert), or null
   };
+
+  // Attention GEMM `tensor` ("qk" / "pv") of layer l on its datapath, or empty (computed in T).
+  HeadGemm<T> head_gemm(int l, const char* tensor) const {
+    const Site& st = sites_.at({l, LayerKind::attention, tensor});
+    if (st.gemm->datapath() == nullptr) return {};
+    return [&st, l, tensor](const Mat<T>& a, const Mat<T>& b, Mat<T>& c, int) {
+      const GemmPoint p{l, LayerKind::attention, tensor, st.formats[0], st.formats[1]};
+      st.gemm->nt(a, b, c, p);
+    };
+  }
 
   static const format::Format& fp32() { return format::Registry::builtin().get("fp32"); }
 

@@ -37,6 +37,7 @@ class PrecisionPlan {
     std::optional<LayerKind> kind;
     std::vector<Entry> entries;
     std::optional<GemmChoice> gemm;
+    std::optional<GemmChoice> attention_gemm;
     std::string origin;
   };
 
@@ -45,6 +46,7 @@ class PrecisionPlan {
   Compute compute = Compute::fp32;
   std::vector<Entry> roles;
   std::optional<GemmChoice> gemm;  ///< default GEMM strategy; nullopt = eigen
+  std::optional<GemmChoice> attention_gemm;  ///< attention's QKᵀ and PV; nullopt = eigen
   std::vector<Override> overrides;
   std::string origin;  ///< file the plan came from ("builtin:fp32" for built-ins)
 
@@ -54,9 +56,9 @@ class PrecisionPlan {
   std::string resolve_gemm(int layer, LayerKind kind, int n_layers) const;
   /// The datapath that runs GEMM site `site` at (layer, kind) and whether conversion is asked for.
   /// Sites: the linear tensors "wq", "wk", "wv", "wo", "w1", "w2", "w3" (kind attention or mlp),
-  /// "output" (the LM head, kind head, layer -1), and attention's "qk" and "pv" (which run in the
-  /// compute type, "eigen"). The [roles] gemm, then each matching [[override]] gemm in file order;
-  /// the head takes [roles] gemm and overrides with kind = "head". Throws SpecError for another site.
+  /// "output" (the LM head, kind head, layer -1), and attention's "qk" and "pv" (key
+  /// attention_gemm). The [roles] entry, then each matching [[override]] entry in file order; the
+  /// head takes [roles] gemm and overrides with kind = "head". Throws SpecError for another site.
   GemmChoice resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers) const;
   /// True when no role is quantised and every GEMM is the default (a pure reference plan).
   bool is_reference() const;

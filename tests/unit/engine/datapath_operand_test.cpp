@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <mutex>
 #include <random>
 
 #include "lpemu/block/block_format.hpp"
@@ -262,6 +263,77 @@ TEST_CASE("stories260K with NVFP4 operands on b200_nvfp4_fp32 loses no more than
   CHECK(checking->checked > 0);
   CHECK(checking->mismatches == 0);
   CHECK(e_dp.mean_kl <= e_fp32.mean_kl * 1.05 + 1e-3);
+}
+
+}  // namespace
+
+namespace {
+
+// Records attention GEMMs on a datapath and checks each against dot() on the operands' codes.
+class AttentionCheck final : public Gemm {
+ public:
+  explicit AttentionCheck(std::shared_ptr<const Gemm> inner) : inner_(std::move(inner)) {}
+  const std::string& name() const override { return inner_->name(); }
+  const dpn::Datapath* datapath() const override { return inner_->datapath(); }
+  void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint& p) const override {
+    inner_->nt(a, b, c, p);
+    if (p.tensor != "qk" && p.tensor != "pv") return;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ++(p.tensor == "qk" ? qk : pv);
+    const dpn::Datapath& dp = *inner_->datapath();
+    const auto k = static_cast<std::size_t>(a.cols());
+    for (Eigen::Index j = 0; j < b.rows(); ++j) {
+      std::vector<std::uint64_t> ra(k), rb(k);
+      for (std::size_t t = 0; t < k; ++t) {
+        ra[t] = fmt::encode(dp.a, static_cast<double>(a(0, static_cast<Eigen::Index>(t))));
+        rb[t] = fmt::encode(dp.b, static_cast<double>(b(j, static_cast<Eigen::Index>(t))));
+      }
+      const double want = fmt::decode(dp.output(), dpn::dot(dp, ra, rb, 0));
+      if (static_cast<double>(c(0, j)) != want) ++mismatches;
+      ++checked;
+    }
+  }
+  mutable std::size_t qk = 0, pv = 0, checked = 0, mismatches = 0;
+
+ private:
+  std::shared_ptr<const Gemm> inner_;
+  mutable std::mutex mutex_;
+};
+
+TEST_CASE("attention's QK and PV GEMMs run on a datapath named by attention_gemm", "[engine][datapath]") {
+  const auto q = QuantizerFactory::standard(fmt::Registry::builtin());
+  GemmFactory gemms = GemmFactory::builtin();
+  auto check = std::make_shared<AttentionCheck>(gemms.make("h100_e4m3_fp32"));
+  gemms.add("h100_e4m3_fp32", [check]() { return std::shared_ptr<const Gemm>(check); });
+  const Model m = load_model(lpemu::test::source_path("data/models/stories260K/model.h5"));
+  const std::string roles = "[roles]\nq = \"fp8_e4m3\"\nk = \"fp8_e4m3\"\nv = \"fp8_e4m3\"\nprobs = \"fp8_e4m3\"\n";
+  const PrecisionPlan on_dp =
+      parse_plan_toml(roles + "attention_gemm = \"h100_e4m3_fp32\"\n[[override]]\nlayers = [0]\nattention_gemm = \"none\"\n",
+                      "attn.toml", q, gemms);
+  CHECK(on_dp.resolve_gemm_site(1, LayerKind::attention, "qk", 5).datapath == "h100_e4m3_fp32");
+  CHECK(on_dp.resolve_gemm_site(1, LayerKind::attention, "pv", 5).datapath == "h100_e4m3_fp32");
+  CHECK(on_dp.resolve_gemm_site(0, LayerKind::attention, "qk", 5).datapath == "eigen");
+  CHECK(on_dp.resolve_gemm_site(1, LayerKind::attention, "wq", 5).datapath == "eigen");
+  const PrecisionPlan plain = parse_plan_toml(roles, "plain.toml", q, gemms);
+  SessionOptions o;
+  o.quantizers = &q;
+  o.gemms = &gemms;
+  Session s(m, on_dp, o), r(m, plain, o);
+  const std::vector<int> tokens{1, 403, 407, 261, 378};
+  const RowMatrix a = s.forward(tokens);
+  const RowMatrix b = r.forward(tokens);
+  CHECK(a.allFinite());
+  CHECK((a - b).cwiseAbs().maxCoeff() < 1.0F);
+  CHECK(check->qk == 4u * static_cast<std::size_t>(m.config.n_heads));  // layers 1..4
+  CHECK(check->pv == check->qk);
+  CHECK(check->checked > 0);
+  CHECK(check->mismatches == 0);
+  // Unquantised queries cannot enter an FP8 datapath.
+  const PrecisionPlan bad = parse_plan_toml("[roles]\nattention_gemm = \"h100_e4m3_fp32\"\n", "bad_attn.toml", q, gemms);
+  CHECK_THROWS_WITH(Session(m, bad, o), Catch::Matchers::Contains("bad_attn.toml:2") &&
+                                            Catch::Matchers::Contains("attention GEMM 'qk'") &&
+                                            Catch::Matchers::Contains("'fp32'") &&
+                                            Catch::Matchers::Contains("'h100_e4m3_fp32'"));
 }
 
 }  // namespace
