@@ -33,7 +33,8 @@ const PrecisionPlan* plan(const std::string& name) {
                                         "bench:fp8_e4m3", quantizers(), GemmFactory::builtin());
     if (GemmFactory::builtin().knows("h100_e4m3_fp32")) {
       plans["h100_e4m3"] = parse_plan_toml("[defaults]\noverflow = \"saturate\"\n[roles]\nweights = \"fp8_e4m3\"\n"
-                                           "linear_input = \"fp8_e4m3\"\ngemm = \"h100_e4m3_fp32\"\n",
+                                           "linear_input = \"fp8_e4m3\"\nlm_head = \"fp8_e4m3\"\n"
+                                           "lm_head_input = \"fp8_e4m3\"\ngemm = \"h100_e4m3_fp32\"\n",
                                            "bench:h100_e4m3", quantizers(), GemmFactory::builtin());
     }
     if (quantizers().knows("mxfp4")) {

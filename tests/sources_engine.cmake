@@ -4,7 +4,9 @@ target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/forward_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/cli_engine_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/block_plan_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/datapath_plan_test.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/datapath_plan_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/datapath_operand_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/gemm_cli_test.cpp)
 target_sources(lpemu_golden_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/golden/engine/stories260k_test.cpp)
 add_dependencies(lpemu_unit_tests lpemu_cli)

@@ -140,7 +140,7 @@ engine::PrecisionPlan cost_plan_of(const engine::PrecisionPlan& loaded, const Co
   set(engine::Role::probs, a.activations);
   set(engine::Role::kv_cache, a.kv_cache);
   if (!a.datapath.empty()) {
-    plan.gemm = a.datapath;
+    plan.gemm = engine::GemmChoice{a.datapath, false, "command line"};
     for (auto& o : plan.overrides) o.gemm.reset();
   }
   return plan;

@@ -1,5 +1,6 @@
 // `lpemu dot`, `lpemu datapath-error`, `lpemu datapath list|show`: thin wrappers over
 // lpemu::datapath (issue 4).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -70,9 +71,64 @@ std::uint64_t parse_hex(const std::string& text, const format::Format& f, const 
   return v;
 }
 
-void run_dot(Context& ctx, const std::string& name, const std::string& in_path, const std::string& out_path) {
+// Codes in one CSV field, separated by ';' or spaces (as `lpemu proposal` writes dot.csv).
+std::vector<std::string> code_fields(const std::string& field) {
+  std::string t = field;
+  std::replace(t.begin(), t.end(), ';', ' ');
+  std::vector<std::string> out;
+  std::istringstream in(t);
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+// Block scales of one row: decimal exponents (E8M0, as dot.csv holds them) or 0x-prefixed codes
+// of the datapath's scale format, split into exponent and integer significand for datapath::dot.
+void parse_scales(const std::string& field, const datapath::Datapath& dp, const std::string& where,
+                  const std::string& column, std::vector<std::int32_t>& exps, std::vector<std::uint32_t>& sigs) {
+  for (const auto& w : code_fields(field)) {
+    if (!dp.scale) throw Error(where + ": column '" + column + "' = '" + w + "': datapath '" + dp.name + "' has no block scales");
+    if (w.size() > 2 && w[0] == '0' && (w[1] == 'x' || w[1] == 'X')) {
+      const double v = format::decode(*dp.scale, parse_hex(w, *dp.scale, where, column));
+      if (std::isnan(v)) {
+        exps.push_back(datapath::kNanScale);
+        sigs.push_back(1);
+      } else if (v == 0.0) {
+        exps.push_back(0);
+        sigs.push_back(0);
+      } else {
+        const int e = std::ilogb(v) - dp.scale->mantissa_bits;
+        exps.push_back(e);
+        sigs.push_back(static_cast<std::uint32_t>(std::ldexp(std::fabs(v), -e)));
+      }
+      continue;
+    }
+    if (w == "nan" || w == "NaN") {
+      exps.push_back(datapath::kNanScale);
+      sigs.push_back(1);
+      continue;
+    }
+    std::size_t used = 0;
+    long e = 0;
+    try {
+      e = std::stol(w, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != w.size() || e < -100000 || e > 100000) {
+      throw Error(where + ": column '" + column + "' = '" + w + "': expected a decimal scale exponent, nan, or a 0x code of " +
+                  dp.scale->name);
+    }
+    exps.push_back(static_cast<std::int32_t>(e));
+    sigs.push_back(1);
+  }
+}
+
+void run_dot(Context& ctx, const std::string& name, const std::string& inputs, const std::string& in_path,
+             const std::string& out_path) {
   ctx.apply_threads();
-  const datapath::Datapath& dp = ctx.datapaths().get(name);
+  datapath::Datapath dp = ctx.datapaths().get(name);
+  if (!inputs.empty()) dp.a = dp.b = ctx.formats().get(inputs);
   std::ifstream in(in_path);
   if (!in) throw IoError(in_path + ": cannot open cases file");
   std::string line;
@@ -85,15 +141,18 @@ void run_dot(Context& ctx, const std::string& name, const std::string& in_path, 
       throw IoError(in_path + ":1: header has no column '" + need + "' (expected columns a,b,c)");
     }
   }
+  const bool scaled = col.count("scale_a") != 0 || col.count("scale_b") != 0;
+  const bool expected = col.count("expected_result") != 0;
   std::ofstream out_file;
   if (!out_path.empty()) {
     out_file.open(out_path);
     if (!out_file) throw IoError(out_path + ": cannot write");
   }
   std::ostream& out = out_path.empty() ? std::cout : out_file;
-  out << "a,b,c,d,d_value,exact\n";
+  out << "a,b,c," << (scaled ? "scale_a,scale_b," : "") << "d,d_value,exact" << (expected ? ",match" : "") << "\n";
   std::size_t row = 1;
   std::size_t cases = 0;
+  std::size_t mismatches = 0;
   while (std::getline(in, line)) {
     ++row;
     if (trim(line).empty()) continue;
@@ -101,23 +160,46 @@ void run_dot(Context& ctx, const std::string& name, const std::string& in_path, 
     const auto fields = split(line, ',');
     if (fields.size() != header.size()) {
       throw Error(where + ": " + std::to_string(fields.size()) + " fields, expected " +
-                  std::to_string(header.size()) + " (a,b,c)");
+                  std::to_string(header.size()) + " (one per header column)");
     }
+    const auto field = [&](const char* c) { return col.count(c) != 0 ? trim(fields[col[c]]) : std::string(); };
     std::vector<std::uint64_t> a, b;
-    for (const auto& s : split(fields[col["a"]], ';')) a.push_back(parse_hex(s, dp.a, where, "a"));
-    for (const auto& s : split(fields[col["b"]], ';')) b.push_back(parse_hex(s, dp.b, where, "b"));
+    for (const auto& s : code_fields(field("a"))) a.push_back(parse_hex(s, dp.a, where, "a"));
+    for (const auto& s : code_fields(field("b"))) b.push_back(parse_hex(s, dp.b, where, "b"));
     if (a.size() != b.size()) {
       throw Error(where + ": column 'a' has " + std::to_string(a.size()) + " codes but 'b' has " +
                   std::to_string(b.size()));
     }
-    const std::uint64_t c = parse_hex(fields[col["c"]], dp.output(), where, "c");
-    const std::uint64_t d = datapath::dot(dp, a, b, c, {}, cases);
-    const datapath::ExactValue ex = datapath::exact_dot(dp, a, b, c);
-    out << trim(fields[col["a"]]) << ',' << trim(fields[col["b"]]) << ',' << trim(fields[col["c"]]) << ','
-        << hex(d) << ',' << format_real(format::decode(dp.output(), d)) << ',' << ex.to_string(25) << '\n';
+    const std::uint64_t c = parse_hex(field("c"), dp.output(), where, "c");
+    std::vector<std::int32_t> ea, eb;
+    std::vector<std::uint32_t> ma, mb;
+    parse_scales(field("scale_a"), dp, where, "scale_a", ea, ma);
+    parse_scales(field("scale_b"), dp, where, "scale_b", eb, mb);
+    const auto all_one = [](const std::vector<std::uint32_t>& v) {
+      return std::all_of(v.begin(), v.end(), [](std::uint32_t x) { return x == 1; });
+    };
+    if (all_one(ma)) ma.clear();
+    if (all_one(mb)) mb.clear();
+    const datapath::BlockScales scales{ea, eb, ma, mb};
+    const std::uint64_t index = col.count("row") != 0 ? parse_code(field("row"), where + ": column 'row'") : cases;
+    const std::uint64_t d = datapath::dot(dp, a, b, c, scales, index);
+    const datapath::ExactValue ex = datapath::exact_dot(dp, a, b, c, scales);
+    out << field("a") << ',' << field("b") << ',' << field("c") << ',';
+    if (scaled) out << field("scale_a") << ',' << field("scale_b") << ',';
+    out << hex(d) << ',' << format_real(format::decode(dp.output(), d)) << ',' << ex.to_string(25);
+    if (expected) {
+      const bool match = parse_hex(field("expected_result"), dp.output(), where, "expected_result") == d;
+      mismatches += match ? 0 : 1;
+      out << ',' << (match ? "yes" : "no");
+    }
+    out << '\n';
     ++cases;
   }
   if (!out_path.empty()) std::cout << "wrote " << cases << " results to " << out_path << "\n";
+  if (expected) {
+    std::cout << cases - mismatches << " of " << cases << " results match expected_result\n";
+    if (mismatches != 0) throw Error(in_path + ": " + std::to_string(mismatches) + " results differ from expected_result");
+  }
 }
 
 struct ErrorFlags {
@@ -239,10 +321,15 @@ void register_datapath(CLI::App& app, Context& ctx) {
   auto dot_name = std::make_shared<std::string>();
   auto dot_in = std::make_shared<std::string>();
   auto dot_out = std::make_shared<std::string>();
+  auto dot_inputs = std::make_shared<std::string>();
   dot->add_option("--datapath", *dot_name, "datapath name (see `lpemu datapath list`)")->required();
-  dot->add_option("--cases", *dot_in, "CSV with columns a, b (';'-separated hex codes) and c (hex)")->required();
+  dot->add_option("--cases", *dot_in,
+                  "CSV with columns a, b (hex codes separated by ';' or spaces), c (hex); optional scale_a, "
+                  "scale_b (per-block scales), row, expected_result: the dot.csv of `lpemu proposal` reads as is")
+      ->required();
+  dot->add_option("--inputs", *dot_inputs, "override the datapath's input format (a and b)");
   dot->add_option("--out", *dot_out, "output CSV (default: standard output)");
-  dot->callback([&ctx, dot_name, dot_in, dot_out] { run_dot(ctx, *dot_name, *dot_in, *dot_out); });
+  dot->callback([&ctx, dot_name, dot_inputs, dot_in, dot_out] { run_dot(ctx, *dot_name, *dot_inputs, *dot_in, *dot_out); });
 
   auto* err = app.add_subcommand("datapath-error", "relative error of datapaths versus K against the exact dot product");
   auto flags = std::make_shared<ErrorFlags>();

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   lpemu::cli::register_proposal(app, ctx);
   lpemu::cli::register_cost(app, ctx);
   lpemu::cli::register_datapath(app, ctx);
+  lpemu::cli::register_gemm(app, ctx);
   lpemu::cli::register_sweep(app, ctx);
   try {
     app.parse(argc, argv);

@@ -128,10 +128,10 @@ MacDatapath mac_datapath(const datapath::Datapath& dp) {
     c.name = f.name;
     c.element_name = f.name;
     c.element = element_width(f);
-    if (dp.scale_application != datapath::ScaleApplication::none && dp.scale_format) {
+    if (dp.scale_application != datapath::ScaleApplication::none && dp.scale) {
       c.block_size = dp.scale_block;
-      c.scale_name = dp.scale_format->name;
-      c.scale = element_width(*dp.scale_format);
+      c.scale_name = dp.scale->name;
+      c.scale = element_width(*dp.scale);
     }
     return c;
   };

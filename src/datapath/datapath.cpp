@@ -187,7 +187,7 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
   }
 
   const Reader in = sub(root, "inputs", origin);
-  in.only({"a", "b", "flush_subnormals", "scale_application", "scale_block", "group_size", "scale_format"});
+  in.only({"a", "b", "flush_subnormals", "scale_application", "scale_block", "group_size", "scale"});
   d.a = in.format_named("a", in.str_req("a"), formats);
   d.b = in.format_named("b", in.str_req("b"), formats);
   d.flush_subnormal_inputs = in.boolean("flush_subnormals", false);
@@ -203,10 +203,9 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
   }
   if (d.scale_application != ScaleApplication::none) {
     // OCP MX v1.0 sec. 5.2: E8M0 shared scales; NVFP4 uses FP8 E4M3 block scales.
-    d.scale_format = in.format_named("scale_format", in.str("scale_format").value_or("e8m0"), formats);
-  } else if (in.node("scale_format") != nullptr) {
-    fail(origin, in.node("scale_format"), "inputs.scale_format", show(*in.node("scale_format")),
-         "no scale_format when scale_application is \"none\"");
+    d.scale = in.format_named("scale", in.str("scale").value_or("e8m0"), formats);
+  } else if (in.node("scale") != nullptr) {
+    fail(origin, in.node("scale"), "inputs.scale", show(*in.node("scale")), "no scale when scale_application is \"none\"");
   }
 
   const Reader pr = sub(root, "products", origin);

@@ -338,8 +338,9 @@ Term to_term(const Operand& o) {
 class Engine {
  public:
   Engine(const Datapath& dp, std::span<const Operand> a, std::span<const Operand> b,
-         std::span<const std::int32_t> sa, std::span<const std::int32_t> sb, std::uint64_t index)
-      : dp_(dp), a_(a), b_(b), sa_(sa), sb_(sb), index_(index) {
+         const BlockScales& scales, std::uint64_t index)
+      : dp_(dp), a_(a), b_(b), sa_(scales.a), sb_(scales.b), ma_(scales.a_significand), mb_(scales.b_significand),
+        index_(index) {
     acc_.fmt = &dp.accumulator;
     acc_.p = dp.accumulator.kind == format::Kind::floating ? dp.accumulator_fraction_bits : 0;
     acc_.rounding = dp.accumulator_rounding;
@@ -419,6 +420,13 @@ class Engine {
     return s[k / static_cast<std::size_t>(dp_.scale_block)];
   }
 
+  // The product of a's and b's scale significands at k (1 for power-of-two scales).
+  u128 significand_of(std::size_t k) const {
+    if (dp_.scale_block <= 0) return 1;
+    const std::size_t i = k / static_cast<std::size_t>(dp_.scale_block);
+    return static_cast<u128>(ma_.empty() ? 1U : ma_[i]) * (mb_.empty() ? 1U : mb_[i]);
+  }
+
   /// One block: d = c + Σ_{k in [lo, hi)} a_k·b_k (tensor-cores.md §1, steps 1–7).
   std::uint64_t block(std::size_t lo, std::size_t hi, std::uint64_t c_code) {
     const format::Format& af = dp_.accumulator;
@@ -437,8 +445,11 @@ class Engine {
       if (g.mag == 0) return;
       const std::size_t first = group_id * static_cast<std::size_t>(dp_.group_size);
       const int s = scale_of(sa_, first) + scale_of(sb_, first);
+      // Non-power-of-two scales (NVFP4's E4M3): the exact group sum times both significands.
+      const u128 mag = g.mag * significand_of(first);
+      if (mag == 0) return;
       const int lsb = g.qexp + s;
-      terms_.push_back(Term{g.mag, lsb, lsb + bit_width128(g.mag) - 1, g.neg});
+      terms_.push_back(Term{mag, lsb, lsb + bit_width128(mag) - 1, g.neg});
     };
     for (std::size_t k = lo; k < hi; ++k) {
       const Operand& x = a_[k];
@@ -492,6 +503,12 @@ class Engine {
         // OCP MX v1.0 §6 / [MMA-Sim] mxf8f6f4: scale exponents added to the product exponent.
         t.lsb += sa + sb;
         t.e += sa + sb;
+        if (const u128 sig = significand_of(k); sig != 1) {
+          // A non-power-of-two scale: the exact product times both significands, renormalised.
+          t.mag *= sig;
+          if (t.mag == 0) continue;
+          t.e = std::max(t.e, t.lsb + bit_width128(t.mag) - 1);
+        }
       }
       terms_.push_back(t);
     }
@@ -543,6 +560,8 @@ class Engine {
   std::span<const Operand> b_;
   std::span<const std::int32_t> sa_;
   std::span<const std::int32_t> sb_;
+  std::span<const std::uint32_t> ma_;
+  std::span<const std::uint32_t> mb_;
   std::uint64_t index_;
   std::uint64_t event_ = 0;
   OutSpec acc_{};
@@ -614,9 +633,8 @@ std::uint64_t finish_block(const Datapath& dp, i128 s, int qexp, bool zero_neg, 
 }
 
 std::uint64_t dot_decoded(const Datapath& dp, std::span<const Operand> a, std::span<const Operand> b,
-                          std::uint64_t c_code, std::span<const std::int32_t> scale_a,
-                          std::span<const std::int32_t> scale_b, std::uint64_t index) {
-  Engine e(dp, a, b, scale_a, scale_b, index);
+                          std::uint64_t c_code, const BlockScales& scales, std::uint64_t index) {
+  Engine e(dp, a, b, scales, index);
   return e.run(c_code);
 }
 
@@ -630,9 +648,10 @@ std::uint64_t dot(const Datapath& dp, std::span<const std::uint64_t> a, std::spa
   const std::size_t nscales = dp.scale_block > 0 ? (a.size() + static_cast<std::size_t>(dp.scale_block) - 1) /
                                                        static_cast<std::size_t>(dp.scale_block)
                                                  : 0;
-  for (const auto* s : {&scales.a, &scales.b}) {
-    if (!s->empty() && s->size() != nscales) {
-      throw ShapeError("dot: " + std::to_string(s->size()) + " block scales given, expected " +
+  for (const std::size_t given : {scales.a.size(), scales.b.size(), scales.a_significand.size(),
+                                   scales.b_significand.size()}) {
+    if (given != 0 && given != nscales) {
+      throw ShapeError("dot: " + std::to_string(given) + " block scales given, expected " +
                        std::to_string(nscales) + " (one per " + std::to_string(dp.scale_block) + " elements)");
     }
   }
@@ -645,7 +664,7 @@ std::uint64_t dot(const Datapath& dp, std::span<const std::uint64_t> a, std::spa
     da[i] = detail::decode_operand(dp.a, a[i], dp.flush_subnormal_inputs);
     db[i] = detail::decode_operand(dp.b, b[i], dp.flush_subnormal_inputs);
   }
-  return detail::dot_decoded(dp, da, db, c, scales.a, scales.b, index);
+  return detail::dot_decoded(dp, da, db, c, scales, index);
 }
 
 }  // namespace lpemu::datapath

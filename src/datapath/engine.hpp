@@ -37,10 +37,9 @@ Operand decode_operand(const format::Format& f, std::uint64_t code, bool flush);
 void check_code(const format::Format& f, std::uint64_t code, const char* what, std::size_t index);
 
 /// d = c + Σ a[i]·b[i] on decoded operands (a and b of equal length). `c_code` is a code of
-/// dp.output(). Scales (exponents per scale block) may be empty.
+/// dp.output(). Scales (exponents and integer significands per scale block) may be empty.
 std::uint64_t dot_decoded(const Datapath& dp, std::span<const Operand> a, std::span<const Operand> b,
-                          std::uint64_t c_code, std::span<const std::int32_t> scale_a,
-                          std::span<const std::int32_t> scale_b, std::uint64_t index);
+                          std::uint64_t c_code, const BlockScales& scales, std::uint64_t index);
 
 /// Ends one block: rounds ±|s|·2^qexp (plus c when `c_code` is finite and `add_c`, exactly) into
 /// the accumulator as dp's block rounding does; `zero_neg` is the sign of an all-zero sum.

@@ -121,7 +121,12 @@ ExactValue exact_dot(const format::Format& fa, const format::Format& fb, const f
     if (x == 0.0 || y == 0.0) continue;
     Part px = split(x);
     const Part py = split(y);
-    parts.push_back(Part{px.m * py.m, px.e + py.e + s + t});
+    cpp_int m = px.m * py.m;
+    const std::size_t blk = scale_block > 0 ? k / static_cast<std::size_t>(scale_block) : 0;
+    if (scale_block > 0 && !scales.a_significand.empty()) m *= scales.a_significand[blk];
+    if (scale_block > 0 && !scales.b_significand.empty()) m *= scales.b_significand[blk];
+    if (m == 0) continue;
+    parts.push_back(Part{m, px.e + py.e + s + t});
   }
   const double cv = format::decode(fc, c);
   if (std::isnan(cv)) nan = true;

@@ -604,7 +604,7 @@ void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size
       row[p] = dec_a(a[i * k + p], i * k + p);
       col[p] = dec_b(b[p * n + j], p * n + j);
     }
-    return dot_decoded(dp, row, col, c.empty() ? 0 : c[i * n + j], {}, {}, i * n + j);
+    return dot_decoded(dp, row, col, c.empty() ? 0 : c[i * n + j], {}, i * n + j);
   };
   const bool exact = dp.alignment == Alignment::exact;
   // ideal in int64: products span at most `span` bits above lmin, K of them need bit_width(K) more.

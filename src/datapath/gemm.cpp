@@ -3,6 +3,7 @@
 // tiling over oneTBB threads cannot change any bit.
 #include "lpemu/datapath/gemm.hpp"
 
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,12 @@ void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   const std::size_t ns = sb > 0 ? (k + sb - 1) / sb : 0;
   if (!scales.a.empty()) check_size("A's scales", scales.a.size(), m * ns);
   if (!scales.b.empty()) check_size("B's scales", scales.b.size(), ns * n);
+  if (!scales.a_significand.empty()) check_size("A's scale significands", scales.a_significand.size(), m * ns);
+  if (!scales.b_significand.empty()) check_size("B's scale significands", scales.b_significand.size(), ns * n);
   for (std::size_t i = 0; i < c.size(); ++i) detail::check_code(dp.output(), c[i], "C", i);
 
-  if (detail::fast_gemm_applicable(dp, scales.a.empty() && scales.b.empty())) {
+  if (detail::fast_gemm_applicable(dp, scales.a.empty() && scales.b.empty() && scales.a_significand.empty() &&
+                                           scales.b_significand.empty())) {
     // Packs straight from the codes (decode with m = 1 must not pay for a matrix of Operands).
     std::vector<std::uint64_t> c64(c.begin(), c.end());
     std::vector<std::uint64_t> d64(m * n);
@@ -73,22 +77,28 @@ void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
       db[j * k + p] = tb.empty() ? detail::decode_operand(dp.b, code, dp.flush_subnormal_inputs) : tb[code];
     }
   });
-  std::vector<std::int32_t> sbt(scales.b.empty() ? 0 : ns * n);
-  for (std::size_t s = 0; s < sbt.size() / (n == 0 ? 1 : n) && !scales.b.empty(); ++s) {
-    for (std::size_t j = 0; j < n; ++j) sbt[j * ns + s] = scales.b[s * n + j];
-  }
+  // B's scales by column ([N × ns]), as each dot product reads them.
+  const auto by_column = [&](auto src) {
+    std::vector<std::remove_cv_t<typename decltype(src)::element_type>> t(src.empty() ? 0 : ns * n);
+    for (std::size_t s = 0; s < ns && !src.empty(); ++s) {
+      for (std::size_t j = 0; j < n; ++j) t[j * ns + s] = src[s * n + j];
+    }
+    return t;
+  };
+  const std::vector<std::int32_t> sbt = by_column(scales.b);
+  const std::vector<std::uint32_t> mbt = by_column(scales.b_significand);
+  const auto row_of = [&](auto src, std::size_t i) { return src.empty() ? src : src.subspan(i * ns, ns); };
 
   tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, n, 16), [&](const auto& r) {
     for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
       const std::span<const detail::Operand> row(da.data() + i * k, k);
-      const std::span<const std::int32_t> sa =
-          scales.a.empty() ? std::span<const std::int32_t>() : scales.a.subspan(i * ns, ns);
+      BlockScales s{row_of(scales.a, i), {}, row_of(scales.a_significand, i), {}};
       for (std::size_t j = r.cols().begin(); j != r.cols().end(); ++j) {
         const std::span<const detail::Operand> col(db.data() + j * k, k);
-        const std::span<const std::int32_t> sbj =
-            sbt.empty() ? std::span<const std::int32_t>() : std::span<const std::int32_t>(sbt.data() + j * ns, ns);
+        if (!sbt.empty()) s.b = std::span<const std::int32_t>(sbt.data() + j * ns, ns);
+        if (!mbt.empty()) s.b_significand = std::span<const std::uint32_t>(mbt.data() + j * ns, ns);
         const std::uint64_t cc = c.empty() ? 0 : static_cast<std::uint64_t>(c[i * n + j]);
-        d[i * n + j] = static_cast<Acc>(detail::dot_decoded(dp, row, col, cc, sa, sbj, i * n + j));
+        d[i * n + j] = static_cast<Acc>(detail::dot_decoded(dp, row, col, cc, s, i * n + j));
       }
     }
   });

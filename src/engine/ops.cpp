@@ -165,7 +165,7 @@ void activate(Mat<T>& gate, const Mat<T>* up, Activation act) {
 template <class T>
 void attention(const Mat<T>& q, const Mat<T>& k_cache, const Mat<T>& v_cache, int pos0, int n_heads,
                int n_kv_heads, int head_dim, Mat<T>& out, const HeadHook<T>& on_scores,
-               const HeadHook<T>& on_probs) {
+               const HeadHook<T>& on_probs, const HeadGemm<T>& qk, const HeadGemm<T>& pv) {
   const Eigen::Index n = q.rows();
   const int ctx = pos0 + static_cast<int>(n);
   if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0) throw ShapeError("attention: n_heads % n_kv_heads != 0");
@@ -183,17 +183,34 @@ void attention(const Mat<T>& q, const Mat<T>& k_cache, const Mat<T>& v_cache, in
     const Eigen::Index qo = static_cast<Eigen::Index>(h) * head_dim;
     const Eigen::Index ko = static_cast<Eigen::Index>(h / group) * head_dim;
     Mat<T> s = Mat<T>::Zero(n, ctx);
-    for (Eigen::Index i = 0; i < n; ++i) {
-      const int len = pos0 + static_cast<int>(i) + 1;
-      for (int t = 0; t < len; ++t) {
-        T dot = 0;
-        for (int d = 0; d < head_dim; ++d) dot += q(i, qo + d) * k_cache(t, ko + d);
-        s(i, t) = dot * scale;
+    if (qk) {
+      Mat<T> raw;
+      qk(q.middleCols(qo, head_dim), k_cache.topRows(ctx).middleCols(ko, head_dim), raw, h);
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const int len = pos0 + static_cast<int>(i) + 1;
+        for (int t = 0; t < len; ++t) s(i, t) = raw(i, t) * scale;
+      }
+    } else {
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const int len = pos0 + static_cast<int>(i) + 1;
+        for (int t = 0; t < len; ++t) {
+          T dot = 0;
+          for (int d = 0; d < head_dim; ++d) dot += q(i, qo + d) * k_cache(t, ko + d);
+          s(i, t) = dot * scale;
+        }
       }
     }
     if (on_scores) on_scores(s, h);
     for (Eigen::Index i = 0; i < n; ++i) softmax_prefix(&s(i, 0), pos0 + static_cast<int>(i) + 1, ctx);
     if (on_probs) on_probs(s, h);
+    if (pv) {
+      // Masked probabilities are 0: their products drop out of every datapath's sum.
+      Mat<T> oh;
+      const Mat<T> vt = v_cache.topRows(ctx).middleCols(ko, head_dim).transpose();
+      pv(s, vt, oh, h);
+      out.middleCols(qo, head_dim) = oh;
+      return;
+    }
     for (Eigen::Index i = 0; i < n; ++i) {
       const int len = pos0 + static_cast<int>(i) + 1;
       for (int d = 0; d < head_dim; ++d) out(i, qo + d) = 0;
@@ -213,7 +230,7 @@ void attention(const Mat<T>& q, const Mat<T>& k_cache, const Mat<T>& v_cache, in
   template void softmax_prefix<T>(T*, int, int);                                                          \
   template void activate<T>(Mat<T>&, const Mat<T>*, Activation);                                          \
   template void attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, int, int, int, int, Mat<T>&,   \
-                             const HeadHook<T>&, const HeadHook<T>&);
+                             const HeadHook<T>&, const HeadHook<T>&, const HeadGemm<T>&, const HeadGemm<T>&);
 LPEMU_ENGINE_OPS(float)
 LPEMU_ENGINE_OPS(double)
 #undef LPEMU_ENGINE_OPS

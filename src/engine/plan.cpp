@@ -1,5 +1,6 @@
 #include "lpemu/engine/plan.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <toml++/toml.h>
@@ -105,20 +106,41 @@ struct Parser {
     return s;
   }
 
-  std::string gemm(const toml::node& v, std::string_view key) const {
-    const std::string name = string_of(v, key, "a GEMM datapath name");
-    if (!gemms.knows(name)) {
-      throw UnknownNameError(where(origin, &v) + ": plan key '" + std::string(key) + "' = \"" + name +
+  // `gemm = "D"` (or "none" = eigen), or `gemm = { datapath = "D", convert = true }`.
+  GemmChoice gemm(const toml::node& v, std::string_view key) const {
+    GemmChoice g;
+    g.origin = where(origin, &v);
+    const toml::node* name_node = &v;
+    if (v.is_table()) {
+      const toml::table& t = *v.as_table();
+      for (const auto& [k2, v2] : t) {
+        const std::string sub(k2.str());
+        if (sub == "convert") {
+          if (!v2.is_boolean()) fail(origin, &v2, std::string(key) + ".convert", show(v2), "true or false");
+          g.convert = *v2.value<bool>();
+        } else if (sub != "datapath") {
+          fail(origin, &v2, std::string(key) + "." + sub, "(unknown key)", "one of datapath, convert");
+        }
+      }
+      name_node = t.get("datapath");
+      if (name_node == nullptr) fail(origin, &v, std::string(key) + ".datapath", "(missing)", "a GEMM datapath name");
+    }
+    const std::string name =
+        string_of(*name_node, key, "a GEMM datapath name, \"none\", or { datapath = ..., convert = true }");
+    g.datapath = name == "none" ? "eigen" : name;
+    if (!gemms.knows(g.datapath)) {
+      throw UnknownNameError(where(origin, name_node) + ": plan key '" + std::string(key) + "' = \"" + name +
                              "\": unknown gemm datapath" + suggestions(name, gemms.names()));
     }
-    return name;
+    return g;
   }
 
   // Reads role entries of a table, skipping `skip` keys; returns the gemm entry if present.
-  std::optional<std::string> entries(const toml::table& t, std::string_view ctx,
+  std::optional<GemmChoice> entries(const toml::table& t, std::string_view ctx,
                                      std::vector<PrecisionPlan::Entry>& out,
-                                     std::initializer_list<std::string_view> skip) const {
-    std::optional<std::string> g;
+                                     std::initializer_list<std::string_view> skip,
+                                     std::optional<GemmChoice>& attention_gemm) const {
+    std::optional<GemmChoice> g;
     for (const auto& [k, v] : t) {
       const std::string key(k.str());
       if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
@@ -127,13 +149,22 @@ struct Parser {
         g = gemm(v, full);
         continue;
       }
+      if (key == "attention_gemm") {
+        attention_gemm = gemm(v, full);
+        if (attention_gemm->convert) {
+          fail(origin, &v, full + ".convert", "true",
+               "false: attention's operands enter as their role formats (q, k, v, kv_cache, probs); quantise them instead");
+        }
+        continue;
+      }
       Role role{};
       if (!parse_role(key, role)) {
         std::vector<std::string> known = role_names();
         known.emplace_back("gemm");
+        known.emplace_back("attention_gemm");
         throw SpecError(where(origin, &v) + ": plan key '" + full + "': unknown role" + suggestions(key, known) +
                         "; roles are weights, linear_input, q, k, v, kv_cache, scores, probs, attn_output, "
-                        "mlp_hidden, residual, lm_head, lm_head_input, logits, gemm");
+                        "mlp_hidden, residual, lm_head, lm_head_input, logits, gemm, attention_gemm");
       }
       out.push_back({role, spec(v, full)});
     }
@@ -149,6 +180,13 @@ bool layer_selected(const std::vector<int>& layers, int layer, int n_layers) {
   return false;
 }
 
+// Whether override `o` applies at (layer, kind): the head only takes overrides with kind = "head".
+bool override_applies(const PrecisionPlan::Override& o, int layer, LayerKind kind, int n_layers) {
+  if (kind == LayerKind::head) return o.kind == LayerKind::head;
+  if (o.kind == LayerKind::head) return false;
+  return layer_selected(o.layers, layer, n_layers) && (!o.kind || *o.kind == kind);
+}
+
 }  // namespace
 
 std::optional<QuantSpec> PrecisionPlan::resolve(Role role, int layer, LayerKind kind, int n_layers) const {
@@ -156,9 +194,8 @@ std::optional<QuantSpec> PrecisionPlan::resolve(Role role, int layer, LayerKind 
   for (const auto& e : roles) {
     if (e.role == role) out = e.spec;
   }
-  if (kind == LayerKind::head) return out;
   for (const auto& o : overrides) {
-    if (!layer_selected(o.layers, layer, n_layers) || (o.kind && *o.kind != kind)) continue;
+    if (!override_applies(o, layer, kind, n_layers)) continue;
     for (const auto& e : o.entries) {
       if (e.role == role) out = e.spec;
     }
@@ -167,24 +204,42 @@ std::optional<QuantSpec> PrecisionPlan::resolve(Role role, int layer, LayerKind 
 }
 
 std::string PrecisionPlan::resolve_gemm(int layer, LayerKind kind, int n_layers) const {
-  std::string out = gemm.value_or("eigen");
-  if (kind == LayerKind::head) return out;
+  return resolve_gemm_site(layer, kind, kind == LayerKind::head ? "output" : (kind == LayerKind::mlp ? "w1" : "wq"),
+                           n_layers)
+      .datapath;
+}
+
+GemmChoice PrecisionPlan::resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers) const {
+  constexpr std::string_view kLinear[] = {"wq", "wk", "wv", "wo", "w1", "w2", "w3", "output"};
+  if (site == "qk" || site == "pv") {
+    GemmChoice out = attention_gemm.value_or(GemmChoice{});
+    if (kind != LayerKind::attention) return GemmChoice{};
+    for (const auto& o : overrides) {
+      if (o.attention_gemm && override_applies(o, layer, kind, n_layers)) out = *o.attention_gemm;
+    }
+    return out;
+  }
+  if (std::find(std::begin(kLinear), std::end(kLinear), site) == std::end(kLinear)) {
+    throw SpecError("plan '" + name + "': GEMM site '" + std::string(site) +
+                    "': expected one of wq, wk, wv, wo, w1, w2, w3, output, qk, pv");
+  }
+  GemmChoice out = gemm.value_or(GemmChoice{});
   for (const auto& o : overrides) {
-    if (o.gemm && layer_selected(o.layers, layer, n_layers) && (!o.kind || *o.kind == kind)) out = *o.gemm;
+    if (o.gemm && override_applies(o, layer, kind, n_layers)) out = *o.gemm;
   }
   return out;
 }
 
 bool PrecisionPlan::is_reference() const {
-  auto identity_gemm = [](const std::optional<std::string>& g) {
-    return !g || *g == "eigen" || *g == "fp32" || *g == "native";
+  auto identity_gemm = [](const std::optional<GemmChoice>& g) {
+    return !g || g->datapath == "eigen" || g->datapath == "fp32" || g->datapath == "native";
   };
   for (const auto& e : roles) {
     if (e.spec) return false;
   }
-  if (!identity_gemm(gemm)) return false;
+  if (!identity_gemm(gemm) || !identity_gemm(attention_gemm)) return false;
   for (const auto& o : overrides) {
-    if (!identity_gemm(o.gemm)) return false;
+    if (!identity_gemm(o.gemm) || !identity_gemm(o.attention_gemm)) return false;
     for (const auto& e : o.entries) {
       if (e.spec) return false;
     }
@@ -217,7 +272,7 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin, co
       continue;
     } else if (key == "roles") {
       if (!v.is_table()) fail(origin, &v, key, show(v), "a table mapping roles to formats");
-      plan.gemm = p.entries(*v.as_table(), "roles", plan.roles, {});
+      plan.gemm = p.entries(*v.as_table(), "roles", plan.roles, {}, plan.attention_gemm);
     } else if (key == "override") {
       if (!v.is_array_of_tables()) fail(origin, &v, key, show(v), "an array of tables [[override]]");
       for (const auto& item : *v.as_array()) {
@@ -244,16 +299,18 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin, co
           }
         }
         if (const toml::node* kn = t.get("kind")) {
-          const std::string kind = p.string_of(*kn, "override.kind", "\"attention\" or \"mlp\"");
+          const std::string kind = p.string_of(*kn, "override.kind", "\"attention\", \"mlp\" or \"head\"");
           if (kind == "attention") {
             o.kind = LayerKind::attention;
           } else if (kind == "mlp") {
             o.kind = LayerKind::mlp;
+          } else if (kind == "head") {
+            o.kind = LayerKind::head;
           } else {
-            fail(origin, kn, "override.kind", show(*kn), "\"attention\" or \"mlp\"");
+            fail(origin, kn, "override.kind", show(*kn), "\"attention\", \"mlp\" or \"head\"");
           }
         }
-        o.gemm = p.entries(t, "override", o.entries, {"layers", "kind"});
+        o.gemm = p.entries(t, "override", o.entries, {"layers", "kind"}, o.attention_gemm);
         plan.overrides.push_back(std::move(o));
       }
     } else {

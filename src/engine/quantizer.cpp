@@ -20,6 +20,7 @@
 #include "lpemu/block/quantize.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/datapath/gemm.hpp"
+#include "engine/datapath_gemm.hpp"
 
 namespace lpemu::engine {
 namespace {
@@ -40,8 +41,15 @@ class ElementQuantizer final : public Quantizer {
  public:
   ElementQuantizer(const format::Format& f, const QuantSpec& spec) : fmt_(f), spec_(spec) {}
   const std::string& name() const override { return fmt_.name; }
+  const format::Format& element_format() const override { return fmt_; }
   void apply(RowMatrix& x, const QuantPoint& p) const override { run(x, p); }
   void apply(RowMatrixD& x, const QuantPoint& p) const override { run(x, p); }
+  EncodedOperand encode(RowMatrix& x, const QuantPoint& p) const override {
+    run(x, p);
+    EncodedOperand e = encode_values(x, fmt_, fmt_.name);
+    e.format = fmt_.name;
+    return e;
+  }
 
  private:
   template <class T>
@@ -62,12 +70,23 @@ class BlockQuantizer final : public Quantizer {
  public:
   BlockQuantizer(block::BlockFormat f, const QuantSpec& spec) : fmt_(std::move(f)), spec_(spec) {}
   const std::string& name() const override { return fmt_.name; }
+  const format::Format& element_format() const override { return fmt_.element; }
+  const block::BlockFormat* block_format() const override { return &fmt_; }
+  EncodedOperand encode(RowMatrix& x, const QuantPoint& p) const override {
+    if (p.axis != 1) throw Error("block format '" + fmt_.name + "': GEMM operands are encoded along their last axis");
+    const block::BlockFormat f = at(p);
+    const std::size_t shape[2] = {static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols())};
+    const std::span<float> s(x.data(), static_cast<std::size_t>(x.size()));
+    EncodedOperand e;
+    e.format = fmt_.name;
+    e.element = fmt_.element;
+    e.block = std::make_shared<const block::BlockFormat>(f);
+    e.tensor = block::encode(f, std::span<const float>(s), shape);
+    block::decode(f, e.tensor, s);
+    return e;
+  }
   void apply(RowMatrix& x, const QuantPoint& p) const override {
-    block::BlockFormat f = fmt_;
-    f.element_options.rounding = spec_.options.rounding;
-    f.element_options.sr_bits = spec_.options.sr_bits;
-    f.element_options.seed = mix64(spec_.options.seed ^ mix64(p.stream));
-    f.element_options.index_offset = p.index_offset;
+    const block::BlockFormat f = at(p);
     if (p.axis == 0) {
       RowMatrix t = x.transpose();
       run(f, t);
@@ -78,6 +97,15 @@ class BlockQuantizer final : public Quantizer {
   }
 
  private:
+  // The format with this point's rounding stream.
+  block::BlockFormat at(const QuantPoint& p) const {
+    block::BlockFormat f = fmt_;
+    f.element_options.rounding = spec_.options.rounding;
+    f.element_options.sr_bits = spec_.options.sr_bits;
+    f.element_options.seed = mix64(spec_.options.seed ^ mix64(p.stream));
+    f.element_options.index_offset = p.index_offset;
+    return f;
+  }
   static void run(const block::BlockFormat& f, RowMatrix& x) {
     const std::size_t shape[2] = {static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols())};
     const std::span<float> s(x.data(), static_cast<std::size_t>(x.size()));
@@ -85,213 +113,6 @@ class BlockQuantizer final : public Quantizer {
   }
   block::BlockFormat fmt_;
   QuantSpec spec_;
-};
-
-// The power-of-two exponent s that puts amax in binade `target` (0 for a zero or non-finite
-// amax), clamped to E8M0's range.
-std::int32_t pow2_shift(double amax, int target) {
-  if (!(amax > 0) || !std::isfinite(amax)) return 0;
-  return std::clamp(std::ilogb(amax) - target, -127, 127);
-}
-
-// Where a row's amax goes: the input format's top binade, but low enough that products of two
-// such values, and sums of many, stay well inside the output format (bf16 inputs with an fp32
-// accumulator: 2^59; fp8 with fp16 output: 2^3).
-int target_binade(const format::Format& in, const format::Format& out) {
-  return std::min(std::ilogb(in.max_finite), (std::ilogb(out.max_finite) - 1) / 2 - 4);
-}
-
-// A bit-exact datapath. Operands arrive as floats on a plan's grids (element, per-tensor or block
-// scaled); like a real low-precision GEMM, the strategy hands the datapath codes and moves scales
-// out in powers of two, which is exact. Without block scales in the datapath, a row of A or B
-// already on the input format's grid goes in as it is; any other row gets one exponent (its amax
-// in the binade target_binade() picks), applied to the output after the datapath runs (the GEMM
-// epilogue). With block scales (OCP MX, scale_application product/group) each scale_block along K
-// gets its OCP MX shared exponent, passed to the datapath as its E8M0 scales. Values then encode
-// exactly when they lie on the input grid up to that scale, else round to nearest even, saturating.
-class DatapathGemm final : public Gemm {
- public:
-  explicit DatapathGemm(const datapath::Datapath& dp) : dp_(dp) {}
-  const std::string& name() const override { return dp_.name; }
-  void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint&) const override {
-    if (a.cols() != b.cols()) throw ShapeError("datapath gemm: inner dimensions differ");
-    const auto m = static_cast<std::size_t>(a.rows());
-    const auto n = static_cast<std::size_t>(b.rows());
-    const auto k = static_cast<std::size_t>(a.cols());
-    const bool blocked = dp_.scale_application != datapath::ScaleApplication::none && dp_.scale_block > 0;
-    const std::size_t sb = blocked ? static_cast<std::size_t>(dp_.scale_block) : std::max<std::size_t>(k, 1);
-    const std::size_t kb = (k + sb - 1) / sb;
-    std::vector<std::int32_t> ea(m * kb);  // [m × kb]; B's are [kb × n], the layouts GemmScales wants
-    // Narrow operands (the common FP8/FP6/FP4 case) take float scaling, 8-bit codes and the
-    // datapath's 8-bit GEMM; others go through doubles and 64-bit codes. The float path is exact:
-    // x·2^-s is exact in float down to 2^-126, and below that lies under half the smallest
-    // subnormal of every format it is used for (min_subnormal ≥ 2^-124), so rounding is unchanged.
-    const auto narrow_ok = [](const format::Format& f) {
-      return f.bits <= 8 && format::fits_in_float(f) && f.min_subnormal >= 0x1p-124;
-    };
-    const bool narrow = narrow_ok(dp_.a) && narrow_ok(dp_.b) && dp_.output().bits <= 32 &&
-                        format::fits_in_float(dp_.output());
-    // Block-scaled datapaths use the OCP MX rule (amax in the element's top binade).
-    const int target_a = blocked ? std::ilogb(dp_.a.max_finite) : target_binade(dp_.a, dp_.output());
-    const int target_b = blocked ? std::ilogb(dp_.b.max_finite) : target_binade(dp_.b, dp_.output());
-    std::shared_ptr<const EncodedB> enc;
-    const std::vector<double> d =
-        narrow ? run<float, std::uint8_t, std::uint32_t>(a, b, target_a, target_b, blocked, sb, kb, ea, enc)
-               : run<double, std::uint64_t, std::uint64_t>(a, b, target_a, target_b, blocked, sb, kb, ea, enc);
-    const std::vector<std::int32_t>& eb = enc->e;
-    c.resize(a.rows(), b.rows());
-    if (blocked) {
-      for (std::size_t i = 0; i < d.size(); ++i) c.data()[i] = static_cast<float>(d[i]);
-      return;
-    }
-    // The epilogue: 2^(ea_i + eb_j), exact in double, then one rounding to float.
-    std::vector<double> pb(n);
-    for (std::size_t j = 0; j < n; ++j) pb[j] = std::ldexp(1.0, eb[j]);
-    for (std::size_t i = 0; i < m; ++i) {
-      const double pa = std::ldexp(1.0, ea[i]);
-      for (std::size_t j = 0; j < n; ++j) c.data()[i * n + j] = static_cast<float>(d[i * n + j] * pa * pb[j]);
-    }
-  }
-
- private:
-  // B's codes ([k, n]) and exponents ([kb, n]) as scale_and_encode makes them.
-  struct EncodedB {
-    const float* data = nullptr;
-    Eigen::Index rows = 0, cols = 0;
-    std::size_t hash = 0;
-    std::vector<std::int32_t> e;
-    std::vector<std::uint8_t> codes8;
-    std::vector<std::uint64_t> codes64;
-  };
-  static constexpr std::size_t kCachedMatrices = 64;
-  static constexpr std::size_t kCachedBytes = std::size_t{1} << 30;  ///< at most 1 GiB of codes kept
-
-  static std::size_t bytes_of(const EncodedB& e) {
-    return e.codes8.size() + e.codes64.size() * sizeof(std::uint64_t) + e.e.size() * sizeof(std::int32_t);
-  }
-
-  // B is a layer's weights, the same matrix call after call: its encoding is kept for the last
-  // kCachedMatrices matrices (at most kCachedBytes), keyed by address, shape and a hash of every bit (a matrix changed
-  // in place hashes differently and is encoded again).
-  std::shared_ptr<const EncodedB> encoded_b(const RowMatrix& b, bool narrow, int target, bool blocked, std::size_t sb,
-                                            std::size_t kb) const {
-    const std::string_view bytes(reinterpret_cast<const char*>(b.data()), static_cast<std::size_t>(b.size()) * sizeof(float));
-    const std::size_t hash = std::hash<std::string_view>{}(bytes);
-    {
-      const std::lock_guard<std::mutex> lock(cache_mutex_);
-      for (const auto& e : cache_) {
-        if (e->data == b.data() && e->rows == b.rows() && e->cols == b.cols() && e->hash == hash) return e;
-      }
-    }
-    auto enc = std::make_shared<EncodedB>();
-    enc->data = b.data();
-    enc->rows = b.rows();
-    enc->cols = b.cols();
-    enc->hash = hash;
-    const auto n = static_cast<std::size_t>(b.rows());
-    const auto k = static_cast<std::size_t>(b.cols());
-    enc->e.resize(kb * n);
-    if (narrow) {
-      enc->codes8.resize(k * n);
-      scale_and_encode<float>(b, dp_.b, target, blocked, sb, kb, enc->e.data(), false, enc->codes8.data());
-    } else {
-      enc->codes64.resize(k * n);
-      scale_and_encode<double>(b, dp_.b, target, blocked, sb, kb, enc->e.data(), false, enc->codes64.data());
-    }
-    const std::lock_guard<std::mutex> lock(cache_mutex_);
-    cache_.push_front(enc);
-    std::size_t total = 0;
-    for (const auto& e : cache_) total += bytes_of(*e);
-    while (cache_.size() > 1 && (cache_.size() > kCachedMatrices || total > kCachedBytes)) {
-      total -= bytes_of(*cache_.back());
-      cache_.pop_back();
-    }
-    return enc;
-  }
-
-  // Encodes A, fetches B's encoding, runs the datapath on codes of type In (results Out) and
-  // returns the decoded outputs [m × n]; `enc` receives B's encoding (its exponents).
-  template <class T, class In, class Out>
-  std::vector<double> run(const RowMatrix& a, const RowMatrix& b, int target_a, int target_b, bool blocked,
-                          std::size_t sb, std::size_t kb, std::vector<std::int32_t>& ea,
-                          std::shared_ptr<const EncodedB>& enc) const {
-    constexpr bool kNarrow = std::is_same_v<In, std::uint8_t>;
-    const auto m = static_cast<std::size_t>(a.rows());
-    const auto n = static_cast<std::size_t>(b.rows());
-    const auto k = static_cast<std::size_t>(a.cols());
-    std::vector<In> ac(m * k);
-    scale_and_encode<T>(a, dp_.a, target_a, blocked, sb, kb, ea.data(), true, ac.data());
-    enc = encoded_b(b, kNarrow, target_b, blocked, sb, kb);
-    datapath::GemmScales scales;
-    if (blocked) scales = {ea, enc->e};
-    std::vector<Out> dc(m * n);
-    if constexpr (kNarrow) {
-      datapath::gemm(dp_, m, n, k, ac, enc->codes8, {}, dc, scales);
-    } else {
-      datapath::gemm(dp_, m, n, k, ac, enc->codes64, {}, dc, scales);
-    }
-    std::vector<T> out(m * n);
-    format::decode(dp_.output(), std::span<const Out>(dc), std::span<T>(out));
-    return std::vector<double>(out.begin(), out.end());
-  }
-
-  // X [rows, k] encoded into `out` ([rows, k] for A; transposed to [k, rows] for B). Without block
-  // scales, a row whose values all lie on f's grid is taken as it is (its codes are what a core
-  // would be fed: subnormals stay subnormal, e = 0); any other row is scaled by 2^-s to put its
-  // amax in binade `target`. With block scales (`blocked`), every scale block of `sb` along k gets
-  // its OCP MX exponent. The exponents s go to `e`.
-  template <class T, class Code>
-  static void scale_and_encode(const RowMatrix& x, const format::Format& f, int target, bool blocked, std::size_t sb,
-                               std::size_t kb, std::int32_t* e, bool a_side, Code* out) {
-    const auto rows = static_cast<std::size_t>(x.rows());
-    const auto k = static_cast<std::size_t>(x.cols());
-    format::ConvertOptions sat;
-    sat.overflow = format::Overflow::saturate;
-    std::vector<T> v(x.data(), x.data() + rows * k);
-    std::vector<Code> codes(rows * k);
-    std::vector<char> as_is(rows, 0);
-    if (!blocked) {
-      format::encode(f, std::span<const T>(v), std::span<Code>(codes), sat);
-      std::vector<T> back(rows * k);
-      format::decode(f, std::span<const Code>(codes), std::span<T>(back));
-      for (std::size_t r = 0; r < rows; ++r) {
-        bool same = true;
-        for (std::size_t t = r * k; t < (r + 1) * k; ++t) same = same && (back[t] == v[t] || (v[t] != v[t] && back[t] != back[t]));
-        as_is[r] = same ? 1 : 0;
-      }
-    }
-    tbb::parallel_for(std::size_t{0}, rows, [&](std::size_t r) {
-      const float* row = x.data() + r * k;
-      for (std::size_t blk = 0; blk < kb; ++blk) {
-        const std::size_t k0 = blk * sb;
-        const std::size_t len = std::min(sb, k - k0);
-        float amax = 0;
-        for (std::size_t t = 0; t < len; ++t) {
-          const float y = std::fabs(row[k0 + t]);
-          if (y > amax && std::isfinite(y)) amax = y;
-        }
-        const std::int32_t s = as_is[r] != 0 ? 0 : pow2_shift(static_cast<double>(amax), target);
-        (a_side ? e[r * kb + blk] : e[blk * rows + r]) = s;
-        const T scale = static_cast<T>(std::ldexp(1.0, -s));
-        for (std::size_t t = 0; t < len; ++t) v[r * k + k0 + t] = static_cast<T>(row[k0 + t]) * scale;
-      }
-    });
-    const bool all_as_is = !blocked && std::all_of(as_is.begin(), as_is.end(), [](char c) { return c != 0; });
-    if (!all_as_is) format::encode(f, std::span<const T>(v), std::span<Code>(codes), sat);
-    if (a_side) {
-      std::copy(codes.begin(), codes.end(), out);
-      return;
-    }
-    for (std::size_t r = 0; r < rows; ++r) {
-      for (std::size_t t = 0; t < k; ++t) out[t * rows + r] = codes[r * k + t];
-    }
-  }
-
-
- private:
-  datapath::Datapath dp_;
-  mutable std::mutex cache_mutex_;
-  mutable std::deque<std::shared_ptr<const EncodedB>> cache_;
 };
 
 class EigenGemm final : public Gemm {
@@ -309,6 +130,35 @@ class EigenGemm final : public Gemm {
 };
 
 }  // namespace
+
+std::unique_ptr<Quantizer> make_block_quantizer(const block::BlockFormat& f, const QuantSpec& spec) {
+  return std::make_unique<BlockQuantizer>(f, spec);
+}
+
+EncodedOperand encode_values(const RowMatrix& x, const format::Format& element, std::string_view what) {
+  EncodedOperand e;
+  e.format = element.name;
+  e.element = element;
+  const std::size_t n = static_cast<std::size_t>(x.size());
+  e.tensor.format_name = element.name;
+  e.tensor.layout.shape = {static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols())};
+  e.tensor.layout.rows = static_cast<std::size_t>(x.rows());
+  e.tensor.layout.cols = static_cast<std::size_t>(x.cols());
+  e.tensor.layout.block_cols = std::max<std::size_t>(e.tensor.layout.cols, 1);
+  e.tensor.codes.resize(n);
+  if (element.bits > 32) throw Error(std::string(what) + ": '" + element.name + "' codes are wider than 32 bits");
+  const std::span<const float> v(x.data(), n);
+  format::encode(element, v, std::span<std::uint32_t>(e.tensor.codes));
+  std::vector<float> back(n);
+  format::decode(element, std::span<const std::uint32_t>(e.tensor.codes), std::span<float>(back));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (back[i] != v[i] && !(std::isnan(back[i]) && std::isnan(v[i]))) {
+      throw Error(std::string(what) + ": value " + std::to_string(v[i]) + " (element " + std::to_string(i) +
+                  ") is not a value of '" + element.name + "'; quantise the operand to it first");
+    }
+  }
+  return e;
+}
 
 std::string_view to_string(Role r) { return kRoleNames[static_cast<std::size_t>(r)]; }
 
@@ -426,7 +276,7 @@ GemmFactory GemmFactory::with_datapaths(const datapath::DatapathRegistry& datapa
 }
 
 void GemmFactory::add_datapath(const datapath::Datapath& dp) {
-  auto strategy = std::make_shared<const DatapathGemm>(dp);
+  auto strategy = detail::make_datapath_gemm(dp);
   add(dp.name, [strategy]() { return std::shared_ptr<const Gemm>(strategy); });
 }
 

@@ -1,8 +1,10 @@
 #include "lpemu/engine/session.hpp"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
+#include "lpemu/datapath/datapath.hpp"
 #include "lpemu/engine/ops.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/registry.hpp"
@@ -58,6 +60,7 @@ using WeightPtr = std::shared_ptr<const Mat<T>>;
 template <class T>
 struct LayerT {
   WeightPtr<T> wq, wk, wv, wo, w1, w2, w3;
+  std::map<std::string, std::shared_ptr<const EncodedOperand>, std::less<>> encoded;  ///< weights on a datapath
   Vec<T> bq, bk, bv, bo, b1, b2, b3;
   Vec<T> attention_norm, attention_norm_bias, ffn_norm, ffn_norm_bias;
   Mat<T> k_cache, v_cache;
@@ -101,18 +104,81 @@ class ImplT final : public Session::Impl {
         }
       }
     }
-    for (int l = -1; l < c.n_layers; ++l) {
-      for (const LayerKind k : {LayerKind::attention, LayerKind::mlp, LayerKind::head}) {
-        if ((l < 0) != (k == LayerKind::head)) continue;
-        gemm_[{l, k}] = opts_.gemms->make(plan_.resolve_gemm(l, k, c.n_layers));
+    // Every GEMM site's strategy; operands that cannot enter its datapath exactly are an error
+    // unless the plan asks for a conversion (then a quantiser of its own, run before the GEMM).
+    const auto site = [&](int l, LayerKind k, std::string_view tensor) {
+      const GemmChoice choice = plan_.resolve_gemm_site(l, k, tensor, c.n_layers);
+      Site st;
+      st.gemm = opts_.gemms->make(choice.datapath);
+      const datapath::Datapath* dp = st.gemm->datapath();
+      if (dp != nullptr) {
+        const bool head = k == LayerKind::head;
+        const Quantizer* qs[2] = {find(head ? Role::lm_head_input : Role::linear_input, l, k),
+                                  find(head ? Role::lm_head : Role::weights, l, k)};
+        for (int side = 0; side < 2; ++side) {
+          const Quantizer* q = qs[side];
+          const std::string why = datapath_entry_problem(*dp, side == 0, q != nullptr ? q->element_format() : fp32(),
+                                                         q != nullptr ? q->block_format() : nullptr);
+          if (why.empty()) continue;
+          if (!choice.convert) {
+            throw Error((choice.origin.empty() ? plan_.origin : choice.origin) + ": GEMM '" + std::string(tensor) +
+                        "' (layer " + std::to_string(l) + "): operand " + (side == 0 ? "A" : "B") + " in format '" +
+                        (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" + dp->name +
+                        "' exactly: " + why + "; quantise it to a format the datapath takes, or ask for a conversion "
+                        "with gemm = { datapath = \"" + dp->name + "\", convert = true }");
+          }
+          QuantSpec spec;
+          spec.options.overflow = format::Overflow::saturate;
+          st.convert[side] = make_block_quantizer(conversion_format(*dp, side == 0), spec);
+        }
       }
+      sites_[{l, k, std::string(tensor)}] = std::move(st);
+    };
+    // Attention's GEMMs: operands are q / k (kv_cache when set) and probs / v (kv_cache), which
+    // must enter the datapath exactly as their element formats.
+    const auto attention_site = [&](int l, std::string_view tensor) {
+      const GemmChoice choice = plan_.resolve_gemm_site(l, LayerKind::attention, tensor, c.n_layers);
+      Site st;
+      st.gemm = opts_.gemms->make(choice.datapath);
+      if (const datapath::Datapath* dp = st.gemm->datapath()) {
+        const auto role_q = [&](Role r) {
+          const Quantizer* kv = find(Role::kv_cache, l, LayerKind::attention);
+          return r != Role::q && r != Role::probs && kv != nullptr ? kv : find(r, l, LayerKind::attention);
+        };
+        const Role roles[2] = {tensor == "qk" ? Role::q : Role::probs, tensor == "qk" ? Role::k : Role::v};
+        for (int side = 0; side < 2; ++side) {
+          const Quantizer* q = role_q(roles[side]);
+          std::string why = datapath_entry_problem(*dp, side == 0, q != nullptr ? q->element_format() : fp32(), nullptr);
+          if (why.empty() && q != nullptr && q->block_format() != nullptr) why = "attention operands take element formats";
+          if (!why.empty()) {
+            throw Error((choice.origin.empty() ? plan_.origin : choice.origin) + ": attention GEMM '" +
+                        std::string(tensor) + "' (layer " + std::to_string(l) + "): operand " + (side == 0 ? "A" : "B") +
+                        " in format '" + (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" +
+                        dp->name + "' exactly: " + why);
+          }
+          st.formats[side] = q != nullptr ? q->element_format().name : std::string("fp32");
+        }
+      }
+      sites_[{l, LayerKind::attention, std::string(tensor)}] = std::move(st);
+    };
+    for (int l = 0; l < c.n_layers; ++l) {
+      attention_site(l, "qk");
+      attention_site(l, "pv");
+      for (const char* t : {"wq", "wk", "wv", "wo"}) site(l, LayerKind::attention, t);
+      for (const char* t : {"w1", "w2", "w3"}) site(l, LayerKind::mlp, t);
     }
+    site(-1, LayerKind::head, "output");
     const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = m.layers[static_cast<std::size_t>(l)];
       LayerT<T> t;
       const auto weight = [&](const RowMatrix& src, LayerKind k, std::string_view name) -> WeightPtr<T> {
         if constexpr (std::is_same_v<T, float>) {
+          if (src.size() != 0 && sites_.at({l, k, std::string(name)}).gemm->datapath() != nullptr) {
+            auto x = std::make_shared<Mat<T>>(src);
+            t.encoded[std::string(name)] = operand(*x, Role::weights, l, k, name, 1, 0);
+            return x;
+          }
           if (find(Role::weights, l, k) == nullptr) return WeightPtr<T>(&src, [](const Mat<T>*) {});
         }
         auto x = std::make_shared<Mat<T>>(to_t<T>(src));
@@ -146,6 +212,12 @@ class ImplT final : public Session::Impl {
     norm_ = to_t<T>(m.norm);
     norm_bias_ = to_t<T>(m.norm_bias);
     output_ = to_t<T>(m.output);
+    if constexpr (std::is_same_v<T, float>) {
+      if (sites_.at({-1, LayerKind::head, "output"}).gemm->datapath() != nullptr) {
+        output_encoded_ = operand(output_, Role::lm_head, -1, LayerKind::head, "output", 1, 0);
+        return;
+      }
+    }
     quant(output_, Role::lm_head, -1, LayerKind::head, "output", -1, 1);
   }
 
@@ -173,10 +245,10 @@ class ImplT final : public Session::Impl {
       // Attention.
       norm(x, w.attention_norm, w.attention_norm_bias, xb);
       trace(pre + "attention/qkv_input", xb);
-      quant(xb, Role::linear_input, l, LayerKind::attention, "qkv_input", -1, 1, p0);
-      gemm(xb, *w.wq, w.bq, q, l, LayerKind::attention, "wq");
-      gemm(xb, *w.wk, w.bk, k, l, LayerKind::attention, "wk");
-      gemm(xb, *w.wv, w.bv, v, l, LayerKind::attention, "wv");
+      auto xin = input(xb, l, LayerKind::attention, {"wq", "wk", "wv"}, "qkv_input", p0);
+      gemm(xb, *w.wq, w.bq, q, l, LayerKind::attention, "wq", xin.get(), w);
+      gemm(xb, *w.wk, w.bk, k, l, LayerKind::attention, "wk", xin.get(), w);
+      gemm(xb, *w.wv, w.bv, v, l, LayerKind::attention, "wv", xin.get(), w);
       if (c.positions == PositionKind::rope) {
         rope(q, c.n_heads, c.head_dim, p0, c.rope_theta, c.rope_style);
         rope(k, c.n_kv_heads, c.head_dim, p0, c.rope_theta, c.rope_style);
@@ -196,37 +268,38 @@ class ImplT final : public Session::Impl {
       if (find(Role::probs, l, LayerKind::attention) != nullptr) {
         on_probs = [&, l](Mat<T>& s, int h) { quant(s, Role::probs, l, LayerKind::attention, "probs", h, 1, p0); };
       }
-      attention(q, w.k_cache, w.v_cache, p0, c.n_heads, c.n_kv_heads, c.head_dim, att, on_scores, on_probs);
+      attention(q, w.k_cache, w.v_cache, p0, c.n_heads, c.n_kv_heads, c.head_dim, att, on_scores, on_probs,
+                head_gemm(l, "qk"), head_gemm(l, "pv"));
       quant(att, Role::attn_output, l, LayerKind::attention, "attn_output", -1, 1, p0);
       trace(pre + "attention/wo_input", att);
-      quant(att, Role::linear_input, l, LayerKind::attention, "wo_input", -1, 1, p0);
-      gemm(att, *w.wo, w.bo, tmp, l, LayerKind::attention, "wo");
+      xin = input(att, l, LayerKind::attention, {"wo"}, "wo_input", p0);
+      gemm(att, *w.wo, w.bo, tmp, l, LayerKind::attention, "wo", xin.get(), w);
       x += tmp;
       quant(x, Role::residual, l, LayerKind::attention, "residual", -1, 1, p0);
       // Feed-forward.
       norm(x, w.ffn_norm, w.ffn_norm_bias, xb);
       trace(pre + "feed_forward/w1_w3_input", xb);
-      quant(xb, Role::linear_input, l, LayerKind::mlp, "w1_w3_input", -1, 1, p0);
-      gemm(xb, *w.w1, w.b1, h1, l, LayerKind::mlp, "w1");
+      xin = input(xb, l, LayerKind::mlp, {"w1", "w3"}, "w1_w3_input", p0);
+      gemm(xb, *w.w1, w.b1, h1, l, LayerKind::mlp, "w1", xin.get(), w);
       if (c.ffn == FfnKind::swiglu) {
-        gemm(xb, *w.w3, w.b3, h3, l, LayerKind::mlp, "w3");
+        gemm(xb, *w.w3, w.b3, h3, l, LayerKind::mlp, "w3", xin.get(), w);
         activate(h1, &h3, c.activation);
       } else {
         activate<T>(h1, nullptr, c.activation);
       }
       quant(h1, Role::mlp_hidden, l, LayerKind::mlp, "mlp_hidden", -1, 1, p0);
       trace(pre + "feed_forward/w2_input", h1);
-      quant(h1, Role::linear_input, l, LayerKind::mlp, "w2_input", -1, 1, p0);
-      gemm(h1, *w.w2, w.b2, tmp, l, LayerKind::mlp, "w2");
+      xin = input(h1, l, LayerKind::mlp, {"w2"}, "w2_input", p0);
+      gemm(h1, *w.w2, w.b2, tmp, l, LayerKind::mlp, "w2", xin.get(), w);
       x += tmp;
       quant(x, Role::residual, l, LayerKind::mlp, "residual", -1, 1, p0);
     }
     trace("final_residual", x);
     norm(x, norm_, norm_bias_, xb);
     trace("output_input", xb);
-    quant(xb, Role::lm_head_input, -1, LayerKind::head, "output_input", -1, 1, p0);
+    auto hin = input(xb, -1, LayerKind::head, {"output"}, "output_input", p0);
     Mat<T> logits;
-    gemm(xb, output_, Vec<T>(), logits, -1, LayerKind::head, "output");
+    gemm_head(xb, logits, hin.get());
     quant(logits, Role::logits, -1, LayerKind::head, "logits", -1, 1, p0);
     trace("logits", logits);
     pos += n;
@@ -265,15 +338,126 @@ class ImplT final : public Session::Impl {
     opts_.on_quant(p, in, out);
   }
 
+  struct Site {
+    std::shared_ptr<const Gemm> gemm;
+    std::string formats[2];  ///< attention sites on a datapath: the element formats of A and B
+    std::shared_ptr<const Quantizer> convert[2];  ///< conversions of A and B (gemm.convert), or null
+  };
+
+  // Attention GEMM `tensor` ("qk" / "pv") of layer l on its datapath, or empty (computed in T).
+  HeadGemm<T> head_gemm(int l, const char* tensor) const {
+    const Site& st = sites_.at({l, LayerKind::attention, tensor});
+    if (st.gemm->datapath() == nullptr) return {};
+    return [&st, l, tensor](const Mat<T>& a, const Mat<T>& b, Mat<T>& c, int) {
+      const GemmPoint p{l, LayerKind::attention, tensor, st.formats[0], st.formats[1]};
+      st.gemm->nt(a, b, c, p);
+    };
+  }
+
+  static const format::Format& fp32() { return format::Registry::builtin().get("fp32"); }
+
+  QuantPoint point(Role r, int l, LayerKind k, std::string_view tensor, int head, int axis, Eigen::Index cols,
+                   int row0) const {
+    QuantPoint p;
+    p.role = r;
+    p.layer = l;
+    p.kind = k;
+    p.tensor = tensor;
+    p.head = head;
+    p.axis = axis;
+    p.index_offset = static_cast<std::uint64_t>(row0) * static_cast<std::uint64_t>(cols);
+    p.stream = fnv1a(tensor) ^ (static_cast<std::uint64_t>(l + 1) << 40) ^
+               (static_cast<std::uint64_t>(head + 1) << 20) ^ static_cast<std::uint64_t>(r);
+    return p;
+  }
+
+  // Quantises GEMM operand x (float compute) with `qz` and returns its encoding; the hook sees it
+  // as any quantisation point. Without a quantiser, the operand is its fp32 values.
+  std::shared_ptr<const EncodedOperand> encode_with(const Quantizer* qz, Mat<T>& x, const QuantPoint& p) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (qz == nullptr) return std::make_shared<const EncodedOperand>(encode_values(x, fp32(), p.tensor));
+      const RowMatrix in = opts_.on_quant ? RowMatrix(x) : RowMatrix();
+      auto e = std::make_shared<const EncodedOperand>(qz->encode(x, p));
+      if (opts_.on_quant) {
+        const std::lock_guard<std::mutex> lock(hook_mutex_);
+        opts_.on_quant(p, in, x);
+      }
+      return e;
+    } else {
+      (void)qz, (void)x, (void)p;
+      throw Error("plan '" + plan_.name + "': datapath GEMMs need compute = \"fp32\"");
+    }
+  }
+
+  // Role r's quantisation of GEMM operand x, keeping its encoding.
+  std::shared_ptr<const EncodedOperand> operand(Mat<T>& x, Role r, int l, LayerKind k, std::string_view tensor,
+                                                int axis, int row0) {
+    return encode_with(find(r, l, k), x, point(r, l, k, tensor, -1, axis, x.cols(), row0));
+  }
+
+  // The linear input x of the GEMMs `sites`: quantised, and encoded when one of them runs on a datapath.
+  std::shared_ptr<const EncodedOperand> input(Mat<T>& x, int l, LayerKind k, std::initializer_list<const char*> sites,
+                                              std::string_view tensor, int row0) {
+    const Role r = k == LayerKind::head ? Role::lm_head_input : Role::linear_input;
+    const bool on_datapath = std::any_of(sites.begin(), sites.end(), [&](const char* s) {
+      return sites_.at({l, k, std::string(s)}).gemm->datapath() != nullptr;
+    });
+    if (!on_datapath) {
+      quant(x, r, l, k, tensor, -1, 1, row0);
+      return nullptr;
+    }
+    return operand(x, r, l, k, tensor, 1, row0);
+  }
+
   void gemm(const Mat<T>& a, const Mat<T>& b, const Vec<T>& bias, Mat<T>& c, int l, LayerKind k,
-            std::string_view tensor) {
+            std::string_view tensor, const EncodedOperand* ea, const LayerT<T>& w) {
+    const auto it = w.encoded.find(tensor);
+    run_gemm(a, b, c, l, k, tensor, ea, it == w.encoded.end() ? nullptr : it->second.get());
+    if (bias.size() != 0) c.rowwise() += bias.transpose();
+  }
+
+  void gemm_head(const Mat<T>& a, Mat<T>& c, const EncodedOperand* ea) {
+    run_gemm(a, output_, c, -1, LayerKind::head, "output", ea, output_encoded_.get());
+  }
+
+  void run_gemm(const Mat<T>& a, const Mat<T>& b, Mat<T>& c, int l, LayerKind k, std::string_view tensor,
+                const EncodedOperand* ea, const EncodedOperand* eb) {
     const bool head = k == LayerKind::head;
     const Quantizer* qa = find(head ? Role::lm_head_input : Role::linear_input, l, k);
     const Quantizer* qb = find(head ? Role::lm_head : Role::weights, l, k);
-    const GemmPoint p{l, k, tensor, qa != nullptr ? std::string_view(qa->name()) : std::string_view(),
-                      qb != nullptr ? std::string_view(qb->name()) : std::string_view()};
-    gemm_.at({l, k})->nt(a, b, c, p);
-    if (bias.size() != 0) c.rowwise() += bias.transpose();
+    const Site& st = sites_.at({l, k, std::string(tensor)});
+    GemmPoint p{l, k, tensor, qa != nullptr ? std::string_view(qa->name()) : std::string_view(),
+                qb != nullptr ? std::string_view(qb->name()) : std::string_view()};
+    p.a_operand = ea;
+    p.b_operand = eb;
+    if (!st.convert[0] && !st.convert[1]) {
+      st.gemm->nt(a, b, c, p);
+      return;
+    }
+    // Explicit conversions: quantisation points "<tensor>.convert_a" / "<tensor>.convert_b".
+    Mat<T> a2 = a, b2 = b;
+    std::shared_ptr<const EncodedOperand> ca, cb;
+    const std::string ta = std::string(tensor) + ".convert_a", tb = std::string(tensor) + ".convert_b";
+    if (st.convert[0]) {
+      ca = encode_with(st.convert[0].get(), a2, point(head ? Role::lm_head_input : Role::linear_input, l, k, ta, -1, 1,
+                                                      a2.cols(), 0));
+      p.a_operand = ca.get();
+      p.a_format = ca->format;
+    }
+    if (st.convert[1]) {
+      const std::lock_guard<std::mutex> lock(convert_mutex_);
+      auto& kept = converted_[{l, k, std::string(tensor)}];
+      if (!kept.first) {
+        kept.second = std::make_shared<Mat<T>>(b);
+        kept.first = encode_with(st.convert[1].get(), *kept.second,
+                                 point(head ? Role::lm_head : Role::weights, l, k, tb, -1, 1, b.cols(), 0));
+      }
+      cb = kept.first;
+      b2 = *kept.second;
+      p.b_operand = cb.get();
+      p.b_format = cb->format;
+    }
+    st.gemm->nt(a2, b2, c, p);
   }
 
   void norm(const Mat<T>& x, const Vec<T>& w, const Vec<T>& b, Mat<T>& y) const {
@@ -293,7 +477,12 @@ class ImplT final : public Session::Impl {
   QuantizerFactory own_quantizers_;
   GemmFactory own_gemms_;
   std::map<Key, std::shared_ptr<const Quantizer>> quant_;
-  std::map<std::pair<int, LayerKind>, std::shared_ptr<const Gemm>> gemm_;
+  std::map<std::tuple<int, LayerKind, std::string>, Site> sites_;
+  std::map<std::tuple<int, LayerKind, std::string>,
+           std::pair<std::shared_ptr<const EncodedOperand>, std::shared_ptr<Mat<T>>>>
+      converted_;  ///< converted weights, made on first use
+  std::mutex convert_mutex_;
+  std::shared_ptr<const EncodedOperand> output_encoded_;
   std::vector<LayerT<T>> layers_;
   Mat<T> emb_, pos_emb_, output_;
   Vec<T> norm_, norm_bias_;

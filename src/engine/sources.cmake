@@ -1,6 +1,7 @@
 target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quantizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/datapath_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer.cpp

@@ -25,9 +25,10 @@ cost::CostPlan cost_plan(const engine::PrecisionPlan& plan, long long n_layers) 
     }
     return raw;
   };
-  const auto dp = [&](int layer, LayerKind kind) {
-    const std::string g = plan.resolve_gemm(layer, kind, n);
-    return is_default_gemm(g) ? std::string() : g;
+  // The datapath record that runs a GEMM site ("" = none: fp32 accumulation in the engine).
+  const auto dp = [&](int layer, LayerKind kind, std::string_view site) {
+    const std::string g = plan.resolve_gemm_site(layer, kind, site, n).datapath;
+    return is_default_gemm(g) || g == "none" ? std::string() : g;
   };
   cost::CostPlan c;
   c.name = plan.name;
@@ -42,17 +43,21 @@ cost::CostPlan cost_plan(const engine::PrecisionPlan& plan, long long n_layers) 
     const std::string wo_in = fmt({Role::linear_input, Role::attn_output}, l, at);
     const std::string w13_in = fmt({Role::linear_input}, l, mlp);
     const std::string w2_in = fmt({Role::linear_input, Role::mlp_hidden}, l, mlp);
-    lp.q_proj = lp.k_proj = lp.v_proj = cost::GemmPlan{wa, qkv_in, dp(l, at)};
-    lp.o_proj = cost::GemmPlan{wa, wo_in, dp(l, at)};
-    lp.gate = lp.up = cost::GemmPlan{wm, w13_in, dp(l, mlp)};
-    lp.down = cost::GemmPlan{wm, w2_in, dp(l, mlp)};
+    lp.q_proj = cost::GemmPlan{wa, qkv_in, dp(l, at, "wq")};
+    lp.k_proj = cost::GemmPlan{wa, qkv_in, dp(l, at, "wk")};
+    lp.v_proj = cost::GemmPlan{wa, qkv_in, dp(l, at, "wv")};
+    lp.o_proj = cost::GemmPlan{wa, wo_in, dp(l, at, "wo")};
+    lp.gate = cost::GemmPlan{wm, w13_in, dp(l, mlp, "w1")};
+    lp.up = cost::GemmPlan{wm, w13_in, dp(l, mlp, "w3")};
+    lp.down = cost::GemmPlan{wm, w2_in, dp(l, mlp, "w2")};
+    lp.attention_datapath = dp(l, at, "qk");
     lp.q = fmt({Role::q}, l, at);
     lp.probs = fmt({Role::probs}, l, at);
     lp.kv_cache = fmt({Role::kv_cache, Role::k}, l, at);
     c.layers.push_back(lp);
   }
   c.lm_head = cost::GemmPlan{fmt({Role::lm_head}, -1, LayerKind::head), fmt({Role::lm_head_input}, -1, LayerKind::head),
-                             dp(-1, LayerKind::head)};
+                             dp(-1, LayerKind::head, "output")};
   return c;
 }
 

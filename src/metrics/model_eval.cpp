@@ -140,24 +140,31 @@ ReplayRow replay_one(int layer, engine::LayerKind kind, const std::string& tenso
   r.input_format = in_spec ? in_spec->format : "none";
   r.weight_format = w_spec ? w_spec->format : "none";
   r.gemm = plan.resolve_gemm(layer, kind, n_layers);
+  // Operands are quantised and enter the plan's GEMM as a session feeds them (gemm_operands).
+  const std::unique_ptr<engine::Quantizer> qx = in_spec ? quantizers.make(*in_spec) : nullptr;
+  const std::unique_ptr<engine::Quantizer> qw = w_spec ? quantizers.make(*w_spec) : nullptr;
+  const auto strategy = gemms.make(r.gemm);
+  RowMatrix y;
+  if (strategy->datapath() != nullptr) {
+    y = engine::gemm_operands(*strategy, xq, wq, qx.get(), qw.get());
+  }
   engine::QuantPoint p;
   p.layer = layer;
   p.kind = kind;
   p.tensor = input;
-  if (in_spec) {
+  if (qx) {
     p.role = in_role;
-    quantizers.make(*in_spec)->apply(xq, p);
+    qx->apply(xq, p);
   }
-  if (w_spec) {
+  if (qw) {
     p.role = w_role;
     p.tensor = tensor;
     p.axis = 1;
-    quantizers.make(*w_spec)->apply(wq, p);
+    qw->apply(wq, p);
   }
-  RowMatrix y;
   const std::string af = in_spec ? in_spec->format : std::string();
   const std::string bf = w_spec ? w_spec->format : std::string();
-  gemms.make(r.gemm)->nt(xq, wq, y, engine::GemmPoint{layer, kind, tensor, af, bf});
+  if (strategy->datapath() == nullptr) strategy->nt(xq, wq, y, engine::GemmPoint{layer, kind, tensor, af, bf});
   const engine::RowMatrixD xd = x.cast<double>();
   const engine::RowMatrixD wd = w.cast<double>();
   engine::RowMatrixD yd;

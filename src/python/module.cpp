@@ -469,7 +469,7 @@ class ContextHandle {
     const cost::ModelShape& m = cat.shape(model_shape);
     engine::PrecisionPlan plan = ctx_->load_plan(plan_name);
     if (!datapath.empty()) {
-      plan.gemm = datapath;  // every GEMM on this datapath, as `lpemu cost --datapath`
+      plan.gemm = engine::GemmChoice{datapath, false, "lpemu.cost(datapath=...)"};  // as `lpemu cost --datapath`
       for (auto& o : plan.overrides) o.gemm.reset();
     }
     if (phase != "prefill" && phase != "decode") throw Error("phase '" + phase + "': expected prefill or decode");

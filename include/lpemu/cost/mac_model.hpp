@@ -50,7 +50,7 @@ inline constexpr double kHorowitzInt8MulPj = 0.2;  ///< 8-bit integer multiply
 struct MacDatapath {
   std::string name;
   std::string source;
-  CostFormat a, b;           ///< the record's input formats, with its block scales (scale_block, scale_format)
+  CostFormat a, b;           ///< the record's input formats, with its block scales (scale_block, scale)
   int fused_terms = 4;       ///< n: products summed per step (a record's 0 = all of K is priced as 64)
   int alignment_bits = 27;   ///< W: F + 1 (+ 1 with a sticky bit); exact alignment: the span of every product
   std::string accumulator = "fp32";

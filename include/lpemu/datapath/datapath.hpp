@@ -78,7 +78,7 @@ struct Datapath {
   ScaleApplication scale_application = ScaleApplication::none;
   int scale_block = 0;             ///< products per block scale (32 for MX, 16 for NVFP4)
   int group_size = 0;              ///< scale_application = group: products per exact group sum (0: scale_block)
-  std::optional<format::Format> scale_format;  ///< format of the block scales (e8m0 unless set; none: no scales)
+  std::optional<format::Format> scale;  ///< format of the block scales ([inputs] scale, default e8m0); empty without block scales
 
   // Products.
   std::optional<format::Format> product_format;  ///< empty: products exact

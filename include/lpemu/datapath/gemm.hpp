@@ -12,10 +12,13 @@
 namespace lpemu::datapath {
 
 /// Per-block scales of a GEMM: A's scales are [M × ceil(K/scale_block)] row-major, B's are
-/// [ceil(K/scale_block) × N] row-major. Empty spans mean no scaling.
+/// [ceil(K/scale_block) × N] row-major; the optional significands (as in BlockScales) have the same
+/// layouts. Empty spans mean no scaling.
 struct GemmScales {
   std::span<const std::int32_t> a;
   std::span<const std::int32_t> b;
+  std::span<const std::uint32_t> a_significand = {};
+  std::span<const std::uint32_t> b_significand = {};
 };
 
 /// D[M×N] = C + A[M×K]·B[K×N] (row-major codes); C may be empty (all +0). Output element (i, j)

@@ -34,12 +34,17 @@ void activate(Mat<T>& gate, const Mat<T>* up, Activation act);
 template <class T>
 using HeadHook = std::function<void(Mat<T>& m, int head)>;
 
+/// C = A·Bᵀ for attention's per-head GEMMs (QKᵀ: A = q_h [n, hd], B = k_h [ctx, hd]; PV: A = p_h
+/// [n, ctx], B = v_hᵀ [hd, ctx]); empty: computed in T.
+template <class T>
+using HeadGemm = std::function<void(const Mat<T>& a, const Mat<T>& b, Mat<T>& c, int head)>;
+
 /// Causal GQA attention of n new queries at positions pos0..pos0+n-1 against the first pos0+n
 /// rows of the key/value caches. q [n, n_heads·hd], caches [≥pos0+n, n_kv·hd]; out [n, n_heads·hd].
 /// Query head h uses KV head h / (n_heads / n_kv). Parallel over heads.
 template <class T>
 void attention(const Mat<T>& q, const Mat<T>& k_cache, const Mat<T>& v_cache, int pos0, int n_heads,
                int n_kv_heads, int head_dim, Mat<T>& out, const HeadHook<T>& on_scores = {},
-               const HeadHook<T>& on_probs = {});
+               const HeadHook<T>& on_probs = {}, const HeadGemm<T>& qk = {}, const HeadGemm<T>& pv = {});
 
 }  // namespace lpemu::engine

@@ -12,6 +12,14 @@
 
 namespace lpemu::engine {
 
+/// Which datapath runs one GEMM site, and whether the plan asks to convert operands that cannot
+/// enter it exactly (`gemm = { datapath = "...", convert = true }`).
+struct GemmChoice {
+  std::string datapath = "eigen";  ///< a datapath name, or "eigen" (no datapath: Eigen in the compute type)
+  bool convert = false;            ///< operands that do not enter exactly are converted (a named quantisation point)
+  std::string origin;              ///< file:line of the entry that chose it ("" for the default)
+};
+
 /// The scalar type the engine computes in.
 enum class Compute { fp32, fp64 };
 
@@ -28,7 +36,8 @@ class PrecisionPlan {
     std::vector<int> layers;
     std::optional<LayerKind> kind;
     std::vector<Entry> entries;
-    std::optional<std::string> gemm;
+    std::optional<GemmChoice> gemm;
+    std::optional<GemmChoice> attention_gemm;
     std::string origin;
   };
 
@@ -36,7 +45,8 @@ class PrecisionPlan {
   std::string description;
   Compute compute = Compute::fp32;
   std::vector<Entry> roles;
-  std::optional<std::string> gemm;  ///< default GEMM strategy; nullopt = eigen
+  std::optional<GemmChoice> gemm;  ///< default GEMM strategy; nullopt = eigen
+  std::optional<GemmChoice> attention_gemm;  ///< attention's QKᵀ and PV; nullopt = eigen
   std::vector<Override> overrides;
   std::string origin;  ///< file the plan came from ("builtin:fp32" for built-ins)
 
@@ -44,6 +54,12 @@ class PrecisionPlan {
   std::optional<QuantSpec> resolve(Role role, int layer, LayerKind kind, int n_layers) const;
   /// The GEMM strategy name at (layer, kind); "eigen" when unset.
   std::string resolve_gemm(int layer, LayerKind kind, int n_layers) const;
+  /// The datapath that runs GEMM site `site` at (layer, kind) and whether conversion is asked for.
+  /// Sites: the linear tensors "wq", "wk", "wv", "wo", "w1", "w2", "w3" (kind attention or mlp),
+  /// "output" (the LM head, kind head, layer -1), and attention's "qk" and "pv" (key
+  /// attention_gemm). The [roles] entry, then each matching [[override]] entry in file order; the
+  /// head takes [roles] gemm and overrides with kind = "head". Throws SpecError for another site.
+  GemmChoice resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers) const;
   /// True when no role is quantised and every GEMM is the default (a pure reference plan).
   bool is_reference() const;
 };

@@ -10,7 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "lpemu/block/block_format.hpp"
+#include "lpemu/block/quantize.hpp"
 #include "lpemu/engine/tensor.hpp"
+#include "lpemu/format/format.hpp"
 #include "lpemu/format/rounding.hpp"
 
 namespace lpemu::format {
@@ -79,12 +82,31 @@ struct QuantSpec {
   std::string origin;  ///< file:line of the entry, for messages
 };
 
+/// A GEMM operand [rows, K] as a quantisation point encoded it (blocks along K): element codes,
+/// block scales and tensor scale from lpemu::block::encode, or element codes alone.
+struct EncodedOperand {
+  std::string format;                               ///< the plan's format name ("fp32": unquantised values)
+  format::Format element;                           ///< the format of the codes
+  std::shared_ptr<const block::BlockFormat> block;  ///< nullptr for an element format
+  block::BlockTensor tensor;                        ///< codes (row-major [rows, K]), scales, tensor scale
+};
+
+/// Element codes of `x` in `element` (values must lie on its grid; checked, throws Error naming `what`).
+EncodedOperand encode_values(const RowMatrix& x, const format::Format& element, std::string_view what);
+
 /// Fake-quantises tensors in place (values stay float, on the format's grid).
 class Quantizer {
  public:
   virtual ~Quantizer() = default;
   /// The format name.
   virtual const std::string& name() const = 0;
+  /// The element format of the codes (for a block format: its element format).
+  virtual const format::Format& element_format() const = 0;
+  /// The block format, or nullptr for an element format.
+  virtual const block::BlockFormat* block_format() const { return nullptr; }
+  /// Quantises `x` (a GEMM operand [rows, K], point axis 1) in place and returns its encoding;
+  /// decode(encode) equals apply(), bit for bit.
+  virtual EncodedOperand encode(RowMatrix& x, const QuantPoint& p) const = 0;
   /// Quantises a float tensor in place.
   virtual void apply(RowMatrix& x, const QuantPoint& p) const = 0;
   /// Quantises a double tensor in place (default: through float, exact for formats within fp32).
@@ -130,7 +152,22 @@ struct GemmPoint {
   std::string_view tensor;  ///< "wq", ..., "output"
   std::string_view a_format;  ///< format A's values lie on (the plan's input format; "" = float)
   std::string_view b_format;  ///< format B's values lie on (the plan's weight format; "" = float)
+  const EncodedOperand* a_operand = nullptr;  ///< A's encoding (datapath GEMMs; nullptr: from the values)
+  const EncodedOperand* b_operand = nullptr;  ///< B's encoding (datapath GEMMs; nullptr: from the values)
 };
+
+/// Why operand side a (`a_side`) or b of `dp` cannot take codes of `element` with the scales of
+/// `block` (nullptr: none) exactly; "" when it can. Exact entries: element values representable in
+/// the datapath's input format; block scales along K of the datapath's scale format and block size;
+/// per-tensor / per-row FP32 scales and an FP32 tensor scale (applied after accumulation).
+std::string datapath_entry_problem(const datapath::Datapath& dp, bool a_side, const format::Format& element,
+                                   const block::BlockFormat* block);
+/// The format an explicit conversion to side a/b of `dp` quantises to: the datapath's block format
+/// (input element, scale format and block size) on block-scaled datapaths, else the input element
+/// format with an FP32 per-tensor scale (applied after accumulation).
+block::BlockFormat conversion_format(const datapath::Datapath& dp, bool a_side);
+/// A quantiser for `f` (as plan block formats are made), with `spec`'s rounding options.
+std::unique_ptr<Quantizer> make_block_quantizer(const block::BlockFormat& f, const QuantSpec& spec);
 
 /// Computes C = A · Bᵀ (A [m, k], B [n, k], C [m, n]): the accumulation datapath of a linear layer.
 class Gemm {
@@ -142,11 +179,23 @@ class Gemm {
   virtual void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint& p) const = 0;
   /// C = A · Bᵀ in double (default: through float).
   virtual void nt(const RowMatrixD& a, const RowMatrixD& b, RowMatrixD& c, const GemmPoint& p) const;
+  /// The datapath this strategy emulates, or nullptr (Eigen).
+  virtual const datapath::Datapath* datapath() const { return nullptr; }
 };
 
 /// The default GEMM: Eigen in the tensor's scalar type, tiled in fixed tiles over oneTBB so that
 /// results are bit-identical for any thread count.
 const Gemm& eigen_gemm();
+
+/// A GEMM operand [rows, K] given as codes of `q`'s format (one per element, as floats), with, for
+/// a block format, its scale codes in block order and its FP32 tensor scale; `values` receives the
+/// decoded values. Throws Error naming `what` for a code or scale count that does not fit.
+EncodedOperand operand_from_codes(const Quantizer& q, const RowMatrix& codes, std::span<const float> scale_codes,
+                                  float tensor_scale, RowMatrix& values, std::string_view what);
+/// C = A·Bᵀ (A [m, K], B [n, K]) on strategy `g`, operands entering as in a session: quantised
+/// and encoded by `qa` / `qb` unless `ea` / `eb` already hold them (nullptr: fp32 values).
+RowMatrix gemm_operands(const Gemm& g, RowMatrix a, RowMatrix b, const Quantizer* qa, const Quantizer* qb,
+                        const EncodedOperand* ea = nullptr, const EncodedOperand* eb = nullptr);
 
 /// GEMM strategies by name; "eigen" (aliases "fp32", "native") is built in, and datapath presets
 /// (lpemu::datapath) register in builtin() once that layer is merged.
