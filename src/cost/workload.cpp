@@ -112,6 +112,7 @@ CostPlan CostPlan::uniform(std::string name, const std::string& weights, const s
   LayerPlan l{g, g, g, g, g, g, g, activations, activations, kv_cache, ""};
   p.layers.assign(static_cast<std::size_t>(std::max(0LL, n_layers)), l);
   p.lm_head = g;
+  p.embedding = weights;  // the embedding table stored like the other weights
   return p;
 }
 

@@ -318,15 +318,7 @@ class ImplT final : public Session::Impl {
              int row0 = 0) {
     const Quantizer* qz = find(r, l, k);
     if (qz == nullptr) return;
-    QuantPoint p;
-    p.role = r;
-    p.layer = l;
-    p.kind = k;
-    p.tensor = tensor;
-    p.head = head;
-    p.axis = axis;
-    p.index_offset = static_cast<std::uint64_t>(row0) * static_cast<std::uint64_t>(x.cols());
-    p.stream = point_stream(tensor, l, head, r);
+    const QuantPoint p = point(r, l, k, tensor, head, axis, x.cols(), row0);
     if (!opts_.on_quant) {
       qz->apply(x, p);
       return;
@@ -366,8 +358,7 @@ class ImplT final : public Session::Impl {
     p.head = head;
     p.axis = axis;
     p.index_offset = static_cast<std::uint64_t>(row0) * static_cast<std::uint64_t>(cols);
-    p.stream = fnv1a(tensor) ^ (static_cast<std::uint64_t>(l + 1) << 40) ^
-               (static_cast<std::uint64_t>(head + 1) << 20) ^ static_cast<std::uint64_t>(r);
+    p.stream = point_stream(tensor, l, head, r);
     return p;
   }
 

@@ -113,6 +113,15 @@ engine::PrecisionPlan without_gemms(const engine::PrecisionPlan& plan) {
   return p;
 }
 
+bool role_used(const engine::PrecisionPlan& plan, engine::Role role, int n_layers) {
+  for (int l = -1; l < n_layers; ++l) {
+    for (const auto kind : {engine::LayerKind::attention, engine::LayerKind::mlp, engine::LayerKind::head}) {
+      if (plan.resolve(role, l, kind, n_layers)) return true;
+    }
+  }
+  return false;
+}
+
 // The value most entries of `v` have (the first of equals), or `fallback` for an empty `v`.
 std::string most_common(const std::vector<std::string>& v, const std::string& fallback) {
   std::string best = fallback;

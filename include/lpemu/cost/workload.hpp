@@ -54,7 +54,8 @@ struct CostPlan {
   GemmPlan lm_head;
   std::string embedding = "fp32";
 
-  /// The same weights / activations / KV-cache formats in every block and the LM head.
+  /// The same weights / activations / KV-cache formats in every block, the LM head and (weights) the
+  /// embedding table.
   static CostPlan uniform(std::string name, const std::string& weights, const std::string& activations,
                           const std::string& kv_cache, long long n_layers);
 };
