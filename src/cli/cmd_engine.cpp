@@ -16,6 +16,7 @@
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/session.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/npy.hpp"
 #include "lpemu/metrics/model_eval.hpp"
 
 namespace lpemu::cli {
@@ -125,8 +126,14 @@ void register_engine(CLI::App& app, Context& ctx) {
   static bool json = false;
   static bool per_token = false;
   static bool points = false;
+  static std::string ev_tokens;
+  static std::string logits_out;
   ev_flags.add_to(ev);
-  ev->add_option("--text", text_file, "UTF-8 text file to score")->required()->check(CLI::ExistingFile);
+  auto* ev_text = ev->add_option("--text", text_file, "UTF-8 text file to score")->check(CLI::ExistingFile);
+  auto* ev_tok = ev->add_option("--tokens", ev_tokens, "1-D integer .npy of token ids to score instead of a text")
+                     ->check(CLI::ExistingFile);
+  ev_text->excludes(ev_tok);
+  ev->add_option("--logits-out", logits_out, "write the plan's logits [tokens, vocab] to this float32 .npy");
   ev->add_option("--reference", reference, "reference plan")->capture_default_str();
   ev->add_flag("--json", json, "print JSON instead of a table");
   ev->add_flag("--per-token", per_token, "print every token's NLL (the JSON always has them)");
@@ -137,16 +144,26 @@ void register_engine(CLI::App& app, Context& ctx) {
     std::vector<std::string> dirs;
     for (const auto& d : search_dirs()) dirs.push_back(d.string());
     const engine::PrecisionPlan ref = engine::load_plan(reference, l.quantizers, l.gemms, dirs);
-    std::ifstream in(text_file, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    std::vector<int> tokens = l.model.tokenizer.encode(text);
+    if (text_file.empty() && ev_tokens.empty()) throw SpecError("eval: give --text FILE or --tokens FILE.npy");
+    std::vector<int> tokens;
+    if (!ev_tokens.empty()) {
+      tokens = engine::load_token_ids(ev_tokens, l.model.config.vocab_size);
+    } else {
+      std::ifstream in(text_file, std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      std::string text = ss.str();
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+      tokens = l.model.tokenizer.encode(text);
+    }
     if (static_cast<int>(tokens.size()) > l.model.config.seq_len) {
       tokens.resize(static_cast<std::size_t>(l.model.config.seq_len));
     }
     const metrics::EvalResult r = metrics::evaluate(l.model, l.plan, ref, tokens, l.quantizers, l.gemms);
+    if (!logits_out.empty()) {
+      io::write_npy_floats(logits_out, {std::size_t(r.plan_logits.rows()), std::size_t(r.plan_logits.cols())},
+                           r.plan_logits.data());
+    }
     if (json) {
       std::cout << "{\"model\": " << json_str(l.model.config.name) << ", \"plan\": " << json_str(l.plan.name)
                 << ", \"reference\": " << json_str(ref.name) << ", \"tokens\": " << tokens.size()

@@ -5,3 +5,6 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/session.cpp)
+target_sources(lpemu PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/bpe_tokenizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/hf_import.cpp)

@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""`lpemu import` of tiny random Hugging Face checkpoints (written here as safetensors by hand:
+8-byte little-endian header length, JSON header, raw data), then `lpemu eval --tokens` against an
+independent float64 forward pass written from the transformers modelling equations
+(modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_gpt2.py), not lpemu's code.
+
+Run: LPEMU_BINARY=build/release/lpemu python3 -m pytest -q tests/python/test_hf_import.py
+"""
+
+import json
+import math
+import os
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+LPEMU = os.environ.get("LPEMU_BINARY", "build/release/lpemu")
+DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+
+
+def write_safetensors(path, tensors):
+    """The safetensors layout (github.com/huggingface/safetensors, "Format")."""
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        t = t.contiguous()
+        raw = t.view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+        header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def save_checkpoint(d, config, tensors, shards=1):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f)
+    if shards == 1:
+        write_safetensors(os.path.join(d, "model.safetensors"), tensors)
+        return
+    names = list(tensors)
+    weight_map = {}
+    for s in range(shards):
+        fn = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: tensors[n] for n in names[s::shards]}
+        write_safetensors(os.path.join(d, fn), part)
+        weight_map.update({n: fn for n in part})
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+
+
+def rnd(g, *shape, scale=0.2, dtype=torch.float32):
+    return (torch.randn(*shape, generator=g) * scale).to(dtype)
+
+
+# ---------- independent references (float64), transformers' equations ----------
+
+def rms_norm(x, w, eps):  # LlamaRMSNorm
+    return w * (x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps))
+
+
+def layer_norm(x, w, b, eps):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * w + b
+
+
+def causal_attention(q, k, v):  # q [H, T, hd], k/v [H, T, hd]
+    hd = q.shape[-1]
+    s = q @ k.transpose(-1, -2) / math.sqrt(hd)
+    t = q.shape[1]
+    s = s.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def llama_inv_freq(cfg, hd):
+    inv = 1.0 / (cfg.get("rope_theta", 10000.0) ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    rs = cfg.get("rope_scaling")
+    if rs and rs.get("rope_type") == "llama3":  # modeling_rope_utils._compute_llama3_parameters
+        factor, lo, hi, old = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"], \
+            rs["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > old / lo, inv / factor, inv)
+        smooth = (old / wavelen - lo) / (hi - lo)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old / hi) & ~(wavelen > old / lo)
+        inv = torch.where(medium, smoothed, scaled)
+    return inv
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), -1)
+
+
+def llama_forward(cfg, W, ids):
+    W = {k: v.double() for k, v in W.items()}
+    d, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    KV = cfg.get("num_key_value_heads", H)
+    hd = cfg.get("head_dim", d // H)
+    eps = cfg["rms_norm_eps"]
+    T = len(ids)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * llama_inv_freq(cfg, hd)[None]
+    emb = torch.cat((ang, ang), -1)
+    cos, sin = emb.cos(), emb.sin()
+    h = W["model.embed_tokens.weight"][ids]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        x = rms_norm(h, W[p + "input_layernorm.weight"], eps)
+
+        def proj(name):
+            y = x @ W[p + f"self_attn.{name}.weight"].T
+            return y + W[p + f"self_attn.{name}.bias"] if p + f"self_attn.{name}.bias" in W else y
+        q = proj("q_proj").view(T, H, hd).transpose(0, 1)
+        k = proj("k_proj").view(T, KV, hd).transpose(0, 1)
+        v = proj("v_proj").view(T, KV, hd).transpose(0, 1)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(H // KV, 0)  # repeat_kv
+        v = v.repeat_interleave(H // KV, 0)
+        a = causal_attention(q, k, v).transpose(0, 1).reshape(T, H * hd)
+        h = h + a @ W[p + "self_attn.o_proj.weight"].T
+        x = rms_norm(h, W[p + "post_attention_layernorm.weight"], eps)
+        g = x @ W[p + "mlp.gate_proj.weight"].T
+        u = x @ W[p + "mlp.up_proj.weight"].T
+        h = h + (torch.nn.functional.silu(g) * u) @ W[p + "mlp.down_proj.weight"].T
+    h = rms_norm(h, W["model.norm.weight"], eps)
+    head = W.get("lm_head.weight", W["model.embed_tokens.weight"])
+    return h @ head.T
+
+
+def gpt2_forward(cfg, W, ids):
+    W = {k.removeprefix("transformer."): v.double() for k, v in W.items()}
+    d, H = cfg["n_embd"], cfg["n_head"]
+    hd = d // H
+    eps = cfg["layer_norm_epsilon"]
+    T = len(ids)
+    h = W["wte.weight"][ids] + W["wpe.weight"][:T]
+    for l in range(cfg["n_layer"]):
+        p = f"h.{l}."
+        x = layer_norm(h, W[p + "ln_1.weight"], W[p + "ln_1.bias"], eps)
+        qkv = x @ W[p + "attn.c_attn.weight"] + W[p + "attn.c_attn.bias"]  # Conv1D: x W + b
+        q, k, v = (t.view(T, H, hd).transpose(0, 1) for t in qkv.split(d, -1))
+        a = causal_attention(q, k, v).transpose(0, 1).reshape(T, d)
+        h = h + a @ W[p + "attn.c_proj.weight"] + W[p + "attn.c_proj.bias"]
+        x = layer_norm(h, W[p + "ln_2.weight"], W[p + "ln_2.bias"], eps)
+        m = x @ W[p + "mlp.c_fc.weight"] + W[p + "mlp.c_fc.bias"]
+        m = 0.5 * m * (1 + torch.tanh(math.sqrt(2 / math.pi) * (m + 0.044715 * m ** 3)))  # gelu_new
+        h = h + m @ W[p + "mlp.c_proj.weight"] + W[p + "mlp.c_proj.bias"]
+    h = layer_norm(h, W["ln_f.weight"], W["ln_f.bias"], eps)
+    return h @ W["wte.weight"].T
+
+
+# ---------- tiny checkpoints ----------
+
+def llama_like(arch, dtype, seed, **over):
+    cfg = {"architectures": [arch], "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": 48, "vocab_size": 61, "max_position_embeddings": 64,
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": False,
+           "bos_token_id": 1, "eos_token_id": 2}
+    cfg.update(over)
+    g = torch.Generator().manual_seed(seed)
+    d, H, KV = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim", d // H)
+    I, V = cfg["intermediate_size"], cfg["vocab_size"]
+    W = {"model.embed_tokens.weight": rnd(g, V, d, scale=1.0, dtype=dtype)}
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        W[p + "input_layernorm.weight"] = (1 + rnd(g, d)).to(dtype)
+        W[p + "self_attn.q_proj.weight"] = rnd(g, H * hd, d, dtype=dtype)
+        W[p + "self_attn.k_proj.weight"] = rnd(g, KV * hd, d, dtype=dtype)
+        W[p + "self_attn.v_proj.weight"] = rnd(g, KV * hd, d, dtype=dtype)
+        if arch == "Qwen2ForCausalLM":
+            W[p + "self_attn.q_proj.bias"] = rnd(g, H * hd, dtype=dtype)
+            W[p + "self_attn.k_proj.bias"] = rnd(g, KV * hd, dtype=dtype)
+            W[p + "self_attn.v_proj.bias"] = rnd(g, KV * hd, dtype=dtype)
+        W[p + "self_attn.o_proj.weight"] = rnd(g, d, H * hd, dtype=dtype)
+        W[p + "post_attention_layernorm.weight"] = (1 + rnd(g, d)).to(dtype)
+        W[p + "mlp.gate_proj.weight"] = rnd(g, I, d, dtype=dtype)
+        W[p + "mlp.up_proj.weight"] = rnd(g, I, d, dtype=dtype)
+        W[p + "mlp.down_proj.weight"] = rnd(g, d, I, dtype=dtype)
+    W["model.norm.weight"] = (1 + rnd(g, d)).to(dtype)
+    if not cfg["tie_word_embeddings"]:
+        W["lm_head.weight"] = rnd(g, V, d, dtype=dtype)
+    return cfg, W
+
+
+def gpt2(seed, dtype=torch.float32):
+    cfg = {"architectures": ["GPT2LMHeadModel"], "n_embd": 32, "n_layer": 2, "n_head": 4, "n_inner": None,
+           "vocab_size": 57, "n_positions": 40, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
+           "bos_token_id": 50, "eos_token_id": 50}
+    g = torch.Generator().manual_seed(seed)
+    d, V = 32, 57
+    W = {"transformer.wte.weight": rnd(g, V, d, scale=1.0, dtype=dtype),
+         "transformer.wpe.weight": rnd(g, 40, d, dtype=dtype)}
+    for l in range(2):
+        p = f"transformer.h.{l}."
+        W[p + "ln_1.weight"] = (1 + rnd(g, d)).to(dtype)
+        W[p + "ln_1.bias"] = rnd(g, d, dtype=dtype)
+        W[p + "attn.c_attn.weight"] = rnd(g, d, 3 * d, dtype=dtype)
+        W[p + "attn.c_attn.bias"] = rnd(g, 3 * d, dtype=dtype)
+        W[p + "attn.c_proj.weight"] = rnd(g, d, d, dtype=dtype)
+        W[p + "attn.c_proj.bias"] = rnd(g, d, dtype=dtype)
+        W[p + "ln_2.weight"] = (1 + rnd(g, d)).to(dtype)
+        W[p + "ln_2.bias"] = rnd(g, d, dtype=dtype)
+        W[p + "mlp.c_fc.weight"] = rnd(g, d, 4 * d, dtype=dtype)
+        W[p + "mlp.c_fc.bias"] = rnd(g, 4 * d, dtype=dtype)
+        W[p + "mlp.c_proj.weight"] = rnd(g, 4 * d, d, dtype=dtype)
+        W[p + "mlp.c_proj.bias"] = rnd(g, d, dtype=dtype)
+    W["transformer.ln_f.weight"] = (1 + rnd(g, d)).to(dtype)
+    W["transformer.ln_f.bias"] = rnd(g, d, dtype=dtype)
+    return cfg, W
+
+
+def lpemu(*args, check=True):
+    r = subprocess.run([LPEMU, *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f"lpemu {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
+    return r
+
+
+def eval_logits(tmp_path, d, n_tokens, seed):
+    out = tmp_path / "model.h5"
+    lpemu("import", str(d), str(out))
+    with open(os.path.join(d, "config.json")) as f:
+        vocab = json.load(f)["vocab_size"]
+    ids = np.random.default_rng(seed).integers(0, vocab, n_tokens).astype(np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+    lpemu("eval", "--model", str(out), "--tokens", str(tmp_path / "ids.npy"),
+          "--logits-out", str(tmp_path / "logits.npy"), "--json")
+    return ids, np.load(tmp_path / "logits.npy"), out
+
+
+def assert_logits_close(got, ref):
+    # float32 round-off of a 2-layer forward: a few ulps of the largest logit per operation.
+    err = np.abs(got.astype(np.float64) - ref).max()
+    assert err <= 2e-5 * max(1.0, np.abs(ref).max()), f"max |lpemu - reference| = {err:g}"
+
+
+CASES = {
+    # Llama 3.2 style: BF16 storage, GQA, llama3 RoPE scaling, untied head, sharded.
+    "llama3": lambda: (llama_like("LlamaForCausalLM", torch.bfloat16, 1, rope_theta=500000.0,
+                                  rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                "high_freq_factor": 4.0, "original_max_position_embeddings": 16}),
+                       2),
+    # Llama 2 style: F32, multi-head (no GQA), tied embeddings (no lm_head tensor).
+    "llama2_tied": lambda: (llama_like("LlamaForCausalLM", torch.float32, 2, num_key_value_heads=4,
+                                       tie_word_embeddings=True), 1),
+    # Mistral: F16, explicit head_dim different from hidden/heads, sliding window longer than the text.
+    "mistral": lambda: (llama_like("MistralForCausalLM", torch.float16, 3, head_dim=16, sliding_window=4096,
+                                   rope_theta=1000000.0), 1),
+    # Qwen2: QKV bias, tied embeddings.
+    "qwen2": lambda: (llama_like("Qwen2ForCausalLM", torch.float32, 4, tie_word_embeddings=True,
+                                 rms_norm_eps=1e-6), 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_llama_family_logits_match_reference(tmp_path, name):
+    (cfg, W), shards = CASES[name]()
+    d = tmp_path / name
+    save_checkpoint(d, cfg, W, shards)
+    ids, got, _ = eval_logits(tmp_path, d, 20, 7)
+    assert got.shape == (20, cfg["vocab_size"])
+    assert_logits_close(got, llama_forward(cfg, W, torch.tensor(ids)).numpy())
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_gpt2_logits_match_reference(tmp_path, shards):
+    cfg, W = gpt2(5)
+    if shards == 1:  # the hub's original files have no "transformer." prefix
+        W = {k.removeprefix("transformer."): v for k, v in W.items()}
+    d = tmp_path / "gpt2"
+    save_checkpoint(d, cfg, W, shards)
+    ids, got, _ = eval_logits(tmp_path, d, 24, 8)
+    assert_logits_close(got, gpt2_forward(cfg, W, torch.tensor(ids)).numpy())
+
+
+def test_provenance_recorded(tmp_path):
+    cfg, W = gpt2(6)
+    d = tmp_path / "ck"
+    save_checkpoint(d, cfg, W, 2)
+    out = tmp_path / "m.h5"
+    lpemu("import", str(d), str(out))
+    import hashlib
+    import h5py
+    with h5py.File(out, "r") as f:
+        assert f.attrs["hf_architecture"] == "GPT2LMHeadModel"
+        assert json.loads(f.attrs["hf_config"]) == cfg
+        files = [x.decode() for x in f["provenance/files"][...]]
+        sums = [x.decode() for x in f["provenance/sha256"][...]]
+    for fn, s in zip(files, sums):
+        assert hashlib.sha256(open(d / fn, "rb").read()).hexdigest() == s, fn
+    assert set(files) == {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
+                          "model-00002-of-00002.safetensors"}
+
+
+def test_refuses_unsupported_by_name(tmp_path):
+    cfg, W = gpt2(7)
+    cfg["architectures"] = ["FalconForCausalLM"]
+    d = tmp_path / "falcon"
+    save_checkpoint(d, cfg, W)
+    r = lpemu("import", str(d), str(tmp_path / "x.h5"), check=False)
+    assert r.returncode == 2
+    assert "architectures[0] = \"FalconForCausalLM\": expected one of LlamaForCausalLM" in r.stderr
+    cfg, W = llama_like("LlamaForCausalLM", torch.float32, 8, rope_scaling={"rope_type": "yarn", "factor": 4.0})
+    save_checkpoint(tmp_path / "yarn", cfg, W)
+    r = lpemu("import", str(tmp_path / "yarn"), str(tmp_path / "y.h5"), check=False)
+    assert r.returncode == 2 and "rope_scaling.rope_type = \"yarn\"" in r.stderr
+    cfg, W = llama_like("LlamaForCausalLM", torch.float32, 9)
+    W["model.layers.1.mlp.up_proj.weight"] = W["model.layers.1.mlp.up_proj.weight"][:, :31].contiguous()
+    save_checkpoint(tmp_path / "bad", cfg, W)
+    r = lpemu("import", str(tmp_path / "bad"), str(tmp_path / "b.h5"), check=False)
+    assert r.returncode == 2
+    assert "tensor 'model.layers.1.mlp.up_proj.weight' has shape [48, 31], expected [48, 32]" in r.stderr
