@@ -4,7 +4,10 @@ target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/forward_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/cli_engine_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/block_plan_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/datapath_plan_test.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/datapath_plan_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/bpe_tokenizer_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/sampling_test.cpp)
+target_link_libraries(lpemu_unit_tests PRIVATE nlohmann_json::nlohmann_json)
 target_sources(lpemu_golden_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/golden/engine/stories260k_test.cpp)
 add_dependencies(lpemu_unit_tests lpemu_cli)

@@ -319,3 +319,60 @@ def test_refuses_unsupported_by_name(tmp_path):
     r = lpemu("import", str(tmp_path / "bad"), str(tmp_path / "b.h5"), check=False)
     assert r.returncode == 2
     assert "tensor 'model.layers.1.mlp.up_proj.weight' has shape [48, 31], expected [48, 32]" in r.stderr
+
+
+def hf_perplexity_recipe(forward, ids, max_length, stride):
+    """transformers docs, "Perplexity of fixed-length models": windows of max_length every stride
+    tokens, targets before the window's new part set to -100, loss = mean NLL of the remaining
+    (shifted) targets; here summed per token so every scored token weighs the same."""
+    nll_sum, count, prev_end = 0.0, 0, 0
+    n = len(ids)
+    for begin in range(0, n, stride):
+        end = min(begin + max_length, n)
+        trg_len = end - prev_end
+        window = ids[begin:end]
+        target = window.clone()
+        target[:-trg_len] = -100
+        logits = forward(window)
+        shift_logits, shift_labels = logits[:-1], target[1:]
+        valid = shift_labels != -100
+        logp = torch.log_softmax(shift_logits, -1)
+        nll_sum += -logp[valid].gather(1, shift_labels[valid][:, None]).sum().item()
+        count += int(valid.sum())
+        prev_end = end
+        if end == n:
+            break
+    return nll_sum / count, count
+
+
+def test_sliding_window_perplexity_matches_recipe(tmp_path):
+    cfg, W = llama_like("LlamaForCausalLM", torch.float32, 11, max_position_embeddings=16)
+    d = tmp_path / "ck"
+    save_checkpoint(d, cfg, W)
+    out = tmp_path / "m.h5"
+    lpemu("import", str(d), str(out))
+    rng = np.random.default_rng(12)
+    docs = [rng.integers(0, cfg["vocab_size"], 64).astype(np.int64),  # 4x the context
+            rng.integers(0, cfg["vocab_size"], 37).astype(np.int32)]
+    for i, x in enumerate(docs):
+        np.save(tmp_path / f"d{i}.npy", x)
+    fwd = lambda w: llama_forward(cfg, W, w)  # noqa: E731
+    for stride in (16, 5):
+        r = lpemu("eval", "--model", str(out), "--tokens", str(tmp_path / "d0.npy"), str(tmp_path / "d1.npy"),
+                  "--stride", str(stride), "--json")
+        res = json.loads(r.stdout)
+        assert "tokens, " in r.stderr and "left" in r.stderr  # progress with an estimate of time left
+        total, count = 0.0, 0
+        for i, x in enumerate(docs):
+            ref, n = hf_perplexity_recipe(fwd, torch.tensor(x, dtype=torch.long), 16, stride)
+            got = res["documents"][i]
+            assert got["tokens"] == len(x)
+            assert abs(got["mean_nll"] - ref) <= 1e-5 * max(1.0, ref), (stride, i, got["mean_nll"], ref)
+            assert abs(got["ref_mean_nll"] - ref) <= 1e-5 * max(1.0, ref)
+            total += ref * n
+            count += n
+        # Disjoint windows (stride = context) leave each window's first token unscored, as the recipe does.
+        assert res["scored"] == count == (64 + 37 - 2 if stride < 16 else 60 + 34)
+        assert abs(res["perplexity"] - math.exp(total / count)) <= 1e-5 * math.exp(total / count)
+    r = lpemu("eval", "--model", str(out), "--tokens", str(tmp_path / "d0.npy"), "--stride", "17", check=False)
+    assert r.returncode == 2 and "stride 17: expected 1..16" in r.stderr
