@@ -282,7 +282,7 @@ void register_engine(CLI::App& app, Context& ctx) {
     if (per_token) {
       std::cout << "  t  token  piece  nll  ref_nll  kl  top1\n";
       for (std::size_t t = 0; t < r.nll.size(); ++t) {
-        std::cout << "  " << t << "  " << r.tokens[t + 1] << "  " << json_str(l.model.tokenizer.piece(r.tokens[t + 1]))
+        std::cout << "  " << t << "  " << r.tokens[t + 1] << "  " << json_str(l.model.tokenizer.empty() ? std::string() : l.model.tokenizer.piece(r.tokens[t + 1]))
                   << "  " << num(r.nll[t]) << "  " << num(r.ref_nll[t]) << "  " << num(r.kl[t]) << "  "
                   << r.top1_agree[t] << "\n";
       }
