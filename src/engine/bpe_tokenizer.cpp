@@ -145,6 +145,7 @@ struct BpeTokenizer::Impl {
   std::unordered_map<std::string, int> ranks;  // "left\0right" -> merge rank
   bool byte_fallback = false;
   bool ignore_merges = false;
+  bool space_split_safe = true;  // no piece has '▁' right after another character
   int unk = -1;
   std::vector<std::pair<std::string, int>> added;  // longest first
   std::vector<Step> normalizers, pre, decoders;
@@ -212,6 +213,7 @@ struct BpeTokenizer::Impl {
   }
 
   std::vector<std::string> pretokenize(const std::string& s, bool first) const {
+    if (pre.empty()) return space_split_safe ? split_spaces(s) : std::vector<std::string>{s};
     std::vector<std::string> parts{s};
     for (const Step& p : pre) {
       std::vector<std::string> next;
@@ -245,6 +247,24 @@ struct BpeTokenizer::Impl {
       parts = std::move(next);
     }
     return parts;
+  }
+
+  // Without a pre-tokenizer (Llama 2, Mistral) the whole text is one BPE word, quadratic in its
+  // length. SentencePiece trained with split_by_whitespace (the default) has no piece with '▁'
+  // after another character, so no merge crosses the start of a run of '▁': splitting there
+  // gives the same tokens in linear time (parse() checks the vocabulary for such pieces).
+  static std::vector<std::string> split_spaces(const std::string& s) {
+    std::vector<std::string> out;
+    std::size_t b = 0;
+    for (std::size_t j = s.find(kSpace, 1); j != std::string::npos; j = s.find(kSpace, j + kSpace.size())) {
+      const bool after_space = j >= kSpace.size() && s.compare(j - kSpace.size(), kSpace.size(), kSpace) == 0;
+      if (!after_space && j > b) {
+        out.push_back(s.substr(b, j - b));
+        b = j;
+      }
+    }
+    out.push_back(s.substr(b));
+    return out;
   }
 
   void bpe(const std::string& word, std::vector<int>& out) const {
@@ -327,6 +347,13 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
         r = mg[1].get<std::string>();
       }
       im->ranks.emplace(l + '\0' + r, rank++);
+    }
+    for (const auto& [piece, id] : im->vocab) {
+      for (std::size_t at = piece.find(kSpace, 1); at != std::string::npos; at = piece.find(kSpace, at + 1)) {
+        if (at < kSpace.size() || piece.compare(at - kSpace.size(), kSpace.size(), kSpace) != 0) {
+          im->space_split_safe = false;
+        }
+      }
     }
     im->byte_fallback = m.value("byte_fallback", false);
     im->ignore_merges = m.value("ignore_merges", false);

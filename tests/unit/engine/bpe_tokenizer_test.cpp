@@ -277,3 +277,24 @@ TEST_CASE("tokenizer.json outside the supported subset is refused by name", "[en
   CHECK_THROWS_WITH(BpeTokenizer::parse(j.dump(), "t.json"), Catch::Contains("t.json: pre_tokenizer regex /(unclosed/"));
   CHECK_THROWS_AS(BpeTokenizer::parse("{", "t.json"), lpemu::SpecError);
 }
+
+TEST_CASE("SentencePiece-style encoding splits at spaces only when no piece crosses one", "[engine][tokenizer][hf]") {
+  std::vector<std::pair<std::string, std::string>> merges = {{S, "a"}, {S + "a", "b"}, {S, S}, {"b", "a"}};
+  std::vector<std::pair<std::string, int>> pieces = {{S, 259}, {"a", 260}, {"b", 261}, {S + "a", 262},
+                                                     {S + "ab", 263}, {S + S, 264}, {"ba", 266}};
+  const auto split = BpeTokenizer::parse(llama2_json(pieces, merges).dump(), "split.json");
+  // An unused piece "q▁" forces the whole-text BPE without changing any merge of this text.
+  auto unsplit_pieces = pieces;
+  unsplit_pieces.emplace_back("q" + S, 267);
+  const auto unsplit = BpeTokenizer::parse(llama2_json(unsplit_pieces, merges).dump(), "unsplit.json");
+  std::string text;
+  for (int i = 0; i < 150; ++i) text += i % 3 == 0 ? "ab  a " : "ba   b ";
+  const std::vector<int> ids = split->encode(text, false);
+  CHECK(ids == unsplit->encode(text, false));
+  CHECK(split->decode(ids) == text);
+  // With a piece that does cross a space, merges across it happen: "a b" -> "▁", "a▁", "b".
+  pieces.emplace_back("a" + S, 265);
+  merges.insert(merges.begin(), {"a", S});
+  const auto crossing = BpeTokenizer::parse(llama2_json(pieces, merges).dump(), "crossing.json");
+  CHECK(crossing->encode("a b", false) == std::vector<int>{259, 265, 261});
+}
