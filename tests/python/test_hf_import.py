@@ -399,3 +399,59 @@ def test_sweep_experiment_with_token_ids(tmp_path):
     nll = -torch.log_softmax(ref[:-1], -1).gather(1, torch.tensor(ids[1:])[:, None]).mean().item()
     assert abs(rows[("fp32", "perplexity")] - math.exp(nll)) <= 1e-5 * math.exp(nll)
     assert rows[("mxfp4", "perplexity")] != rows[("fp32", "perplexity")]
+
+
+def gpt2_byte_tokenizer_json():
+    """A byte-level tokenizer.json: GPT-2's bytes_to_unicode (openai/gpt-2 src/encoder.py) pieces
+    at ids 0..255, one merge, and <|endoftext|> = 256."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    vocab = {chr(c): i for i, c in enumerate(cs)}
+    vocab["he"] = 257
+    return {"version": "1.0", "added_tokens": [{"id": 256, "content": "<|endoftext|>", "special": True}],
+            "normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+            "post_processor": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"},
+            "model": {"type": "BPE", "vocab": vocab, "merges": ["h e"]}}
+
+
+def test_text_and_sampling_through_tokenizer_json(tmp_path):
+    cfg, W = gpt2(15)
+    cfg["vocab_size"] = 258
+    g = torch.Generator().manual_seed(16)
+    W["transformer.wte.weight"] = rnd(g, 258, 32, scale=1.0)
+    d = tmp_path / "ck"
+    save_checkpoint(d, cfg, W)
+    (d / "tokenizer.json").write_text(json.dumps(gpt2_byte_tokenizer_json()))
+    out = tmp_path / "m.h5"
+    lpemu("import", str(d), str(out))
+    text = "hello héllo 🙂"
+    (tmp_path / "t.txt").write_text(text, encoding="utf-8")
+    r = json.loads(lpemu("eval", "--model", str(out), "--text", str(tmp_path / "t.txt"), "--json").stdout)
+    # Expected ids from the byte map written in this file: GPT-2's regex splits the text into
+    # "hello", " héllo", " 🙂"; each byte becomes its character's id, and "h e" merges.
+    tj = gpt2_byte_tokenizer_json()
+    seq = []
+    for word in ["hello", " h\u00e9llo", " \U0001F642"]:  # GPT-2's regex splits these three words
+        bs = word.encode()
+        syms = [gpt2_char(b) for b in bs]
+        if syms[:2] == ["h", "e"]:
+            syms = ["he"] + syms[2:]
+        seq += [tj["model"]["vocab"][s] for s in syms]
+    assert [t["token"] for t in r["per_token"]] == seq[1:]
+    a = lpemu("run", "--model", str(out), "--prompt", "hello", "--steps", "12", "--temperature", "1",
+              "--top-k", "20", "--seed", "4").stdout
+    b = lpemu("run", "--model", str(out), "--prompt", "hello", "--steps", "12", "--temperature", "1",
+              "--top-k", "20", "--seed", "4").stdout
+    assert a == b and a.startswith("hello")
+
+
+def gpt2_char(b):
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    if b in bs:
+        return chr(b)
+    return chr(256 + [x for x in range(256) if x not in bs].index(b))
