@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -190,7 +191,7 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
   c.activation = Activation::silu;
   c.bos_id = h.integer("bos_token_id", 1);
   c.eos_id = h.integer("eos_token_id", 2);
-  c.tied_embeddings = h.boolean("tie_word_embeddings", arch == "Qwen2ForCausalLM");
+  c.tied_embeddings = h.boolean("tie_word_embeddings", false);  // transformers' default for all three
   if (h.has("rope_scaling")) {
     const json& rs = h.raw()["rope_scaling"];
     const std::string type = rs.value("rope_type", rs.value("type", std::string("?")));
