@@ -89,7 +89,7 @@ class HfConfig {
 // Every tensor of a checkpoint, found in its safetensors file(s), decoded to float on request.
 class Tensors {
  public:
-  explicit Tensors(const fs::path& dir, std::vector<std::pair<std::string, std::string>>& hashes) {
+  explicit Tensors(const fs::path& dir, std::vector<std::pair<std::string, std::string>>& hashes) : dir_(dir) {
     std::vector<fs::path> files;
     const fs::path index = dir / "model.safetensors.index.json";
     if (fs::is_regular_file(index)) {
@@ -122,7 +122,9 @@ class Tensors {
 
   std::vector<float> floats(const std::string& name, const std::vector<std::size_t>& shape) const {
     const auto it = where_.find(name);
-    if (it == where_.end()) throw IoError("checkpoint has no tensor '" + name + "'");
+    if (it == where_.end()) {
+      throw IoError(dir_.string() + ": no tensor '" + name + "' in the checkpoint's safetensors files");
+    }
     const io::SafetensorsFile& f = *it->second;
     const io::SafetensorsEntry& e = f.entry(name);
     if (e.shape != shape) {
@@ -163,6 +165,7 @@ class Tensors {
     for (std::size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
     return o + "]";
   }
+  fs::path dir_;
   std::vector<std::unique_ptr<io::SafetensorsFile>> files_;
   std::map<std::string, const io::SafetensorsFile*> where_;
 };

@@ -319,6 +319,12 @@ def test_refuses_unsupported_by_name(tmp_path):
     r = lpemu("import", str(tmp_path / "bad"), str(tmp_path / "b.h5"), check=False)
     assert r.returncode == 2
     assert "tensor 'model.layers.1.mlp.up_proj.weight' has shape [48, 31], expected [48, 32]" in r.stderr
+    cfg, W = llama_like("LlamaForCausalLM", torch.float32, 10)
+    del W["model.layers.0.self_attn.k_proj.weight"]
+    save_checkpoint(tmp_path / "missing", cfg, W)
+    r = lpemu("import", str(tmp_path / "missing"), str(tmp_path / "c.h5"), check=False)
+    assert r.returncode == 2
+    assert f"{tmp_path / 'missing'}: no tensor 'model.layers.0.self_attn.k_proj.weight'" in r.stderr
 
 
 def hf_perplexity_recipe(forward, ids, max_length, stride):
