@@ -298,3 +298,30 @@ TEST_CASE("SentencePiece-style encoding splits at spaces only when no piece cros
   const auto crossing = BpeTokenizer::parse(llama2_json(pieces, merges).dump(), "crossing.json");
   CHECK(crossing->encode("a b", false) == std::vector<int>{259, 265, 261});
 }
+
+TEST_CASE("Metaspace pre-tokenizer (Mistral, Llama 2 legacy=False) gives the published ids", "[engine][tokenizer][hf]") {
+  // Published: the same LlamaTokenizer docstring, legacy=False: encode("Hello <s>.") ==
+  // [1, 15043, 29871, 1, 29889] ('.' = 29889: no '▁' after a special token). Newer tokenizer.json
+  // files (Mistral v0.3, Llama 2 with legacy=False) express this as a Metaspace pre-tokenizer with
+  // prepend_scheme "first" and no normalizer.
+  std::vector<std::pair<std::string, std::string>> merges;
+  chain(merges, {S, "H", "e", "l", "l", "o"});
+  chain(merges, {S, "w", "o", "r", "l", "d"});
+  std::vector<std::pair<std::string, int>> pieces = {{S, 29871}, {S + "Hello", 15043}, {S + "world", 3186},
+                                                     {".", 29889}};
+  int next = 30000;
+  for (const auto& [l, r] : merges) {
+    if (std::none_of(pieces.begin(), pieces.end(), [&](const auto& p) { return p.first == l + r; })) {
+      pieces.emplace_back(l + r, next++);
+    }
+  }
+  for (const char* c : {"H", "e", "l", "o", "w", "r", "d"}) pieces.emplace_back(c, next++);
+  json j = llama2_json(pieces, merges);
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", S}, {"prepend_scheme", "first"}, {"split", false}};
+  j["decoder"] = {{"type", "Metaspace"}, {"replacement", S}, {"prepend_scheme", "first"}, {"split", false}};
+  const auto t = BpeTokenizer::parse(j.dump(), "mistral.json");
+  CHECK(t->encode("Hello <s>.", true) == std::vector<int>{1, 15043, 29871, 1, 29889});
+  CHECK(t->encode("Hello world", true) == std::vector<int>{1, 15043, 3186});
+  CHECK(t->decode({15043, 3186}) == "Hello world");
+}
