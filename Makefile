@@ -7,7 +7,7 @@ LPEMU := $(BUILD_DIR)/lpemu
 # benchmark and Python dependencies (PyTorch among them), headless Chromium (loads report.html),
 # rsvg-convert (renders the figures) and matplotlib (redraws them from results.h5).
 DEMO_PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev libhdf5-dev libtomlplusplus-dev \
-                 libcli11-dev
+                 libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config
 PACKAGES := $(DEMO_PACKAGES) catch2 libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-h5py \
             python3-torch python3-pytest python3-matplotlib chromium librsvg2-bin
 BENCH := $(if $(filter asan,$(PRESET)),OFF,ON)

@@ -1,12 +1,17 @@
 // Engine throughput: tokens/s of prefill (128 tokens) and decode for stories260K and for one
 // Llama-7B-shaped block with random weights (d = 4096, 32 heads, SwiGLU 11008), under the fp32
 // plan and element / block fake-quant plans. Baseline: the fp32 plan (Eigen float GEMM).
+// With LPEMU_BENCH_1B=1 also a random model of Llama-3.2-1B shape (generated here, never shipped):
+// prefill tokens/s for the fp32 and mxfp4 plans beside Eigen's sgemm on the same weight matrices
+// (the same GEMM FLOPs) in the same run.
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <numeric>
 
 #include <benchmark/benchmark.h>
+
+#include <cstdlib>
 
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
@@ -97,6 +102,113 @@ const Model& llama7b_layer() {
   return m;
 }
 
+// Llama-3.2-1B shape (meta-llama/Llama-3.2-1B config.json: hidden 2048, 16 layers, 32 heads,
+// 8 KV heads, intermediate 8192, vocab 128256, tied embeddings, rope_theta 500000, llama3 RoPE
+// scaling factor 32) with random weights; 1.24e9 parameters, 4.9 GB in float32.
+const Model& llama1b() {
+  static const Model m = [] {
+    Model x;
+    Config& c = x.config;
+    c.name = "llama3.2-1b-shape";
+    c.dim = 2048;
+    c.n_layers = 16;
+    c.n_heads = 32;
+    c.n_kv_heads = 8;
+    c.head_dim = 64;
+    c.hidden_dim = 8192;
+    c.vocab_size = 128256;
+    c.seq_len = 256;
+    c.rope_theta = 500000.0;
+    c.rope_style = RopeStyle::half;
+    c.rope_scaling = "llama3";
+    c.rope_factor = 32.0;
+    c.rope_low_freq_factor = 1.0;
+    c.rope_high_freq_factor = 4.0;
+    c.rope_original_max_positions = 8192;
+    c.tied_embeddings = true;
+    std::uint64_t s = 0x9E3779B97F4A7C15ULL;
+    auto fill = [&s](RowMatrix& w, Eigen::Index r, Eigen::Index k) {
+      w.resize(r, k);
+      for (Eigen::Index i = 0; i < w.size(); ++i) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        w.data()[i] = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
+      }
+    };
+    fill(x.tok_embeddings, c.vocab_size, c.dim);
+    x.output = x.tok_embeddings;
+    for (int l = 0; l < c.n_layers; ++l) {
+      LayerWeights w;
+      fill(w.wq, 2048, 2048);
+      fill(w.wk, 512, 2048);
+      fill(w.wv, 512, 2048);
+      fill(w.wo, 2048, 2048);
+      fill(w.w1, 8192, 2048);
+      fill(w.w2, 2048, 8192);
+      fill(w.w3, 8192, 2048);
+      w.attention_norm = Vec<float>::Ones(2048);
+      w.ffn_norm = Vec<float>::Ones(2048);
+      x.layers.push_back(std::move(w));
+    }
+    x.norm = Vec<float>::Ones(2048);
+    x.validate();
+    return x;
+  }();
+  return m;
+}
+
+// Multiply-adds of the model's GEMMs per token (linear layers and classifier; attention's
+// score and value products excluded).
+double gemm_macs_per_token(const Model& m) {
+  double macs = static_cast<double>(m.output.size());
+  for (const auto& w : m.layers) {
+    macs += static_cast<double>(w.wq.size() + w.wk.size() + w.wv.size() + w.wo.size() + w.w1.size() + w.w2.size() +
+                                w.w3.size());
+  }
+  return macs;
+}
+
+constexpr int kPrefill1b = 64;
+
+std::vector<int> tokens(int n, int vocab);
+
+// Prefill of kPrefill1b tokens under a plan; its own session, freed after (the mxfp4 copy of the
+// weights is another 4.9 GB).
+void prefill_1b(benchmark::State& state, const std::string& plan_name) {
+  const Model& m = llama1b();
+  Session s(m, *plan(plan_name));
+  const auto t = tokens(kPrefill1b, m.config.vocab_size);
+  for (auto _ : state) {
+    s.reset();
+    benchmark::DoNotOptimize(s.forward(t));
+  }
+  const double n = kPrefill1b * static_cast<double>(state.iterations());
+  state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+}
+
+// Eigen's sgemm on the same matrices and the same token count: Y = X · Wᵀ for every weight.
+void sgemm_1b(benchmark::State& state) {
+  const Model& m = llama1b();
+  const RowMatrix x = RowMatrix::Constant(kPrefill1b, m.config.dim, 0.01F);
+  const RowMatrix xh = RowMatrix::Constant(kPrefill1b, m.config.hidden_dim, 0.01F);
+  RowMatrix y;
+  for (auto _ : state) {
+    for (const auto& w : m.layers) {
+      for (const RowMatrix* wt : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w3}) {
+        y.noalias() = x * wt->transpose();
+        benchmark::DoNotOptimize(y.data());
+      }
+      y.noalias() = xh * w.w2.transpose();
+      benchmark::DoNotOptimize(y.data());
+    }
+    y.noalias() = x * m.output.transpose();
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double n = kPrefill1b * static_cast<double>(state.iterations());
+  state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+}
+
 std::vector<int> tokens(int n, int vocab) {
   std::vector<int> t(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) t[static_cast<std::size_t>(i)] = i == 0 ? 1 : (i * 7 + 3) % vocab;
@@ -175,6 +287,16 @@ void register_all() {
 // Our own main (it takes precedence over benchmark_main's) so registration can depend on plans.
 int main(int argc, char** argv) {
   register_all();
+  if (const char* e = std::getenv("LPEMU_BENCH_1B"); e != nullptr && std::string(e) == "1") {
+    const std::string n = "prefill" + std::to_string(kPrefill1b) + "/llama3.2_1b_shape/";
+    benchmark::RegisterBenchmark((n + "eigen_sgemm").c_str(), sgemm_1b)->Unit(benchmark::kSecond)->UseRealTime();
+    for (const std::string p : {"fp32", "mxfp4"}) {
+      if (plan(p) == nullptr) continue;
+      benchmark::RegisterBenchmark((n + p).c_str(), [p](benchmark::State& st) { prefill_1b(st, p); })
+          ->Unit(benchmark::kSecond)
+          ->UseRealTime();
+    }
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

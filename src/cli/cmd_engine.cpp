@@ -14,9 +14,12 @@
 #include "cli/commands.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
+#include "lpemu/engine/sampling.hpp"
 #include "lpemu/engine/session.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/npy.hpp"
 #include "lpemu/metrics/model_eval.hpp"
+#include "lpemu/metrics/perplexity.hpp"
 
 namespace lpemu::cli {
 namespace {
@@ -86,26 +89,45 @@ void register_engine(CLI::App& app, Context& ctx) {
   auto* run = app.add_subcommand("run", "generate greedily from a prompt under a precision plan");
   static ModelFlags run_flags;
   static std::string prompt;
+  static std::string prompt_tokens;
   static int steps = 256;
+  static engine::SamplingOptions sampling;
   run_flags.add_to(run);
-  run->add_option("--prompt", prompt, "prompt text (empty: start from BOS alone)");
+  auto* run_prompt = run->add_option("--prompt", prompt, "prompt text (empty: start from BOS alone)");
+  run->add_option("--tokens", prompt_tokens, "prompt as a 1-D integer .npy of token ids (BOS included if wanted)")
+      ->check(CLI::ExistingFile)
+      ->excludes(run_prompt);
+  run->add_option("--temperature", sampling.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
+  run->add_option("--top-k", sampling.top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str();
+  run->add_option("--top-p", sampling.top_p, "sample within the smallest set of probability >= p")->capture_default_str();
+  run->add_option("--seed", sampling.seed, "seed of the sampling stream")->capture_default_str();
   run->add_option("--steps", steps, "positions to run, prompt included (as llama2.c -n)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   run->callback([&ctx] {
     ctx.apply_threads();
+    engine::validate(sampling);
     Loaded l = load(ctx, run_flags);
-    if (l.model.tokenizer.empty()) throw IoError(l.model.path.string() + ": model file has no tokenizer");
-    const std::vector<int> p = l.model.tokenizer.encode(prompt);
+    if (l.model.tokenizer.empty() && prompt_tokens.empty()) {
+      throw IoError(l.model.path.string() + ": model file has no tokenizer (give --tokens FILE.npy)");
+    }
+    const std::vector<int> p = prompt_tokens.empty() ? l.model.tokenizer.encode(prompt)
+                                                     : engine::load_token_ids(prompt_tokens, l.model.config.vocab_size);
     engine::SessionOptions o;
     o.quantizers = &ctx.quantizers();
     o.gemms = &ctx.gemms();
     engine::Session s(l.model, l.plan, o);
     const int n = std::min(steps, l.model.config.seq_len);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int> out = engine::generate_greedy(s, p, n);
+    const std::vector<int> out = sampling.temperature > 0 ? engine::generate(s, p, n, sampling)
+                                                          : engine::generate_greedy(s, p, n);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << l.model.tokenizer.decode(out) << std::endl;
+    if (l.model.tokenizer.empty()) {
+      for (std::size_t i = 0; i < out.size(); ++i) std::cout << (i ? " " : "") << out[i];
+      std::cout << std::endl;
+    } else {
+      std::cout << l.model.tokenizer.decode(out) << std::endl;
+    }
     std::cerr << "lpemu: " << l.model.config.name << " under plan " << l.plan.name << ": " << out.size()
               << " tokens, " << num(static_cast<double>(s.position()) / secs, 4) << " positions/s\n";
   });
@@ -113,13 +135,26 @@ void register_engine(CLI::App& app, Context& ctx) {
   // ---- eval ----
   auto* ev = app.add_subcommand("eval", "score a text under a plan against the fp32 reference");
   static ModelFlags ev_flags;
-  static std::string text_file;
+  static std::vector<std::string> text_files;
   static std::string reference = "fp32";
   static bool json = false;
   static bool per_token = false;
   static bool points = false;
+  static std::vector<std::string> ev_tokens;
+  static std::string logits_out;
+  static int context = 0;
+  static int stride = 0;
   ev_flags.add_to(ev);
-  ev->add_option("--text", text_file, "UTF-8 text file to score")->required()->check(CLI::ExistingFile);
+  auto* ev_text = ev->add_option("--text", text_files, "UTF-8 text file(s) to score (one document each)")
+                      ->check(CLI::ExistingFile);
+  auto* ev_tok = ev->add_option("--tokens", ev_tokens, "1-D integer .npy file(s) of token ids to score instead of texts")
+                     ->check(CLI::ExistingFile);
+  ev_text->excludes(ev_tok);
+  ev->add_option("--logits-out", logits_out, "write the plan's logits [tokens, vocab] to this float32 .npy");
+  ev->add_option("--context", context, "sliding-window perplexity: window length (default: the model's seq_len)")
+      ->check(CLI::PositiveNumber);
+  ev->add_option("--stride", stride, "sliding-window perplexity: tokens between window starts (default: --context)")
+      ->check(CLI::PositiveNumber);
   ev->add_option("--reference", reference, "reference plan")->capture_default_str();
   ev->add_flag("--json", json, "print JSON instead of a table");
   ev->add_flag("--per-token", per_token, "print every token's NLL (the JSON always has them)");
@@ -128,11 +163,73 @@ void register_engine(CLI::App& app, Context& ctx) {
     ctx.apply_threads();
     Loaded l = load(ctx, ev_flags);
     const engine::PrecisionPlan ref = ctx.load_plan(reference);
-    std::ifstream in(text_file, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::vector<int> tokens = metrics::eval_tokens(l.model, ss.str());
+    if (text_files.empty() && ev_tokens.empty()) throw SpecError("eval: give --text FILE... or --tokens FILE.npy...");
+    std::vector<std::vector<int>> docs;
+    std::vector<std::string> names = ev_tokens.empty() ? text_files : ev_tokens;
+    for (const auto& name : names) {
+      if (!ev_tokens.empty()) {
+        docs.push_back(engine::load_token_ids(name, l.model.config.vocab_size));
+        continue;
+      }
+      if (l.model.tokenizer.empty()) throw IoError(l.model.path.string() + ": model file has no tokenizer (use --tokens)");
+      std::ifstream in(name, std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      std::string text = ss.str();
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+      docs.push_back(l.model.tokenizer.encode(text));
+    }
+    bool sliding = docs.size() > 1 || context > 0 || stride > 0;
+    for (const auto& d : docs) sliding = sliding || static_cast<int>(d.size()) > l.model.config.seq_len;
+    if (sliding) {
+      // Long or several documents: sliding-window perplexity under the plan and the reference.
+      metrics::PerplexityOptions po;
+      po.context = context;
+      po.stride = stride;
+      std::size_t total = 0;
+      double sum = 0, ref_sum = 0;
+      if (json) std::cout << "{\"model\": " << json_str(l.model.config.name) << ", \"plan\": " << json_str(l.plan.name)
+                          << ", \"reference\": " << json_str(ref.name) << ", \"documents\": [";
+      for (std::size_t i = 0; i < docs.size(); ++i) {
+        po.progress = [&](std::size_t done, std::size_t all, double secs) {
+          std::cerr << "\rlpemu: document " << i + 1 << "/" << docs.size() << ": " << done << "/" << all
+                    << " tokens, " << num(secs, 3) << " s, about " << num(secs * double(all - done) / double(done), 3)
+                    << " s left for this plan   " << std::flush;
+        };
+        const auto r = metrics::sliding_perplexity(l.model, l.plan, docs[i], ctx.quantizers(), ctx.gemms(), po);
+        const auto rr = metrics::sliding_perplexity(l.model, ref, docs[i], ctx.quantizers(), ctx.gemms(), po);
+        std::cerr << "\n";
+        total += r.nll.size();
+        sum += r.mean_nll * double(r.nll.size());
+        ref_sum += rr.mean_nll * double(rr.nll.size());
+        if (json) {
+          std::cout << (i ? ", " : "") << "{\"name\": " << json_str(names[i]) << ", \"tokens\": " << docs[i].size()
+                    << ", \"windows\": " << r.windows << ", \"mean_nll\": " << json_num(r.mean_nll)
+                    << ", \"perplexity\": " << json_num(r.perplexity) << ", \"ref_mean_nll\": " << json_num(rr.mean_nll)
+                    << ", \"ref_perplexity\": " << json_num(rr.perplexity) << "}";
+        } else {
+          std::cout << names[i] << ": " << docs[i].size() << " tokens, " << r.windows << " windows, perplexity "
+                    << num(r.perplexity) << " (reference " << num(rr.perplexity) << ")\n";
+        }
+      }
+      const double mean = sum / double(total), ref_mean = ref_sum / double(total);
+      if (json) {
+        std::cout << "], \"scored\": " << total << ", \"mean_nll\": " << json_num(mean)
+                  << ", \"perplexity\": " << json_num(std::exp(mean)) << ", \"ref_mean_nll\": " << json_num(ref_mean)
+                  << ", \"ref_perplexity\": " << json_num(std::exp(ref_mean)) << "}\n";
+      } else {
+        std::cout << "model " << l.model.config.name << ", plan " << l.plan.name << " vs " << ref.name << ": "
+                  << total << " tokens scored, NLL " << num(mean) << ", perplexity " << num(std::exp(mean))
+                  << " (reference " << num(ref_mean) << ", " << num(std::exp(ref_mean)) << ")\n";
+      }
+      return;
+    }
+    const std::vector<int>& tokens = docs.front();
     const metrics::EvalResult r = metrics::evaluate(l.model, l.plan, ref, tokens, ctx.quantizers(), ctx.gemms());
+    if (!logits_out.empty()) {
+      io::write_npy_floats(logits_out, {std::size_t(r.plan_logits.rows()), std::size_t(r.plan_logits.cols())},
+                           r.plan_logits.data());
+    }
     if (json) {
       std::cout << "{\"model\": " << json_str(l.model.config.name) << ", \"plan\": " << json_str(l.plan.name)
                 << ", \"reference\": " << json_str(ref.name) << ", \"tokens\": " << tokens.size()
@@ -176,7 +273,7 @@ void register_engine(CLI::App& app, Context& ctx) {
     if (per_token) {
       std::cout << "  t  token  piece  nll  ref_nll  kl  top1\n";
       for (std::size_t t = 0; t < r.nll.size(); ++t) {
-        std::cout << "  " << t << "  " << r.tokens[t + 1] << "  " << json_str(l.model.tokenizer.piece(r.tokens[t + 1]))
+        std::cout << "  " << t << "  " << r.tokens[t + 1] << "  " << json_str(l.model.tokenizer.empty() ? std::string() : l.model.tokenizer.piece(r.tokens[t + 1]))
                   << "  " << num(r.nll[t]) << "  " << num(r.ref_nll[t]) << "  " << num(r.kl[t]) << "  "
                   << r.top1_agree[t] << "\n";
       }

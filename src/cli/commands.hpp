@@ -23,6 +23,8 @@ void register_cost(CLI::App& app, Context& ctx);
 void register_datapath(CLI::App& app, Context& ctx);
 /// `lpemu gemm`.
 void register_gemm(CLI::App& app, Context& ctx);
+/// `lpemu import` (Hugging Face checkpoint folders).
+void register_import(CLI::App& app, Context& ctx);
 /// `lpemu sweep` and `lpemu sweep merge`.
 void register_sweep(CLI::App& app, Context& ctx);
 

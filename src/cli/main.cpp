@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   lpemu::cli::register_datapath(app, ctx);
   lpemu::cli::register_gemm(app, ctx);
   lpemu::cli::register_sweep(app, ctx);
+  lpemu::cli::register_import(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,6 +11,7 @@ target_sources(lpemu_cli PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cmd_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cmd_engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cmd_sweep.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cmd_import.cpp
 )
 # Shipped models and plans are also looked up in the source tree the executable was built from.
 target_compile_definitions(lpemu_cli PRIVATE LPEMU_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

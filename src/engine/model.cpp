@@ -1,6 +1,8 @@
 #include "lpemu/engine/model.hpp"
 
+#include <cmath>
 #include <cstdlib>
+#include <numbers>
 
 #include "lpemu/error.hpp"
 #include "lpemu/io/hdf5.hpp"
@@ -71,6 +73,31 @@ void write_vector(io::H5File& f, const std::string& name, const Vec<float>& v) {
 
 }  // namespace
 
+std::vector<double> rope_frequencies(const Config& c) {
+  const int half = c.head_dim / 2;
+  std::vector<double> f(static_cast<std::size_t>(std::max(half, 0)));
+  for (int j = 0; j < half; ++j) f[static_cast<std::size_t>(j)] = std::pow(c.rope_theta, -2.0 * j / c.head_dim);
+  if (c.rope_scaling == "llama3") {
+    // Hugging Face transformers, modeling_rope_utils.py `_compute_llama3_parameters`.
+    const double old_len = c.rope_original_max_positions;
+    const double low_wavelen = old_len / c.rope_low_freq_factor;
+    const double high_wavelen = old_len / c.rope_high_freq_factor;
+    for (double& v : f) {
+      const double wavelen = 2 * std::numbers::pi / v;
+      if (wavelen > low_wavelen) {
+        v /= c.rope_factor;
+      } else if (!(wavelen < high_wavelen)) {
+        const double smooth = (old_len / wavelen - c.rope_low_freq_factor) /
+                              (c.rope_high_freq_factor - c.rope_low_freq_factor);
+        v = (1 - smooth) * v / c.rope_factor + smooth * v;
+      }
+    }
+  } else if (c.rope_scaling != "none") {
+    throw SpecError("model '" + c.name + "': rope_scaling \"" + c.rope_scaling + "\": expected none or llama3");
+  }
+  return f;
+}
+
 void Model::validate() const {
   const Config& c = config;
   const auto need = [](bool ok, const std::string& what) {
@@ -129,6 +156,15 @@ Model load_model(const fs::path& file) {
   c.tied_embeddings = int_attr(f, "tied_embeddings", 0) != 0;
   c.bos_id = int_attr(f, "bos_id", 1);
   c.eos_id = int_attr(f, "eos_id", 2);
+  c.rope_scaling = str_attr(f, "rope_scaling", "none");
+  pick<int>(f, "rope_scaling", c.rope_scaling, {{"none", 0}, {"llama3", 1}});
+  if (c.rope_scaling == "llama3") {
+    c.rope_factor = f.attr_double("/", "rope_factor");
+    c.rope_low_freq_factor = f.attr_double("/", "rope_low_freq_factor");
+    c.rope_high_freq_factor = f.attr_double("/", "rope_high_freq_factor");
+    c.rope_original_max_positions = int_attr(f, "rope_original_max_positions");
+  }
+  c.sliding_window = int_attr(f, "sliding_window", 0);
 
   const Eigen::Index qd = static_cast<Eigen::Index>(c.n_heads) * c.head_dim;
   const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
@@ -167,6 +203,9 @@ Model load_model(const fs::path& file) {
                         ? static_cast<int>(f.attr_int("tokenizer", "byte_fallback_offset"))
                         : 3;
     m.tokenizer = Tokenizer(pieces, scores.data, c.bos_id, c.eos_id, off);
+  } else if (f.exists("tokenizer/hf_json")) {
+    m.tokenizer = Tokenizer::from_hf_json(f.read_strings("tokenizer/hf_json").at(0),
+                                           f.path().string() + ":/tokenizer/hf_json", c.bos_id, c.eos_id);
   }
   m.validate();
   return m;
@@ -189,6 +228,14 @@ void save_model(const Model& model, const fs::path& file) {
     f.set_attr("/", k, std::int64_t{v});
   }
   f.set_attr("/", "norm_eps", c.norm_eps);
+  if (c.sliding_window > 0) f.set_attr("/", "sliding_window", std::int64_t{c.sliding_window});
+  if (c.rope_scaling != "none") {
+    f.set_attr("/", "rope_scaling", c.rope_scaling);
+    f.set_attr("/", "rope_factor", c.rope_factor);
+    f.set_attr("/", "rope_low_freq_factor", c.rope_low_freq_factor);
+    f.set_attr("/", "rope_high_freq_factor", c.rope_high_freq_factor);
+    f.set_attr("/", "rope_original_max_positions", std::int64_t{c.rope_original_max_positions});
+  }
   f.set_attr("/", "rope_theta", c.rope_theta);
   f.set_attr("/", "norm", std::string(c.norm == NormType::rmsnorm ? "rmsnorm" : "layernorm"));
   f.set_attr("/", "rope_style", std::string(c.rope_style == RopeStyle::interleaved ? "interleaved" : "half"));
@@ -224,7 +271,9 @@ void save_model(const Model& model, const fs::path& file) {
   write_vector(f, "norm", model.norm);
   write_vector(f, "norm_bias", model.norm_bias);
   write_matrix(f, "output", model.output);
-  if (!model.tokenizer.empty()) {
+  if (!model.tokenizer.hf_json().empty()) {
+    f.write_strings("tokenizer/hf_json", {model.tokenizer.hf_json()});
+  } else if (!model.tokenizer.empty()) {
     std::vector<std::string> pieces;
     std::vector<float> scores;
     for (int i = 0; i < model.tokenizer.size(); ++i) {

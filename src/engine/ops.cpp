@@ -97,15 +97,23 @@ void layer_norm(const Mat<T>& x, const Vec<T>& w, const Vec<T>& b, double eps, M
 
 template <class T>
 void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, double theta, RopeStyle style) {
-  if (x.cols() != static_cast<Eigen::Index>(n_heads) * head_dim || head_dim % 2 != 0) {
-    throw ShapeError("rope: tensor width is not n_heads·head_dim with an even head_dim");
+  std::vector<double> inv_freq(static_cast<std::size_t>(std::max(head_dim / 2, 0)));
+  for (int j = 0; j < head_dim / 2; ++j) inv_freq[static_cast<std::size_t>(j)] = std::pow(theta, -2.0 * j / head_dim);
+  rope(x, n_heads, head_dim, pos0, inv_freq, style);
+}
+
+template <class T>
+void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, const std::vector<double>& inv_freq, RopeStyle style) {
+  if (x.cols() != static_cast<Eigen::Index>(n_heads) * head_dim || head_dim % 2 != 0 ||
+      static_cast<int>(inv_freq.size()) != head_dim / 2) {
+    throw ShapeError("rope: tensor width is not n_heads·head_dim with an even head_dim and head_dim/2 frequencies");
   }
   const int half = head_dim / 2;
   for_each_piece(x.rows(), static_cast<double>(x.size()), [&](Eigen::Index r) {
     const double pos = static_cast<double>(pos0 + static_cast<int>(r));
     for (int j = 0; j < half; ++j) {
       // angle = p · θ^(−2j/head_dim), computed in double then rounded once to T.
-      const double angle = pos * std::pow(theta, -2.0 * j / head_dim);
+      const double angle = pos * inv_freq[static_cast<std::size_t>(j)];
       const T c = static_cast<T>(std::cos(angle));
       const T s = static_cast<T>(std::sin(angle));
       for (int h = 0; h < n_heads; ++h) {
@@ -227,6 +235,7 @@ void attention(const Mat<T>& q, const Mat<T>& k_cache, const Mat<T>& v_cache, in
   template void rms_norm<T>(const Mat<T>&, const Vec<T>&, double, Mat<T>&);                               \
   template void layer_norm<T>(const Mat<T>&, const Vec<T>&, const Vec<T>&, double, Mat<T>&);              \
   template void rope<T>(Mat<T>&, int, int, int, double, RopeStyle);                                       \
+  template void rope<T>(Mat<T>&, int, int, int, const std::vector<double>&, RopeStyle);                   \
   template void softmax_prefix<T>(T*, int, int);                                                          \
   template void activate<T>(Mat<T>&, const Mat<T>*, Activation);                                          \
   template void attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, int, int, int, int, Mat<T>&,   \

@@ -219,6 +219,7 @@ class ImplT final : public Session::Impl {
       }
     }
     quant(output_, Role::lm_head, -1, LayerKind::head, "output", -1, 1);
+    if (c.positions == PositionKind::rope) inv_freq_ = rope_frequencies(c);
   }
 
   RowMatrix forward(std::span<const int> tokens) override {
@@ -228,6 +229,10 @@ class ImplT final : public Session::Impl {
     if (pos + n > max_tokens) {
       throw ShapeError("session: " + std::to_string(pos + n) + " positions exceed the cache of " +
                        std::to_string(max_tokens));
+    }
+    if (c.sliding_window > 0 && pos + n > c.sliding_window) {
+      throw ShapeError("session: " + std::to_string(pos + n) + " positions exceed the sliding window of " +
+                       std::to_string(c.sliding_window) + " (sliding-window attention is not emulated)");
     }
     const int p0 = pos;
     Mat<T> x(n, c.dim);
@@ -250,8 +255,8 @@ class ImplT final : public Session::Impl {
       gemm(xb, *w.wk, w.bk, k, l, LayerKind::attention, "wk", xin.get(), w);
       gemm(xb, *w.wv, w.bv, v, l, LayerKind::attention, "wv", xin.get(), w);
       if (c.positions == PositionKind::rope) {
-        rope(q, c.n_heads, c.head_dim, p0, c.rope_theta, c.rope_style);
-        rope(k, c.n_kv_heads, c.head_dim, p0, c.rope_theta, c.rope_style);
+        rope(q, c.n_heads, c.head_dim, p0, inv_freq_, c.rope_style);
+        rope(k, c.n_kv_heads, c.head_dim, p0, inv_freq_, c.rope_style);
       }
       quant(q, Role::q, l, LayerKind::attention, "q", -1, 1, p0);
       quant(k, Role::k, l, LayerKind::attention, "k", -1, 1, p0);
@@ -477,6 +482,7 @@ class ImplT final : public Session::Impl {
   std::vector<LayerT<T>> layers_;
   Mat<T> emb_, pos_emb_, output_;
   Vec<T> norm_, norm_bias_;
+  std::vector<double> inv_freq_;  // RoPE frequencies after the config's rope_scaling
   std::mutex hook_mutex_;
 };
 

@@ -6,3 +6,7 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/session.cpp)
+target_sources(lpemu PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/bpe_tokenizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/hf_import.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sampling.cpp)

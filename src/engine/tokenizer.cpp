@@ -2,7 +2,9 @@
 
 #include <cstdio>
 
+#include "lpemu/engine/bpe_tokenizer.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/npy.hpp"
 
 namespace lpemu::engine {
 
@@ -17,17 +19,35 @@ Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores,
   for (std::size_t i = 0; i < pieces_.size(); ++i) index_.emplace(pieces_[i], static_cast<int>(i));
 }
 
+Tokenizer Tokenizer::from_hf_json(std::string json, const std::string& origin, int bos_id, int eos_id) {
+  Tokenizer t;
+  t.hf_ = BpeTokenizer::parse(json, origin);
+  t.hf_json_ = std::move(json);
+  t.bos_id_ = bos_id;
+  t.eos_id_ = eos_id;
+  return t;
+}
+
+int Tokenizer::size() const { return hf_ ? hf_->size() : static_cast<int>(pieces_.size()); }
+
 const std::string& Tokenizer::piece(int id) const {
+  if (hf_) return hf_->piece(id);
   if (id < 0 || id >= size()) throw ShapeError("tokenizer: token id " + std::to_string(id) + " out of range");
   return pieces_[static_cast<std::size_t>(id)];
 }
 
 int Tokenizer::find(std::string_view piece) const {
+  if (hf_) return hf_->find(piece);
   const auto it = index_.find(std::string(piece));
   return it == index_.end() ? -1 : it->second;
 }
 
 std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) const {
+  if (hf_) {
+    std::vector<int> ids = hf_->encode(text, bos);
+    if (eos) ids.push_back(eos_id_);
+    return ids;
+  }
   std::vector<int> tokens;
   if (bos) tokens.push_back(bos_id_);
   // llama2.c: the dummy prefix " " goes first whenever the text is non-empty.
@@ -76,6 +96,13 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
 }
 
 std::string Tokenizer::decode(int prev, int id) const {
+  if (hf_) {
+    // The text `id` adds after `prev` (decoders such as Strip look at the whole sequence).
+    if (prev < 0 || prev == bos_id_) return hf_->decode({id});
+    const std::string before = hf_->decode({prev});
+    const std::string both = hf_->decode({prev, id});
+    return both.starts_with(before) ? both.substr(before.size()) : hf_->decode({id});
+  }
   std::string_view p = piece(id);
   // llama2.c: a piece that follows BOS loses one leading space.
   if (prev == bos_id_ && !p.empty() && p.front() == ' ') p.remove_prefix(1);
@@ -90,6 +117,13 @@ std::string Tokenizer::decode(int prev, int id) const {
 }
 
 std::string Tokenizer::decode(const std::vector<int>& ids) const {
+  if (hf_) {
+    std::vector<int> kept;
+    for (const int id : ids) {
+      if (id != bos_id_ && id != eos_id_) kept.push_back(id);
+    }
+    return hf_->decode(kept);
+  }
   std::string out;
   int prev = -1;
   for (const int id : ids) {
@@ -101,6 +135,22 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
     prev = id;
   }
   return out;
+}
+
+std::vector<int> load_token_ids(const std::filesystem::path& file, int vocab_size) {
+  std::vector<std::size_t> shape;
+  const std::vector<std::int64_t> v = io::read_npy_ints(file, shape);
+  if (shape.size() != 1) throw IoError(file.string() + ": token ids must be a 1-D array, got " + std::to_string(shape.size()) + " dimensions");
+  std::vector<int> ids;
+  ids.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (v[i] < 0 || v[i] >= vocab_size) {
+      throw IoError(file.string() + ": token [" + std::to_string(i) + "] = " + std::to_string(v[i]) +
+                    ": expected an id in 0.." + std::to_string(vocab_size - 1));
+    }
+    ids.push_back(static_cast<int>(v[i]));
+  }
+  return ids;
 }
 
 }  // namespace lpemu::engine

@@ -99,6 +99,7 @@ std::string Experiment::fingerprint() const {
     << "\nmodel=" << model << "\nreference=" << reference << "\nmax_tokens=" << max_tokens
     << "\nattribution=" << attribution << "\n";
   if (!text.empty() && fs::exists(text)) s << "text=" << io::sha256_file(text) << "\n";
+  if (!tokens.empty() && fs::exists(tokens)) s << "tokens=" << io::sha256_file(tokens) << "\n";
   if (!activations.empty() && fs::exists(activations)) s << "activations=" << io::sha256_file(activations) << "\n";
   for (const auto& p : plans) s << "plan " << p.label << "|" << p.plan << "|" << p.inline_toml << "\n";
   return io::sha256_hex(s.str());
@@ -113,10 +114,19 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   x.description = get_string(t, origin, "description", "", "");
   const toml::table* src = t["source"].as_table();
   if (src == nullptr) fail(origin, &t, "source", "(missing)", "a [source] table with model and text");
-  check_keys(*src, origin, "source.", {"model", "text", "activations", "max_tokens"});
+  check_keys(*src, origin, "source.", {"model", "text", "tokens", "activations", "max_tokens"});
   x.model = get_string(*src, origin, "model", "source.", "stories260K");
-  x.text = resolve_input(origin, get_string(*src, origin, "text", "source.", "", true));
-  if (!fs::exists(x.text)) fail(origin, src->get("text"), "source.text", '"' + x.text.string() + '"', "an existing text file");
+  if (src->contains("tokens")) {
+    // Token ids instead of a text, for any tokenizer the user trusts.
+    if (src->contains("text")) fail(origin, src->get("tokens"), "source.tokens", "(with source.text)", "text or tokens, not both");
+    x.tokens = resolve_input(origin, get_string(*src, origin, "tokens", "source.", "", true));
+    if (!fs::exists(x.tokens)) {
+      fail(origin, src->get("tokens"), "source.tokens", '"' + x.tokens.string() + '"', "an existing .npy file of token ids");
+    }
+  } else {
+    x.text = resolve_input(origin, get_string(*src, origin, "text", "source.", "", true));
+    if (!fs::exists(x.text)) fail(origin, src->get("text"), "source.text", '"' + x.text.string() + '"', "an existing text file");
+  }
   x.activations = resolve_input(origin, get_string(*src, origin, "activations", "source.", ""));
   if (!x.activations.empty() && !fs::exists(x.activations)) {
     fail(origin, src->get("activations"), "source.activations", '"' + x.activations.string() + '"',

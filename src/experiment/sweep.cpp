@@ -466,8 +466,12 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
 
   std::vector<fs::path> dirs(tools.search_dirs.begin(), tools.search_dirs.end());
   const engine::Model model = engine::load_model(engine::resolve_model_path(exp.model, dirs));
-  if (model.tokenizer.empty()) throw IoError(model.path.string() + ": model has no tokenizer to read the text with");
-  std::vector<int> tokens = model.tokenizer.encode(lpemu::detail::read_spec_file(exp.text, "text"));
+  if (model.tokenizer.empty() && exp.tokens.empty()) {
+    throw IoError(model.path.string() + ": model has no tokenizer to read the text with (give source.tokens)");
+  }
+  std::vector<int> tokens = !exp.tokens.empty()
+                                ? engine::load_token_ids(exp.tokens, model.config.vocab_size)
+                                : model.tokenizer.encode(lpemu::detail::read_spec_file(exp.text, "text"));
   const auto limit = static_cast<std::size_t>(exp.max_tokens > 0 ? exp.max_tokens : model.config.seq_len);
   if (tokens.size() > limit) tokens.resize(limit);
   const engine::PrecisionPlan reference =

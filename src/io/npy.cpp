@@ -1,5 +1,7 @@
 #include "lpemu/io/npy.hpp"
 
+#include <algorithm>
+
 #include <cstring>
 #include <fstream>
 #include <istream>
@@ -134,6 +136,32 @@ std::vector<float> read_npy_floats(const std::filesystem::path& file, std::vecto
       throw IoError(file.string() + ": truncated data (expected " + std::to_string(n) + " float64 values)");
     }
     for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(d[i]);
+  }
+  return out;
+}
+
+std::vector<std::int64_t> read_npy_ints(const std::filesystem::path& file, std::vector<std::size_t>& shape) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open");
+  const NpyHeader h = read_npy_header(in, file.string());
+  static const char* const kInts[] = {"|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8"};
+  if (std::find(std::begin(kInts), std::end(kInts), h.dtype) == std::end(kInts)) {
+    throw IoError(file.string() + ": dtype '" + h.dtype + "': expected a little-endian integer dtype (e.g. <i4, <i8)");
+  }
+  shape = h.shape;
+  const std::size_t n = h.count();
+  const std::size_t w = h.item_size();
+  std::vector<unsigned char> raw(n * w);
+  if (!in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()))) {
+    throw IoError(file.string() + ": truncated data (expected " + std::to_string(n) + " integers)");
+  }
+  const bool is_signed = h.dtype[1] == 'i';
+  std::vector<std::int64_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t u = 0;
+    for (std::size_t b = 0; b < w; ++b) u |= static_cast<std::uint64_t>(raw[i * w + b]) << (8 * b);
+    if (is_signed && w < 8 && (u >> (8 * w - 1)) != 0) u |= ~std::uint64_t{0} << (8 * w);  // sign-extend
+    out[i] = static_cast<std::int64_t>(u);
   }
   return out;
 }

@@ -4,3 +4,4 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/sha256.cpp
   ${CMAKE_CURRENT_LIST_DIR}/svg_plot.cpp
 )
+target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/safetensors.cpp)

@@ -89,6 +89,7 @@ EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& pla
   const Run ref = run(model, reference, tokens, quantizers, gemms);
   EvalResult e;
   e.tokens = tokens;
+  e.plan_logits = test.logits;
   const std::size_t n = tokens.size() - 1;
   for (std::size_t t = 0; t < n; ++t) {
     const auto ti = static_cast<Eigen::Index>(t);

@@ -45,7 +45,19 @@ struct Config {
   bool tied_embeddings = false;
   int bos_id = 1;
   int eos_id = 2;
+  /// RoPE frequency scaling: "none", or "llama3" (Llama 3.1/3.2 `rope_scaling`, the four fields below).
+  std::string rope_scaling = "none";
+  double rope_factor = 1.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int rope_original_max_positions = 8192;
+  /// Sliding-window attention span (Mistral); 0 = full causal attention. Positions past it are refused.
+  int sliding_window = 0;
 };
+
+/// RoPE inverse frequencies θ^(−2j/head_dim), j < head_dim/2, after the config's rope_scaling
+/// (llama3: Hugging Face transformers `_compute_llama3_parameters`), in double.
+std::vector<double> rope_frequencies(const Config& c);
 
 /// The weights of one transformer block. Biases and `w3` are empty when the model has none.
 struct LayerWeights {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/tensor.hpp"
@@ -22,6 +23,9 @@ void layer_norm(const Mat<T>& x, const Vec<T>& w, const Vec<T>& b, double eps, M
 /// Rotates each head of x [n, n_heads·head_dim] in place; row i is at position pos0 + i.
 template <class T>
 void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, double theta, RopeStyle style);
+/// The same with explicit inverse frequencies (head_dim/2 of them): angle = position · inv_freq[j].
+template <class T>
+void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, const std::vector<double>& inv_freq, RopeStyle style);
 /// Softmax of the first `len` entries of a row (max-subtracted, sequential sum); the rest become 0.
 template <class T>
 void softmax_prefix(T* row, int len, int width);

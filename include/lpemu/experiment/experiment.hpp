@@ -59,6 +59,7 @@ struct Experiment {
   std::filesystem::path origin;        ///< the file
   std::string model = "stories260K";   ///< model name or path
   std::filesystem::path text;          ///< text to score (resolved against the file's folder)
+  std::filesystem::path tokens;        ///< or: 1-D integer .npy of token ids to score instead of a text
   std::filesystem::path activations;   ///< recorded activations to replay; empty = none
   int max_tokens = 0;                  ///< score at most this many tokens (0 = all)
   std::string reference = "fp32";      ///< the reference plan

@@ -33,6 +33,8 @@ std::string npy_unsigned_dtype(std::size_t bytes);
 
 /// Reads a whole float32 or float64 .npy array as float (float64 rounds to nearest); throws IoError.
 std::vector<float> read_npy_floats(const std::filesystem::path& file, std::vector<std::size_t>& shape);
+/// Reads a whole integer .npy array (any little-endian int/uint dtype) as int64; throws IoError.
+std::vector<std::int64_t> read_npy_ints(const std::filesystem::path& file, std::vector<std::size_t>& shape);
 /// Writes a float32 .npy array.
 void write_npy_floats(const std::filesystem::path& file, const std::vector<std::size_t>& shape,
                       const float* data);

@@ -25,6 +25,7 @@ struct EvalResult {
   /// Residual-stream error per tensor: "layers/l/residual_input" (l ≥ 1), then "final_residual".
   std::vector<std::pair<std::string, ErrorStats>> residual;
   ErrorStats logits;  ///< logits of the plan against the reference
+  engine::RowMatrix plan_logits;  ///< the plan's logits [tokens, vocab] (row t predicts tokens[t+1])
   /// Error each quantisation point added (its output against its own input), accumulated over
   /// heads and calls, keyed "layer/role/tensor" (layer "head" outside the blocks), in run order.
   std::vector<std::pair<std::string, ErrorStats>> points;

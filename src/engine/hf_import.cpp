@@ -1,0 +1,376 @@
+#include "lpemu/engine/hf_import.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/format/registry.hpp"
+#include "lpemu/io/hdf5.hpp"
+#include "lpemu/io/safetensors.hpp"
+#include "lpemu/io/sha256.hpp"
+
+namespace lpemu::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json parse_json(const fs::path& file, const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw IoError(file.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+// config.json with typed, named look-ups.
+class HfConfig {
+ public:
+  HfConfig(fs::path file, json j) : file_(std::move(file)), j_(std::move(j)) {}
+
+  bool has(const std::string& k) const { return j_.contains(k) && !j_[k].is_null(); }
+
+  int integer(const std::string& k, std::optional<int> def = std::nullopt) const {
+    if (!has(k)) {
+      if (def) return *def;
+      fail(k, "missing", "an integer");
+    }
+    const json& v = j_[k];
+    if (v.is_array() && !v.empty() && v[0].is_number_integer()) return v[0].get<int>();  // e.g. eos_token_id list
+    if (!v.is_number_integer()) fail(k, v.dump(), "an integer");
+    return v.get<int>();
+  }
+
+  double number(const std::string& k, double def) const {
+    if (!has(k)) return def;
+    if (!j_[k].is_number()) fail(k, j_[k].dump(), "a number");
+    return j_[k].get<double>();
+  }
+
+  bool boolean(const std::string& k, bool def) const {
+    if (!has(k)) return def;
+    if (!j_[k].is_boolean()) fail(k, j_[k].dump(), "true or false");
+    return j_[k].get<bool>();
+  }
+
+  std::string string(const std::string& k, const std::string& def) const {
+    if (!has(k)) return def;
+    if (!j_[k].is_string()) fail(k, j_[k].dump(), "a string");
+    return j_[k].get<std::string>();
+  }
+
+  const json& raw() const { return j_; }
+
+  [[noreturn]] void fail(const std::string& k, const std::string& value, const std::string& expected) const {
+    throw SpecError(file_.string() + ": " + k + " = " + value + ": expected " + expected);
+  }
+
+ private:
+  fs::path file_;
+  json j_;
+};
+
+// Every tensor of a checkpoint, found in its safetensors file(s), decoded to float on request.
+class Tensors {
+ public:
+  explicit Tensors(const fs::path& dir, std::vector<std::pair<std::string, std::string>>& hashes) : dir_(dir) {
+    std::vector<fs::path> files;
+    const fs::path index = dir / "model.safetensors.index.json";
+    if (fs::is_regular_file(index)) {
+      const std::string text = read_text(index);
+      const json j = parse_json(index, text);
+      if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
+        throw IoError(index.string() + ": weight_map: expected an object of tensor name -> shard file");
+      }
+      std::set<std::string> shards;
+      for (const auto& [name, shard] : j["weight_map"].items()) {
+        if (!shard.is_string()) throw IoError(index.string() + ": weight_map." + name + ": expected a file name");
+        shards.insert(shard.get<std::string>());
+      }
+      for (const auto& s : shards) files.push_back(dir / s);
+      hashes.emplace_back(index.filename().string(), io::sha256_hex(text));
+    } else if (fs::is_regular_file(dir / "model.safetensors")) {
+      files.push_back(dir / "model.safetensors");
+    } else {
+      throw IoError(dir.string() + ": no model.safetensors or model.safetensors.index.json");
+    }
+    for (const auto& f : files) {
+      if (!fs::is_regular_file(f)) throw IoError(f.string() + ": shard listed in the index is missing");
+      files_.push_back(std::make_unique<io::SafetensorsFile>(io::SafetensorsFile::open(f)));
+      for (const auto& [name, e] : files_.back()->entries()) where_[name] = files_.back().get();
+      hashes.emplace_back(f.filename().string(), io::sha256_file(f));
+    }
+  }
+
+  bool has(const std::string& name) const { return where_.count(name) != 0; }
+
+  std::vector<float> floats(const std::string& name, const std::vector<std::size_t>& shape) const {
+    const auto it = where_.find(name);
+    if (it == where_.end()) {
+      throw IoError(dir_.string() + ": no tensor '" + name + "' in the checkpoint's safetensors files");
+    }
+    const io::SafetensorsFile& f = *it->second;
+    const io::SafetensorsEntry& e = f.entry(name);
+    if (e.shape != shape) {
+      throw ShapeError(f.path().string() + ": tensor '" + name + "' has shape " + dims(e.shape) + ", expected " +
+                       dims(shape) + " from config.json");
+    }
+    const std::vector<std::uint8_t> raw = f.read_bytes(name);
+    std::vector<float> out(raw.size() / io::safetensors_dtype_size(e.dtype));
+    if (e.dtype == "F32") {
+      std::memcpy(out.data(), raw.data(), raw.size());
+    } else if (e.dtype == "F16" || e.dtype == "BF16") {
+      std::vector<std::uint16_t> codes(out.size());
+      std::memcpy(codes.data(), raw.data(), raw.size());
+      format::decode(format::Registry::builtin().get(e.dtype == "F16" ? "fp16" : "bf16"), codes, out);
+    } else {
+      throw IoError(f.path().string() + ": tensor '" + name + "' has dtype " + e.dtype +
+                    ": expected F32, F16 or BF16");
+    }
+    return out;
+  }
+
+  RowMatrix matrix(const std::string& name, Eigen::Index rows, Eigen::Index cols, bool transpose = false) const {
+    const std::vector<std::size_t> shape = transpose ? std::vector<std::size_t>{std::size_t(cols), std::size_t(rows)}
+                                                     : std::vector<std::size_t>{std::size_t(rows), std::size_t(cols)};
+    const std::vector<float> v = floats(name, shape);
+    if (!transpose) return Eigen::Map<const RowMatrix>(v.data(), rows, cols);
+    return Eigen::Map<const RowMatrix>(v.data(), cols, rows).transpose();
+  }
+
+  Vec<float> vector(const std::string& name, Eigen::Index n) const {
+    const std::vector<float> v = floats(name, {std::size_t(n)});
+    return Eigen::Map<const Vec<float>>(v.data(), n);
+  }
+
+ private:
+  static std::string dims(const std::vector<std::size_t>& s) {
+    std::string o = "[";
+    for (std::size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+    return o + "]";
+  }
+  fs::path dir_;
+  std::vector<std::unique_ptr<io::SafetensorsFile>> files_;
+  std::map<std::string, const io::SafetensorsFile*> where_;
+};
+
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (transformers modeling_llama.py,
+// modeling_mistral.py, modeling_qwen2.py): RMSNorm, rotate-half RoPE, GQA, SwiGLU.
+void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arch, Model& m) {
+  Config& c = m.config;
+  c.family = "llama";
+  c.dim = h.integer("hidden_size");
+  c.n_layers = h.integer("num_hidden_layers");
+  c.n_heads = h.integer("num_attention_heads");
+  c.n_kv_heads = h.integer("num_key_value_heads", c.n_heads);
+  c.head_dim = h.integer("head_dim", c.n_heads > 0 ? c.dim / c.n_heads : 0);
+  c.hidden_dim = h.integer("intermediate_size");
+  c.vocab_size = h.integer("vocab_size");
+  c.seq_len = h.integer("max_position_embeddings");
+  c.norm_eps = h.number("rms_norm_eps", 1e-6);
+  c.rope_theta = h.number("rope_theta", 10000.0);
+  c.norm = NormType::rmsnorm;
+  c.rope_style = RopeStyle::half;  // rotate_half pairs feature j with j + head_dim/2
+  c.positions = PositionKind::rope;
+  c.ffn = FfnKind::swiglu;
+  const std::string act = h.string("hidden_act", "silu");
+  if (act != "silu") h.fail("hidden_act", "\"" + act + "\"", "\"silu\"");
+  c.activation = Activation::silu;
+  c.bos_id = h.integer("bos_token_id", 1);
+  c.eos_id = h.integer("eos_token_id", 2);
+  c.tied_embeddings = h.boolean("tie_word_embeddings", false);  // transformers' default for all three
+  if (h.has("rope_scaling")) {
+    const json& rs = h.raw()["rope_scaling"];
+    const std::string type = rs.value("rope_type", rs.value("type", std::string("?")));
+    if (type != "llama3" && type != "default") {
+      h.fail("rope_scaling.rope_type", "\"" + type + "\"", "\"llama3\" (other RoPE scalings are not supported)");
+    }
+    if (type == "llama3") {
+      c.rope_scaling = "llama3";
+      c.rope_factor = rs.at("factor").get<double>();
+      c.rope_low_freq_factor = rs.at("low_freq_factor").get<double>();
+      c.rope_high_freq_factor = rs.at("high_freq_factor").get<double>();
+      c.rope_original_max_positions = rs.at("original_max_position_embeddings").get<int>();
+    }
+  }
+  if (arch == "MistralForCausalLM" && h.has("sliding_window")) c.sliding_window = h.integer("sliding_window");
+  if (arch == "Qwen2ForCausalLM" && h.boolean("use_sliding_window", false)) {
+    c.sliding_window = h.integer("sliding_window");
+  }
+  const bool qkv_bias = arch == "Qwen2ForCausalLM" || h.boolean("attention_bias", false);
+  const bool o_bias = arch == "LlamaForCausalLM" && h.boolean("attention_bias", false);
+  const bool mlp_bias = arch == "LlamaForCausalLM" && h.boolean("mlp_bias", false);
+
+  const Eigen::Index qd = Eigen::Index(c.n_heads) * c.head_dim;
+  const Eigen::Index kd = Eigen::Index(c.n_kv_heads) * c.head_dim;
+  m.tok_embeddings = t.matrix("model.embed_tokens.weight", c.vocab_size, c.dim);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights w;
+    w.attention_norm = t.vector(p + "input_layernorm.weight", c.dim);
+    w.wq = t.matrix(p + "self_attn.q_proj.weight", qd, c.dim);
+    w.wk = t.matrix(p + "self_attn.k_proj.weight", kd, c.dim);
+    w.wv = t.matrix(p + "self_attn.v_proj.weight", kd, c.dim);
+    w.wo = t.matrix(p + "self_attn.o_proj.weight", c.dim, qd);
+    if (qkv_bias) {
+      w.bq = t.vector(p + "self_attn.q_proj.bias", qd);
+      w.bk = t.vector(p + "self_attn.k_proj.bias", kd);
+      w.bv = t.vector(p + "self_attn.v_proj.bias", kd);
+    }
+    if (o_bias) w.bo = t.vector(p + "self_attn.o_proj.bias", c.dim);
+    w.ffn_norm = t.vector(p + "post_attention_layernorm.weight", c.dim);
+    w.w1 = t.matrix(p + "mlp.gate_proj.weight", c.hidden_dim, c.dim);
+    w.w3 = t.matrix(p + "mlp.up_proj.weight", c.hidden_dim, c.dim);
+    w.w2 = t.matrix(p + "mlp.down_proj.weight", c.dim, c.hidden_dim);
+    if (mlp_bias) {
+      w.b1 = t.vector(p + "mlp.gate_proj.bias", c.hidden_dim);
+      w.b3 = t.vector(p + "mlp.up_proj.bias", c.hidden_dim);
+      w.b2 = t.vector(p + "mlp.down_proj.bias", c.dim);
+    }
+    m.layers.push_back(std::move(w));
+  }
+  m.norm = t.vector("model.norm.weight", c.dim);
+  m.output = (c.tied_embeddings || !t.has("lm_head.weight")) ? m.tok_embeddings
+                                                             : t.matrix("lm_head.weight", c.vocab_size, c.dim);
+  if (!t.has("lm_head.weight")) c.tied_embeddings = true;
+}
+
+// GPT2LMHeadModel (transformers modeling_gpt2.py): Conv1D weights stored [in, out], fused c_attn.
+void read_gpt2(const HfConfig& h, const Tensors& t, Model& m) {
+  Config& c = m.config;
+  c.family = "gpt2";
+  c.dim = h.integer("n_embd");
+  c.n_layers = h.integer("n_layer");
+  c.n_heads = h.integer("n_head");
+  c.n_kv_heads = c.n_heads;
+  c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
+  c.hidden_dim = h.integer("n_inner", 4 * c.dim);
+  c.vocab_size = h.integer("vocab_size");
+  c.seq_len = h.integer("n_positions");
+  c.norm_eps = h.number("layer_norm_epsilon", 1e-5);
+  c.norm = NormType::layernorm;
+  c.positions = PositionKind::learned;
+  c.ffn = FfnKind::mlp;
+  const std::string act = h.string("activation_function", "gelu_new");
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh") {
+    c.activation = Activation::gelu_tanh;
+  } else if (act == "gelu") {
+    c.activation = Activation::gelu;
+  } else {
+    h.fail("activation_function", "\"" + act + "\"", "gelu_new, gelu_pytorch_tanh or gelu");
+  }
+  if (!h.boolean("scale_attn_weights", true)) h.fail("scale_attn_weights", "false", "true");
+  if (h.boolean("scale_attn_by_inverse_layer_idx", false)) h.fail("scale_attn_by_inverse_layer_idx", "true", "false");
+  c.bos_id = h.integer("bos_token_id", 50256);
+  c.eos_id = h.integer("eos_token_id", 50256);
+  c.tied_embeddings = true;
+  // save_pretrained writes "transformer.h.0..."; the original hub files have no prefix.
+  const std::string tp = t.has("transformer.wte.weight") ? "transformer." : "";
+  m.tok_embeddings = t.matrix(tp + "wte.weight", c.vocab_size, c.dim);
+  m.pos_embeddings = t.matrix(tp + "wpe.weight", c.seq_len, c.dim);
+  const Eigen::Index d = c.dim;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = tp + "h." + std::to_string(l) + ".";
+    LayerWeights w;
+    w.attention_norm = t.vector(p + "ln_1.weight", d);
+    w.attention_norm_bias = t.vector(p + "ln_1.bias", d);
+    const RowMatrix qkv = t.matrix(p + "attn.c_attn.weight", 3 * d, d, true);
+    const Vec<float> qkv_b = t.vector(p + "attn.c_attn.bias", 3 * d);
+    w.wq = qkv.topRows(d);
+    w.wk = qkv.middleRows(d, d);
+    w.wv = qkv.bottomRows(d);
+    w.bq = qkv_b.head(d);
+    w.bk = qkv_b.segment(d, d);
+    w.bv = qkv_b.tail(d);
+    w.wo = t.matrix(p + "attn.c_proj.weight", d, d, true);
+    w.bo = t.vector(p + "attn.c_proj.bias", d);
+    w.ffn_norm = t.vector(p + "ln_2.weight", d);
+    w.ffn_norm_bias = t.vector(p + "ln_2.bias", d);
+    w.w1 = t.matrix(p + "mlp.c_fc.weight", c.hidden_dim, d, true);
+    w.b1 = t.vector(p + "mlp.c_fc.bias", c.hidden_dim);
+    w.w2 = t.matrix(p + "mlp.c_proj.weight", d, c.hidden_dim, true);
+    w.b2 = t.vector(p + "mlp.c_proj.bias", d);
+    m.layers.push_back(std::move(w));
+  }
+  m.norm = t.vector(tp + "ln_f.weight", d);
+  m.norm_bias = t.vector(tp + "ln_f.bias", d);
+  m.output = m.tok_embeddings;
+}
+
+}  // namespace
+
+std::vector<std::string> hf_architectures() {
+  return {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel"};
+}
+
+HfCheckpoint import_hf(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw IoError(dir.string() + ": not a directory (expected a Hugging Face checkpoint folder)");
+  HfCheckpoint ck;
+  ck.source = dir;
+  const fs::path cfg_file = dir / "config.json";
+  if (!fs::is_regular_file(cfg_file)) throw IoError(cfg_file.string() + ": missing (every checkpoint folder has one)");
+  ck.config_json = read_text(cfg_file);
+  ck.files.emplace_back("config.json", io::sha256_hex(ck.config_json));
+  const HfConfig h(cfg_file, parse_json(cfg_file, ck.config_json));
+  if (!h.has("architectures") || !h.raw()["architectures"].is_array() || h.raw()["architectures"].empty() ||
+      !h.raw()["architectures"][0].is_string()) {
+    h.fail("architectures", h.has("architectures") ? h.raw()["architectures"].dump() : "missing",
+           "a list naming the architecture");
+  }
+  ck.architecture = h.raw()["architectures"][0].get<std::string>();
+  std::string known;
+  for (const auto& a : hf_architectures()) known += (known.empty() ? "" : ", ") + a;
+  bool ok = false;
+  for (const auto& a : hf_architectures()) ok = ok || a == ck.architecture;
+  if (!ok) h.fail("architectures[0]", "\"" + ck.architecture + "\"", "one of " + known);
+  const Tensors t(dir, ck.files);
+  Model& m = ck.model;
+  m.config.name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
+  if (ck.architecture == "GPT2LMHeadModel") {
+    read_gpt2(h, t, m);
+  } else {
+    read_llama_like(h, t, ck.architecture, m);
+  }
+  const fs::path tok = dir / "tokenizer.json";
+  if (fs::is_regular_file(tok)) {
+    const std::string text = read_text(tok);
+    ck.files.emplace_back("tokenizer.json", io::sha256_hex(text));
+    m.tokenizer = Tokenizer::from_hf_json(text, tok.string(), m.config.bos_id, m.config.eos_id);
+  }
+  m.path = dir;
+  m.validate();
+  return ck;
+}
+
+void save_hf_checkpoint(const HfCheckpoint& ck, const fs::path& file) {
+  save_model(ck.model, file);
+  io::H5File f = io::H5File::open_rw(file);
+  f.set_attr("/", "hf_architecture", ck.architecture);
+  f.set_attr("/", "hf_config", ck.config_json);
+  f.set_attr("/", "source_dir", fs::absolute(ck.source).lexically_normal().string());
+  std::vector<std::string> names, hashes;
+  for (const auto& [n, h] : ck.files) {
+    names.push_back(n);
+    hashes.push_back(h);
+  }
+  f.write_strings("provenance/files", names);
+  f.write_strings("provenance/sha256", hashes);
+}
+
+}  // namespace lpemu::engine
