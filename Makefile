@@ -4,7 +4,7 @@ BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 LPEMU := $(BUILD_DIR)/lpemu
 PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev catch2 libhdf5-dev \
-            libtomlplusplus-dev libcli11-dev libbenchmark-dev python3-torch python3-h5py python3-numpy
+            libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev python3-torch python3-h5py python3-numpy
 
 .PHONY: deps configure build test demo bench clean
 

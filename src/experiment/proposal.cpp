@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "lpemu/error.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/sha256.hpp"
 #include "experiment/proposal_detail.hpp"
@@ -56,10 +57,7 @@ std::string float_bits_list(std::span<const float> v) {
 }
 
 void write_text(const std::filesystem::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError(p.string() + ": cannot open for writing");
-  out << text;
-  if (!out) throw IoError(p.string() + ": write failed");
+  io::write_file_atomic(p, text, io::OutputPolicy{true, {}});  // the package folder was checked by the caller
 }
 
 std::vector<std::string> split_csv(const std::string& line) {

@@ -12,6 +12,7 @@
 
 #include "experiment/sweep_detail.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/io/svg_plot.hpp"
 
 namespace lpemu::experiment {
@@ -120,9 +121,7 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
   files.report_md = dir / "report.md";
 
   // results.h5
-  fs::remove(files.results_h5);
-  {
-    io::H5File f = io::H5File::open_rw(files.results_h5);
+  io::write_h5_atomic(files.results_h5, io::OutputPolicy{true, {}}, false, [&](io::H5File& f) {
     f.set_attr("/", "experiment", name);
     f.set_attr("/", "model", model);
     f.set_attr("/", "fingerprint", fingerprint);
@@ -132,18 +131,18 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
       std::snprintf(g, sizeof g, "/plans/%04zu", p.index);
       write_plan_into(f, g, p, fingerprint);
     }
-  }
+  });
 
   // results.csv
   {
-    std::ofstream out(files.results_csv, std::ios::trunc);
+    std::ostringstream out;
     out << "plan_index,plan,metric,value\n";
     for (const auto& p : plans) {
       for (const auto& [metric, value] : plan_metrics(p)) {
         out << p.index << ',' << csv_field(p.label) << ',' << metric << ',' << num(value, 9) << '\n';
       }
     }
-    if (!out) throw IoError(files.results_csv.string() + ": write failed");
+    io::write_file_atomic(files.results_csv, out.str(), io::OutputPolicy{true, {}});
   }
 
   // Plots.
@@ -311,9 +310,7 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
         "- `kl_vs_cost.svg`: accuracy loss vs MAC cost, Pareto front marked (experiments with [cost])\n- `plans/NNNN.h5`: one file per plan (resume, merge)\n";
   md << "\n![residual SQNR](residual_sqnr.svg)\n\n![KL vs bits](kl_vs_bits.svg)\n";
   if (has_cost) md << "\n![KL vs cost](kl_vs_cost.svg)\n";
-  std::ofstream out(files.report_md, std::ios::trunc);
-  out << md.str();
-  if (!out) throw IoError(files.report_md.string() + ": write failed");
+  io::write_file_atomic(files.report_md, md.str(), io::OutputPolicy{true, {}});
   return files;
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -16,6 +17,7 @@
 #include "lpemu/engine/model.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/hdf5.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/io/sha256.hpp"
 #include "experiment/sweep_detail.hpp"
 
@@ -42,10 +44,10 @@ struct Manifest {
 };
 
 void write_manifest(const fs::path& dir, const Manifest& m) {
-  std::ofstream out(dir / kManifest, std::ios::trunc);
+  std::ostringstream out;
   out << "fingerprint " << m.fingerprint << "\nname " << m.name << "\nmodel " << m.model << "\n";
   for (const auto& l : m.labels) out << "plan " << l << "\n";
-  if (!out) throw IoError((dir / kManifest).string() + ": write failed");
+  io::write_file_atomic(dir / kManifest, out.str(), io::OutputPolicy{true, {}});
 }
 
 Manifest read_manifest(const fs::path& dir) {
@@ -313,14 +315,11 @@ void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult&
 }
 
 void save_plan_result(const fs::path& file, const PlanResult& r, const std::string& fingerprint) {
-  const fs::path tmp = file.string() + ".tmp";
-  fs::remove(tmp);
-  {
-    io::H5File f = io::H5File::open_rw(tmp);
+  // Atomic: a crash or full disk never leaves a half-written result that resume would trust.
+  io::write_h5_atomic(file, io::OutputPolicy{true, {}}, false, [&](io::H5File& f) {
     write_plan_into(f, "", r, fingerprint);
     f.set_attr("/", "seconds", r.seconds);  // timing: in the plan file only, not in the summary
-  }
-  fs::rename(tmp, file);  // a crash never leaves a half-written result that resume would trust
+  });
 }
 
 PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
@@ -401,6 +400,7 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
                     ": expected I/N with 0 <= I < N");
   }
   const fs::path out = opt.out.empty() ? exp.out_dir : opt.out;
+  io::check_output_dir(out, kManifest);
   fs::create_directories(out / "plans");
   Manifest m{exp.fingerprint(), exp.name, exp.model, {}};
   for (const auto& p : exp.plans) m.labels.push_back(p.label);
@@ -493,6 +493,7 @@ SweepFiles merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out) 
       throw IoError(d.string() + ": comes from a different experiment than " + dirs.front().string());
     }
   }
+  io::check_output_dir(out, kManifest);
   fs::create_directories(out / "plans");
   if (fs::exists(out / kManifest) && read_manifest(out).fingerprint != m.fingerprint) {
     throw IoError(out.string() + ": holds results of a different experiment");
@@ -506,7 +507,7 @@ SweepFiles merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out) 
       const fs::path src = d / "plans" / name;
       if (!fs::exists(src) || fs::equivalent(d, out)) continue;
       if (have.empty()) {
-        fs::copy_file(src, target);
+        io::write_file_atomic(target, io::read_input(src), {});
         have = io::sha256_file(target);
       }
     }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "lpemu/error.hpp"
+#include "lpemu/io/output.hpp"
 
 namespace lpemu::io {
 namespace {
@@ -151,10 +152,7 @@ std::string render_svg(const Plot& plot) {
 }
 
 void write_svg(const std::filesystem::path& file, const Plot& plot) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError(file.string() + ": cannot open for writing");
-  out << render_svg(plot);
-  if (!out) throw IoError(file.string() + ": write failed");
+  write_file_atomic(file, render_svg(plot), OutputPolicy{true, {}});  // the caller owns the folder
 }
 
 }  // namespace lpemu::io
