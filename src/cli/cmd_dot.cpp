@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "lpemu/datapath/exact.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/io/svg_plot.hpp"
 
 namespace lpemu::cli {
@@ -69,11 +71,11 @@ std::uint64_t parse_hex(const std::string& text, const format::Format& f, const 
   return v;
 }
 
-void run_dot(Context& ctx, const std::string& name, const std::string& in_path, const std::string& out_path) {
+void run_dot(Context& ctx, const std::string& name, const std::string& in_path, const std::string& out_path,
+             bool force) {
   ctx.apply_threads();
   const datapath::Datapath& dp = ctx.datapaths().get(name);
-  std::ifstream in(in_path);
-  if (!in) throw IoError(in_path + ": cannot open cases file");
+  std::ifstream in = io::open_input(in_path);
   std::string line;
   if (!std::getline(in, line)) throw IoError(in_path + ": empty file: expected a header row with columns a,b,c");
   const auto header = split(trim(line), ',');
@@ -84,12 +86,9 @@ void run_dot(Context& ctx, const std::string& name, const std::string& in_path, 
       throw IoError(in_path + ":1: header has no column '" + need + "' (expected columns a,b,c)");
     }
   }
-  std::ofstream out_file;
-  if (!out_path.empty()) {
-    out_file.open(out_path);
-    if (!out_file) throw IoError(out_path + ": cannot write");
-  }
-  std::ostream& out = out_path.empty() ? std::cout : out_file;
+  std::unique_ptr<io::AtomicFile> out_file;
+  if (!out_path.empty()) out_file = std::make_unique<io::AtomicFile>(out_path, io::OutputPolicy{force, {in_path}});
+  std::ostream& out = out_path.empty() ? std::cout : out_file->stream();
   out << "a,b,c,d,d_value,exact\n";
   std::size_t row = 1;
   std::size_t cases = 0;
@@ -116,6 +115,7 @@ void run_dot(Context& ctx, const std::string& name, const std::string& in_path, 
         << hex(d) << ',' << format_real(format::decode(dp.output(), d)) << ',' << ex.to_string(25) << '\n';
     ++cases;
   }
+  if (out_file) out_file->commit();
   if (!out_path.empty()) std::cout << "wrote " << cases << " results to " << out_path << "\n";
 }
 
@@ -201,8 +201,8 @@ void run_error(Context& ctx, const ErrorFlags& f) {
   if (!f.out_dir.empty()) {
     std::filesystem::create_directories(f.out_dir);
     const std::string csv = f.out_dir + "/datapath_error.csv";
-    std::ofstream o(csv);
-    if (!o) throw IoError(csv + ": cannot write");
+    io::AtomicFile o_file(csv, io::OutputPolicy{true, {}});  // the --out folder is the command's own
+    std::ostream& o = o_file.stream();
     o << "datapath,k,dist,trials,mean_rel_error,max_rel_error\n";
     io::Plot plot;
     plot.title = "Mean relative error vs K (" + f.dist + " inputs)";
@@ -225,6 +225,7 @@ void run_error(Context& ctx, const ErrorFlags& f) {
     }
     const std::string svg = f.out_dir + "/datapath_error.svg";
     io::write_svg(svg, plot);
+    o_file.commit();
     std::cout << "wrote " << csv << "\nwrote " << svg << "\n";
   }
 }
@@ -249,8 +250,10 @@ void register_datapath(CLI::App& app, Context& ctx) {
   auto dot_out = std::make_shared<std::string>();
   dot->add_option("--datapath", *dot_name, "datapath name (see `lpemu datapath list`)")->required();
   dot->add_option("--cases", *dot_in, "CSV with columns a, b (';'-separated hex codes) and c (hex)")->required();
+  auto dot_force = std::make_shared<bool>(false);
   dot->add_option("--out", *dot_out, "output CSV (default: standard output)");
-  dot->callback([&ctx, dot_name, dot_in, dot_out] { run_dot(ctx, *dot_name, *dot_in, *dot_out); });
+  dot->add_flag("--force", *dot_force, "replace --out if it exists (never the --cases file)");
+  dot->callback([&ctx, dot_name, dot_in, dot_out, dot_force] { run_dot(ctx, *dot_name, *dot_in, *dot_out, *dot_force); });
 
   auto* err = app.add_subcommand("datapath-error", "relative error of datapaths versus K against the exact dot product");
   auto flags = std::make_shared<ErrorFlags>();

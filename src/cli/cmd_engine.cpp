@@ -16,6 +16,7 @@
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/session.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/metrics/model_eval.hpp"
 
 namespace lpemu::cli {
@@ -121,10 +122,7 @@ void register_engine(CLI::App& app, Context& ctx) {
     std::vector<std::string> dirs;
     for (const auto& d : search_dirs()) dirs.push_back(d.string());
     const engine::PrecisionPlan ref = engine::load_plan(reference, l.quantizers, l.gemms, dirs);
-    std::ifstream in(text_file, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
+    std::string text = io::read_input(text_file, std::size_t{64} << 20);  // bounded: /dev/zero cannot hang
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     std::vector<int> tokens = l.model.tokenizer.encode(text);
     if (static_cast<int>(tokens.size()) > l.model.config.seq_len) {

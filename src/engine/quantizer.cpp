@@ -118,6 +118,10 @@ class DatapathGemm final : public Gemm {
     const auto m = static_cast<std::size_t>(a.rows());
     const auto n = static_cast<std::size_t>(b.rows());
     const auto k = static_cast<std::size_t>(a.cols());
+    if (k == 0) {  // an empty sum: every output is exactly zero (the kernels below assume K > 0)
+      c.setZero(a.rows(), b.rows());
+      return;
+    }
     const bool blocked = dp_.scale_application != datapath::ScaleApplication::none && dp_.scale_block > 0;
     const std::size_t sb = blocked ? static_cast<std::size_t>(dp_.scale_block) : std::max<std::size_t>(k, 1);
     const std::size_t kb = (k + sb - 1) / sb;

@@ -420,6 +420,10 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
   const engine::Model model = engine::load_model(engine::resolve_model_path(exp.model, dirs));
   if (model.tokenizer.empty()) throw IoError(model.path.string() + ": model has no tokenizer to read the text with");
   std::vector<int> tokens = model.tokenizer.encode(lpemu::detail::read_spec_file(exp.text, "text"));
+  if (exp.max_tokens > model.config.seq_len) {
+    throw SpecError(exp.origin.string() + ": max_tokens = " + std::to_string(exp.max_tokens) + ": model '" +
+                    exp.model + "' has seq_len = " + std::to_string(model.config.seq_len) + "; expected at most that");
+  }
   const auto limit = static_cast<std::size_t>(exp.max_tokens > 0 ? exp.max_tokens : model.config.seq_len);
   if (tokens.size() > limit) tokens.resize(limit);
   const engine::PrecisionPlan reference =
