@@ -6,7 +6,9 @@ LPEMU := $(BUILD_DIR)/lpemu
 PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev catch2 libhdf5-dev \
             libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev python3-torch python3-h5py python3-numpy
 
-.PHONY: deps configure build test demo bench clean
+FUZZ_TARGETS := $(addprefix lpemu_fuzz_,npy format_toml block_toml datapath_toml plan_toml experiment_toml manifest model_h5)
+
+.PHONY: deps configure build test test-asan demo bench clean
 
 deps:
 	@missing=""; \
@@ -27,6 +29,13 @@ build: configure
 
 test: build
 	ctest --preset $(PRESET) -j $(JOBS)
+	$(MAKE) test-asan
+
+# ASan + UBSan + float-cast-overflow build of the unit, CLI and fuzz-corpus tests (README "Robustness").
+test-asan: deps
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_cli_tests $(FUZZ_TARGETS)
+	ctest --preset asan -j $(JOBS) -L 'unit|cli|fuzz'
 
 demo: build
 	$(LPEMU) sweep experiments/default.toml --out out/default
