@@ -211,3 +211,30 @@ TEST_CASE("JSON output is valid and writes non-finite numbers as null", "[cli][r
   CHECK(j["stats"]["mse"] == 0.0);
   CHECK(j["output"] == (s / "o\"q.npy").string());
 }
+
+TEST_CASE("sweep never writes into a folder lpemu did not create", "[cli][regression]") {
+  Scratch s("sweep");
+  std::ofstream(s / "report.md") << "my own notes\n";
+  const Run r = run_lpemu("sweep '" + lpemu::test::source_path("experiments/default.toml") + "' --out '" +
+                          s.dir.string() + "'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("was not written by lpemu"));
+  CHECK(slurp(s / "report.md") == "my own notes\n");
+}
+
+TEST_CASE("proposal verify reads only files inside the package", "[cli][regression]") {
+  Scratch s("manifest");
+  const std::string sha_of_empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+  std::ofstream(s / "results.csv") << "file,row,code\n";
+  for (const std::string name : {"/etc/hostname", "../outside.csv", "a/../../outside.csv"}) {
+    std::ofstream(s / "MANIFEST", std::ios::trunc) << sha_of_empty << "  " << name << "\n";
+    const Run r = run_lpemu("proposal verify '" + s.dir.string() + "' --results '" + (s / "results.csv").string() + "'");
+    INFO(name);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("expected a path inside"));
+  }
+  std::ofstream(s / "MANIFEST", std::ios::trunc) << "xyz  spec.md\n";
+  const Run r = run_lpemu("proposal verify '" + s.dir.string() + "' --results '" + (s / "results.csv").string() + "'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("MANIFEST: line 'xyz  spec.md': expected 64 lowercase hex digits"));
+}
