@@ -92,8 +92,9 @@ void register_engine(CLI::App& app, Context& ctx) {
     engine::SessionOptions o;
     o.quantizers = &l.quantizers;
     o.gemms = &l.gemms;
-    engine::Session s(l.model, l.plan, o);
     const int n = std::min(steps, l.model.config.seq_len);
+    o.max_tokens = n;  // the KV cache holds the positions this run uses, not the model's whole seq_len
+    engine::Session s(l.model, l.plan, o);
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int> out = engine::generate_greedy(s, p, n);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -36,7 +36,7 @@ struct QuantizeArgs {
 
 // Error statistics of q against x over the finite inputs.
 struct Stats {
-  std::size_t count = 0, nonfinite = 0, clipped = 0, saturated = 0, flushed = 0;
+  std::size_t count = 0, nonfinite = 0, clipped = 0, saturated = 0, flushed = 0, nonfinite_outputs = 0;
   double signal = 0, noise = 0, max_abs = 0, max_rel = 0;
 };
 
@@ -68,6 +68,12 @@ Stats compute_stats(const std::vector<float>& x, const std::vector<float>& q, co
       continue;
     }
     ++s.count;
+    if (!std::isfinite(q[i])) {  // a finite input that came out NaN or Inf: unbounded error
+      ++s.nonfinite_outputs;
+      s.signal += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      s.noise = s.max_abs = s.max_rel = std::numeric_limits<double>::infinity();
+      continue;
+    }
     const double xv = x[i], qv = q[i], e = std::fabs(xv - qv);
     s.signal += xv * xv;
     s.noise += (xv - qv) * (xv - qv);
@@ -90,7 +96,7 @@ void print_stats(const Stats& s, bool json, const std::string& fmt, std::size_t 
                            {"max_rel_error", s.max_rel}, {"clipped", static_cast<double>(s.clipped) / c},
                            {"saturated", static_cast<double>(s.saturated) / c},
                            {"flushed_to_zero", static_cast<double>(s.flushed) / c},
-                           {"nonfinite_inputs", s.nonfinite}}}});
+                           {"nonfinite_inputs", s.nonfinite}, {"nonfinite_outputs", s.nonfinite_outputs}}}});
     return;
   }
   std::printf("SQNR            %.4f dB\n", sqnr);
@@ -101,6 +107,7 @@ void print_stats(const Stats& s, bool json, const std::string& fmt, std::size_t 
   std::printf("saturated       %.6f\n", static_cast<double>(s.saturated) / c);
   std::printf("flushed to zero %.6f\n", static_cast<double>(s.flushed) / c);
   if (s.nonfinite) std::printf("non-finite inputs %zu (excluded)\n", s.nonfinite);
+  if (s.nonfinite_outputs) std::printf("non-finite outputs of finite inputs %zu\n", s.nonfinite_outputs);
 }
 
 void write_packed(const std::string& file, const io::OutputPolicy& policy, const std::string& fmt_name,

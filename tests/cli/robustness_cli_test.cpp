@@ -238,3 +238,19 @@ TEST_CASE("proposal verify reads only files inside the package", "[cli][regressi
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("MANIFEST: line 'xyz  spec.md': expected 64 lowercase hex digits"));
 }
+
+TEST_CASE("quantize --stats counts finite inputs that became NaN as unbounded error", "[cli][regression]") {
+  Scratch s("nanstats");
+  // fp8_e4m3 has no infinity: with --overflow native, 1000 (> 448) becomes NaN.
+  const std::string in = regression("npy_overflows_e4m3.npy");
+  Run r = run_lpemu("quantize --stats --json --overflow native --format fp8_e4m3 '" + in + "' '" +
+                    (s / "o.npy").string() + "'");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["stats"]["sqnr_db"].is_null());  // -inf
+  CHECK(j["stats"]["max_abs_error"].is_null());
+  CHECK(j["stats"]["nonfinite_outputs"] == 1);
+  r = run_lpemu("quantize --stats --overflow native --format fp8_e4m3 '" + in + "' '" + (s / "p.npy").string() + "'");
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Contains("SQNR            -inf dB") && Contains("non-finite outputs of finite inputs 1"));
+}
