@@ -51,7 +51,7 @@ void check_output(const fs::path& target, const OutputPolicy& policy) {
   const auto st = fs::status(target, ec);
   if (fs::is_directory(st)) throw IoError(target.string() + ": is a directory; expected a file name");
   if (fs::is_regular_file(st) && !policy.force) {
-    throw IoError(target.string() + ": file exists; pass --force to replace it");
+    throw IoError(target.string() + ": output exists; pass --force to overwrite it");
   }
 }
 
@@ -141,8 +141,8 @@ void check_output_dir(const fs::path& dir, const std::string& marker) {
 std::ifstream open_input(const fs::path& file) {
   std::error_code ec;
   const auto st = fs::status(file, ec);
-  if (!fs::exists(st)) throw IoError(file.string() + ": no such file");
-  if (fs::is_directory(st)) throw IoError(file.string() + ": is a directory; expected a file");
+  if (!fs::exists(st)) throw IoError(file.string() + ": cannot open input: no such file");
+  if (fs::is_directory(st)) throw IoError(file.string() + ": cannot open input: is a directory; expected a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw IoError(file.string() + ": cannot open for reading: " + errno_text());
   return in;

@@ -92,7 +92,7 @@ TEST_CASE("bad .npy headers are errors naming the file, and nothing is written",
   }
 }
 
-TEST_CASE("--force never destroys an input; outputs need --force", "[cli][regression]") {
+TEST_CASE("outputs need --force, and --force never destroys an input", "[cli][regression]") {
   Scratch s("force");
   const fs::path x = s / "x.npy";
   fs::copy_file(regression("npy_ok4.npy"), x);
@@ -172,7 +172,7 @@ TEST_CASE("write failures make commands fail", "[cli][regression]") {
   CHECK_THAT(r.err, Contains("/dev/full: write failed"));
 }
 
-TEST_CASE("CLI usage errors exit 2; negative numbers are values", "[cli][regression]") {
+TEST_CASE("CLI usage errors exit 2, and negative numbers are values", "[cli][regression]") {
   Run r = run_lpemu("--threads 0 formats list");
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("--threads") && Contains("not in range 1 to"));

@@ -55,7 +55,7 @@ TEST_CASE("AtomicFile writes under a temporary name and renames on commit", "[io
   CHECK(entries(s.dir) == 0);  // an abandoned write leaves nothing behind
   lpemu::io::write_file_atomic(t, "one", {});
   CHECK(slurp(t) == "one");
-  CHECK_THROWS_WITH(lpemu::io::write_file_atomic(t, "two", {}), t.string() + ": file exists; pass --force to replace it");
+  CHECK_THROWS_WITH(lpemu::io::write_file_atomic(t, "two", {}), t.string() + ": output exists; pass --force to overwrite it");
   lpemu::io::write_file_atomic(t, "two", {true, {}});
   CHECK(slurp(t) == "two");
   CHECK_THROWS_WITH(lpemu::io::write_file_atomic(t, "three", {true, {s.dir / "." / "a.txt"}}),
