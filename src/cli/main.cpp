@@ -28,6 +28,7 @@ bool negative_number(const char* a) {
 
 int main(int argc, char** argv) {
   CLI::App app{"lpemu: bit-exact emulation of low-precision formats and datapaths"};
+  app.name("lpemu");  // parse(vector) below does not take the name from argv[0]
   app.require_subcommand(1);
   app.set_version_flag("--version", "lpemu 0.1.0");
   lpemu::cli::Context ctx;
