@@ -12,7 +12,9 @@ PACKAGES := $(DEMO_PACKAGES) catch2 libbenchmark-dev pybind11-dev python3-dev py
             python3-torch python3-pytest python3-matplotlib chromium librsvg2-bin
 BENCH := $(if $(filter asan,$(PRESET)),OFF,ON)
 
-.PHONY: deps deps-demo configure configure-demo build build-demo test demo bench clean
+FUZZ_TARGETS := $(addprefix lpemu_fuzz_,npy format_toml block_toml datapath_toml plan_toml experiment_toml manifest model_h5)
+
+.PHONY: deps deps-demo configure configure-demo build build-demo test test-asan demo bench clean
 
 deps: PKGS = $(PACKAGES)
 deps-demo: PKGS = $(DEMO_PACKAGES)
@@ -41,6 +43,20 @@ build-demo: configure-demo
 
 test: build
 	ctest --preset $(PRESET) -j $(JOBS)
+	$(MAKE) test-asan
+
+# ASan + UBSan + float-cast-overflow build of the unit, CLI and fuzz-corpus tests (README "Robustness").
+test-asan: deps
+	cmake --preset asan -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
+	cmake --build --preset asan -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_cli_tests $(FUZZ_TARGETS)
+	ctest --preset asan -j $(JOBS) -L 'unit|cli|fuzz'
+	$(MAKE) test-asan
+
+# ASan + UBSan + float-cast-overflow build of the unit, CLI and fuzz-corpus tests (README "Robustness").
+test-asan: deps
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_cli_tests $(FUZZ_TARGETS)
+	ctest --preset asan -j $(JOBS) -L 'unit|cli|fuzz'
 
 demo: build-demo
 	$(LPEMU) sweep experiments/default.toml --out out/default

@@ -1,7 +1,7 @@
-# Command-line tests of the format commands and the sweep report (label cli): a Catch2 program
-# that runs the built `lpemu` binary on tiny data.
+# Command-line tests of the format commands, the sweep report and bad input (label cli): a Catch2
+# program that runs the built `lpemu` binary on tiny data.
 add_executable(lpemu_cli_tests support/catch_main.cpp ${CMAKE_CURRENT_LIST_DIR}/cli/format_cli_test.cpp
-               ${CMAKE_CURRENT_LIST_DIR}/cli/report_html_test.cpp)
-target_link_libraries(lpemu_cli_tests PRIVATE lpemu_test_support $<BUILD_INTERFACE:lpemu_build_options>)
+               ${CMAKE_CURRENT_LIST_DIR}/cli/report_html_test.cpp ${CMAKE_CURRENT_LIST_DIR}/cli/robustness_cli_test.cpp)
+target_link_libraries(lpemu_cli_tests PRIVATE lpemu_test_support nlohmann_json::nlohmann_json $<BUILD_INTERFACE:lpemu_build_options>)
 add_dependencies(lpemu_cli_tests lpemu_cli)
 catch_discover_tests(lpemu_cli_tests TEST_PREFIX "cli/" DISCOVERY_MODE PRE_TEST PROPERTIES LABELS cli)

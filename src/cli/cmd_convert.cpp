@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "cli/commands.hpp"
@@ -169,8 +170,7 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
   std::string from = a.from;
   const bool in_npy = ends_with(a.in, ".npy");
   if (a.in != "-") {
-    fin = std::make_unique<std::ifstream>(a.in, std::ios::binary);
-    if (!*fin) throw IoError(a.in + ": cannot open input");
+    fin = std::make_unique<std::ifstream>(io::open_input(a.in));
     in = fin.get();
   }
   std::vector<std::size_t> shape;
@@ -193,7 +193,7 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
     // The header's item size must match the source's code storage.
     io::NpyHeader probe;
     probe.dtype = npy_dtype_for(src);
-    std::ifstream again(a.in, std::ios::binary);
+    std::ifstream again = io::open_input(a.in);
     const io::NpyHeader h = io::read_npy_header(again, a.in);
     if (h.item_size() != probe.item_size()) {
       throw Error(a.in + ": dtype '" + h.dtype + "' has " + std::to_string(h.item_size()) + "-byte items but '" +
@@ -201,7 +201,10 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
     }
   }
   if (count == CodeReader::kUnknown && a.in != "-") {
-    const auto bytes = static_cast<std::size_t>(std::filesystem::file_size(a.in));
+    const std::size_t bytes = io::input_size(a.in);
+    if (bytes == std::numeric_limits<std::size_t>::max()) {
+      throw IoError(a.in + ": not a regular file; pipe a stream through stdin ('-') instead");
+    }
     count = (a.packed && src.bits < 8) ? (bytes * 8) / static_cast<std::size_t>(src.bits) : bytes / storage_bytes(src);
     if (!(a.packed && src.bits < 8) && bytes % storage_bytes(src) != 0) {
       throw IoError(a.in + ": " + std::to_string(bytes) + " bytes is not a whole number of " +
@@ -210,16 +213,14 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
   }
 
   // Output stream.
-  std::unique_ptr<std::ofstream> fout;
+  std::unique_ptr<io::AtomicFile> fout;
   std::ostream* out = &std::cout;
   const bool out_npy = ends_with(a.out, ".npy");
   if (a.out != "-") {
-    if (std::filesystem::exists(a.out) && !a.force) {
-      throw Error(a.out + ": output exists; pass --force to overwrite it");
-    }
-    fout = std::make_unique<std::ofstream>(a.out, std::ios::binary | std::ios::trunc);
-    if (!*fout) throw IoError(a.out + ": cannot open output");
-    out = fout.get();
+    io::OutputPolicy policy{a.force, {}};
+    if (a.in != "-") policy.inputs.emplace_back(a.in);
+    fout = std::make_unique<io::AtomicFile>(a.out, policy);
+    out = &fout->stream();
   }
   if (out_npy) {
     if (a.packed) throw Error("--packed applies to raw streams, not to .npy output '" + a.out + "'");
@@ -264,9 +265,10 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
   writer.finish();
   if (out_npy && count == CodeReader::kUnknown) {
     // Streamed from stdin: rewrite the header now that the count is known.
-    fout->seekp(0);
-    io::write_npy_header(*fout, npy_dtype_for(dst), {done});
+    out->seekp(0);
+    io::write_npy_header(*out, npy_dtype_for(dst), {done});
   }
+  if (fout) fout->commit();
   if (a.out != "-") {
     std::cerr << "lpemu: converted " << done << " elements from " << src.name << " to " << dst.name << " into "
               << a.out << "\n";

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/experiment/figures.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/io/svg_plot.hpp"
 
 namespace lpemu::cli {
@@ -125,12 +127,11 @@ void parse_scales(const std::string& field, const datapath::Datapath& dp, const 
 }
 
 void run_dot(Context& ctx, const std::string& name, const std::string& inputs, const std::string& in_path,
-             const std::string& out_path) {
+             const std::string& out_path, bool force) {
   ctx.apply_threads();
   datapath::Datapath dp = ctx.datapaths().get(name);
   if (!inputs.empty()) dp.a = dp.b = ctx.formats().get(inputs);
-  std::ifstream in(in_path);
-  if (!in) throw IoError(in_path + ": cannot open cases file");
+  std::ifstream in = io::open_input(in_path);
   std::string line;
   if (!std::getline(in, line)) throw IoError(in_path + ": empty file: expected a header row with columns a,b,c");
   const auto header = split(trim(line), ',');
@@ -143,12 +144,9 @@ void run_dot(Context& ctx, const std::string& name, const std::string& inputs, c
   }
   const bool scaled = col.count("scale_a") != 0 || col.count("scale_b") != 0;
   const bool expected = col.count("expected_result") != 0;
-  std::ofstream out_file;
-  if (!out_path.empty()) {
-    out_file.open(out_path);
-    if (!out_file) throw IoError(out_path + ": cannot write");
-  }
-  std::ostream& out = out_path.empty() ? std::cout : out_file;
+  std::unique_ptr<io::AtomicFile> out_file;
+  if (!out_path.empty()) out_file = std::make_unique<io::AtomicFile>(out_path, io::OutputPolicy{force, {in_path}});
+  std::ostream& out = out_path.empty() ? std::cout : out_file->stream();
   out << "a,b,c," << (scaled ? "scale_a,scale_b," : "") << "d,d_value,exact" << (expected ? ",match" : "") << "\n";
   std::size_t row = 1;
   std::size_t cases = 0;
@@ -195,6 +193,7 @@ void run_dot(Context& ctx, const std::string& name, const std::string& inputs, c
     out << '\n';
     ++cases;
   }
+  if (out_file) out_file->commit();
   if (!out_path.empty()) std::cout << "wrote " << cases << " results to " << out_path << "\n";
   if (expected) {
     std::cout << cases - mismatches << " of " << cases << " results match expected_result\n";
@@ -284,8 +283,8 @@ void run_error(Context& ctx, const ErrorFlags& f) {
   if (!f.out_dir.empty()) {
     std::filesystem::create_directories(f.out_dir);
     const std::string csv = f.out_dir + "/datapath_error.csv";
-    std::ofstream o(csv);
-    if (!o) throw IoError(csv + ": cannot write");
+    io::AtomicFile o_file(csv, io::OutputPolicy{true, {}});  // the --out folder is the command's own
+    std::ostream& o = o_file.stream();
     o << "datapath,k,dist,trials,mean_rel_error,max_rel_error\n";
     for (std::size_t d = 0; d < dps.size(); ++d) {
       for (std::size_t ki = 0; ki < ks.size(); ++ki) {
@@ -299,6 +298,7 @@ void run_error(Context& ctx, const ErrorFlags& f) {
     std::vector<std::string> names;
     for (const auto& dp : dps) names.push_back(dp.name);
     io::write_svg(svg, experiment::datapath_error_plot(names, ks, mean, f.dist));
+    o_file.commit();
     std::cout << "wrote " << csv << "\nwrote " << svg << "\n";
   }
 }
@@ -328,8 +328,12 @@ void register_datapath(CLI::App& app, Context& ctx) {
                   "scale_b (per-block scales), row, expected_result: the dot.csv of `lpemu proposal` reads as is")
       ->required();
   dot->add_option("--inputs", *dot_inputs, "override the datapath's input format (a and b)");
+  auto dot_force = std::make_shared<bool>(false);
   dot->add_option("--out", *dot_out, "output CSV (default: standard output)");
-  dot->callback([&ctx, dot_name, dot_inputs, dot_in, dot_out] { run_dot(ctx, *dot_name, *dot_inputs, *dot_in, *dot_out); });
+  dot->add_flag("--force", *dot_force, "replace --out if it exists (never the --cases file)");
+  dot->callback([&ctx, dot_name, dot_inputs, dot_in, dot_out, dot_force] {
+    run_dot(ctx, *dot_name, *dot_inputs, *dot_in, *dot_out, *dot_force);
+  });
 
   auto* err = app.add_subcommand("datapath-error", "relative error of datapaths versus K against the exact dot product");
   auto flags = std::make_shared<ErrorFlags>();

@@ -18,6 +18,7 @@
 #include "lpemu/engine/session.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/npy.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/metrics/model_eval.hpp"
 #include "lpemu/metrics/perplexity.hpp"
 
@@ -58,29 +59,16 @@ std::string num(double v, int digits = 6) {
   return buf;
 }
 
-std::string json_num(double v) { return std::isfinite(v) ? num(v, 9) : (v > 0 ? "1e999" : "-1e999"); }
-
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-      o += buf;
-    } else {
-      o += c;
-    }
-  }
-  return o + "\"";
+// JSON numbers: NaN and ±Inf become null (nlohmann::json's rule; README "Robustness").
+nlohmann::json stats_json(const metrics::ErrorStats& s) {
+  return {{"sqnr_db", s.sqnr_db}, {"mse", s.mse}, {"max_abs", s.max_abs}};
 }
 
-std::string stats_json(const metrics::ErrorStats& s) {
-  return "{\"sqnr_db\": " + json_num(s.sqnr_db) + ", \"mse\": " + json_num(s.mse) +
-         ", \"max_abs\": " + json_num(s.max_abs) + "}";
-}
+// A token piece quoted for the per-token table (JSON string escaping).
+/// A JSON number (NaN and ±Inf as null).
+std::string json_num(double v) { return nlohmann::json(v).dump(); }
+
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 }  // namespace
 
@@ -118,6 +106,8 @@ void register_engine(CLI::App& app, Context& ctx) {
     o.gemms = &ctx.gemms();
     engine::Session s(l.model, l.plan, o);
     const int n = std::min(steps, l.model.config.seq_len);
+    o.max_tokens = n;  // the KV cache holds the positions this run uses, not the model's whole seq_len
+    engine::Session s(l.model, l.plan, o);
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int> out = sampling.temperature > 0 ? engine::generate(s, p, n, sampling)
                                                           : engine::generate_greedy(s, p, n);
@@ -172,10 +162,7 @@ void register_engine(CLI::App& app, Context& ctx) {
         continue;
       }
       if (l.model.tokenizer.empty()) throw IoError(l.model.path.string() + ": model file has no tokenizer (use --tokens)");
-      std::ifstream in(name, std::ios::binary);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      std::string text = ss.str();
+      std::string text = io::read_input(name, std::size_t{64} << 20);  // bounded: /dev/zero cannot hang
       while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
       docs.push_back(l.model.tokenizer.encode(text));
     }
@@ -188,8 +175,8 @@ void register_engine(CLI::App& app, Context& ctx) {
       po.stride = stride;
       std::size_t total = 0;
       double sum = 0, ref_sum = 0;
-      if (json) std::cout << "{\"model\": " << json_str(l.model.config.name) << ", \"plan\": " << json_str(l.plan.name)
-                          << ", \"reference\": " << json_str(ref.name) << ", \"documents\": [";
+      if (json) std::cout << "{\"model\": " << quoted(l.model.config.name) << ", \"plan\": " << quoted(l.plan.name)
+                          << ", \"reference\": " << quoted(ref.name) << ", \"documents\": [";
       for (std::size_t i = 0; i < docs.size(); ++i) {
         po.progress = [&](std::size_t done, std::size_t all, double secs) {
           std::cerr << "\rlpemu: document " << i + 1 << "/" << docs.size() << ": " << done << "/" << all
@@ -203,7 +190,7 @@ void register_engine(CLI::App& app, Context& ctx) {
         sum += r.mean_nll * double(r.nll.size());
         ref_sum += rr.mean_nll * double(rr.nll.size());
         if (json) {
-          std::cout << (i ? ", " : "") << "{\"name\": " << json_str(names[i]) << ", \"tokens\": " << docs[i].size()
+          std::cout << (i ? ", " : "") << "{\"name\": " << quoted(names[i]) << ", \"tokens\": " << docs[i].size()
                     << ", \"windows\": " << r.windows << ", \"mean_nll\": " << json_num(r.mean_nll)
                     << ", \"perplexity\": " << json_num(r.perplexity) << ", \"ref_mean_nll\": " << json_num(rr.mean_nll)
                     << ", \"ref_perplexity\": " << json_num(rr.perplexity) << "}";
@@ -231,27 +218,21 @@ void register_engine(CLI::App& app, Context& ctx) {
                            r.plan_logits.data());
     }
     if (json) {
-      std::cout << "{\"model\": " << json_str(l.model.config.name) << ", \"plan\": " << json_str(l.plan.name)
-                << ", \"reference\": " << json_str(ref.name) << ", \"tokens\": " << tokens.size()
-                << ", \"mean_nll\": " << json_num(r.mean_nll) << ", \"perplexity\": " << json_num(r.perplexity)
-                << ", \"ref_mean_nll\": " << json_num(r.ref_mean_nll)
-                << ", \"ref_perplexity\": " << json_num(r.ref_perplexity) << ", \"mean_kl\": " << json_num(r.mean_kl)
-                << ", \"max_kl\": " << json_num(r.max_kl) << ", \"top1_agreement\": " << json_num(r.top1_agreement)
-                << ", \"logits\": " << stats_json(r.logits) << ", \"residual\": {";
-      for (std::size_t i = 0; i < r.residual.size(); ++i) {
-        std::cout << (i ? ", " : "") << json_str(r.residual[i].first) << ": " << stats_json(r.residual[i].second);
-      }
-      std::cout << "}, \"points\": {";
-      for (std::size_t i = 0; i < r.points.size(); ++i) {
-        std::cout << (i ? ", " : "") << json_str(r.points[i].first) << ": " << stats_json(r.points[i].second);
-      }
-      std::cout << "}, \"per_token\": [";
+      nlohmann::json j = {{"model", l.model.config.name}, {"plan", l.plan.name}, {"reference", ref.name},
+                          {"tokens", tokens.size()}, {"mean_nll", r.mean_nll}, {"perplexity", r.perplexity},
+                          {"ref_mean_nll", r.ref_mean_nll}, {"ref_perplexity", r.ref_perplexity},
+                          {"mean_kl", r.mean_kl}, {"max_kl", r.max_kl}, {"top1_agreement", r.top1_agreement},
+                          {"logits", stats_json(r.logits)}};
+      j["residual"] = nlohmann::json::object();
+      for (const auto& [name, st] : r.residual) j["residual"][name] = stats_json(st);
+      j["points"] = nlohmann::json::object();
+      for (const auto& [name, st] : r.points) j["points"][name] = stats_json(st);
+      j["per_token"] = nlohmann::json::array();
       for (std::size_t t = 0; t < r.nll.size(); ++t) {
-        std::cout << (t ? ", " : "") << "{\"token\": " << r.tokens[t + 1] << ", \"nll\": " << json_num(r.nll[t])
-                  << ", \"ref_nll\": " << json_num(r.ref_nll[t]) << ", \"kl\": " << json_num(r.kl[t])
-                  << ", \"top1_agree\": " << r.top1_agree[t] << "}";
+        j["per_token"].push_back({{"token", r.tokens[t + 1]}, {"nll", r.nll[t]}, {"ref_nll", r.ref_nll[t]},
+                                  {"kl", r.kl[t]}, {"top1_agree", r.top1_agree[t]}});
       }
-      std::cout << "]}\n";
+      print_json(j);
       return;
     }
     std::cout << "model " << l.model.config.name << ", plan " << l.plan.name << " vs " << ref.name << ", "
@@ -273,7 +254,7 @@ void register_engine(CLI::App& app, Context& ctx) {
     if (per_token) {
       std::cout << "  t  token  piece  nll  ref_nll  kl  top1\n";
       for (std::size_t t = 0; t < r.nll.size(); ++t) {
-        std::cout << "  " << t << "  " << r.tokens[t + 1] << "  " << json_str(l.model.tokenizer.empty() ? std::string() : l.model.tokenizer.piece(r.tokens[t + 1]))
+        std::cout << "  " << t << "  " << r.tokens[t + 1] << "  " << quoted(l.model.tokenizer.empty() ? std::string() : l.model.tokenizer.piece(r.tokens[t + 1]))
                   << "  " << num(r.nll[t]) << "  " << num(r.ref_nll[t]) << "  " << num(r.kl[t]) << "  "
                   << r.top1_agree[t] << "\n";
       }
@@ -299,19 +280,14 @@ void register_engine(CLI::App& app, Context& ctx) {
     const auto rows = generic ? metrics::replay_linear(acts, l.plan, ctx.quantizers(), ctx.gemms())
                               : metrics::replay(acts, l.model, l.plan, ctx.quantizers(), ctx.gemms());
     if (rp_json) {
-      std::cout << "{\"model\": " << json_str(l.model.config.name) << ", \"plan\": " << json_str(l.plan.name)
-                << ", \"rows\": [";
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        const auto& r = rows[i];
-        std::cout << (i ? ", " : "") << "{\"layer\": " << r.layer << ", \"tensor\": " << json_str(r.tensor)
-                  << ", \"role\": " << json_str(r.role)
-                  << ", \"input\": " << json_str(r.input) << ", \"input_format\": " << json_str(r.input_format)
-                  << ", \"weight_format\": " << json_str(r.weight_format) << ", \"gemm\": " << json_str(r.gemm)
-                  << ", \"input_error\": " << stats_json(r.input_error)
-                  << ", \"weight_error\": " << stats_json(r.weight_error)
-                  << ", \"output_error\": " << stats_json(r.output_error) << "}";
+      nlohmann::json j = {{"model", l.model.config.name}, {"plan", l.plan.name}, {"rows", nlohmann::json::array()}};
+      for (const auto& r : rows) {
+        j["rows"].push_back({{"layer", r.layer}, {"tensor", r.tensor}, {"role", r.role}, {"input", r.input},
+                             {"input_format", r.input_format}, {"weight_format", r.weight_format}, {"gemm", r.gemm},
+                             {"input_error", stats_json(r.input_error)}, {"weight_error", stats_json(r.weight_error)},
+                             {"output_error", stats_json(r.output_error)}});
       }
-      std::cout << "]}\n";
+      print_json(j);
       return;
     }
     std::printf("model %s, plan %s, activations %s\n", l.model.config.name.c_str(), l.plan.name.c_str(),

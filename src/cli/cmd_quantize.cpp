@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/hdf5.hpp"
+#include "lpemu/io/output.hpp"
 
 namespace lpemu::cli {
 namespace {
@@ -34,7 +36,7 @@ struct QuantizeArgs {
 
 // Error statistics of q against x over the finite inputs.
 struct Stats {
-  std::size_t count = 0, nonfinite = 0, clipped = 0, saturated = 0, flushed = 0;
+  std::size_t count = 0, nonfinite = 0, clipped = 0, saturated = 0, flushed = 0, nonfinite_outputs = 0;
   double signal = 0, noise = 0, max_abs = 0, max_rel = 0;
 };
 
@@ -66,6 +68,12 @@ Stats compute_stats(const std::vector<float>& x, const std::vector<float>& q, co
       continue;
     }
     ++s.count;
+    if (!std::isfinite(q[i])) {  // a finite input that came out NaN or Inf: unbounded error
+      ++s.nonfinite_outputs;
+      s.signal += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      s.noise = s.max_abs = s.max_rel = std::numeric_limits<double>::infinity();
+      continue;
+    }
     const double xv = x[i], qv = q[i], e = std::fabs(xv - qv);
     s.signal += xv * xv;
     s.noise += (xv - qv) * (xv - qv);
@@ -78,24 +86,17 @@ Stats compute_stats(const std::vector<float>& x, const std::vector<float>& q, co
   return s;
 }
 
-std::string json_real(double v) {
-  if (std::isnan(v)) return "null";
-  if (std::isinf(v)) return v > 0 ? "1e999" : "-1e999";
-  return format_real(v);
-}
-
 void print_stats(const Stats& s, bool json, const std::string& fmt, std::size_t n, const std::string& out) {
   const double mse = s.count ? s.noise / static_cast<double>(s.count) : 0.0;
   const double sqnr = s.noise > 0 ? 10.0 * std::log10(s.signal / s.noise) : std::numeric_limits<double>::infinity();
   const double c = s.count ? static_cast<double>(s.count) : 1.0;
   if (json) {
-    std::cout << "{\"format\": \"" << fmt << "\", \"elements\": " << n << ", \"output\": \"" << out << "\", "
-              << "\"stats\": {\"sqnr_db\": " << json_real(sqnr) << ", \"mse\": " << json_real(mse)
-              << ", \"max_abs_error\": " << json_real(s.max_abs) << ", \"max_rel_error\": " << json_real(s.max_rel)
-              << ", \"clipped\": " << json_real(static_cast<double>(s.clipped) / c)
-              << ", \"saturated\": " << json_real(static_cast<double>(s.saturated) / c)
-              << ", \"flushed_to_zero\": " << json_real(static_cast<double>(s.flushed) / c)
-              << ", \"nonfinite_inputs\": " << s.nonfinite << "}}\n";
+    print_json({{"format", fmt}, {"elements", n}, {"output", out},
+                {"stats", {{"sqnr_db", sqnr}, {"mse", mse}, {"max_abs_error", s.max_abs},
+                           {"max_rel_error", s.max_rel}, {"clipped", static_cast<double>(s.clipped) / c},
+                           {"saturated", static_cast<double>(s.saturated) / c},
+                           {"flushed_to_zero", static_cast<double>(s.flushed) / c},
+                           {"nonfinite_inputs", s.nonfinite}, {"nonfinite_outputs", s.nonfinite_outputs}}}});
     return;
   }
   std::printf("SQNR            %.4f dB\n", sqnr);
@@ -106,33 +107,37 @@ void print_stats(const Stats& s, bool json, const std::string& fmt, std::size_t 
   std::printf("saturated       %.6f\n", static_cast<double>(s.saturated) / c);
   std::printf("flushed to zero %.6f\n", static_cast<double>(s.flushed) / c);
   if (s.nonfinite) std::printf("non-finite inputs %zu (excluded)\n", s.nonfinite);
+  if (s.nonfinite_outputs) std::printf("non-finite outputs of finite inputs %zu\n", s.nonfinite_outputs);
 }
 
-void write_packed(const std::string& file, bool force, const std::string& fmt_name, const std::vector<std::size_t>& shape,
-                  const std::vector<std::uint8_t>& codes, int code_bits, const std::vector<std::uint8_t>* scales,
-                  int scale_bits, double tensor_scale) {
-  if (std::filesystem::exists(file)) {
-    if (!force) throw Error(file + ": packed output exists; pass --force to overwrite it");
-    std::filesystem::remove(file);
-  }
-  io::H5File h = io::H5File::open_rw(file);
-  h.write_bytes("/codes", {codes.size()}, codes.data());
-  std::vector<std::int64_t> sh(shape.begin(), shape.end());
-  h.write_ints("/shape", {sh.size()}, sh.data());
-  h.set_attr("/", "format", fmt_name);
-  h.set_attr("/", "code_bits", static_cast<std::int64_t>(code_bits));
-  h.set_attr("/", "layout", std::string("codes: little-endian bit stream, code i at bits [i*b, (i+1)*b), row-major "
-                                        "tensor order; scales: same packing, one per block in block order"));
-  if (scales != nullptr) {
-    h.write_bytes("/scales", {scales->size()}, scales->data());
-    h.set_attr("/", "scale_bits", static_cast<std::int64_t>(scale_bits));
-    h.set_attr("/", "tensor_scale", tensor_scale);
-  }
+void write_packed(const std::string& file, const io::OutputPolicy& policy, const std::string& fmt_name,
+                  const std::vector<std::size_t>& shape, const std::vector<std::uint8_t>& codes, int code_bits,
+                  const std::vector<std::uint8_t>* scales, int scale_bits, double tensor_scale) {
+  io::write_h5_atomic(file, policy, false, [&](io::H5File& h) {
+    h.write_bytes("/codes", {codes.size()}, codes.data());
+    std::vector<std::int64_t> sh(shape.begin(), shape.end());
+    h.write_ints("/shape", {sh.size()}, sh.data());
+    h.set_attr("/", "format", fmt_name);
+    h.set_attr("/", "code_bits", static_cast<std::int64_t>(code_bits));
+    h.set_attr("/", "layout", std::string("codes: little-endian bit stream, code i at bits [i*b, (i+1)*b), row-major "
+                                          "tensor order; scales: same packing, one per block in block order"));
+    if (scales != nullptr) {
+      h.write_bytes("/scales", {scales->size()}, scales->data());
+      h.set_attr("/", "scale_bits", static_cast<std::int64_t>(scale_bits));
+      h.set_attr("/", "tensor_scale", tensor_scale);
+    }
+  });
 }
 
 void run_quantize(Context& ctx, const QuantizeArgs& a) {
   ctx.apply_threads();
   if (output_exists(a.out) && !a.force) throw Error(a.out + ": output exists; pass --force to overwrite it");
+  const io::OutputPolicy policy{a.force, {io::tensor_file(a.in)}};
+  if (!a.packed.empty()) {
+    io::OutputPolicy p = policy;
+    p.inputs.push_back(io::tensor_file(a.out));
+    io::check_output(a.packed, p);
+  }
   const format::Registry& elements = ctx.formats();
   const block::BlockRegistry& blocks = ctx.blocks();
   const block::BlockFormat* bf = blocks.find(a.format);
@@ -166,7 +171,7 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
       if (!a.packed.empty()) {
         const int sbits = f.scale_is_pow2 ? 32 : f.scale.bits;
         const auto sc = block::pack_codes(enc.scales, sbits);
-        write_packed(a.packed, a.force, f.name, t.shape, block::pack_codes(enc.codes, f.element.bits), f.element.bits,
+        write_packed(a.packed, policy, f.name, t.shape, block::pack_codes(enc.codes, f.element.bits), f.element.bits,
                      &sc, sbits, static_cast<double>(enc.tensor_scale));
       }
     }
@@ -181,16 +186,15 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
       if (ef->bits > 32) throw SpecError("--packed: element codes wider than 32 bits are not supported");
       std::vector<std::uint32_t> codes(t.data.size());
       format::encode(*ef, std::span<const float>(t.data), std::span<std::uint32_t>(codes), o);
-      write_packed(a.packed, a.force, ef->name, t.shape, block::pack_codes(codes, ef->bits), ef->bits, nullptr, 0, 1.0);
+      write_packed(a.packed, policy, ef->name, t.shape, block::pack_codes(codes, ef->bits), ef->bits, nullptr, 0, 1.0);
     }
   }
-  io::write_tensor(a.out, q, a.force);
+  io::write_tensor(a.out, q, policy);
   const std::string name = bf ? bf->name : ef->name;
   if (a.stats) {
     print_stats(compute_stats(t.data, q.data, limits), a.json, name, t.data.size(), a.out);
   } else if (a.json) {
-    std::cout << "{\"format\": \"" << name << "\", \"elements\": " << t.data.size() << ", \"output\": \"" << a.out
-              << "\"}\n";
+    print_json({{"format", name}, {"elements", t.data.size()}, {"output", a.out}});
   } else {
     std::cout << "quantized " << t.data.size() << " elements with " << name << " -> " << a.out << "\n";
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 
 #include "lpemu/error.hpp"
 #include "lpemu/block/block_format.hpp"
@@ -70,6 +71,10 @@ double parse_real(const std::string& text, const std::string& what) {
     throw Error(what + " '" + text + "': expected a real number (e.g. 0.1, -3e5, 0x1.8p+3, inf, nan)");
   }
   return v;
+}
+
+void print_json(const nlohmann::json& j) {
+  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 std::string format_real(double v) {

@@ -1,20 +1,41 @@
 // The `lpemu` command: parses arguments and calls the library (DESIGN.md: thin CLI).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/output.hpp"
+
+namespace {
+
+// True for "-1", "-2.5e3", "-inf", "-nan", "-0x1p3": a value, not an option. CLI11 2.1 reads any
+// word after '-' as a short option, so such words are passed on with a leading space, which
+// strtod/strtoll (CLI11's conversions and cli::parse_real) skip.
+bool negative_number(const char* a) {
+  if (a[0] != '-' || a[1] == '\0' || a[1] == '-') return false;
+  char* end = nullptr;
+  std::strtod(a, &end);
+  return end != a && *end == '\0';
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"lpemu: bit-exact emulation of low-precision formats and datapaths"};
+  app.name("lpemu");  // parse(vector) below does not take the name from argv[0]
   app.require_subcommand(1);
   app.set_version_flag("--version", "lpemu 0.1.0");
   lpemu::cli::Context ctx;
   app.add_option("--formats-dir", ctx.formats_dirs,
                  "extra directory of format files (DIR/*.toml, DIR/element, DIR/block, DIR/datapath); repeatable")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--threads", ctx.threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
+  app.add_option("--threads", ctx.threads, "worker threads (default: all cores)")->check(CLI::Range(1, 65536));
   lpemu::cli::register_formats(app, ctx);
   lpemu::cli::register_convert(app, ctx);
   lpemu::cli::register_quantize(app, ctx);
@@ -25,16 +46,28 @@ int main(int argc, char** argv) {
   lpemu::cli::register_gemm(app, ctx);
   lpemu::cli::register_sweep(app, ctx);
   lpemu::cli::register_import(app, ctx);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& a : args) {
+    if (negative_number(a.c_str())) a.insert(0, " ");
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
   try {
-    app.parse(argc, argv);
+    app.parse(args);
+    lpemu::io::flush_stdout();  // output that did not reach stdout is a failure, not a success
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every usage error exits 2 like every other bad input.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "lpemu: error: " << e.what() << "\n";
+    return 2;
   } catch (const lpemu::Error& e) {
     // Bad input (STYLE.md §3.5): the message names the file, field and value; exit status 2.
     std::cerr << "lpemu: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "lpemu: internal error: " << e.what() << "\n";
+    return 3;
+  } catch (...) {
+    std::cerr << "lpemu: internal error: unknown exception\n";
     return 3;
   }
   return 0;

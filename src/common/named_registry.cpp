@@ -6,6 +6,7 @@
 
 #include "lpemu/detail/embedded.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/format/registry.hpp"
 
 namespace lpemu::detail {
@@ -62,11 +63,9 @@ std::vector<std::filesystem::path> toml_files_in(const std::filesystem::path& di
 }
 
 std::string read_spec_file(const std::filesystem::path& file, std::string_view noun) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string() + ": cannot open " + std::string(noun) + " file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) throw IoError(file.string() + ": cannot open " + std::string(noun) + " file");
+  return io::read_input(file, std::size_t{64} << 20);  // bounded: a device or FIFO cannot hang the load
 }
 
 std::string spec_text(const std::string& origin) {

@@ -117,6 +117,10 @@ class DatapathGemm final : public Gemm {
     const auto m = static_cast<std::size_t>(a.rows());
     const auto n = static_cast<std::size_t>(b.rows());
     const auto k = static_cast<std::size_t>(a.cols());
+    if (k == 0) {  // an empty sum: every output is exactly zero (the kernels assume K > 0)
+      c.setZero(a.rows(), b.rows());
+      return;
+    }
     const EncodedOperand ea = p.a_operand != nullptr ? EncodedOperand{} : from_values(a, p.a_format, "A", p);
     const EncodedOperand eb = p.b_operand != nullptr ? EncodedOperand{} : from_values(b, p.b_format, "B", p);
     const Side sa = prepare(dp_, true, p.a_operand != nullptr ? *p.a_operand : ea, m, k, p.tensor);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <numbers>
+#include <limits>
 
 #include "lpemu/error.hpp"
 #include "lpemu/io/hdf5.hpp"
@@ -44,7 +45,12 @@ int int_attr(const io::H5File& f, const std::string& name, std::optional<int> de
     if (def) return *def;
     throw SpecError(file_msg(f, "root attribute '" + name + "' is missing (model schema: data/README.md)"));
   }
-  return static_cast<int>(f.attr_int("/", name));
+  const std::int64_t v = f.attr_int("/", name);
+  if (v < 0 || v > std::numeric_limits<int>::max()) {
+    throw SpecError(file_msg(f, "root attribute '" + name + "' = " + std::to_string(v) +
+                                    ": expected an integer in 0.." + std::to_string(std::numeric_limits<int>::max())));
+  }
+  return static_cast<int>(v);
 }
 
 std::string str_attr(const io::H5File& f, const std::string& name, const std::string& def) {
@@ -103,8 +109,9 @@ void Model::validate() const {
   const auto need = [](bool ok, const std::string& what) {
     if (!ok) throw ShapeError("model: " + what);
   };
-  need(c.dim > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 && c.vocab_size > 0,
-       "dim, n_layers, n_heads, n_kv_heads, head_dim and vocab_size must be positive");
+  need(c.dim > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 && c.vocab_size > 0 &&
+           c.hidden_dim > 0 && c.seq_len > 0,
+       "dim, n_layers, n_heads, n_kv_heads, head_dim, hidden_dim, vocab_size and seq_len must be positive");
   need(c.n_heads % c.n_kv_heads == 0, "n_heads must be a multiple of n_kv_heads");
   need(tok_embeddings.rows() == c.vocab_size && tok_embeddings.cols() == c.dim, "tok_embeddings is not [vocab, dim]");
   need(output.rows() == c.vocab_size && output.cols() == c.dim, "output is not [vocab, dim]");
@@ -170,6 +177,10 @@ Model load_model(const fs::path& file) {
   const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
   m.tok_embeddings = read_matrix(f, "tok_embeddings", c.vocab_size, c.dim);
   if (c.positions == PositionKind::learned) m.pos_embeddings = read_matrix(f, "pos_embeddings", c.seq_len, c.dim);
+  if (f.exists("layers") && f.list("layers").size() != static_cast<std::size_t>(c.n_layers)) {
+    throw SpecError(file_msg(f, "root attribute 'n_layers' = " + std::to_string(c.n_layers) + ": the file stores " +
+                                    std::to_string(f.list("layers").size()) + " layers under /layers"));
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "layers/" + std::to_string(l) + "/";
     LayerWeights w;

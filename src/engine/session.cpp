@@ -234,6 +234,11 @@ class ImplT final : public Session::Impl {
       throw ShapeError("session: " + std::to_string(pos + n) + " positions exceed the sliding window of " +
                        std::to_string(c.sliding_window) + " (sliding-window attention is not emulated)");
     }
+    if (c.positions == PositionKind::learned && pos + n > pos_emb_.rows()) {
+      throw ShapeError("session: position " + std::to_string(pos + n - 1) + " has no learned position embedding (" +
+                       model->path.string() + ": pos_embeddings holds " + std::to_string(pos_emb_.rows()) +
+                       " positions = seq_len); use at most that many tokens");
+    }
     const int p0 = pos;
     Mat<T> x(n, c.dim);
     for (int i = 0; i < n; ++i) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "lpemu/error.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/sha256.hpp"
 #include "experiment/proposal_detail.hpp"
@@ -56,10 +57,7 @@ std::string float_bits_list(std::span<const float> v) {
 }
 
 void write_text(const std::filesystem::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError(p.string() + ": cannot open for writing");
-  out << text;
-  if (!out) throw IoError(p.string() + ": write failed");
+  io::write_file_atomic(p, text, io::OutputPolicy{true, {}});  // the package folder was checked by the caller
 }
 
 std::vector<std::string> split_csv(const std::string& line) {
@@ -459,8 +457,8 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
   namespace fs = std::filesystem;
   VerifyReport rep;
   const fs::path manifest = dir / "MANIFEST";
-  std::ifstream mf(manifest);
-  if (!mf) throw IoError(manifest.string() + ": cannot open (is " + dir.string() + " a proposal directory?)");
+  if (!fs::exists(manifest)) throw IoError(manifest.string() + ": cannot open (is " + dir.string() + " a proposal directory?)");
+  std::istringstream mf(io::read_input(manifest, std::size_t{1} << 20));
   std::string line;
   std::vector<std::string> vector_files;
   while (std::getline(mf, line)) {
@@ -469,7 +467,16 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
     if (sep == std::string::npos) throw IoError(manifest.string() + ": malformed line '" + line + "'");
     const std::string want = line.substr(0, sep);
     const std::string name = line.substr(sep + 2);
-    if (!fs::exists(dir / name)) {
+    if (want.size() != 64 || want.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      throw IoError(manifest.string() + ": line '" + line + "': expected 64 lowercase hex digits (SHA-256), two spaces, a file name");
+    }
+    // Only files inside the package: never an absolute path or one that climbs out with "..".
+    const fs::path rel(name);
+    if (name.empty() || rel.is_absolute() ||
+        std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; })) {
+      throw IoError(manifest.string() + ": file name '" + name + "': expected a path inside " + dir.string());
+    }
+    if (!fs::is_regular_file(dir / name)) {
       rep.problems.push_back("MANIFEST: " + name + " is missing");
       continue;
     }
@@ -509,7 +516,13 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
         if (c[k].size() > 40) continue;
         row.context += (row.context.empty() ? "" : ", ") + header[k] + " " + c[k];
       }
-      expected[{name, std::stoull(c[0])}] = std::move(row);
+      std::uint64_t index = 0;
+      const auto [end, ec] = std::from_chars(c[0].data(), c[0].data() + c[0].size(), index);
+      if (ec != std::errc() || end != c[0].data() + c[0].size() || c[0].empty()) {
+        throw IoError(path.string() + ":" + std::to_string(line_no) + ": column '" + header[0] + "' = '" + c[0] +
+                      "': expected a row number");
+      }
+      expected[{name, index}] = std::move(row);
     }
   }
   std::ifstream rin(results);

@@ -75,7 +75,6 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
     for (const auto& f : acc.formats) t << plan_toml(f + "+" + acc.gemm, f, acc.gemm);
   }
   fs::create_directories(out);
-  write_text(out / "experiment.toml", t.str());
   const Experiment exp = parse_experiment_toml(t.str(), out / "experiment.toml");
   SweepOptions opt;
   opt.out = out;
@@ -86,6 +85,7 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
     };
   }
   const SweepFiles files = run_sweep(exp, *acc.tools, opt);
+  write_text(out / "experiment.toml", t.str());  // after the sweep, which refuses folders it did not start
 
   const std::vector<PlanResult>& results = files.plans;
   if (results.size() != exp.plans.size()) throw Error("proposal: the accuracy sweep did not finish every plan");

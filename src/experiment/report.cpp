@@ -12,6 +12,7 @@
 #include "experiment/report_detail.hpp"
 #include "experiment/sweep_detail.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/io/svg_plot.hpp"
 
 namespace lpemu::experiment {
@@ -149,9 +150,7 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
   files.report_md = dir / "report.md";
 
   // results.h5
-  fs::remove(files.results_h5);
-  {
-    io::H5File f = io::H5File::open_rw(files.results_h5);
+  io::write_h5_atomic(files.results_h5, io::OutputPolicy{true, {}}, false, [&](io::H5File& f) {
     f.set_attr("/", "experiment", name);
     f.set_attr("/", "model", model);
     f.set_attr("/", "fingerprint", fingerprint);
@@ -161,18 +160,18 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
       std::snprintf(g, sizeof g, "/plans/%04zu", p.index);
       write_plan_into(f, g, p, fingerprint);
     }
-  }
+  });
 
   // results.csv
   {
-    std::ofstream out(files.results_csv, std::ios::trunc);
+    std::ostringstream out;
     out << "plan_index,plan,metric,value\n";
     for (const auto& p : plans) {
       for (const auto& [metric, value] : plan_metrics(p)) {
         out << p.index << ',' << csv_field(p.label) << ',' << metric << ',' << num(value, 9) << '\n';
       }
     }
-    if (!out) throw IoError(files.results_csv.string() + ": write failed");
+    io::write_file_atomic(files.results_csv, out.str(), io::OutputPolicy{true, {}});
   }
 
   // Figures.
@@ -281,9 +280,7 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
         "- `results.h5`: everything (per-token NLL and KL, per-layer errors, replay, attribution)\n"
         "- `results.csv`: one row per plan × metric\n- `*.svg`: the figures above\n"
         "- `plans/NNNN.h5`: one file per plan (resume, merge)\n";
-  std::ofstream out(files.report_md, std::ios::trunc);
-  out << md.str();
-  if (!out) throw IoError(files.report_md.string() + ": write failed");
+  io::write_file_atomic(files.report_md, md.str(), io::OutputPolicy{true, {}});
   files.report_html = dir / "report.html";
   report::write_html(files.report_html, name, model, fingerprint, plans, figures);
   return files;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -17,6 +18,7 @@
 #include "lpemu/experiment/pricing.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/hdf5.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/io/sha256.hpp"
 #include "experiment/proposal_detail.hpp"
 #include "experiment/sweep_detail.hpp"
@@ -44,10 +46,10 @@ struct Manifest {
 };
 
 void write_manifest(const fs::path& dir, const Manifest& m) {
-  std::ofstream out(dir / kManifest, std::ios::trunc);
+  std::ostringstream out;
   out << "fingerprint " << m.fingerprint << "\nname " << m.name << "\nmodel " << m.model << "\n";
   for (const auto& l : m.labels) out << "plan " << l << "\n";
-  if (!out) throw IoError((dir / kManifest).string() + ": write failed");
+  io::write_file_atomic(dir / kManifest, out.str(), io::OutputPolicy{true, {}});
 }
 
 Manifest read_manifest(const fs::path& dir) {
@@ -357,14 +359,11 @@ void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult&
 }
 
 void save_plan_result(const fs::path& file, const PlanResult& r, const std::string& fingerprint) {
-  const fs::path tmp = file.string() + ".tmp";
-  fs::remove(tmp);
-  {
-    io::H5File f = io::H5File::open_rw(tmp);
+  // Atomic: a crash or full disk never leaves a half-written result that resume would trust.
+  io::write_h5_atomic(file, io::OutputPolicy{true, {}}, false, [&](io::H5File& f) {
     write_plan_into(f, "", r, fingerprint);
     f.set_attr("/", "seconds", r.seconds);  // timing: in the plan file only, not in the summary
-  }
-  fs::rename(tmp, file);  // a crash never leaves a half-written result that resume would trust
+  });
 }
 
 PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
@@ -447,6 +446,7 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
                     ": expected I/N with 0 <= I < N");
   }
   const fs::path out = opt.out.empty() ? exp.out_dir : opt.out;
+  io::check_output_dir(out, kManifest);
   fs::create_directories(out / "plans");
   if (!opt.datapath_files.empty()) fs::create_directories(out / "datapath");
   for (const auto& [name, text] : opt.datapath_files) detail::write_text(out / "datapath" / (name + ".toml"), text);
@@ -472,6 +472,10 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
   std::vector<int> tokens = !exp.tokens.empty()
                                 ? engine::load_token_ids(exp.tokens, model.config.vocab_size)
                                 : model.tokenizer.encode(lpemu::detail::read_spec_file(exp.text, "text"));
+  if (exp.max_tokens > model.config.seq_len) {
+    throw SpecError(exp.origin.string() + ": max_tokens = " + std::to_string(exp.max_tokens) + ": model '" +
+                    exp.model + "' has seq_len = " + std::to_string(model.config.seq_len) + "; expected at most that");
+  }
   const auto limit = static_cast<std::size_t>(exp.max_tokens > 0 ? exp.max_tokens : model.config.seq_len);
   if (tokens.size() > limit) tokens.resize(limit);
   const engine::PrecisionPlan reference =
@@ -548,6 +552,7 @@ SweepFiles merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out) 
       throw IoError(d.string() + ": comes from a different experiment than " + dirs.front().string());
     }
   }
+  io::check_output_dir(out, kManifest);
   fs::create_directories(out / "plans");
   if (fs::exists(out / kManifest) && read_manifest(out).fingerprint != m.fingerprint) {
     throw IoError(out.string() + ": holds results of a different experiment");
@@ -561,7 +566,7 @@ SweepFiles merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out) 
       const fs::path src = d / "plans" / name;
       if (!fs::exists(src) || fs::equivalent(d, out)) continue;
       if (have.empty()) {
-        fs::copy_file(src, target);
+        io::write_file_atomic(target, io::read_input(src), {});
         have = io::sha256_file(target);
       }
     }

@@ -77,8 +77,10 @@ void Format::finalize() {
     if (bits < kMinIntegerBits || bits > kMaxIntegerBits) {
       bad_field(*this, "bits", std::to_string(bits), "an integer width of 2..32 bits");
     }
-    if (fraction_bits < -1000 || fraction_bits > 1000) {
-      bad_field(*this, "fraction_bits", std::to_string(fraction_bits), "-1000..1000");
+    // Every value, max_finite and the step 2^-fraction_bits, must be a finite normal double.
+    if (fraction_bits < bits - 1023 || fraction_bits > 1022) {
+      bad_field(*this, "fraction_bits", std::to_string(fraction_bits),
+                std::to_string(bits - 1023) + "..1022 (a range that is finite in double)");
     }
     if (symmetric && !is_signed) bad_field(*this, "symmetric", "true", "false for unsigned integers");
     const double step = std::ldexp(1.0, -fraction_bits);

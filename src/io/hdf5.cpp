@@ -1,12 +1,14 @@
 #include "lpemu/io/hdf5.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <mutex>
 
 #include <H5Cpp.h>
 
 #include "lpemu/error.hpp"
 #include "lpemu/io/npy.hpp"
+#include "lpemu/io/output.hpp"
 
 namespace lpemu::io {
 namespace {
@@ -75,6 +77,18 @@ struct H5File::Impl {
     throw IoError(path.string() + ":" + obj + ": " + what);
   }
 
+  // Runs one library call; an HDF5 failure (H5::Exception is not a std::exception) becomes an
+  // IoError naming the file and object.
+  template <class F>
+  auto guard(const std::string& obj, F&& f) const -> decltype(f()) {
+    try {
+      return f();
+    } catch (const H5::Exception& e) {
+      fail(obj.empty() ? "/" : obj, "HDF5 error in " + e.getFuncName() + ": " + e.getDetailMsg() +
+                                        " (corrupt file, wrong object kind, or disk full?)");
+    }
+  }
+
   H5::DataSet dataset(const std::string& name) const {
     if (!exists(name)) fail(name, "no such dataset");
     try {
@@ -127,16 +141,26 @@ struct H5File::Impl {
   template <class T>
   void write(const std::string& name, const std::vector<std::size_t>& shape, const T* data,
              const H5::PredType& mem, const H5::PredType& disk) {
-    const auto parts = split_path(name);
-    if (parts.empty()) fail(name, "empty dataset name");
-    std::string parent;
-    for (std::size_t i = 0; i + 1 < parts.size(); ++i) parent += "/" + parts[i];
-    if (!parent.empty()) ensure_group(parent);
-    if (exists(name)) file.unlink(name);
-    std::vector<hsize_t> dims(shape.begin(), shape.end());
-    H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
-    H5::DataSet ds = file.createDataSet(name, disk, space);
-    ds.write(data, mem);
+    guard(name, [&] {
+      const auto parts = split_path(name);
+      if (parts.empty()) fail(name, "empty dataset name");
+      std::string parent;
+      for (std::size_t i = 0; i + 1 < parts.size(); ++i) parent += "/" + parts[i];
+      if (!parent.empty()) ensure_group(parent);
+      unlink_dataset(name);
+      std::vector<hsize_t> dims(shape.begin(), shape.end());
+      H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
+      H5::DataSet ds = file.createDataSet(name, disk, space);
+      ds.write(data, mem);
+    });
+  }
+
+  // Removes an existing dataset before it is rewritten; a group is never replaced by a dataset
+  // (that would delete everything under it).
+  void unlink_dataset(const std::string& name) {
+    if (!exists(name)) return;
+    if (file.childObjType(name) != H5O_TYPE_DATASET) fail(name, "is a group, not a dataset; refusing to replace it");
+    file.unlink(name);
   }
 };
 
@@ -162,185 +186,221 @@ H5File H5File::open(const std::filesystem::path& file) {
   return H5File(std::move(impl));
 }
 
-H5File H5File::open_rw(const std::filesystem::path& file) {
+H5File H5File::open_rw(const std::filesystem::path& file, const std::filesystem::path& shown) {
   std::lock_guard lock(h5_mutex());
   quiet();
   auto impl = std::make_unique<Impl>();
-  impl->path = file;
+  impl->path = shown.empty() ? file : shown;
   try {
     impl->file = std::filesystem::exists(file) ? H5::H5File(file.string(), H5F_ACC_RDWR)
                                                : H5::H5File(file.string(), H5F_ACC_TRUNC);
   } catch (const H5::Exception&) {
-    throw IoError(file.string() + ": cannot open HDF5 file for writing");
+    throw IoError(impl->path.string() + ": cannot open HDF5 file for writing");
   }
   return H5File(std::move(impl));
 }
 
 const std::filesystem::path& H5File::path() const { return impl_->path; }
 
+void H5File::close() {
+  std::lock_guard lock(h5_mutex());
+  impl_->guard("/", [&] {
+    impl_->file.flush(H5F_SCOPE_GLOBAL);
+    impl_->file.close();
+  });
+}
+
 bool H5File::exists(const std::string& name) const {
   std::lock_guard lock(h5_mutex());
-  return impl_->exists(name);
+  return impl_->guard(name, [&] {
+    return impl_->exists(name);
+  });
 }
 
 std::vector<std::string> H5File::list(const std::string& group) const {
   std::lock_guard lock(h5_mutex());
-  if (!impl_->exists(group) && group != "/") impl_->fail(group, "no such group");
-  try {
-    H5::Group g = impl_->file.openGroup(group);
-    std::vector<std::string> out;
-    for (hsize_t i = 0; i < g.getNumObjs(); ++i) out.push_back(g.getObjnameByIdx(i));
-    std::sort(out.begin(), out.end());
-    return out;
-  } catch (const H5::Exception&) {
-    impl_->fail(group, "not a group");
-  }
+  return impl_->guard(group, [&] {
+    if (!impl_->exists(group) && group != "/") impl_->fail(group, "no such group");
+    try {
+      H5::Group g = impl_->file.openGroup(group);
+      std::vector<std::string> out;
+      for (hsize_t i = 0; i < g.getNumObjs(); ++i) out.push_back(g.getObjnameByIdx(i));
+      std::sort(out.begin(), out.end());
+      return out;
+    } catch (const H5::Exception&) {
+      impl_->fail(group, "not a group");
+    }
+  });
 }
 
 std::vector<std::size_t> H5File::shape(const std::string& dataset) const {
   std::lock_guard lock(h5_mutex());
-  return dims_of(impl_->dataset(dataset).getSpace());
+  return impl_->guard(dataset, [&] {
+    return dims_of(impl_->dataset(dataset).getSpace());
+  });
 }
 
 Tensor H5File::read_floats(const std::string& dataset) const {
   std::lock_guard lock(h5_mutex());
-  H5::DataSet ds = impl_->dataset(dataset);
-  const H5T_class_t cls = ds.getTypeClass();
-  if (cls != H5T_FLOAT && cls != H5T_INTEGER) impl_->fail(dataset, "expected a numeric dataset");
-  Tensor t;
-  t.shape = dims_of(ds.getSpace());
-  t.data.resize(t.count());
-  try {
-    ds.read(t.data.data(), H5::PredType::NATIVE_FLOAT);
-  } catch (const H5::Exception&) {
-    impl_->fail(dataset, "cannot read as float (corrupt or truncated data?)");
-  }
-  return t;
+  return impl_->guard(dataset, [&] {
+    H5::DataSet ds = impl_->dataset(dataset);
+    const H5T_class_t cls = ds.getTypeClass();
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER) impl_->fail(dataset, "expected a numeric dataset");
+    Tensor t;
+    t.shape = dims_of(ds.getSpace());
+    t.data.resize(t.count());
+    try {
+      ds.read(t.data.data(), H5::PredType::NATIVE_FLOAT);
+    } catch (const H5::Exception&) {
+      impl_->fail(dataset, "cannot read as float (corrupt or truncated data?)");
+    }
+    return t;
+  });
 }
 
 std::vector<double> H5File::read_doubles(const std::string& dataset, std::vector<std::size_t>* shape) const {
   std::lock_guard lock(h5_mutex());
-  H5::DataSet ds = impl_->dataset(dataset);
-  const H5T_class_t cls = ds.getTypeClass();
-  if (cls != H5T_FLOAT && cls != H5T_INTEGER) impl_->fail(dataset, "expected a numeric dataset");
-  const auto dims = dims_of(ds.getSpace());
-  if (shape != nullptr) *shape = dims;
-  std::size_t n = 1;
-  for (const auto d : dims) n *= d;
-  std::vector<double> out(n);
-  try {
-    ds.read(out.data(), H5::PredType::NATIVE_DOUBLE);
-  } catch (const H5::Exception&) {
-    impl_->fail(dataset, "cannot read as float64");
-  }
-  return out;
+  return impl_->guard(dataset, [&] {
+    H5::DataSet ds = impl_->dataset(dataset);
+    const H5T_class_t cls = ds.getTypeClass();
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER) impl_->fail(dataset, "expected a numeric dataset");
+    const auto dims = dims_of(ds.getSpace());
+    if (shape != nullptr) *shape = dims;
+    std::size_t n = 1;
+    for (const auto d : dims) n *= d;
+    std::vector<double> out(n);
+    try {
+      ds.read(out.data(), H5::PredType::NATIVE_DOUBLE);
+    } catch (const H5::Exception&) {
+      impl_->fail(dataset, "cannot read as float64");
+    }
+    return out;
+  });
 }
 
 std::vector<std::int64_t> H5File::read_ints(const std::string& dataset, std::vector<std::size_t>* shape) const {
   std::lock_guard lock(h5_mutex());
-  H5::DataSet ds = impl_->dataset(dataset);
-  if (ds.getTypeClass() != H5T_INTEGER) impl_->fail(dataset, "expected an integer dataset");
-  const auto dims = dims_of(ds.getSpace());
-  if (shape != nullptr) *shape = dims;
-  std::size_t n = 1;
-  for (const auto d : dims) n *= d;
-  std::vector<std::int64_t> out(n);
-  try {
-    ds.read(out.data(), H5::PredType::NATIVE_INT64);
-  } catch (const H5::Exception&) {
-    impl_->fail(dataset, "cannot read as int64");
-  }
-  return out;
+  return impl_->guard(dataset, [&] {
+    H5::DataSet ds = impl_->dataset(dataset);
+    if (ds.getTypeClass() != H5T_INTEGER) impl_->fail(dataset, "expected an integer dataset");
+    const auto dims = dims_of(ds.getSpace());
+    if (shape != nullptr) *shape = dims;
+    std::size_t n = 1;
+    for (const auto d : dims) n *= d;
+    std::vector<std::int64_t> out(n);
+    try {
+      ds.read(out.data(), H5::PredType::NATIVE_INT64);
+    } catch (const H5::Exception&) {
+      impl_->fail(dataset, "cannot read as int64");
+    }
+    return out;
+  });
 }
 
 std::vector<std::uint8_t> H5File::read_bytes(const std::string& dataset) const {
   std::lock_guard lock(h5_mutex());
-  H5::DataSet ds = impl_->dataset(dataset);
-  if (ds.getTypeClass() != H5T_INTEGER) impl_->fail(dataset, "expected a uint8 dataset");
-  std::size_t n = 1;
-  for (const auto d : dims_of(ds.getSpace())) n *= d;
-  std::vector<std::uint8_t> out(n);
-  ds.read(out.data(), H5::PredType::NATIVE_UINT8);
-  return out;
+  return impl_->guard(dataset, [&] {
+    H5::DataSet ds = impl_->dataset(dataset);
+    if (ds.getTypeClass() != H5T_INTEGER) impl_->fail(dataset, "expected a uint8 dataset");
+    std::size_t n = 1;
+    for (const auto d : dims_of(ds.getSpace())) n *= d;
+    std::vector<std::uint8_t> out(n);
+    ds.read(out.data(), H5::PredType::NATIVE_UINT8);
+    return out;
+  });
 }
 
 std::vector<std::string> H5File::read_strings(const std::string& dataset) const {
   std::lock_guard lock(h5_mutex());
-  H5::DataSet ds = impl_->dataset(dataset);
-  if (ds.getTypeClass() != H5T_STRING) impl_->fail(dataset, "expected a string dataset");
-  H5::StrType type = ds.getStrType();
-  std::size_t n = 1;
-  for (const auto d : dims_of(ds.getSpace())) n *= d;
-  std::vector<std::string> out(n);
-  if (type.isVariableStr()) {
-    std::vector<char*> raw(n, nullptr);
-    ds.read(raw.data(), type);
-    for (std::size_t i = 0; i < n; ++i) out[i] = raw[i] != nullptr ? raw[i] : "";
-    H5::DataSet::vlenReclaim(raw.data(), type, ds.getSpace());
-  } else {
-    const std::size_t len = type.getSize();
-    std::vector<char> raw(n * len);
-    ds.read(raw.data(), type);
-    for (std::size_t i = 0; i < n; ++i) {
-      std::string s(raw.data() + i * len, len);
-      s.erase(std::find(s.begin(), s.end(), '\0'), s.end());
-      out[i] = s;
+  return impl_->guard(dataset, [&] {
+    H5::DataSet ds = impl_->dataset(dataset);
+    if (ds.getTypeClass() != H5T_STRING) impl_->fail(dataset, "expected a string dataset");
+    H5::StrType type = ds.getStrType();
+    std::size_t n = 1;
+    for (const auto d : dims_of(ds.getSpace())) n *= d;
+    std::vector<std::string> out(n);
+    if (type.isVariableStr()) {
+      std::vector<char*> raw(n, nullptr);
+      ds.read(raw.data(), type);
+      for (std::size_t i = 0; i < n; ++i) out[i] = raw[i] != nullptr ? raw[i] : "";
+      H5::DataSet::vlenReclaim(raw.data(), type, ds.getSpace());
+    } else {
+      const std::size_t len = type.getSize();
+      std::vector<char> raw(n * len);
+      ds.read(raw.data(), type);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::string s(raw.data() + i * len, len);
+        s.erase(std::find(s.begin(), s.end(), '\0'), s.end());
+        out[i] = s;
+      }
     }
-  }
-  return out;
+    return out;
+  });
 }
 
 bool H5File::has_attr(const std::string& obj, const std::string& name) const {
   std::lock_guard lock(h5_mutex());
-  if (obj != "/" && !impl_->exists(obj)) return false;
-  std::unique_ptr<H5::Group> g;
-  std::unique_ptr<H5::DataSet> d;
-  return impl_->object(obj, g, d)->attrExists(name);
+  return impl_->guard(obj, [&] {
+    if (obj != "/" && !impl_->exists(obj)) return false;
+    std::unique_ptr<H5::Group> g;
+    std::unique_ptr<H5::DataSet> d;
+    return impl_->object(obj, g, d)->attrExists(name);
+  });
 }
 
 double H5File::attr_double(const std::string& obj, const std::string& name) const {
   std::lock_guard lock(h5_mutex());
-  std::unique_ptr<H5::Group> g;
-  std::unique_ptr<H5::DataSet> d;
-  H5::Attribute a = impl_->attribute(obj, name, g, d);
-  if (a.getTypeClass() != H5T_FLOAT && a.getTypeClass() != H5T_INTEGER) {
-    impl_->fail(obj, "attribute '" + name + "' is not numeric");
-  }
-  double v = 0;
-  a.read(H5::PredType::NATIVE_DOUBLE, &v);
-  return v;
+  return impl_->guard(obj, [&] {
+    std::unique_ptr<H5::Group> g;
+    std::unique_ptr<H5::DataSet> d;
+    H5::Attribute a = impl_->attribute(obj, name, g, d);
+    if (a.getTypeClass() != H5T_FLOAT && a.getTypeClass() != H5T_INTEGER) {
+      impl_->fail(obj, "attribute '" + name + "' is not numeric");
+    }
+    double v = 0;
+    a.read(H5::PredType::NATIVE_DOUBLE, &v);
+    return v;
+  });
 }
 
 std::int64_t H5File::attr_int(const std::string& obj, const std::string& name) const {
   std::lock_guard lock(h5_mutex());
-  std::unique_ptr<H5::Group> g;
-  std::unique_ptr<H5::DataSet> d;
-  H5::Attribute a = impl_->attribute(obj, name, g, d);
-  if (a.getTypeClass() != H5T_INTEGER) impl_->fail(obj, "attribute '" + name + "' is not an integer");
-  std::int64_t v = 0;
-  a.read(H5::PredType::NATIVE_INT64, &v);
-  return v;
+  return impl_->guard(obj, [&] {
+    std::unique_ptr<H5::Group> g;
+    std::unique_ptr<H5::DataSet> d;
+    H5::Attribute a = impl_->attribute(obj, name, g, d);
+    if (a.getTypeClass() != H5T_INTEGER) impl_->fail(obj, "attribute '" + name + "' is not an integer");
+    std::int64_t v = 0;
+    a.read(H5::PredType::NATIVE_INT64, &v);
+    return v;
+  });
 }
 
 std::string H5File::attr_string(const std::string& obj, const std::string& name) const {
   std::lock_guard lock(h5_mutex());
-  std::unique_ptr<H5::Group> g;
-  std::unique_ptr<H5::DataSet> d;
-  H5::Attribute a = impl_->attribute(obj, name, g, d);
-  if (a.getTypeClass() != H5T_STRING) impl_->fail(obj, "attribute '" + name + "' is not a string");
-  std::string v;
-  a.read(a.getStrType(), v);
-  return v;
+  return impl_->guard(obj, [&] {
+    std::unique_ptr<H5::Group> g;
+    std::unique_ptr<H5::DataSet> d;
+    H5::Attribute a = impl_->attribute(obj, name, g, d);
+    if (a.getTypeClass() != H5T_STRING) impl_->fail(obj, "attribute '" + name + "' is not a string");
+    std::string v;
+    a.read(a.getStrType(), v);
+    return v;
+  });
 }
 
 void H5File::write_floats(const std::string& dataset, const std::vector<std::size_t>& shape, const float* data) {
   std::lock_guard lock(h5_mutex());
-  impl_->write(dataset, shape, data, H5::PredType::NATIVE_FLOAT, H5::PredType::IEEE_F32LE);
+  return impl_->guard(dataset, [&] {
+    impl_->write(dataset, shape, data, H5::PredType::NATIVE_FLOAT, H5::PredType::IEEE_F32LE);
+  });
 }
 
 void H5File::write_doubles(const std::string& dataset, const std::vector<std::size_t>& shape, const double* data) {
   std::lock_guard lock(h5_mutex());
-  impl_->write(dataset, shape, data, H5::PredType::NATIVE_DOUBLE, H5::PredType::IEEE_F64LE);
+  return impl_->guard(dataset, [&] {
+    impl_->write(dataset, shape, data, H5::PredType::NATIVE_DOUBLE, H5::PredType::IEEE_F64LE);
+  });
 }
 
 void H5File::write_ints(const std::string& dataset, const std::vector<std::size_t>& shape,
@@ -357,57 +417,67 @@ void H5File::write_bytes(const std::string& dataset, const std::vector<std::size
 
 void H5File::write_strings(const std::string& dataset, const std::vector<std::string>& values) {
   std::lock_guard lock(h5_mutex());
-  const auto parts = split_path(dataset);
-  std::string parent;
-  for (std::size_t i = 0; i + 1 < parts.size(); ++i) parent += "/" + parts[i];
-  if (!parent.empty()) impl_->ensure_group(parent);
-  if (impl_->exists(dataset)) impl_->file.unlink(dataset);
-  std::vector<const char*> raw;
-  raw.reserve(values.size());
-  for (const auto& v : values) raw.push_back(v.c_str());
-  H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
-  type.setCset(H5T_CSET_UTF8);
-  const hsize_t n = values.size();
-  H5::DataSpace space(1, &n);
-  H5::DataSet ds = impl_->file.createDataSet(dataset, type, space);
-  if (!raw.empty()) ds.write(raw.data(), type);
+  return impl_->guard(dataset, [&] {
+    const auto parts = split_path(dataset);
+    std::string parent;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) parent += "/" + parts[i];
+    if (!parent.empty()) impl_->ensure_group(parent);
+    impl_->unlink_dataset(dataset);
+    std::vector<const char*> raw;
+    raw.reserve(values.size());
+    for (const auto& v : values) raw.push_back(v.c_str());
+    H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
+    type.setCset(H5T_CSET_UTF8);
+    const hsize_t n = values.size();
+    H5::DataSpace space(1, &n);
+    H5::DataSet ds = impl_->file.createDataSet(dataset, type, space);
+    if (!raw.empty()) ds.write(raw.data(), type);
+  });
 }
 
 void H5File::ensure_group(const std::string& group) {
   std::lock_guard lock(h5_mutex());
-  impl_->ensure_group(group);
+  return impl_->guard(group, [&] {
+    impl_->ensure_group(group);
+  });
 }
 
 void H5File::set_attr(const std::string& obj, const std::string& name, const std::string& value) {
   std::lock_guard lock(h5_mutex());
-  std::unique_ptr<H5::Group> g;
-  std::unique_ptr<H5::DataSet> d;
-  H5::H5Object* o = impl_->object(obj, g, d);
-  if (o->attrExists(name)) o->removeAttr(name);
-  H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
-  type.setCset(H5T_CSET_UTF8);
-  H5::Attribute a = o->createAttribute(name, type, H5::DataSpace(H5S_SCALAR));
-  a.write(type, value);
+  return impl_->guard(obj, [&] {
+    std::unique_ptr<H5::Group> g;
+    std::unique_ptr<H5::DataSet> d;
+    H5::H5Object* o = impl_->object(obj, g, d);
+    if (o->attrExists(name)) o->removeAttr(name);
+    H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
+    type.setCset(H5T_CSET_UTF8);
+    H5::Attribute a = o->createAttribute(name, type, H5::DataSpace(H5S_SCALAR));
+    a.write(type, value);
+  });
 }
 
 void H5File::set_attr(const std::string& obj, const std::string& name, double value) {
   std::lock_guard lock(h5_mutex());
-  std::unique_ptr<H5::Group> g;
-  std::unique_ptr<H5::DataSet> d;
-  H5::H5Object* o = impl_->object(obj, g, d);
-  if (o->attrExists(name)) o->removeAttr(name);
-  H5::Attribute a = o->createAttribute(name, H5::PredType::IEEE_F64LE, H5::DataSpace(H5S_SCALAR));
-  a.write(H5::PredType::NATIVE_DOUBLE, &value);
+  return impl_->guard(obj, [&] {
+    std::unique_ptr<H5::Group> g;
+    std::unique_ptr<H5::DataSet> d;
+    H5::H5Object* o = impl_->object(obj, g, d);
+    if (o->attrExists(name)) o->removeAttr(name);
+    H5::Attribute a = o->createAttribute(name, H5::PredType::IEEE_F64LE, H5::DataSpace(H5S_SCALAR));
+    a.write(H5::PredType::NATIVE_DOUBLE, &value);
+  });
 }
 
 void H5File::set_attr(const std::string& obj, const std::string& name, std::int64_t value) {
   std::lock_guard lock(h5_mutex());
-  std::unique_ptr<H5::Group> g;
-  std::unique_ptr<H5::DataSet> d;
-  H5::H5Object* o = impl_->object(obj, g, d);
-  if (o->attrExists(name)) o->removeAttr(name);
-  H5::Attribute a = o->createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR));
-  a.write(H5::PredType::NATIVE_INT64, &value);
+  return impl_->guard(obj, [&] {
+    std::unique_ptr<H5::Group> g;
+    std::unique_ptr<H5::DataSet> d;
+    H5::H5Object* o = impl_->object(obj, g, d);
+    if (o->attrExists(name)) o->removeAttr(name);
+    H5::Attribute a = o->createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR));
+    a.write(H5::PredType::NATIVE_INT64, &value);
+  });
 }
 
 Tensor read_tensor(const std::string& spec) {
@@ -420,22 +490,51 @@ Tensor read_tensor(const std::string& spec) {
   throw IoError(spec + ": expected FILE.npy or FILE.h5:/path/to/dataset");
 }
 
-void write_tensor(const std::string& spec, const Tensor& t, bool overwrite) {
+void write_h5_atomic(const std::filesystem::path& file, const OutputPolicy& policy, bool keep_existing,
+                     const std::function<void(H5File&)>& fill) {
+  AtomicFile out(file, policy);
+  out.close_stream();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(out.temp_path(), ec)) {
+    throw IoError(file.string() + ": not a regular file; HDF5 output needs one");
+  }
+  std::filesystem::remove(out.temp_path());
+  if (keep_existing && std::filesystem::is_regular_file(file, ec)) {
+    std::filesystem::copy_file(file, out.temp_path(), ec);
+    if (ec) throw IoError(file.string() + ": cannot copy to a temporary file: " + ec.message());
+  }
+  {
+    H5File f = H5File::open_rw(out.temp_path(), file);
+    fill(f);
+    f.close();
+  }
+  out.commit();
+}
+
+std::filesystem::path tensor_file(const std::string& spec) {
+  if (const auto ref = parse_dataset_ref(spec)) return ref->file;
+  return spec;
+}
+
+void write_tensor(const std::string& spec, const Tensor& t, const OutputPolicy& policy) {
   if (t.count() != t.data.size()) {
     throw ShapeError(spec + ": tensor shape holds " + std::to_string(t.count()) + " elements but data has " +
                      std::to_string(t.data.size()));
   }
   if (const auto ref = parse_dataset_ref(spec)) {
-    H5File f = H5File::open_rw(ref->file);
-    if (f.exists(ref->dataset) && !overwrite) {
-      throw IoError(spec + ": dataset exists; pass --force to replace it");
-    }
-    f.write_floats(ref->dataset, t.shape, t.data.data());
+    // Adding a dataset to an existing file is normal: the file-level check allows it, the
+    // dataset-level check below asks for --force.
+    OutputPolicy file_policy = policy;
+    file_policy.force = true;
+    file_policy.inputs.clear();
+    write_h5_atomic(ref->file, file_policy, true, [&](H5File& f) {
+      if (f.exists(ref->dataset) && !policy.force) throw IoError(spec + ": dataset exists; pass --force to replace it");
+      f.write_floats(ref->dataset, t.shape, t.data.data());
+    });
     return;
   }
   if (spec.size() >= 4 && spec.compare(spec.size() - 4, 4, ".npy") == 0) {
-    if (std::filesystem::exists(spec) && !overwrite) throw IoError(spec + ": file exists; pass --force to replace it");
-    write_npy_floats(spec, t.shape, t.data.data());
+    write_npy_floats(spec, t.shape, t.data.data(), policy);
     return;
   }
   throw IoError(spec + ": expected FILE.npy or FILE.h5:/path/to/dataset");

@@ -8,12 +8,114 @@
 #include <ostream>
 
 #include "lpemu/error.hpp"
+#include "lpemu/io/output.hpp"
 
 namespace lpemu::io {
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kHeaderPad = 128;  // fixed header size we write, room for a rewrite
+
+std::string shape_text(const std::vector<std::size_t>& shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+// Parses the header, a Python dict literal with exactly the keys 'descr' (a string),
+// 'fortran_order' (True/False) and 'shape' (a tuple of non-negative integers), as NumPy's
+// format.py writes it (NEP 1, "A Simple File Format for NumPy Arrays"). Anything else is an error.
+void parse_header_dict(const std::string& text, const std::string& name, NpyHeader& h) {
+  std::size_t i = 0;
+  const auto bad = [&](const std::string& what) -> IoError {
+    return IoError(name + ": malformed .npy header at byte " + std::to_string(i) + ": " + what + " in \"" +
+                   text.substr(0, text.find_last_not_of(" \n") + 1) + "\"");
+  };
+  const auto skip = [&] {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t')) ++i;
+  };
+  const auto expect = [&](char c) {
+    skip();
+    if (i >= text.size() || text[i] != c) throw bad(std::string("expected '") + c + "'");
+    ++i;
+  };
+  const auto string_lit = [&] {
+    skip();
+    if (i >= text.size() || (text[i] != '\'' && text[i] != '"')) throw bad("expected a quoted string");
+    const char q = text[i++];
+    const auto close = text.find(q, i);
+    if (close == std::string::npos) throw bad("unterminated string");
+    std::string v = text.substr(i, close - i);
+    i = close + 1;
+    return v;
+  };
+  bool have_descr = false, have_order = false, have_shape = false;
+  expect('{');
+  for (;;) {
+    skip();
+    if (i < text.size() && text[i] == '}') break;
+    const std::string key = string_lit();
+    expect(':');
+    skip();
+    if (key == "descr" && !have_descr) {
+      h.dtype = string_lit();
+      have_descr = true;
+    } else if (key == "fortran_order" && !have_order) {
+      if (text.compare(i, 5, "False") == 0) {
+        i += 5;
+      } else if (text.compare(i, 4, "True") == 0) {
+        throw IoError(name + ": Fortran-order .npy arrays are not supported (save with np.ascontiguousarray)");
+      } else {
+        throw bad("'fortran_order' must be True or False");
+      }
+      have_order = true;
+    } else if (key == "shape" && !have_shape) {
+      expect('(');
+      for (;;) {
+        skip();
+        if (i < text.size() && text[i] == ')') break;
+        const std::size_t start = i;
+        std::size_t v = 0;
+        while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+          if (__builtin_mul_overflow(v, std::size_t{10}, &v) ||
+              __builtin_add_overflow(v, static_cast<std::size_t>(text[i] - '0'), &v)) {
+            throw bad("dimension does not fit in 64 bits");
+          }
+          ++i;
+        }
+        if (i == start) throw bad("'shape' must be a tuple of non-negative integers");
+        h.shape.push_back(v);
+        skip();
+        if (i < text.size() && text[i] == ',') {
+          ++i;
+        } else if (i < text.size() && text[i] == ')') {
+          if (h.shape.size() == 1) throw bad("a 1-element shape tuple needs a trailing comma");
+          break;
+        } else {
+          throw bad("'shape' must be a tuple of non-negative integers");
+        }
+      }
+      ++i;
+      have_shape = true;
+    } else {
+      throw bad("unexpected or repeated key '" + key + "'");
+    }
+    skip();
+    if (i < text.size() && text[i] == ',') {
+      ++i;
+      continue;
+    }
+    skip();
+    if (i < text.size() && text[i] == '}') break;
+    throw bad("expected ',' or '}'");
+  }
+  ++i;
+  skip();
+  if (i != text.size()) throw bad("trailing bytes after the dict");
+  if (!have_descr || !have_order || !have_shape) {
+    throw IoError(name + ": .npy header needs 'descr', 'fortran_order' and 'shape'");
+  }
+}
 
 }  // namespace
 
@@ -53,44 +155,31 @@ NpyHeader read_npy_header(std::istream& in, const std::string& name) {
   if (!in.read(header.data(), static_cast<std::streamsize>(hlen))) throw IoError(name + ": truncated .npy header");
   NpyHeader h;
   h.data_offset = (major == 1 ? 10 : 12) + hlen;
-  // The header is a Python dict literal: find each key's value by plain scanning.
-  const auto value_after = [&](const std::string& key) -> std::string {
-    const auto k = header.find("'" + key + "'");
-    if (k == std::string::npos) throw IoError(name + ": .npy header has no '" + key + "'");
-    const auto colon = header.find(':', k);
-    if (colon == std::string::npos) throw IoError(name + ": malformed .npy header");
-    return header.substr(colon + 1);
-  };
-  const std::string descr = value_after("descr");
-  const auto q1 = descr.find('\'');
-  const auto q2 = q1 == std::string::npos ? q1 : descr.find('\'', q1 + 1);
-  if (q2 == std::string::npos) throw IoError(name + ": malformed 'descr' in .npy header");
-  h.dtype = descr.substr(q1 + 1, q2 - q1 - 1);
-  const std::string order = value_after("fortran_order");
-  if (order.find_first_not_of(' ') != std::string::npos && order.substr(order.find_first_not_of(' '), 4) == "True") {
-    throw IoError(name + ": Fortran-order .npy arrays are not supported (save with np.ascontiguousarray)");
+  parse_header_dict(header, name, h);
+  if (h.dtype.size() < 3 || (h.dtype[0] != '<' && h.dtype[0] != '|') ||
+      std::string("fiu").find(h.dtype[1]) == std::string::npos ||
+      h.dtype.find_first_not_of("0123456789", 2) != std::string::npos || h.dtype.size() > 3 ||
+      std::string("1248").find(h.dtype[2]) == std::string::npos) {
+    throw IoError(name + ": .npy dtype '" + h.dtype + "': expected a little-endian numeric dtype such as <f4");
   }
-  const std::string shape = value_after("shape");
-  const auto p1 = shape.find('(');
-  const auto p2 = shape.find(')');
-  if (p1 == std::string::npos || p2 == std::string::npos || p2 < p1) throw IoError(name + ": malformed 'shape' in .npy header");
-  std::size_t cur = 0;
-  bool in_num = false;
-  for (std::size_t i = p1 + 1; i < p2; ++i) {
-    const char c = shape[i];
-    if (c >= '0' && c <= '9') {
-      cur = cur * 10 + static_cast<std::size_t>(c - '0');
-      in_num = true;
-    } else if (in_num) {
-      h.shape.push_back(cur);
-      cur = 0;
-      in_num = false;
+  std::size_t bytes = h.item_size();
+  for (const auto d : h.shape) {
+    if (__builtin_mul_overflow(bytes, d, &bytes)) {
+      throw IoError(name + ": .npy shape " + shape_text(h.shape) + " of " + h.dtype + " overflows the address space");
     }
   }
-  if (in_num) h.shape.push_back(cur);
-  if (h.dtype.size() < 3 || (h.dtype[0] != '<' && h.dtype[0] != '|') ||
-      std::string("fiu").find(h.dtype[1]) == std::string::npos) {
-    throw IoError(name + ": .npy dtype '" + h.dtype + "': expected a little-endian numeric dtype such as <f4");
+  // A seekable input (a file) must hold the declared data: check before anyone allocates for it.
+  const auto here = in.tellg();
+  if (here != std::streampos(-1) && in.seekg(0, std::ios::end)) {
+    const auto end = static_cast<std::size_t>(in.tellg());
+    in.seekg(here);
+    const std::size_t have = end - static_cast<std::size_t>(here);
+    if (have < bytes) {
+      throw IoError(name + ": .npy shape " + shape_text(h.shape) + " of " + h.dtype + " declares " +
+                    std::to_string(bytes) + " data bytes but the file holds " + std::to_string(have));
+    }
+  } else {
+    in.clear();
   }
   return h;
 }
@@ -117,8 +206,7 @@ std::string npy_unsigned_dtype(std::size_t bytes) {
 }
 
 std::vector<float> read_npy_floats(const std::filesystem::path& file, std::vector<std::size_t>& shape) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string() + ": cannot open");
+  std::ifstream in = open_input(file);
   const NpyHeader h = read_npy_header(in, file.string());
   if (h.dtype != "<f4" && h.dtype != "<f8") {
     throw IoError(file.string() + ": dtype '" + h.dtype + "': expected float32 (<f4) or float64 (<f8)");
@@ -151,6 +239,9 @@ std::vector<std::int64_t> read_npy_ints(const std::filesystem::path& file, std::
   shape = h.shape;
   const std::size_t n = h.count();
   const std::size_t w = h.item_size();
+  if (std::filesystem::file_size(file) < h.data_offset + n * w) {  // checked before allocating
+    throw IoError(file.string() + ": truncated data (expected " + std::to_string(n) + " integers)");
+  }
   std::vector<unsigned char> raw(n * w);
   if (!in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()))) {
     throw IoError(file.string() + ": truncated data (expected " + std::to_string(n) + " integers)");
@@ -166,14 +257,14 @@ std::vector<std::int64_t> read_npy_ints(const std::filesystem::path& file, std::
   return out;
 }
 
-void write_npy_floats(const std::filesystem::path& file, const std::vector<std::size_t>& shape, const float* data) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError(file.string() + ": cannot open for writing");
-  write_npy_header(out, "<f4", shape);
+void write_npy_floats(const std::filesystem::path& file, const std::vector<std::size_t>& shape, const float* data,
+                      const OutputPolicy& policy) {
+  AtomicFile f(file, policy);
+  write_npy_header(f.stream(), "<f4", shape);
   std::size_t n = 1;
   for (const auto d : shape) n *= d;
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n * 4));
-  if (!out) throw IoError(file.string() + ": write failed");
+  f.stream().write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n * 4));
+  f.commit();
 }
 
 }  // namespace lpemu::io

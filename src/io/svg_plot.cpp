@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "lpemu/error.hpp"
+#include "lpemu/io/output.hpp"
 
 namespace lpemu::io {
 namespace {
@@ -731,10 +732,7 @@ Figure layout(const HeatMap& map) {
 std::string render_svg(const Plot& plot) { return layout(plot).svg; }
 
 void write_svg(const std::filesystem::path& file, const Figure& figure) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError(file.string() + ": cannot open for writing");
-  out << figure.svg;
-  if (!out) throw IoError(file.string() + ": write failed");
+  write_file_atomic(file, figure.svg, OutputPolicy{true, {}});  // the caller owns the folder
 }
 
 void write_svg(const std::filesystem::path& file, const Plot& plot) { write_svg(file, layout(plot)); }

@@ -13,8 +13,54 @@
 
 namespace lpemu::io::detail {
 
+/// Throws SpecError at the first byte >= 0x80 outside a comment or string. TOML 1.0 allows
+/// non-ASCII only there, and toml++ 3.3 (Debian 12) reaches __builtin_unreachable() in
+/// is_non_ascii_horizontal_whitespace() on some such characters (found by tests/fuzz).
+inline void check_ascii_outside_strings(std::string_view text, std::string_view origin) {
+  enum class In { code, comment, basic, literal, ml_basic, ml_literal } state = In::code;
+  int line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const auto starts = [&](std::string_view w) { return text.substr(i, w.size()) == w; };
+    if (c == '\n') {
+      ++line;
+      if (state == In::comment || state == In::basic || state == In::literal) state = In::code;
+      continue;
+    }
+    switch (state) {
+      case In::code:
+        if (static_cast<unsigned char>(c) >= 0x80) {
+          throw SpecError(std::string(origin) + ":" + std::to_string(line) +
+                          ": not valid TOML: a non-ASCII character outside a string or comment");
+        }
+        if (c == '#') state = In::comment;
+        else if (starts("\"\"\"")) { state = In::ml_basic; i += 2; }
+        else if (starts("'''")) { state = In::ml_literal; i += 2; }
+        else if (c == '"') state = In::basic;
+        else if (c == '\'') state = In::literal;
+        break;
+      case In::comment: break;
+      case In::basic:
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') ++i;
+        else if (c == '"') state = In::code;
+        break;
+      case In::literal:
+        if (c == '\'') state = In::code;
+        break;
+      case In::ml_basic:
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') ++i;
+        else if (starts("\"\"\"")) { state = In::code; i += 2; }
+        break;
+      case In::ml_literal:
+        if (starts("'''")) { state = In::code; i += 2; }
+        break;
+    }
+  }
+}
+
 /// Parses a TOML document; a syntax error becomes SpecError "origin:line: not valid TOML: why".
 inline toml::table parse(std::string_view text, std::string_view origin) {
+  check_ascii_outside_strings(text, origin);
   try {
     return toml::parse(text, origin);
   } catch (const toml::parse_error& e) {

@@ -5,10 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "lpemu/io/output.hpp"
 
 namespace lpemu::io {
 
@@ -35,13 +38,17 @@ class H5File {
  public:
   /// Opens an existing file read-only; throws IoError if missing or not HDF5.
   static H5File open(const std::filesystem::path& file);
-  /// Opens a file for writing: creates it, or opens it read-write when it exists.
-  static H5File open_rw(const std::filesystem::path& file);
+  /// Opens a file for writing: creates it, or opens it read-write when it exists; errors name
+  /// `shown` when given (the final name of a temporary file).
+  static H5File open_rw(const std::filesystem::path& file, const std::filesystem::path& shown = {});
 
   H5File(H5File&&) noexcept;
   H5File& operator=(H5File&&) noexcept;
   ~H5File();
 
+  /// Flushes and closes the file; throws IoError if HDF5 cannot write it (e.g. disk full). Writers
+  /// call it before committing, since the destructor cannot report errors.
+  void close();
   /// The file's path.
   const std::filesystem::path& path() const;
   /// True if an object (group or dataset) exists at `name`, intermediate groups included.
@@ -97,8 +104,14 @@ class H5File {
 
 /// Reads a float tensor from `FILE.npy` or `FILE.h5:/dataset`.
 Tensor read_tensor(const std::string& spec);
-/// Writes a float tensor to `FILE.npy` or `FILE.h5:/dataset` (an existing dataset is replaced;
-/// an existing .npy file only when `overwrite`).
-void write_tensor(const std::string& spec, const Tensor& t, bool overwrite);
+/// Writes an HDF5 file atomically: `fill` writes into a temporary file (a copy of `file` when
+/// `keep_existing` and it exists), which is closed with errors checked and renamed onto `file`.
+void write_h5_atomic(const std::filesystem::path& file, const OutputPolicy& policy, bool keep_existing,
+                     const std::function<void(H5File&)>& fill);
+/// The file part of a tensor spec (`FILE.npy` or `FILE.h5:/dataset`).
+std::filesystem::path tensor_file(const std::string& spec);
+/// Writes a float tensor to `FILE.npy` or `FILE.h5:/dataset` atomically (io/output.hpp): an
+/// existing .npy file or dataset is replaced only with `policy.force`, an input never, a group never.
+void write_tensor(const std::string& spec, const Tensor& t, const OutputPolicy& policy);
 
 }  // namespace lpemu::io

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "lpemu/io/output.hpp"
+
 namespace lpemu::io {
 
 /// Header of an .npy file.
@@ -23,7 +25,9 @@ struct NpyHeader {
   std::size_t item_size() const;
 };
 
-/// Reads and validates the header; `name` is used in errors. Leaves the stream at the data.
+/// Reads and strictly validates the header (keys, dtype, shape overflow, and on a seekable stream
+/// the declared data size against the bytes present); `name` is used in errors. Leaves the stream
+/// at the data.
 NpyHeader read_npy_header(std::istream& in, const std::string& name);
 /// Writes a version-1.0 header padded to 64 bytes (header_length field padded so that a later
 /// rewrite with a different shape of up to 20 digits per dimension fits in place).
@@ -35,8 +39,8 @@ std::string npy_unsigned_dtype(std::size_t bytes);
 std::vector<float> read_npy_floats(const std::filesystem::path& file, std::vector<std::size_t>& shape);
 /// Reads a whole integer .npy array (any little-endian int/uint dtype) as int64; throws IoError.
 std::vector<std::int64_t> read_npy_ints(const std::filesystem::path& file, std::vector<std::size_t>& shape);
-/// Writes a float32 .npy array.
+/// Writes a float32 .npy array atomically (io/output.hpp) under `policy`.
 void write_npy_floats(const std::filesystem::path& file, const std::vector<std::size_t>& shape,
-                      const float* data);
+                      const float* data, const OutputPolicy& policy = {});
 
 }  // namespace lpemu::io

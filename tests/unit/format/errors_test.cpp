@@ -1,7 +1,9 @@
 // Every error message of the format layer, compared whole (STYLE.md §3.5, §3.7).
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -228,3 +231,16 @@ TEST_CASE("every shipped format file parses, cites a source and has its ml_dtype
 }
 
 }  // namespace
+
+TEST_CASE("an integer format whose range is not finite in double is rejected", "[format][unit][regression]") {
+  const std::string file = lpemu::test::source_path("tests/fuzz/corpus/format_toml/int32_fraction_bits_minus_1000.toml");
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE_THROWS_AS(parse_format_toml(text, "big.toml"), lpemu::SpecError);
+  REQUIRE_THROWS_WITH(parse_format_toml(text, "big.toml"),
+                      "big.toml:5: format 'int32_huge': field 'fraction_bits' = -1000: expected -991..1022 (a range that is "
+                      "finite in double)");
+  // The widest legal range keeps max_finite finite.
+  const Format f = parse_format_toml("name = \"i32\"\nkind = \"int\"\nbits = 32\nfraction_bits = -991\n", "ok.toml");
+  CHECK(std::isfinite(f.max_finite));
+}

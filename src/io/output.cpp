@@ -1,0 +1,179 @@
+#include "lpemu/io/output.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <system_error>
+
+#include "lpemu/error.hpp"
+
+namespace lpemu::io {
+namespace fs = std::filesystem;
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+bool same_file(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec) && !ec;
+  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+}
+
+// Makes a file durable: its data, then the folder entry that names it.
+void fsync_path(const fs::path& p, bool directory) {
+  const int fd = ::open(p.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) throw IoError(p.string() + ": cannot reopen to sync: " + errno_text());
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && !(directory && (err == EINVAL || err == EROFS))) {
+    throw IoError(p.string() + ": fsync failed: " + std::strerror(err));
+  }
+}
+
+}  // namespace
+
+void check_output(const fs::path& target, const OutputPolicy& policy) {
+  if (target.empty()) throw IoError("output path is empty");
+  for (const auto& in : policy.inputs) {
+    if (!in.empty() && same_file(in, target)) {
+      throw IoError(target.string() + ": is also an input of this command; refusing to overwrite it (even with --force)");
+    }
+  }
+  std::error_code ec;
+  const auto st = fs::status(target, ec);
+  if (fs::is_directory(st)) throw IoError(target.string() + ": is a directory; expected a file name");
+  if (fs::is_regular_file(st) && !policy.force) {
+    throw IoError(target.string() + ": output exists; pass --force to overwrite it");
+  }
+}
+
+AtomicFile::AtomicFile(fs::path target, const OutputPolicy& policy) : target_(std::move(target)) {
+  check_output(target_, policy);
+  std::error_code ec;
+  const auto st = fs::status(target_, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st)) {  // a device or FIFO: no rename possible
+    in_place_ = true;
+    temp_ = target_;
+    out_.open(target_, std::ios::binary | std::ios::out);
+    if (!out_) throw IoError(target_.string() + ": cannot open for writing: " + errno_text());
+    return;
+  }
+  const fs::path dir = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) throw IoError(target_.string() + ": folder " + dir.string() + " does not exist");
+  std::string tmpl = (dir / ("." + target_.filename().string() + ".lpemu-tmp-XXXXXX")).string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) throw IoError(target_.string() + ": cannot create a temporary file beside it: " + errno_text());
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  ::close(fd);
+  temp_ = tmpl;
+  out_.open(temp_, std::ios::binary | std::ios::out | std::ios::trunc);
+  if (!out_) {
+    fs::remove(temp_, ec);
+    throw IoError(target_.string() + ": cannot open for writing");
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_ && !in_place_) {
+    out_.close();
+    std::error_code ec;
+    fs::remove(temp_, ec);
+  }
+}
+
+std::ostream& AtomicFile::stream() { return out_; }
+const fs::path& AtomicFile::temp_path() const { return temp_; }
+const fs::path& AtomicFile::target() const { return target_; }
+
+void AtomicFile::close_stream() {
+  if (out_.is_open()) {
+    out_.close();
+    if (!out_) throw IoError(target_.string() + ": write failed");
+  }
+}
+
+void AtomicFile::commit() {
+  if (out_.is_open()) {
+    out_.flush();
+    const bool ok = static_cast<bool>(out_);
+    out_.close();
+    if (!ok || !out_) throw IoError(target_.string() + ": write failed (disk full or device error?)");
+  }
+  if (in_place_) {
+    committed_ = true;
+    return;
+  }
+  fsync_path(temp_, false);
+  std::error_code ec;
+  fs::rename(temp_, target_, ec);
+  if (ec) throw IoError(target_.string() + ": cannot rename the finished file into place: " + ec.message());
+  committed_ = true;
+  fsync_path(target_.has_parent_path() ? target_.parent_path() : fs::path("."), true);
+}
+
+void write_file_atomic(const fs::path& target, std::string_view bytes, const OutputPolicy& policy) {
+  AtomicFile f(target, policy);
+  f.stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.commit();
+}
+
+void check_output_dir(const fs::path& dir, const std::string& marker) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  if (!fs::is_directory(dir, ec)) throw IoError(dir.string() + ": exists and is not a folder");
+  if (fs::exists(dir / marker, ec)) return;
+  if (fs::directory_iterator(dir, ec) != fs::directory_iterator()) {
+    throw IoError(dir.string() + ": folder is not empty and was not written by lpemu (no " + marker +
+                  "); choose a new or empty folder");
+  }
+}
+
+std::ifstream open_input(const fs::path& file) {
+  std::error_code ec;
+  const auto st = fs::status(file, ec);
+  if (!fs::exists(st)) throw IoError(file.string() + ": cannot open input: no such file");
+  if (fs::is_directory(st)) throw IoError(file.string() + ": cannot open input: is a directory; expected a file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open for reading: " + errno_text());
+  return in;
+}
+
+std::string read_input(const fs::path& file, std::size_t max_bytes) {
+  std::ifstream in = open_input(file);
+  std::string out;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    out.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (out.size() > max_bytes) {
+      throw IoError(file.string() + ": larger than " + std::to_string(max_bytes) +
+                    " bytes; expected a regular text file");
+    }
+  }
+  if (in.bad()) throw IoError(file.string() + ": read failed");
+  return out;
+}
+
+std::size_t input_size(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return std::numeric_limits<std::size_t>::max();
+  const auto n = fs::file_size(file, ec);
+  return ec ? std::numeric_limits<std::size_t>::max() : static_cast<std::size_t>(n);
+}
+
+void flush_stdout() {
+  std::cout.flush();
+  const bool ok = static_cast<bool>(std::cout) && std::fflush(stdout) == 0 && !std::ferror(stdout);
+  if (!ok) throw IoError("<stdout>: write failed (" + errno_text() + ")");
+}
+
+}  // namespace lpemu::io

@@ -1,0 +1,256 @@
+// Regression tests for bad inputs and unsafe outputs (label cli): each case runs the built `lpemu`
+// on an input checked in under tests/regression/ (or made here from a shipped file) and checks
+// the exit status, the message and that no file was destroyed or left half-written.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+struct Run {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A scratch directory per test case, removed afterwards.
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name)
+      : dir(fs::temp_directory_path() / ("lpemu_robust_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  fs::path operator/(const std::string& f) const { return dir / f; }
+};
+
+// Runs `lpemu ARGS` with stdout sent to `stdout_to` (a file of ours unless given), with a 60 s limit.
+Run run_lpemu(const std::string& args, const std::string& stdout_to = "") {
+  static int counter = 0;
+  const std::string base = (fs::temp_directory_path() / ("lpemu_robust_run_" + std::to_string(::getpid()) + "_" +
+                                                         std::to_string(counter++))).string();
+  const std::string out = stdout_to.empty() ? base + ".out" : stdout_to;
+  const std::string cmd = "timeout 60 '" + lpemu::test::lpemu_binary() + "' " + args + " >'" + out + "' 2>'" +
+                          base + ".err'";
+  Run r;
+  const int raw = std::system(cmd.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  if (stdout_to.empty()) r.out = slurp(out);
+  r.err = slurp(base + ".err");
+  fs::remove(base + ".out");
+  fs::remove(base + ".err");
+  return r;
+}
+
+std::string regression(const std::string& f) { return lpemu::test::source_path("tests/regression/" + f); }
+
+}  // namespace
+
+TEST_CASE("bad .npy headers are errors naming the file, and nothing is written", "[cli][regression]") {
+  Scratch s("npy");
+  struct Case {
+    const char* file;
+    const char* says;
+  };
+  for (const Case c : {Case{"npy_shape_overflow.npy", "overflows the address space"},
+                       Case{"npy_dim_wraps.npy", "does not fit in 64 bits"},
+                       Case{"npy_negative_dim.npy", "non-negative integers"},
+                       Case{"npy_float_dim.npy", "non-negative integers"},
+                       Case{"npy_fortran_one.npy", "'fortran_order' must be True or False"},
+                       Case{"npy_declares_5e8.npy", "declares 2000000000 data bytes but the file holds 16"},
+                       Case{"npy_declares_1e12.npy", "declares 4000000000000 data bytes but the file holds 16"}}) {
+    INFO(c.file);
+    const Run r = run_lpemu("quantize --format fp8_e4m3 '" + regression(c.file) + "' '" + (s / "o.npy").string() + "'");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains(c.file) && Contains(c.says));
+    CHECK_FALSE(fs::exists(s / "o.npy"));
+    const Run v = run_lpemu("convert --to fp8_e4m3 '" + regression(c.file) + "' '" + (s / "o.npy").string() + "'");
+    CHECK(v.status == 2);
+    CHECK_THAT(v.err, Contains(c.file));
+    CHECK_FALSE(fs::exists(s / "o.npy"));
+  }
+}
+
+TEST_CASE("outputs need --force, and --force never destroys an input", "[cli][regression]") {
+  Scratch s("force");
+  const fs::path x = s / "x.npy";
+  fs::copy_file(regression("npy_ok4.npy"), x);
+  const std::string before = slurp(x);
+  Run r = run_lpemu("convert --force --to fp8_e4m3 '" + x.string() + "' '" + x.string() + "'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("is also an input"));
+  CHECK(slurp(x) == before);
+  r = run_lpemu("quantize --force --format fp8_e4m3 '" + x.string() + "' '" + x.string() + "'");
+  CHECK(r.status == 2);
+  CHECK(slurp(x) == before);
+
+  // dot --cases c.csv --out c.csv
+  const fs::path csv = s / "c.csv";
+  std::ofstream(csv) << "a,b,c\n3c;3c,3c;3c,0\n";
+  const std::string cases = slurp(csv);
+  r = run_lpemu("dot --force --datapath ideal --cases '" + csv.string() + "' --out '" + csv.string() + "'");
+  CHECK(r.status == 2);
+  CHECK(slurp(csv) == cases);
+  // dot --out over an existing file needs --force, and leaves no temporary file behind.
+  const fs::path res = s / "r.csv";
+  std::ofstream(res) << "keep me\n";
+  r = run_lpemu("dot --datapath ideal --cases '" + csv.string() + "' --out '" + res.string() + "'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("pass --force"));
+  CHECK(slurp(res) == "keep me\n");
+  r = run_lpemu("dot --force --datapath ideal --cases '" + csv.string() + "' --out '" + res.string() + "'");
+  CHECK(r.status == 0);
+  CHECK_THAT(slurp(res), Contains("a,b,c,d,d_value,exact"));
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(s.dir)) ++files;
+  CHECK(files == 3);
+}
+
+TEST_CASE("an HDF5 group is never replaced and HDF5 failures are named errors", "[cli][regression]") {
+  Scratch s("h5");
+  const std::string x = regression("npy_ok4.npy");
+  const std::string h5 = (s / "o.h5").string();
+  REQUIRE(run_lpemu("quantize --format fp8_e4m3 '" + x + "' '" + h5 + ":/g/a'").status == 0);
+  Run r = run_lpemu("quantize --force --format fp8_e4m3 '" + x + "' '" + h5 + ":/g'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains(h5 + ":/g: is a group"));
+  // A dataset under a dataset: HDF5 refuses; lpemu reports it instead of terminating.
+  r = run_lpemu("quantize --format fp8_e4m3 '" + x + "' '" + h5 + ":/g/a/b'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains(h5 + ":/g/a/b: HDF5 error"));
+  // The file still holds /g/a: read it back through quantize.
+  r = run_lpemu("quantize --format fp8_e4m3 '" + h5 + ":/g/a' '" + (s / "back.npy").string() + "'");
+  CHECK(r.status == 0);
+}
+
+TEST_CASE("flipped bytes in a model file give an error, never a crash", "[cli][regression]") {
+  Scratch s("flip");
+  const std::string model = lpemu::test::source_path("data/models/stories260K/model.h5");
+  const std::string bytes = slurp(model);
+  int errors = 0;
+  // Offsets spread over the superblock, object headers and data (fixed, so the test is repeatable).
+  for (const std::size_t at : {0UL, 8UL, 40UL, 96UL, 200UL, 800UL, 1500UL, 3000UL, 6000UL, 20000UL}) {
+    std::string b = bytes;
+    b[at] = static_cast<char>(b[at] ^ 0xff);
+    const fs::path p = s / "model.h5";
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << b;
+    const Run r = run_lpemu("run --steps 2 --model '" + p.string() + "'");
+    INFO("offset " << at << ": " << r.err);
+    CHECK((r.status == 0 || r.status == 2));
+    if (r.status == 2) ++errors;
+  }
+  CHECK(errors > 0);
+}
+
+TEST_CASE("write failures make commands fail", "[cli][regression]") {
+  CHECK(run_lpemu("formats list", "/dev/full").status == 2);
+  CHECK(run_lpemu("encode fp8_e4m3 1.5", "/dev/full").status == 2);
+  CHECK(run_lpemu("decode fp8_e4m3 0x38", "/dev/full").status == 2);
+  const Run r = run_lpemu("convert --to fp8_e4m3 '" + regression("npy_ok4.npy") + "' /dev/full");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("/dev/full: write failed"));
+}
+
+TEST_CASE("CLI usage errors exit 2, and negative numbers are values", "[cli][regression]") {
+  Run r = run_lpemu("--threads 0 formats list");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("--threads") && Contains("not in range 1 to"));
+  CHECK(run_lpemu("no-such-command").status == 2);
+  CHECK(run_lpemu("encode").status == 2);
+  r = run_lpemu("encode fp8_e5m2 -inf");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Contains("0xfc"));  // E5M2: -inf = 1'11111'00
+  r = run_lpemu("encode fp8_e4m3 -1.5");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Contains("0xbc"));  // E4M3: -1.5 = 1'0111'100
+}
+
+TEST_CASE("inputs that are not regular files are refused or bounded", "[cli][regression]") {
+  const Run r = run_lpemu("eval --text /dev/zero");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("/dev/zero"));
+  Scratch s("dir");
+  const Run d = run_lpemu("quantize --format fp8_e4m3 '" + s.dir.string() + "/.npy' '" + (s / "o.npy").string() + "'");
+  CHECK(d.status == 2);
+}
+
+TEST_CASE("JSON output is valid and writes non-finite numbers as null", "[cli][regression]") {
+  Scratch s("json");
+  // All-zero input: no noise, so SQNR is +inf and must print as null.
+  std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
+  while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+  h += '\n';
+  std::string file = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size()) + '\0' + h + std::string(16, '\0');
+  std::ofstream(s / "z.npy", std::ios::binary) << file;
+  const Run r = run_lpemu("quantize --stats --json --format fp8_e4m3 '" + (s / "z.npy").string() + "' '" +
+                      (s / "o\"q.npy").string() + "'");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["stats"]["sqnr_db"].is_null());
+  CHECK(j["stats"]["mse"] == 0.0);
+  CHECK(j["output"] == (s / "o\"q.npy").string());
+}
+
+TEST_CASE("sweep never writes into a folder lpemu did not create", "[cli][regression]") {
+  Scratch s("sweep");
+  std::ofstream(s / "report.md") << "my own notes\n";
+  const Run r = run_lpemu("sweep '" + lpemu::test::source_path("experiments/default.toml") + "' --out '" +
+                          s.dir.string() + "'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("was not written by lpemu"));
+  CHECK(slurp(s / "report.md") == "my own notes\n");
+}
+
+TEST_CASE("proposal verify reads only files inside the package", "[cli][regression]") {
+  Scratch s("manifest");
+  const std::string sha_of_empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+  std::ofstream(s / "results.csv") << "file,row,code\n";
+  for (const std::string name : {"/etc/hostname", "../outside.csv", "a/../../outside.csv"}) {
+    std::ofstream(s / "MANIFEST", std::ios::trunc) << sha_of_empty << "  " << name << "\n";
+    const Run r = run_lpemu("proposal verify '" + s.dir.string() + "' --results '" + (s / "results.csv").string() + "'");
+    INFO(name);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("expected a path inside"));
+  }
+  std::ofstream(s / "MANIFEST", std::ios::trunc) << "xyz  spec.md\n";
+  const Run r = run_lpemu("proposal verify '" + s.dir.string() + "' --results '" + (s / "results.csv").string() + "'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("MANIFEST: line 'xyz  spec.md': expected 64 lowercase hex digits"));
+}
+
+TEST_CASE("quantize --stats counts finite inputs that became NaN as unbounded error", "[cli][regression]") {
+  Scratch s("nanstats");
+  // fp8_e4m3 has no infinity: with --overflow native, 1000 (> 448) becomes NaN.
+  const std::string in = regression("npy_overflows_e4m3.npy");
+  Run r = run_lpemu("quantize --stats --json --overflow native --format fp8_e4m3 '" + in + "' '" +
+                    (s / "o.npy").string() + "'");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["stats"]["sqnr_db"].is_null());  // -inf
+  CHECK(j["stats"]["max_abs_error"].is_null());
+  CHECK(j["stats"]["nonfinite_outputs"] == 1);
+  r = run_lpemu("quantize --stats --overflow native --format fp8_e4m3 '" + in + "' '" + (s / "p.npy").string() + "'");
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Contains("SQNR            -inf dB") && Contains("non-finite outputs of finite inputs 1"));
+}
