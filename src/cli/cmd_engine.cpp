@@ -104,7 +104,6 @@ void register_engine(CLI::App& app, Context& ctx) {
     engine::SessionOptions o;
     o.quantizers = &ctx.quantizers();
     o.gemms = &ctx.gemms();
-    engine::Session s(l.model, l.plan, o);
     const int n = std::min(steps, l.model.config.seq_len);
     o.max_tokens = n;  // the KV cache holds the positions this run uses, not the model's whole seq_len
     engine::Session s(l.model, l.plan, o);

@@ -54,7 +54,8 @@ void run_gemm(Context& ctx, const GemmArgs& g) {
   }
   io::Tensor t{{static_cast<std::size_t>(c.rows()), static_cast<std::size_t>(c.cols())},
                std::vector<float>(c.data(), c.data() + c.size())};
-  io::write_tensor(g.out, t, g.force);
+  // Never over an operand file, and an existing output only with --force (README "Robustness").
+  io::write_tensor(g.out, t, io::OutputPolicy{g.force, {io::tensor_file(g.a), io::tensor_file(g.b)}});
   std::cout << "wrote [" << c.rows() << ", " << c.cols() << "] float32 to " << g.out << " (" << strategy->name()
             << ")\n";
 }

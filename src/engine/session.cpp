@@ -212,6 +212,7 @@ class ImplT final : public Session::Impl {
     norm_ = to_t<T>(m.norm);
     norm_bias_ = to_t<T>(m.norm_bias);
     output_ = to_t<T>(m.output);
+    if (c.positions == PositionKind::rope) inv_freq_ = rope_frequencies(c);
     if constexpr (std::is_same_v<T, float>) {
       if (sites_.at({-1, LayerKind::head, "output"}).gemm->datapath() != nullptr) {
         output_encoded_ = operand(output_, Role::lm_head, -1, LayerKind::head, "output", 1, 0);
@@ -219,7 +220,6 @@ class ImplT final : public Session::Impl {
       }
     }
     quant(output_, Role::lm_head, -1, LayerKind::head, "output", -1, 1);
-    if (c.positions == PositionKind::rope) inv_freq_ = rope_frequencies(c);
   }
 
   RowMatrix forward(std::span<const int> tokens) override {

@@ -79,7 +79,7 @@ TEST_CASE("lpemu sweep writes a self-contained report.html that headless Chromiu
                      << "[cost]\ntarget = \"h100_sxm\"\nshape = \"llama3_8b\"\nphase = \"decode\"\nbatch = 8\n"
                      << "context = 4096\n[[plan]]\nlabel = \"fp32\"\nplan = \"fp32\"\n"
                      << "[grid]\nformats = [\"mxfp8_e4m3\", \"mxfp4\"]\nroles = [\"weights\", \"linear_input\"]\n"
-                     << "gemms = [\"eigen\", \"h100_e4m3_fp32\"]\n";
+                     << "[grid.native]\nmxfp8_e4m3 = \"b200_mxfp8_fp32\"\nmxfp4 = \"b200_mxfp4_fp32\"\n";
   const fs::path out = work / "out";
   REQUIRE(run(lpemu::test::lpemu_binary() + " sweep " + exp.string() + " --out " + out.string() + " > " +
               (work / "sweep.log").string() + " 2>&1") == 0);

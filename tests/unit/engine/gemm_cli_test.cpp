@@ -51,8 +51,8 @@ TEST_CASE("lpemu gemm multiplies quantised operands on a datapath", "[engine][cl
   fs::remove_all(dir);
   fs::create_directories(dir);
   const auto a = integers(3, 40, 1), b = integers(4, 40, 2);
-  lpemu::io::write_tensor((dir / "a.npy").string(), a, true);
-  lpemu::io::write_tensor((dir / "w.h5").string() + ":/b", b, true);
+  lpemu::io::write_tensor((dir / "a.npy").string(), a, lpemu::io::OutputPolicy{true, {}});
+  lpemu::io::write_tensor((dir / "w.h5").string() + ":/b", b, lpemu::io::OutputPolicy{true, {}});
   const std::string out = (dir / "c.npy").string();
   const std::string args = "gemm --datapath h100_e4m3_fp32 --a-format fp8_e4m3 --b-format fp8_e4m3 " +
                            (dir / "a.npy").string() + " " + (dir / "w.h5").string() + ":/b " + out;
@@ -84,8 +84,8 @@ TEST_CASE("lpemu gemm takes NVFP4 codes and scales as they were encoded", "[engi
   lpemu::io::Tensor a{{2, 48}, std::vector<float>(96)}, b{{3, 48}, std::vector<float>(144)};
   for (std::size_t i = 0; i < a.data.size(); ++i) a.data[i] = std::sin(0.37F * static_cast<float>(i)) * 3.0F;
   for (std::size_t i = 0; i < b.data.size(); ++i) b.data[i] = std::cos(0.11F * static_cast<float>(i)) * 0.02F;
-  lpemu::io::write_tensor((dir / "a.npy").string(), a, true);
-  lpemu::io::write_tensor((dir / "b.npy").string(), b, true);
+  lpemu::io::write_tensor((dir / "a.npy").string(), a, lpemu::io::OutputPolicy{true, {}});
+  lpemu::io::write_tensor((dir / "b.npy").string(), b, lpemu::io::OutputPolicy{true, {}});
   Result r = run("gemm --datapath b200_nvfp4_fp32 --a-format nvfp4 --b-format nvfp4 " + (dir / "a.npy").string() + " " +
                  (dir / "b.npy").string() + " " + (dir / "values.npy").string());
   REQUIRE(r.rc == 0);
@@ -94,10 +94,10 @@ TEST_CASE("lpemu gemm takes NVFP4 codes and scales as they were encoded", "[engi
   const auto as_floats = [](const std::vector<std::uint32_t>& v) { return std::vector<float>(v.begin(), v.end()); };
   const auto ea = lpemu::block::encode(nv, a.data, a.shape);
   const auto eb = lpemu::block::encode(nv, b.data, b.shape);
-  lpemu::io::write_tensor((dir / "ac.npy").string(), {a.shape, as_floats(ea.codes)}, true);
-  lpemu::io::write_tensor((dir / "bc.npy").string(), {b.shape, as_floats(eb.codes)}, true);
-  lpemu::io::write_tensor((dir / "as.npy").string(), {{ea.scales.size()}, as_floats(ea.scales)}, true);
-  lpemu::io::write_tensor((dir / "bs.npy").string(), {{eb.scales.size()}, as_floats(eb.scales)}, true);
+  lpemu::io::write_tensor((dir / "ac.npy").string(), {a.shape, as_floats(ea.codes)}, lpemu::io::OutputPolicy{true, {}});
+  lpemu::io::write_tensor((dir / "bc.npy").string(), {b.shape, as_floats(eb.codes)}, lpemu::io::OutputPolicy{true, {}});
+  lpemu::io::write_tensor((dir / "as.npy").string(), {{ea.scales.size()}, as_floats(ea.scales)}, lpemu::io::OutputPolicy{true, {}});
+  lpemu::io::write_tensor((dir / "bs.npy").string(), {{eb.scales.size()}, as_floats(eb.scales)}, lpemu::io::OutputPolicy{true, {}});
   char ts[96];
   std::snprintf(ts, sizeof ts, " --a-tensor-scale %.9g --b-tensor-scale %.9g ", static_cast<double>(ea.tensor_scale),
                 static_cast<double>(eb.tensor_scale));
@@ -140,7 +140,7 @@ TEST_CASE("lpemu dot takes per-block scale columns, --inputs and proposal dot.cs
     r = run("proposal " + std::string(fd) + " --target '' --force --out " + pkg.string());
     REQUIRE(r.rc == 0);
     const std::string dp = std::string(fd).substr(std::string(fd).find("--datapath ") + 11);
-    r = run("dot --datapath " + dp + " --cases " + (pkg / "dot.csv").string() + " --out " + (pkg / "dot_out.csv").string());
+    r = run("dot --datapath " + dp + " --cases " + (pkg / "dot.csv").string() + " --out " + (pkg / "dot_out.csv").string() + " --force");
     CHECK(r.rc == 0);
     CHECK_THAT(r.out, Contains(" results match expected_result"));
     CHECK_THAT(r.out, !Contains("differ"));
