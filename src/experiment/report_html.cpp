@@ -10,19 +10,7 @@
 namespace lpemu::experiment::report {
 namespace {
 
-std::string html(const std::string& s) {
-  std::string o;
-  for (const char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+std::string html(const std::string& s) { return io::xml_escape(s); }
 
 constexpr const char* kStyle = R"(
 body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;margin:2em auto;max-width:1600px;padding:0 1em;color:#222;line-height:1.45}

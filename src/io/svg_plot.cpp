@@ -38,19 +38,6 @@ constexpr std::array<std::array<double, 3>, 9> kViridis = {{{0.267, 0.005, 0.329
                                                             {0.678, 0.864, 0.190},
                                                             {0.993, 0.906, 0.144}}};
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (const char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
 
 std::string fmt(double v) {
   char buf[32];
@@ -192,7 +179,7 @@ class Canvas {
     body << "<text x=\"" << fmt(x) << "\" y=\"" << fmt(y) << "\"" << (anchor[0] == 's' ? "" : " text-anchor=\"")
          << (anchor[0] == 's' ? "" : anchor) << (anchor[0] == 's' ? "" : "\"");
     if (size != kFont) body << " font-size=\"" << fmt(size) << "\"";
-    body << extra << ">" << esc(s) << "</text>\n";
+    body << extra << ">" << xml_escape(s) << "</text>\n";
   }
 
   // Text rotated -90° whose centre is (x, y).
@@ -201,7 +188,7 @@ class Canvas {
     const double w = text_width(s, size);
     fig.texts.push_back({x - 0.8 * size, y - w / 2, x + 0.25 * size, y + w / 2});
     body << "<text transform=\"translate(" << fmt(x) << "," << fmt(y) << ") rotate(-90)\" text-anchor=\"middle\">"
-         << esc(s) << "</text>\n";
+         << xml_escape(s) << "</text>\n";
   }
 
   void line(double x0, double y0, double x1, double y1, const char* stroke, double width = 1) {
@@ -727,6 +714,20 @@ Figure layout(const HeatMap& map) {
   const double after = c.notes(notes, kPad, top + std::max(gh + 28, bh) + 18, width - 2 * kPad);
   c.finish(width, after + kPad - 4);
   return c.fig;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (const char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
 }
 
 std::string render_svg(const Plot& plot) { return layout(plot).svg; }

@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 LPEMU, SRC = sys.argv[1], sys.argv[2]
-sys.path.insert(0, os.path.join(SRC, "src", "python"))
+# lpemu (with lpemu.plot) comes from PYTHONPATH: the build tree's python/ folder, as ctest sets it.
 import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
@@ -39,12 +39,12 @@ with tempfile.TemporaryDirectory() as tmp:
                 '[cost]\ntarget = "h100_sxm"\nshape = "llama3_8b"\nbatch = 8\ncontext = 4096\n'
                 '[[plan]]\nlabel = "fp32"\nplan = "fp32"\n'
                 '[grid]\nformats = ["mxfp8_e4m3", "mxfp4"]\nroles = ["weights", "linear_input"]\n'
-                'gemms = ["eigen", "h100_e4m3_fp32"]\n')
+                '[grid.native]\nmxfp8_e4m3 = "b200_mxfp8_fp32"\nmxfp4 = "b200_mxfp4_fp32"\n')
     out = os.path.join(tmp, "out")
     subprocess.run([LPEMU, "sweep", exp, "--out", out], check=True, capture_output=True)
 
     r = subprocess.run([sys.executable, "-m", "lpemu.plot", out, "--format", "png"], capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=os.path.join(SRC, "src", "python")))
+                       env=dict(os.environ))
     check(r.returncode == 0, f"lpemu.plot exit status {r.returncode}: {r.stderr}")
     for stem in ["kl_vs_bits", "kl_vs_cost", "kl_vs_tokens_per_s", "kl_vs_energy", "residual_sqnr",
                  "attribution_heatmap", "attribution_bars", "replay_sqnr_heatmap"]:
@@ -81,7 +81,7 @@ with tempfile.TemporaryDirectory() as tmp:
         plt.close(f)
 
     bad = subprocess.run([sys.executable, "-m", "lpemu.plot", tmp], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=os.path.join(SRC, "src", "python")))
+                         env=dict(os.environ))
     check(bad.returncode == 2 and "results.h5: no such file" in bad.stderr, f"missing results.h5: {bad.stderr}")
 
 print(f"{passed} passed, {failed} failed")

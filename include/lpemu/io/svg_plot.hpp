@@ -110,6 +110,9 @@ Figure layout(const BarChart& chart);
 /// Lays out and draws a heat map.
 Figure layout(const HeatMap& map);
 
+/// Text with <, >, & and " escaped for XML and HTML (SVG text, attributes, report.html).
+std::string xml_escape(const std::string& s);
+
 /// The chart as an SVG document.
 std::string render_svg(const Plot& plot);
 /// Writes a figure's SVG to `file`; throws IoError.
