@@ -50,13 +50,6 @@ test-asan: deps
 	cmake --preset asan -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
 	cmake --build --preset asan -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_cli_tests $(FUZZ_TARGETS)
 	ctest --preset asan -j $(JOBS) -L 'unit|cli|fuzz'
-	$(MAKE) test-asan
-
-# ASan + UBSan + float-cast-overflow build of the unit, CLI and fuzz-corpus tests (README "Robustness").
-test-asan: deps
-	cmake --preset asan
-	cmake --build --preset asan -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_cli_tests $(FUZZ_TARGETS)
-	ctest --preset asan -j $(JOBS) -L 'unit|cli|fuzz'
 
 demo: build-demo
 	$(LPEMU) sweep experiments/default.toml --out out/default
