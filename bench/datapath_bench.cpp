@@ -1,5 +1,5 @@
 // GEMM under datapaths (fp8_e4m3 inputs) beside Eigen's native float GEMM of the same shape.
-// Figures go in notes, not assertions (STYLE.md §3.7).
+// Figures go in notes, not assertions.
 #include <map>
 #include <random>
 #include <vector>

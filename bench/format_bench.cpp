@@ -1,4 +1,4 @@
-// Element-format hot paths (issue 2): float32 -> code (encode), float32 -> float32 (quantize,
+// Element-format hot paths: float32 -> code (encode), float32 -> float32 (quantize,
 // "fake quantisation") and code -> float32 (decode), each beside a plain memcpy of the same data
 // and a naive scalar baseline (the per-element scalar API) in the same binary.
 // Single thread: each benchmark holds tbb::global_control(max_allowed_parallelism, 1); the

@@ -1,4 +1,4 @@
-# Warning set, floating-point hygiene and sanitizers for lpemu's own targets (STYLE.md §3.8).
+# Warning set, floating-point hygiene and sanitizers for lpemu's own targets.
 add_library(lpemu_build_options INTERFACE)
 target_compile_options(lpemu_build_options INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wold-style-cast -Wdouble-promotion

@@ -1,4 +1,4 @@
-# Embeds every TOML spec under formats/ into the library (DESIGN.md "Specs are data").
+# Embeds every TOML spec under formats/ into the library.
 # lpemu_embed_specs(OUT_VAR DIR) sets OUT_VAR to a generated .cpp that defines
 # lpemu::detail::embedded_specs(): a list of {relative path, text}.
 function(lpemu_embed_specs out_var spec_dir)

@@ -5,6 +5,8 @@ target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/sweep_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/figures_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/context_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/datapath_error_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/quantization_stats_test.cpp
 )
 
 # experiments/record_activations.py on a tiny PyTorch model, then `lpemu replay` of its output

@@ -1,4 +1,4 @@
-# Format-layer tests (issue 2). The independent reference lives in the shared test-support library.
+# Format-layer tests. The independent reference lives in the shared test-support library.
 target_sources(lpemu_test_support PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/support/reference/element_reference.cpp
   ${CMAKE_CURRENT_LIST_DIR}/support/reference/conformance.cpp)

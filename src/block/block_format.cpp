@@ -6,6 +6,7 @@
 
 #include <toml++/toml.h>
 
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::block {
@@ -21,70 +22,47 @@ const std::set<std::string, std::less<>> kKeys = {
     "scale_rounding", "rounding",  "sr_bits",        "nonfinite",        "scale_overflow",
     "subnormal_inputs", "signed_zero", "tensor_scale"};
 
-template <class E>
-E parse_choice(std::string_view text, std::initializer_list<std::pair<std::string_view, E>> choices,
-               std::string_view field) {
-  std::string list;
-  for (const auto& [k, v] : choices) {
-    if (k == text) return v;
-    if (!list.empty()) list += ", ";
-    list += '"' + std::string(k) + '"';
-  }
-  throw SpecError("field '" + std::string(field) + "' = \"" + std::string(text) + "\": expected one of " + list);
+using lpemu::detail::EnumName;
+
+constexpr EnumName<Granularity> kGranularityNames[] = {{"block", Granularity::block},
+                                                       {"tile", Granularity::tile},
+                                                       {"per_tensor", Granularity::per_tensor},
+                                                       {"per_row", Granularity::per_row},
+                                                       {"per_column", Granularity::per_column}};
+constexpr EnumName<ScaleRule> kScaleRuleNames[] = {{"ocp", ScaleRule::ocp},
+                                                   {"ceil", ScaleRule::ceil},
+                                                   {"rceil", ScaleRule::ceil},
+                                                   {"even", ScaleRule::even},
+                                                   {"amax_over_max", ScaleRule::amax_over_max},
+                                                   {"search", ScaleRule::search}};
+constexpr EnumName<NonFinite> kNonFiniteNames[] = {{"nan_block", NonFinite::nan_block}, {"ignore", NonFinite::ignore}};
+constexpr EnumName<ScaleOverflow> kScaleOverflowNames[] = {{"nan", ScaleOverflow::nan}, {"clamp", ScaleOverflow::clamp}};
+constexpr EnumName<SubnormalInputs> kSubnormalInputsNames[] = {
+    {"keep", SubnormalInputs::keep}, {"flush", SubnormalInputs::flush}, {"flush_block", SubnormalInputs::flush_block}};
+constexpr EnumName<SignedZero> kSignedZeroNames[] = {{"keep", SignedZero::keep}, {"positive", SignedZero::positive}};
+constexpr EnumName<TensorScale> kTensorScaleNames[] = {{"none", TensorScale::none}, {"fp32", TensorScale::fp32}};
+
+// The value `text` names in `table`; throws SpecError "field '<field>' = "<text>": expected one of ...".
+template <class E, std::size_t N>
+E parse_choice(std::string_view text, const EnumName<E> (&table)[N], std::string_view field) {
+  if (const auto v = lpemu::detail::enum_value(table, text)) return *v;
+  throw SpecError("field '" + std::string(field) + "' = \"" + std::string(text) + "\": expected one of " +
+                  lpemu::detail::join_names(lpemu::detail::enum_spellings(table, "\"")));
 }
 
 }  // namespace
 
-Granularity parse_granularity(std::string_view text) {
-  return parse_choice<Granularity>(text,
-                                   {{"block", Granularity::block},
-                                    {"tile", Granularity::tile},
-                                    {"per_tensor", Granularity::per_tensor},
-                                    {"per_row", Granularity::per_row},
-                                    {"per_column", Granularity::per_column}},
-                                   "granularity");
-}
+Granularity parse_granularity(std::string_view text) { return parse_choice(text, kGranularityNames, "granularity"); }
 
-ScaleRule parse_scale_rule(std::string_view text) {
-  return parse_choice<ScaleRule>(text,
-                                 {{"ocp", ScaleRule::ocp},
-                                  {"ceil", ScaleRule::ceil},
-                                  {"rceil", ScaleRule::ceil},
-                                  {"even", ScaleRule::even},
-                                  {"amax_over_max", ScaleRule::amax_over_max},
-                                  {"search", ScaleRule::search}},
-                                 "scale_rule");
-}
+ScaleRule parse_scale_rule(std::string_view text) { return parse_choice(text, kScaleRuleNames, "scale_rule"); }
 
-std::string_view to_string(Granularity g) {
-  switch (g) {
-    case Granularity::block: return "block";
-    case Granularity::tile: return "tile";
-    case Granularity::per_tensor: return "per_tensor";
-    case Granularity::per_row: return "per_row";
-    case Granularity::per_column: return "per_column";
-  }
-  return "?";
-}
-
-std::string_view to_string(ScaleRule r) {
-  switch (r) {
-    case ScaleRule::ocp: return "ocp";
-    case ScaleRule::ceil: return "ceil";
-    case ScaleRule::even: return "even";
-    case ScaleRule::amax_over_max: return "amax_over_max";
-    case ScaleRule::search: return "search";
-  }
-  return "?";
-}
-
-std::string_view to_string(NonFinite n) { return n == NonFinite::nan_block ? "nan_block" : "ignore"; }
-std::string_view to_string(ScaleOverflow o) { return o == ScaleOverflow::nan ? "nan" : "clamp"; }
-std::string_view to_string(SubnormalInputs s) {
-  return s == SubnormalInputs::keep ? "keep" : s == SubnormalInputs::flush ? "flush" : "flush_block";
-}
-std::string_view to_string(SignedZero s) { return s == SignedZero::keep ? "keep" : "positive"; }
-std::string_view to_string(TensorScale t) { return t == TensorScale::none ? "none" : "fp32"; }
+std::string_view to_string(Granularity g) { return lpemu::detail::enum_name(kGranularityNames, g); }
+std::string_view to_string(ScaleRule r) { return lpemu::detail::enum_name(kScaleRuleNames, r); }
+std::string_view to_string(NonFinite n) { return lpemu::detail::enum_name(kNonFiniteNames, n); }
+std::string_view to_string(ScaleOverflow o) { return lpemu::detail::enum_name(kScaleOverflowNames, o); }
+std::string_view to_string(SubnormalInputs s) { return lpemu::detail::enum_name(kSubnormalInputsNames, s); }
+std::string_view to_string(SignedZero s) { return lpemu::detail::enum_name(kSignedZeroNames, s); }
+std::string_view to_string(TensorScale t) { return lpemu::detail::enum_name(kTensorScaleNames, t); }
 
 int BlockFormat::element_emax() const { return std::ilogb(element.max_finite); }
 
@@ -231,23 +209,19 @@ BlockFormat parse_block_format_toml(std::string_view text, std::string_view orig
   f.element_options.sr_bits = integer("sr_bits", 32, 1, 32, "an integer in 1..32");
   f.element_options.overflow = format::Overflow::saturate;
   f.nonfinite = choice("nonfinite", "nan_block", [](std::string_view v) {
-    return parse_choice<NonFinite>(v, {{"nan_block", NonFinite::nan_block}, {"ignore", NonFinite::ignore}},
-                                   "nonfinite");
+    return parse_choice(v, kNonFiniteNames, "nonfinite");
   });
   f.scale_overflow = choice("scale_overflow", "nan", [](std::string_view v) {
-    return parse_choice<ScaleOverflow>(v, {{"nan", ScaleOverflow::nan}, {"clamp", ScaleOverflow::clamp}},
-                                       "scale_overflow");
+    return parse_choice(v, kScaleOverflowNames, "scale_overflow");
   });
   f.subnormal_inputs = choice("subnormal_inputs", "keep", [](std::string_view v) {
-    return parse_choice<SubnormalInputs>(
-        v, {{"keep", SubnormalInputs::keep}, {"flush", SubnormalInputs::flush}, {"flush_block", SubnormalInputs::flush_block}},
-        "subnormal_inputs");
+    return parse_choice(v, kSubnormalInputsNames, "subnormal_inputs");
   });
   f.signed_zero = choice("signed_zero", "keep", [](std::string_view v) {
-    return parse_choice<SignedZero>(v, {{"keep", SignedZero::keep}, {"positive", SignedZero::positive}}, "signed_zero");
+    return parse_choice(v, kSignedZeroNames, "signed_zero");
   });
   f.tensor_scale = choice("tensor_scale", "none", [](std::string_view v) {
-    return parse_choice<TensorScale>(v, {{"none", TensorScale::none}, {"fp32", TensorScale::fp32}}, "tensor_scale");
+    return parse_choice(v, kTensorScaleNames, "tensor_scale");
   });
   try {
     f.validate();

@@ -1,4 +1,4 @@
-// Block quantisation (issue 3). Two paths give identical bits:
+// Block quantisation. Two paths give identical bits:
 //  * generic: per block, the scale from the rule, then each element y = x / S in double (exact for
 //    power-of-two S), rounded by the element format's scalar codec with saturation, times S;
 //  * fast (quantize only): power-of-two scales 2^s with s in [-126, 126] and element formats that

@@ -15,6 +15,7 @@
 #include "lpemu/experiment/pricing.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/figures.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::cli {
 namespace {
@@ -30,17 +31,9 @@ struct CostArgs {
   std::string format, format_b, iso_target, iso_class = "bf16", iso_format;
 };
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+std::string fixed(double v, int digits) { return io::format_number(v, io::NumberStyle::fixed, digits); }
 
-std::string sig(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+std::string sig(double v) { return io::format_number(v, io::NumberStyle::significant, 6); }
 
 std::string quote(const std::string& s) {
   std::string out = "\"";

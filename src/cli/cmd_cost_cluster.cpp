@@ -13,15 +13,12 @@
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/cost/parallel.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::cli {
 namespace {
 
-std::string num(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+std::string num(double v, int digits) { return io::format_number(v, io::NumberStyle::fixed, digits); }
 
 std::string pct(double part, double whole) { return num(100.0 * part / whole, 1) + "%"; }
 

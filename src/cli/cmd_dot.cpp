@@ -1,5 +1,5 @@
 // `lpemu dot`, `lpemu datapath-error`, `lpemu datapath list|show`: thin wrappers over
-// lpemu::datapath (issue 4).
+// lpemu::datapath.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,19 +9,16 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <sstream>
-
-#include <tbb/parallel_for.h>
 
 #include "cli/commands.hpp"
 #include "lpemu/datapath/dot.hpp"
 #include "lpemu/datapath/exact.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
-#include "lpemu/experiment/figures.hpp"
+#include "lpemu/experiment/datapath_error.hpp"
 #include "lpemu/io/output.hpp"
-#include "lpemu/io/svg_plot.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::cli {
 namespace {
@@ -42,11 +39,7 @@ std::string trim(std::string s) {
   return s.substr(i);
 }
 
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+std::string hex(std::uint64_t v) { return io::format_hex(v, 1, false); }
 
 // One hex code of format f from a CSV field; errors name file:row, the column and the value.
 std::uint64_t parse_hex(const std::string& text, const format::Format& f, const std::string& where,
@@ -211,95 +204,25 @@ struct ErrorFlags {
   std::string out_dir;
 };
 
-double draw(std::mt19937_64& rng, const std::string& dist) {
-  if (dist == "uniform") return std::uniform_real_distribution<double>(-1.0, 1.0)(rng);
-  if (dist == "lognormal") {
-    const double m = std::lognormal_distribution<double>(0.0, 1.0)(rng);
-    return (rng() & 1) != 0 ? -m : m;
-  }
-  return std::normal_distribution<double>(0.0, 1.0)(rng);
-}
-
 void run_error(Context& ctx, const ErrorFlags& f) {
   ctx.apply_threads();
-  if (f.dist != "normal" && f.dist != "uniform" && f.dist != "lognormal") {
-    throw Error("--dist '" + f.dist + "': expected normal, uniform or lognormal");
-  }
-  if (f.trials < 1) throw Error("--trials " + std::to_string(f.trials) + ": expected a positive count");
-  std::vector<datapath::Datapath> dps;
+  experiment::DatapathErrorConfig c;
   for (const auto& n : split(f.datapaths, ',')) {
     datapath::Datapath dp = ctx.datapaths().get(trim(n));
     if (!f.inputs.empty()) dp.a = dp.b = ctx.formats().get(f.inputs);
-    if (dp.scale_application != datapath::ScaleApplication::none) {
-      throw Error("datapath '" + dp.name + "' is block-scaled: datapath-error does not draw block scales yet");
-    }
-    dps.push_back(std::move(dp));
+    c.datapaths.push_back(std::move(dp));
   }
-  std::vector<std::size_t> ks;
-  for (const auto& s : split(f.ks, ',')) ks.push_back(static_cast<std::size_t>(parse_code(trim(s), "--k")));
-  // mean and max relative error per (datapath, K)
-  std::vector<std::vector<double>> mean(dps.size(), std::vector<double>(ks.size()));
-  std::vector<std::vector<double>> worst(dps.size(), std::vector<double>(ks.size()));
-  for (std::size_t ki = 0; ki < ks.size(); ++ki) {
-    const std::size_t k = ks[ki];
-    std::vector<std::vector<double>> err(dps.size(), std::vector<double>(static_cast<std::size_t>(f.trials)));
-    tbb::parallel_for(0, f.trials, [&](int t) {
-      // Each trial's stream depends only on (seed, K, trial): thread count cannot change results.
-      std::mt19937_64 rng(f.seed * 0x9E3779B97F4A7C15ULL + k * 1000003ULL + static_cast<std::uint64_t>(t));
-      std::vector<double> x(k), y(k);
-      for (std::size_t i = 0; i < k; ++i) x[i] = draw(rng, f.dist), y[i] = draw(rng, f.dist);
-      for (std::size_t d = 0; d < dps.size(); ++d) {
-        std::vector<std::uint64_t> a(k), b(k);
-        for (std::size_t i = 0; i < k; ++i) {
-          a[i] = format::encode(dps[d].a, x[i]);
-          b[i] = format::encode(dps[d].b, y[i]);
-        }
-        const std::uint64_t c0 = 0;
-        const double got = format::decode(dps[d].output(), datapath::dot(dps[d], a, b, c0, {}, static_cast<std::uint64_t>(t)));
-        const double ex = datapath::exact_dot(dps[d], a, b, c0).to_double();
-        err[d][static_cast<std::size_t>(t)] = ex == 0.0 ? (got == 0.0 ? 0.0 : HUGE_VAL) : std::fabs(got - ex) / std::fabs(ex);
-      }
-    });
-    for (std::size_t d = 0; d < dps.size(); ++d) {
-      double s = 0, m = 0;
-      for (const double e : err[d]) s += e, m = std::max(m, e);
-      mean[d][ki] = s / f.trials;
-      worst[d][ki] = m;
-    }
-  }
-  std::printf("relative error |d - exact| / |exact|, %s inputs, %d trials, mean (max)\n", f.dist.c_str(), f.trials);
-  std::printf("%-8s", "K");
-  for (const auto& dp : dps) std::printf("  %-28s", dp.name.c_str());
-  std::printf("\n");
-  for (std::size_t ki = 0; ki < ks.size(); ++ki) {
-    std::printf("%-8zu", ks[ki]);
-    for (std::size_t d = 0; d < dps.size(); ++d) {
-      char cell[64];
-      std::snprintf(cell, sizeof cell, "%.3e (%.2e)", mean[d][ki], worst[d][ki]);
-      std::printf("  %-28s", cell);
-    }
-    std::printf("\n");
-  }
+  c.ks.clear();
+  for (const auto& s : split(f.ks, ',')) c.ks.push_back(static_cast<std::size_t>(parse_code(trim(s), "--k")));
+  c.dist = f.dist;
+  c.trials = f.trials;
+  c.seed = f.seed;
+  const experiment::DatapathErrorResult r = experiment::datapath_error(c);
+  std::cout << experiment::datapath_error_table(r);
   if (!f.out_dir.empty()) {
-    std::filesystem::create_directories(f.out_dir);
-    const std::string csv = f.out_dir + "/datapath_error.csv";
-    io::AtomicFile o_file(csv, io::OutputPolicy{true, {}});  // the --out folder is the command's own
-    std::ostream& o = o_file.stream();
-    o << "datapath,k,dist,trials,mean_rel_error,max_rel_error\n";
-    for (std::size_t d = 0; d < dps.size(); ++d) {
-      for (std::size_t ki = 0; ki < ks.size(); ++ki) {
-        char line[256];
-        std::snprintf(line, sizeof line, "%s,%zu,%s,%d,%.17g,%.17g\n", dps[d].name.c_str(), ks[ki], f.dist.c_str(),
-                      f.trials, mean[d][ki], worst[d][ki]);
-        o << line;
-      }
+    for (const auto& file : experiment::write_datapath_error_files(f.out_dir, r)) {
+      std::cout << "wrote " << file.string() << "\n";
     }
-    const std::string svg = f.out_dir + "/datapath_error.svg";
-    std::vector<std::string> names;
-    for (const auto& dp : dps) names.push_back(dp.name);
-    io::write_svg(svg, experiment::datapath_error_plot(names, ks, mean, f.dist));
-    o_file.commit();
-    std::cout << "wrote " << csv << "\nwrote " << svg << "\n";
   }
 }
 

@@ -1,4 +1,4 @@
-// `lpemu run`, `lpemu eval`, `lpemu replay`: a model under a precision plan (issue 5).
+// `lpemu run`, `lpemu eval`, `lpemu replay`: a model under a precision plan.
 //
 // --model takes a path to an .h5 file or a shipped model name NAME, found as
 // data/models/NAME/model.h5 under: the executable's directory and its two parents (so the
@@ -19,6 +19,7 @@
 #include "lpemu/error.hpp"
 #include "lpemu/io/npy.hpp"
 #include "lpemu/io/output.hpp"
+#include "lpemu/io/text.hpp"
 #include "lpemu/metrics/model_eval.hpp"
 #include "lpemu/metrics/perplexity.hpp"
 
@@ -52,12 +53,7 @@ Loaded load(Context& ctx, const ModelFlags& f, bool with_model = true) {
   return l;
 }
 
-std::string num(double v, int digits = 6) {
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-  return buf;
-}
+std::string num(double v, int digits = 6) { return io::format_number(v, io::NumberStyle::significant, digits); }
 
 // JSON numbers: NaN and ±Inf become null (nlohmann::json's rule; README "Robustness").
 nlohmann::json stats_json(const metrics::ErrorStats& s) {

@@ -1,12 +1,8 @@
 // `lpemu proposal FORMAT[.toml] [--datapath D] [--model M] --out DIR` and
-// `lpemu proposal verify DIR --results FILE.csv` (issue 8).
+// `lpemu proposal verify DIR --results FILE.csv`.
 #include <iostream>
 
-
 #include "cli/commands.hpp"
-#include "io/toml_util.hpp"
-#include "lpemu/detail/embedded.hpp"
-#include "lpemu/detail/named_registry.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/proposal.hpp"
@@ -35,86 +31,15 @@ struct ProposalArgs {
   std::size_t show = 20;
 };
 
-using lpemu::detail::spec_text;
-
-bool is_toml_path(const std::string& s) { return fs::path(s).extension() == ".toml"; }
-
 void run_proposal(Context& ctx, const ProposalArgs& a) {
   if (a.format.empty()) throw Error("proposal: give a FORMAT name or .toml file (or use `proposal verify`)");
   if (a.out.empty()) throw Error("proposal: --out DIR is required");
   ctx.apply_threads();
-  experiment::ProposalRequest req;
   const bool want_model = !a.model.empty();
-  // The proposed format: an element or block format, by name or file.
-  if (is_toml_path(a.format)) {
-    req.format_toml = lpemu::detail::read_spec_file(a.format, "format");
-    const toml::table t = io::detail::parse(req.format_toml, a.format);
-    if (t.contains("element")) {
-      req.block = block::parse_block_format_toml(req.format_toml, a.format, ctx.formats());
-      if (want_model && ctx.blocks().find(req.block->name) == nullptr) ctx.add_block(*req.block, a.format);
-    } else {
-      req.format = format::parse_format_toml(req.format_toml, a.format);
-      if (want_model && ctx.formats().find(req.format.name) == nullptr) ctx.add_format(req.format, a.format);
-    }
-  } else if (const block::BlockFormat* b = ctx.blocks().find(a.format)) {
-    req.block = *b;
-    req.format_toml = spec_text(ctx.blocks().origin(b->name));
-  } else if (ctx.formats().find(a.format) == nullptr) {
-    std::vector<std::string> known = ctx.formats().names();
-    for (const auto& n : ctx.blocks().names()) known.push_back(n);
-    std::string hint;
-    for (const auto& n : format::closest_names(a.format, known)) hint += (hint.empty() ? "" : ", ") + n;
-    throw UnknownNameError("unknown element or block format '" + a.format + "'; closest: " + hint +
-                           " (see `lpemu formats list`)");
-  } else {
-    req.format = ctx.formats().get(a.format);
-    req.format_toml = spec_text(ctx.formats().origin(req.format.name));
-  }
-  if (req.block) {
-    req.format = req.block->element;
-    if (const format::Format* e = ctx.formats().find(req.format.name)) {
-      req.element_toml = spec_text(ctx.formats().origin(e->name));
-    }
-  }
-  // The datapath, with its inputs replaced by the proposed element format where they differ.
-  if (!a.datapath.empty()) {
-    datapath::Datapath dp;
-    std::string text;
-    std::string origin;
-    if (is_toml_path(a.datapath)) {
-      text = lpemu::detail::read_spec_file(a.datapath, "datapath");
-      origin = a.datapath;
-      dp = datapath::parse_datapath_toml(text, origin, ctx.formats());
-    } else {
-      dp = ctx.datapaths().get(a.datapath);
-      origin = ctx.datapaths().origin(dp.name);
-      text = spec_text(origin);
-    }
-    req.datapath = experiment::retarget_datapath(dp, req.format);
-    req.datapath_toml = req.datapath->name == dp.name || text.empty()
-                            ? text
-                            : experiment::retarget_datapath_toml(text, origin, *req.datapath);
-    if (want_model && ctx.datapaths().find(req.datapath->name) == nullptr) ctx.add_datapath(*req.datapath, origin);
-  }
+  experiment::ProposalRequest req = experiment::proposal_request(ctx, a.format, a.datapath, want_model);
   if (want_model) {
     experiment::AccuracyRequest acc;
-    if (req.block) {
-      acc.formats = {req.block->name};
-    } else {
-      // The element format alone, and with one FP32 scale per tensor (most formats need one).
-      acc.formats = {req.format.name};
-      const std::string scaled = req.format.name + "_per_tensor";
-      if (ctx.blocks().find(scaled) == nullptr) {
-        block::BlockFormat pt = ctx.blocks().get("fp8_e4m3_per_tensor");
-        pt.name = scaled;
-        pt.aliases.clear();
-        pt.element = req.format;
-        pt.description = req.format.name + " elements with one FP32 scale per tensor (amax / max), written by proposal";
-        pt.validate();
-        ctx.add_block(std::move(pt), "proposal");
-      }
-      acc.formats.push_back(scaled);
-    }
+    acc.formats = experiment::proposal_accuracy_formats(ctx, req);
     acc.gemm = req.datapath ? req.datapath->name : "";
     acc.model = a.model;
     // Everything the accuracy run needs is checked before a file is written.

@@ -1,14 +1,13 @@
 // `lpemu quantize --format NAME IN OUT`: fake-quantises a tensor with a block format (or an element
 // format), optionally writing the packed codes and scales and printing error statistics.
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <limits>
 #include <optional>
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/pack.hpp"
 #include "lpemu/block/quantize.hpp"
@@ -16,6 +15,7 @@
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/hdf5.hpp"
 #include "lpemu/io/output.hpp"
+#include "lpemu/metrics/metrics.hpp"
 
 namespace lpemu::cli {
 namespace {
@@ -34,12 +34,6 @@ struct QuantizeArgs {
   ConvertFlags flags;
 };
 
-// Error statistics of q against x over the finite inputs.
-struct Stats {
-  std::size_t count = 0, nonfinite = 0, clipped = 0, saturated = 0, flushed = 0, nonfinite_outputs = 0;
-  double signal = 0, noise = 0, max_abs = 0, max_rel = 0;
-};
-
 bool output_exists(const std::string& spec) {
   if (auto ref = io::parse_dataset_ref(spec)) {
     if (!std::filesystem::exists(ref->file)) return false;
@@ -48,65 +42,25 @@ bool output_exists(const std::string& spec) {
   return std::filesystem::exists(spec);
 }
 
-// Per-element block scale magnitude limit (max_elem · S) from an encoded tensor.
-std::vector<double> element_limits(const block::BlockFormat& f, const block::BlockTensor& t) {
-  const auto& L = t.layout;
-  std::vector<double> lim(L.element_count());
-  for (std::size_t i = 0; i < lim.size(); ++i) {
-    const std::size_t a = i / (L.rows * L.cols), r = (i / L.cols) % L.rows, c = i % L.cols;
-    const std::size_t b = (a * L.grid_rows() + r / L.block_rows) * L.grid_cols() + c / L.block_cols;
-    lim[i] = f.element.max_finite * block::scale_value(f, t.scales[b]) * static_cast<double>(t.tensor_scale);
-  }
-  return lim;
-}
-
-Stats compute_stats(const std::vector<float>& x, const std::vector<float>& q, const std::vector<double>& limit) {
-  Stats s;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (!std::isfinite(x[i])) {
-      ++s.nonfinite;
-      continue;
-    }
-    ++s.count;
-    if (!std::isfinite(q[i])) {  // a finite input that came out NaN or Inf: unbounded error
-      ++s.nonfinite_outputs;
-      s.signal += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-      s.noise = s.max_abs = s.max_rel = std::numeric_limits<double>::infinity();
-      continue;
-    }
-    const double xv = x[i], qv = q[i], e = std::fabs(xv - qv);
-    s.signal += xv * xv;
-    s.noise += (xv - qv) * (xv - qv);
-    s.max_abs = std::max(s.max_abs, e);
-    if (xv != 0.0) s.max_rel = std::max(s.max_rel, e / std::fabs(xv));
-    if (std::fabs(xv) > limit[i]) ++s.clipped;
-    if (std::fabs(qv) == limit[i] && qv != 0.0) ++s.saturated;
-    if (xv != 0.0 && qv == 0.0) ++s.flushed;
-  }
-  return s;
-}
-
-void print_stats(const Stats& s, bool json, const std::string& fmt, std::size_t n, const std::string& out) {
-  const double mse = s.count ? s.noise / static_cast<double>(s.count) : 0.0;
-  const double sqnr = s.noise > 0 ? 10.0 * std::log10(s.signal / s.noise) : std::numeric_limits<double>::infinity();
-  const double c = s.count ? static_cast<double>(s.count) : 1.0;
+void print_stats(const metrics::QuantizationStats& s, bool json, const std::string& fmt, std::size_t n,
+                 const std::string& out) {
   if (json) {
     print_json({{"format", fmt}, {"elements", n}, {"output", out},
-                {"stats", {{"sqnr_db", sqnr}, {"mse", mse}, {"max_abs_error", s.max_abs},
-                           {"max_rel_error", s.max_rel}, {"clipped", static_cast<double>(s.clipped) / c},
-                           {"saturated", static_cast<double>(s.saturated) / c},
-                           {"flushed_to_zero", static_cast<double>(s.flushed) / c},
-                           {"nonfinite_inputs", s.nonfinite}, {"nonfinite_outputs", s.nonfinite_outputs}}}});
+                {"stats", {{"sqnr_db", s.sqnr_db()}, {"mse", s.mse()}, {"max_abs_error", s.max_abs},
+                           {"max_rel_error", s.max_rel}, {"clipped", s.fraction(s.clipped)},
+                           {"saturated", s.fraction(s.saturated)},
+                           {"flushed_to_zero", s.fraction(s.flushed)},
+                           {"nonfinite_inputs", s.nonfinite_inputs}, {"nonfinite_outputs", s.nonfinite_outputs}}}});
     return;
   }
-  std::printf("SQNR            %.4f dB\n", sqnr);
-  std::printf("MSE             %.6g\n", mse);
+  std::printf("SQNR            %.4f dB\n", s.sqnr_db());
+  std::printf("MSE             %.6g\n", s.mse());
   std::printf("max abs error   %.6g\n", s.max_abs);
   std::printf("max rel error   %.6g\n", s.max_rel);
-  std::printf("clipped         %.6f\n", static_cast<double>(s.clipped) / c);
-  std::printf("saturated       %.6f\n", static_cast<double>(s.saturated) / c);
-  std::printf("flushed to zero %.6f\n", static_cast<double>(s.flushed) / c);
-  if (s.nonfinite) std::printf("non-finite inputs %zu (excluded)\n", s.nonfinite);
+  std::printf("clipped         %.6f\n", s.fraction(s.clipped));
+  std::printf("saturated       %.6f\n", s.fraction(s.saturated));
+  std::printf("flushed to zero %.6f\n", s.fraction(s.flushed));
+  if (s.nonfinite_inputs) std::printf("non-finite inputs %zu (excluded)\n", s.nonfinite_inputs);
   if (s.nonfinite_outputs) std::printf("non-finite outputs of finite inputs %zu\n", s.nonfinite_outputs);
 }
 
@@ -145,18 +99,13 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
   if (bf == nullptr && ef == nullptr) {
     std::vector<std::string> all = blocks.names();
     for (const auto& n : elements.names()) all.push_back(n);
-    std::string msg = "unknown format '" + a.format + "' (neither a block nor an element format)";
-    const auto near = format::closest_names(a.format, all);
-    if (!near.empty()) {
-      msg += "; closest known names: ";
-      for (std::size_t i = 0; i < near.size(); ++i) msg += (i ? ", " : "") + near[i];
-    }
-    throw UnknownNameError(msg);
+    throw UnknownNameError("unknown format '" + a.format + "' (neither a block nor an element format)" +
+                           lpemu::detail::closest_names_hint(a.format, all));
   }
   io::Tensor t = io::read_tensor(a.in);
   if (t.shape.empty()) t.shape = {t.data.size()};
   io::Tensor q{t.shape, std::vector<float>(t.data.size())};
-  std::vector<double> limits;
+  std::optional<metrics::QuantizationStats> stats;
   if (bf != nullptr) {
     block::BlockOverrides ov;
     ov.axis = a.axis;
@@ -165,15 +114,13 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
     ov.element_options = a.flags.options();
     const block::BlockFormat f = block::with_overrides(*bf, ov);
     block::quantize(f, t.data, q.data, t.shape);
-    if (a.stats || !a.packed.empty()) {
+    if (a.stats) stats = metrics::quantization_stats(f, t.data, q.data, t.shape);
+    if (!a.packed.empty()) {
       const block::BlockTensor enc = block::encode(f, t.data, t.shape);
-      if (a.stats) limits = element_limits(f, enc);
-      if (!a.packed.empty()) {
-        const int sbits = f.scale_is_pow2 ? 32 : f.scale.bits;
-        const auto sc = block::pack_codes(enc.scales, sbits);
-        write_packed(a.packed, policy, f.name, t.shape, block::pack_codes(enc.codes, f.element.bits), f.element.bits,
-                     &sc, sbits, static_cast<double>(enc.tensor_scale));
-      }
+      const int sbits = f.scale_is_pow2 ? 32 : f.scale.bits;
+      const auto sc = block::pack_codes(enc.scales, sbits);
+      write_packed(a.packed, policy, f.name, t.shape, block::pack_codes(enc.codes, f.element.bits), f.element.bits,
+                   &sc, sbits, static_cast<double>(enc.tensor_scale));
     }
   } else {
     if (a.block || a.axis || !a.scale_rule.empty()) {
@@ -181,7 +128,7 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
     }
     const format::ConvertOptions o = a.flags.options();
     format::quantize(*ef, std::span<const float>(t.data), std::span<float>(q.data), o);
-    limits.assign(t.data.size(), ef->max_finite);
+    if (a.stats) stats = metrics::quantization_stats(*ef, t.data, q.data);
     if (!a.packed.empty()) {
       if (ef->bits > 32) throw SpecError("--packed: element codes wider than 32 bits are not supported");
       std::vector<std::uint32_t> codes(t.data.size());
@@ -192,7 +139,7 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
   io::write_tensor(a.out, q, policy);
   const std::string name = bf ? bf->name : ef->name;
   if (a.stats) {
-    print_stats(compute_stats(t.data, q.data, limits), a.json, name, t.data.size(), a.out);
+    print_stats(*stats, a.json, name, t.data.size(), a.out);
   } else if (a.json) {
     print_json({{"format", name}, {"elements", t.data.size()}, {"output", a.out}});
   } else {

@@ -9,6 +9,7 @@
 #include "lpemu/error.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/format/codec.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::cli {
 
@@ -77,13 +78,7 @@ void print_json(const nlohmann::json& j) {
   std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
-std::string format_real(double v) {
-  if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";
-  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[64];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
-  return std::string(buf, res.ptr);
-}
+std::string format_real(double v) { return io::format_number(v, io::NumberStyle::shortest); }
 
 Context::Context() {
   namespace fs = std::filesystem;

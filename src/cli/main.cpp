@@ -1,4 +1,4 @@
-// The `lpemu` command: parses arguments and calls the library (DESIGN.md: thin CLI).
+// The `lpemu` command: parses arguments and calls the library.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     std::cerr << "lpemu: error: " << e.what() << "\n";
     return 2;
   } catch (const lpemu::Error& e) {
-    // Bad input (STYLE.md §3.5): the message names the file, field and value; exit status 2.
+    // Bad input: the message names the file, field and value; exit status 2.
     std::cerr << "lpemu: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lpemu/detail/names.hpp"
 #include "lpemu/detail/embedded.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/output.hpp"
@@ -17,17 +18,8 @@ void throw_name_taken(const RegistryKind& kind, const std::string& origin, const
 }
 
 void throw_unknown_name(const RegistryKind& kind, std::string_view name, const std::vector<std::string>& known) {
-  std::string msg = "unknown " + std::string(kind.noun) + " '" + std::string(name) + "'";
-  const auto near = format::closest_names(name, known);
-  if (!near.empty()) {
-    msg += "; closest known names: ";
-    for (std::size_t i = 0; i < near.size(); ++i) {
-      if (i > 0) msg += ", ";
-      msg += near[i];
-    }
-  }
-  msg += kind.list_hint;
-  throw UnknownNameError(msg);
+  throw UnknownNameError("unknown " + std::string(kind.noun) + " '" + std::string(name) + "'" +
+                         closest_names_hint(name, known) + std::string(kind.list_hint));
 }
 
 std::vector<std::filesystem::path> user_spec_dirs(const std::vector<std::filesystem::path>& dirs) {

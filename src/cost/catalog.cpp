@@ -5,6 +5,7 @@
 
 #include "cost/embedded_data.hpp"
 #include "cost/toml_read.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/error.hpp"
@@ -27,9 +28,8 @@ std::vector<std::string> keys(const Map& m) {
 }
 
 [[noreturn]] void unknown(std::string_view what, std::string_view name, const std::vector<std::string>& known) {
-  std::string hint;
-  for (const auto& s : format::closest_names(name, known)) hint += (hint.empty() ? "" : ", ") + s;
-  throw UnknownNameError("unknown " + std::string(what) + " '" + std::string(name) + "'; did you mean: " + hint + "?");
+  throw UnknownNameError("unknown " + std::string(what) + " '" + std::string(name) + "'" +
+                         lpemu::detail::closest_names_hint(name, known));
 }
 
 std::string name_of(std::string_view text, std::string_view origin) {

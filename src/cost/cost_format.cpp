@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "lpemu/detail/names.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/error.hpp"
 
@@ -84,13 +85,9 @@ CostFormat resolve_format(std::string_view name, const format::Registry& formats
   }
   std::vector<std::string> known = formats.names();
   for (const auto& b : reg.names()) known.push_back(b);
-  std::string hint;
-  for (const auto& s : format::closest_names(name, known)) hint += (hint.empty() ? "" : ", ") + s;
-  throw UnknownNameError("unknown format '" + std::string(name) + "' (element or block format); did you mean: " +
-                         hint + "?");
+  throw UnknownNameError("unknown format '" + std::string(name) + "' (element or block format)" +
+                         lpemu::detail::closest_names_hint(name, known));
 }
-
-std::vector<std::string> block_format_names() { return block::BlockRegistry::builtin().names(); }
 
 const std::vector<std::string>& rate_classes() {
   static const std::vector<std::string> kNames = [] {

@@ -6,6 +6,7 @@
 
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::cost {
 namespace {
@@ -16,11 +17,7 @@ int clog2(int x) {
   return r;
 }
 
-std::string num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
+std::string num(double v) { return io::format_number(v, io::NumberStyle::significant, 6); }
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 
 #include "cost/embedded_data.hpp"
 #include "cost/toml_read.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/registry.hpp"
@@ -128,9 +129,7 @@ System load_system(std::string_view name, const std::vector<std::filesystem::pat
   if (it == files.end()) {
     std::vector<std::string> known;
     for (const auto& [k, v] : files) known.push_back(k);
-    std::string hint;
-    for (const auto& s : format::closest_names(name, known)) hint += (hint.empty() ? "" : ", ") + s;
-    throw UnknownNameError("unknown system '" + std::string(name) + "'; did you mean: " + hint + "?");
+    throw UnknownNameError("unknown system '" + std::string(name) + "'" + lpemu::detail::closest_names_hint(name, known));
   }
   return parse_system_toml(it->second.first, it->second.second);
 }

@@ -5,6 +5,7 @@
 
 #include <toml++/toml.h>
 
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::datapath {
@@ -79,14 +80,22 @@ struct Reader {
     return *n->value<bool>();
   }
 
-  template <typename E>
-  E choice(std::string_view key, E def, const std::vector<std::pair<std::string, E>>& options) const {
+  template <typename E, std::size_t N>
+  E choice(std::string_view key, E def, const lpemu::detail::EnumName<E> (&table)[N]) const {
+    const auto s = str(key);
+    if (!s) return def;
+    if (const auto v = lpemu::detail::enum_value(table, *s)) return *v;
+    fail(origin, node(key), field(key), '"' + *s + '"', "one of " + join(lpemu::detail::enum_spellings(table, "\"")));
+  }
+
+  // A rounding mode by the format layer's names.
+  format::RoundingMode rounding(std::string_view key, format::RoundingMode def) const {
     const auto s = str(key);
     if (!s) return def;
     std::vector<std::string> names;
-    for (const auto& [name, value] : options) {
-      if (*s == name) return value;
-      names.push_back('"' + name + '"');
+    for (const format::RoundingMode m : format::kAllRoundingModes) {
+      if (format::to_string(m) == *s) return m;
+      names.push_back('"' + std::string(format::to_string(m)) + '"');
     }
     fail(origin, node(key), field(key), '"' + *s + '"', "one of " + join(names));
   }
@@ -94,9 +103,8 @@ struct Reader {
   const format::Format& format_named(std::string_view key, const std::string& name,
                                      const format::Registry& formats) const {
     if (const format::Format* f = formats.find(name)) return *f;
-    const auto near = format::closest_names(name, formats.names());
     fail(origin, node(key), field(key), '"' + name + '"',
-         "a known element format (closest: " + join(near) + "; see `lpemu formats list`)");
+         "a known element format (see `lpemu formats list`)" + lpemu::detail::closest_names_hint(name, formats.names()));
   }
 };
 
@@ -106,18 +114,27 @@ Reader sub(const toml::table& root, std::string_view key, std::string_view origi
   return Reader{n != nullptr ? n->as_table() : nullptr, std::string(key) + ".", origin, &root};
 }
 
-const std::vector<std::pair<std::string, format::RoundingMode>> kRoundings = {
-    {"nearest_even", format::RoundingMode::nearest_even},
-    {"nearest_away", format::RoundingMode::nearest_away},
-    {"toward_zero", format::RoundingMode::toward_zero},
-    {"toward_positive", format::RoundingMode::toward_positive},
-    {"toward_negative", format::RoundingMode::toward_negative},
-    {"stochastic", format::RoundingMode::stochastic}};
+using lpemu::detail::EnumName;
+
+constexpr EnumName<Alignment> kAlignmentNames[] = {{"exact", Alignment::exact},
+                                                   {"truncate", Alignment::truncate},
+                                                   {"nearest_even", Alignment::nearest_even},
+                                                   {"round_down", Alignment::round_down}};
+constexpr EnumName<Order> kOrderNames[] = {
+    {"sequential", Order::sequential}, {"pairwise", Order::pairwise}, {"split_k", Order::split_k}};
+constexpr EnumName<ScaleApplication> kScaleApplicationNames[] = {
+    {"none", ScaleApplication::none}, {"product", ScaleApplication::product}, {"group", ScaleApplication::group}};
+constexpr EnumName<Addend> kAddendNames[] = {{"fused", Addend::fused}, {"late", Addend::late}};
+constexpr EnumName<OverflowRule> kOverflowRuleNames[] = {
+    {"infinity", OverflowRule::infinity},
+    {"native", OverflowRule::infinity},  // the spelling of datapath files written before "infinity"
+    {"ieee", OverflowRule::ieee},
+    {"saturate", OverflowRule::saturate}};
 
 ResultRounding read_rounding(const Reader& r, std::string_view prefix, format::RoundingMode def) {
   ResultRounding rr;
   const std::string p(prefix);
-  rr.mode = r.choice(p + "rounding", def, kRoundings);
+  rr.mode = r.rounding(p + "rounding", def);
   rr.sr_bits = r.integer(p + "sr_bits", 1, 32).value_or(32);
   rr.seed = r.u64(p + "seed").value_or(0);
   return rr;
@@ -132,24 +149,9 @@ void check_accumulator_like(const Reader& r, std::string_view key, const format:
 
 }  // namespace
 
-std::string_view to_string(Alignment a) {
-  switch (a) {
-    case Alignment::exact: return "exact";
-    case Alignment::truncate: return "truncate";
-    case Alignment::nearest_even: return "nearest_even";
-    case Alignment::round_down: return "round_down";
-  }
-  return "?";
-}
+std::string_view to_string(Alignment a) { return lpemu::detail::enum_name(kAlignmentNames, a); }
 
-std::string_view to_string(Order o) {
-  switch (o) {
-    case Order::sequential: return "sequential";
-    case Order::pairwise: return "pairwise";
-    case Order::split_k: return "split_k";
-  }
-  return "?";
-}
+std::string_view to_string(Order o) { return lpemu::detail::enum_name(kOrderNames, o); }
 
 std::string Datapath::summary() const {
   std::string s = a.name + " x " + b.name + " -> " + output().name + ", n=" +
@@ -191,10 +193,7 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
   d.a = in.format_named("a", in.str_req("a"), formats);
   d.b = in.format_named("b", in.str_req("b"), formats);
   d.flush_subnormal_inputs = in.boolean("flush_subnormals", false);
-  d.scale_application = in.choice("scale_application", ScaleApplication::none,
-                                  {{"none", ScaleApplication::none},
-                                   {"product", ScaleApplication::product},
-                                   {"group", ScaleApplication::group}});
+  d.scale_application = in.choice("scale_application", ScaleApplication::none, kScaleApplicationNames);
   d.scale_block = in.integer("scale_block", 1, 1 << 20).value_or(0);
   d.group_size = in.integer("group_size", 1, 1 << 20).value_or(d.scale_block);
   if (d.scale_application != ScaleApplication::none && d.scale_block == 0) {
@@ -215,7 +214,7 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
     if (d.product_format->kind != format::Kind::floating) {
       fail(origin, pr.node("format"), "products.format", '"' + *pf + '"', "\"exact\" or a floating-point format");
     }
-    d.product_rounding = pr.choice("rounding", format::RoundingMode::nearest_even, kRoundings);
+    d.product_rounding = pr.rounding("rounding", format::RoundingMode::nearest_even);
     if (d.product_rounding == format::RoundingMode::stochastic) {
       fail(origin, pr.node("rounding"), "products.rounding", "\"stochastic\"", "a deterministic rounding mode");
     }
@@ -224,7 +223,7 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
   const Reader bl = sub(root, "block", origin);
   bl.only({"fused_terms", "addend", "addend_emin", "late_rounding", "late_sr_bits", "late_seed", "normalisation"});
   d.fused_terms = bl.integer("fused_terms", 0, 1 << 20).value_or(1);
-  d.addend = bl.choice("addend", Addend::fused, {{"fused", Addend::fused}, {"late", Addend::late}});
+  d.addend = bl.choice("addend", Addend::fused, kAddendNames);
   d.late_rounding = read_rounding(bl, "late_", format::RoundingMode::nearest_even);
   if (const auto norm = bl.str("normalisation"); norm && *norm != "late") {
     fail(origin, bl.node("normalisation"), "block.normalisation", '"' + *norm + '"',
@@ -233,11 +232,7 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
 
   const Reader al = sub(root, "alignment", origin);
   al.only({"mode", "fraction_bits", "extra_bits", "exponent_floor", "sticky"});
-  d.alignment = al.choice("mode", Alignment::exact,
-                          {{"exact", Alignment::exact},
-                           {"truncate", Alignment::truncate},
-                           {"nearest_even", Alignment::nearest_even},
-                           {"round_down", Alignment::round_down}});
+  d.alignment = al.choice("mode", Alignment::exact, kAlignmentNames);
   d.sticky = al.boolean("sticky", false);
   if (auto f = al.integer("exponent_floor", -100000, 100000)) d.exponent_floor = *f;
 
@@ -248,9 +243,7 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
   const int mb = d.accumulator.mantissa_bits;
   d.accumulator_fraction_bits = ac.integer("fraction_bits", 0, mb).value_or(mb);
   d.accumulator_rounding = read_rounding(ac, "", format::RoundingMode::nearest_even);
-  d.overflow = ac.choice("overflow", OverflowRule::native,
-                         {{"native", OverflowRule::native}, {"ieee", OverflowRule::ieee},
-                          {"saturate", OverflowRule::saturate}});
+  d.overflow = ac.choice("overflow", OverflowRule::infinity, kOverflowRuleNames);
   d.flush_subnormal_outputs = ac.boolean("flush_subnormals", false);
   d.addend_emin = bl.integer("addend_emin", -100000, 100000)
                       .value_or(d.accumulator.kind == format::Kind::floating ? d.accumulator.emin : -100000);
@@ -285,8 +278,7 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
 
   const Reader od = sub(root, "order", origin);
   od.only({"kind", "chunks"});
-  d.order = od.choice("kind", Order::sequential,
-                      {{"sequential", Order::sequential}, {"pairwise", Order::pairwise}, {"split_k", Order::split_k}});
+  d.order = od.choice("kind", Order::sequential, kOrderNames);
   d.split_chunks = od.integer("chunks", 1, 1 << 20).value_or(1);
   if (d.fused_terms > 64 && d.alignment != Alignment::exact) {
     fail(origin, bl.node("fused_terms"), "block.fused_terms", std::to_string(d.fused_terms),

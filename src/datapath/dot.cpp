@@ -1,4 +1,4 @@
-// The bit-exact block fused multiply-add engine (shared/reference/tensor-cores.md §1).
+// The bit-exact block fused multiply-add engine (the BFMA model of lpemu/datapath/datapath.hpp).
 // All sums are formed exactly in integers (__int128, Boost cpp_int when wider); nothing is
 // computed in floating point except decoding codes, which format::decode does exactly.
 #include "lpemu/datapath/dot.hpp"
@@ -84,7 +84,7 @@ Sum from_cpp(const cpp_int& s, int qexp) {
   return out;
 }
 
-/// Alignment of one term to quantum 2^q (tensor-cores.md §1.5 for `truncate`): the signed
+/// Alignment of one term to quantum 2^q (the BFMA model for `truncate`): the signed
 /// integer multiple of 2^q (times 2 plus a sticky bit when `sticky`).
 i128 align_term(const Term& t, int q, Alignment mode, bool sticky) {
   const int s = q - t.lsb;
@@ -128,7 +128,7 @@ struct AlignSpec {
   bool sticky = false;
 };
 
-/// Σ terms, exactly after alignment (tensor-cores.md §1.4–1.6): E = max(e_i, E_floor),
+/// Σ terms, exactly after alignment (the BFMA model): E = max(e_i, E_floor),
 /// quantum 2^(E−F); `exact` keeps every bit.
 Sum sum_terms(std::span<const Term> terms, const AlignSpec& spec) {
   if (terms.empty()) return {};
@@ -157,7 +157,7 @@ Sum sum_terms(std::span<const Term> terms, const AlignSpec& spec) {
     }
     return from_cpp(s, q);
   }
-  // tensor-cores.md §1.4: E = max(e_i, e_c), then E = max(E, E_floor).
+  // BFMA model: E = max(e_i, e_c), then E = max(E, E_floor).
   int e_max = INT_MIN;
   for (const Term& t : terms) e_max = std::max(e_max, t.e);
   if (spec.floor) e_max = std::max(e_max, *spec.floor);
@@ -213,7 +213,8 @@ u128 round_at(bool neg, u128 mag, int qexp, int q, const ResultRounding& rr, std
     case RoundingMode::toward_positive: up = !neg; break;
     case RoundingMode::toward_negative: up = neg; break;
     case RoundingMode::stochastic: {
-      // Round away with probability floor(frac·2^r)/2^r (the format layer's definition).
+      // The format layer's definition: the r leading bits of the discarded fraction plus r random
+      // bits; a carry rounds away (probability floor(frac·2^r)/2^r).
       const int r = rr.sr_bits;
       u128 frac = 0;
       if (sh >= 128) {
@@ -221,8 +222,7 @@ u128 round_at(bool neg, u128 mag, int qexp, int q, const ResultRounding& rr, std
       } else {
         frac = sh >= r ? rem >> (sh - r) : rem << (r - sh);
       }
-      const std::uint32_t draw = r >= 32 ? rand : rand >> (32 - r);
-      up = static_cast<u128>(draw) < frac;
+      up = format::sr_carries(static_cast<std::uint64_t>(frac), r, rand);
       break;
     }
   }
@@ -230,7 +230,7 @@ u128 round_at(bool neg, u128 mag, int qexp, int q, const ResultRounding& rr, std
 }
 
 /// Rounds ±mag·2^qexp to p fraction bits, exponent range unbounded above and subnormal
-/// quantum 2^(emin−p) below (tensor-cores.md §1.7).
+/// quantum 2^(emin−p) below (the BFMA model).
 Rounded round_float(bool neg, u128 mag, int qexp, int p, int emin, const ResultRounding& rr, std::uint32_t rand) {
   Rounded out;
   out.neg = neg;
@@ -316,7 +316,7 @@ std::uint32_t draw(const ResultRounding& rr, std::uint64_t index, std::uint64_t 
   return format::sr_random_bits(rr.seed, (index << 24) ^ event);
 }
 
-/// Special-value bookkeeping of one sum (tensor-cores.md §1: NaN in gives NaN, +Inf and −Inf
+/// Special-value bookkeeping of one sum (the BFMA model: NaN in gives NaN, +Inf and −Inf
 /// together give NaN, otherwise ±Inf).
 struct Specials {
   bool nan = false;
@@ -326,7 +326,7 @@ struct Specials {
   void add_inf(bool neg) { (neg ? ninf : pinf) = true; }
   std::uint64_t code(const format::Format& f) const {
     if (nan || (pinf && ninf)) return nan_code(f);
-    return overflow_code(f, ninf, OverflowRule::native, RoundingMode::nearest_even);
+    return overflow_code(f, ninf, OverflowRule::infinity, RoundingMode::nearest_even);
   }
 };
 
@@ -377,7 +377,7 @@ class Engine {
     const std::uint64_t zero = zero_code(dp_.accumulator, false);
     switch (dp_.order) {
       case Order::sequential: {
-        // tensor-cores.md §1.8: consecutive blocks of n, c_{j+1} = d_j.
+        // BFMA model: consecutive blocks of n, c_{j+1} = d_j.
         std::uint64_t d = c_code;
         if (len == 0) return block(lo, lo, d);
         for (std::size_t s = lo; s < hi; s += n) d = block(s, std::min(hi, s + n), d);
@@ -427,7 +427,7 @@ class Engine {
     return static_cast<u128>(ma_.empty() ? 1U : ma_[i]) * (mb_.empty() ? 1U : mb_[i]);
   }
 
-  /// One block: d = c + Σ_{k in [lo, hi)} a_k·b_k (tensor-cores.md §1, steps 1–7).
+  /// One block: d = c + Σ_{k in [lo, hi)} a_k·b_k (the BFMA model).
   std::uint64_t block(std::size_t lo, std::size_t hi, std::uint64_t c_code) {
     const format::Format& af = dp_.accumulator;
     Specials sp;
@@ -596,7 +596,7 @@ Operand decode_operand(const format::Format& f, std::uint64_t code, bool flush, 
     o.e = o.lsb + static_cast<int>(std::bit_width(o.mag)) - 1;
     return o;
   }
-  // tensor-cores.md §1.1: e(x) = max(floor(log2|x|), emin); ilogb is exact (STYLE.md §3.11.7).
+  // BFMA model: e(x) = max(floor(log2|x|), emin); ilogb is exact.
   const int ex = std::ilogb(ax);
   const int e_fmt = std::max(ex, f.emin);
   o.lsb = e_fmt - f.mantissa_bits;

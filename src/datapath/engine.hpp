@@ -18,7 +18,7 @@ __extension__ typedef __int128 i128;
 enum class Kind : std::uint8_t { finite, zero, nan, inf };
 
 /// An operand as integers: value = ±mag·2^lsb; `e` is the exponent used for alignment
-/// (tensor-cores.md §1.1: e(x) = max(floor(log2|x|), emin_in), not renormalised).
+/// (the BFMA model: e(x) = max(floor(log2|x|), emin_in), not renormalised).
 struct Operand {
   std::uint64_t mag = 0;
   std::int32_t lsb = 0;

@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include "io/toml_util.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/registry.hpp"
@@ -20,14 +21,6 @@ using io::detail::show;
                        const std::string& value, std::string_view expected) {
   throw SpecError(where(origin, node) + ": plan key '" + std::string(key) + "' = " + value + ": expected " +
                   std::string(expected));
-}
-
-std::string suggestions(std::string_view name, const std::vector<std::string>& known) {
-  const auto close = format::closest_names(name, known);
-  if (close.empty()) return {};
-  std::string s = " (closest:";
-  for (const auto& c : close) s += " " + c;
-  return s + ")";
 }
 
 std::vector<std::string> role_names() {
@@ -101,7 +94,7 @@ struct Parser {
     if (s.format == "none") return std::nullopt;
     if (!quantizers.knows(s.format)) {
       throw UnknownNameError(where(origin, name_node) + ": plan key '" + std::string(key) + "' = \"" + s.format +
-                             "\": unknown format" + suggestions(s.format, quantizers.names()));
+                             "\": unknown format" + lpemu::detail::closest_names_hint(s.format, quantizers.names()));
     }
     return s;
   }
@@ -130,7 +123,7 @@ struct Parser {
     g.datapath = name == "none" ? "eigen" : name;
     if (!gemms.knows(g.datapath)) {
       throw UnknownNameError(where(origin, name_node) + ": plan key '" + std::string(key) + "' = \"" + name +
-                             "\": unknown gemm datapath" + suggestions(name, gemms.names()));
+                             "\": unknown gemm datapath" + lpemu::detail::closest_names_hint(name, gemms.names()));
     }
     return g;
   }
@@ -162,7 +155,7 @@ struct Parser {
         std::vector<std::string> known = role_names();
         known.emplace_back("gemm");
         known.emplace_back("attention_gemm");
-        throw SpecError(where(origin, &v) + ": plan key '" + full + "': unknown role" + suggestions(key, known) +
+        throw SpecError(where(origin, &v) + ": plan key '" + full + "': unknown role" + lpemu::detail::closest_names_hint(key, known) +
                         "; roles are weights, linear_input, q, k, v, kv_cache, scores, probs, attn_output, "
                         "mlp_hidden, residual, lm_head, lm_head_input, logits, gemm, attention_gemm");
       }
@@ -300,15 +293,11 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin, co
         }
         if (const toml::node* kn = t.get("kind")) {
           const std::string kind = p.string_of(*kn, "override.kind", "\"attention\", \"mlp\" or \"head\"");
-          if (kind == "attention") {
-            o.kind = LayerKind::attention;
-          } else if (kind == "mlp") {
-            o.kind = LayerKind::mlp;
-          } else if (kind == "head") {
-            o.kind = LayerKind::head;
-          } else {
+          LayerKind lk{};
+          if (!parse_layer_kind(kind, lk)) {
             fail(origin, kn, "override.kind", show(*kn), "\"attention\", \"mlp\" or \"head\"");
           }
+          o.kind = lk;
         }
         o.gemm = p.entries(t, "override", o.entries, {"layers", "kind"}, o.attention_gemm);
         plan.overrides.push_back(std::move(o));

@@ -11,6 +11,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include "lpemu/detail/names.hpp"
 #include "lpemu/engine/ops.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
@@ -30,12 +31,8 @@ constexpr std::string_view kRoleNames[] = {"weights",  "linear_input", "q",     
                                            "mlp_hidden", "residual",   "lm_head",     "lm_head_input",
                                            "logits"};
 
-// SplitMix64 finaliser, used to give each quantisation point its own stochastic stream.
-std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+// Each quantisation point gets its own stochastic stream: seeds mixed with the SplitMix64 finaliser.
+using format::mix64;
 
 class ElementQuantizer final : public Quantizer {
  public:
@@ -172,16 +169,17 @@ bool parse_role(std::string_view text, Role& out) {
   return false;
 }
 
-std::string_view to_string(LayerKind k) {
-  switch (k) {
-    case LayerKind::attention:
-      return "attention";
-    case LayerKind::mlp:
-      return "mlp";
-    case LayerKind::head:
-    default:
-      return "head";
-  }
+namespace {
+constexpr lpemu::detail::EnumName<LayerKind> kLayerKindNames[] = {
+    {"attention", LayerKind::attention}, {"mlp", LayerKind::mlp}, {"head", LayerKind::head}};
+}  // namespace
+
+std::string_view to_string(LayerKind k) { return lpemu::detail::enum_name(kLayerKindNames, k); }
+
+bool parse_layer_kind(std::string_view text, LayerKind& out) {
+  const auto k = lpemu::detail::enum_value(kLayerKindNames, text);
+  if (k) out = *k;
+  return k.has_value();
 }
 
 void Quantizer::apply(RowMatrixD& x, const QuantPoint& p) const {
@@ -242,12 +240,7 @@ std::unique_ptr<Quantizer> QuantizerFactory::make(const QuantSpec& spec) const {
   }
   std::string msg = (spec.origin.empty() ? std::string() : spec.origin + ": ") + "unknown format '" +
                     spec.format + "'";
-  const auto close = format::closest_names(spec.format, names());
-  if (!close.empty()) {
-    msg += "; closest:";
-    for (const auto& c : close) msg += " " + c;
-  }
-  throw UnknownNameError(msg);
+  throw UnknownNameError(msg + lpemu::detail::closest_names_hint(spec.format, names()));
 }
 
 void Gemm::nt(const RowMatrixD& a, const RowMatrixD& b, RowMatrixD& c, const GemmPoint& p) const {
@@ -297,13 +290,8 @@ std::shared_ptr<const Gemm> GemmFactory::make(std::string_view name) const {
   for (auto it = makers_.rbegin(); it != makers_.rend(); ++it) {
     if (it->first == name) return it->second();
   }
-  std::string msg = "unknown gemm datapath '" + std::string(name) + "'";
-  const auto close = format::closest_names(name, names());
-  if (!close.empty()) {
-    msg += "; closest:";
-    for (const auto& c : close) msg += " " + c;
-  }
-  throw UnknownNameError(msg);
+  throw UnknownNameError("unknown gemm datapath '" + std::string(name) + "'" +
+                         lpemu::detail::closest_names_hint(name, names()));
 }
 
 }  // namespace lpemu::engine

@@ -6,19 +6,10 @@
 #include <string>
 
 #include "lpemu/error.hpp"
+#include "lpemu/format/rounding.hpp"
 
 namespace lpemu::engine {
-namespace {
-
-// SplitMix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", 2014).
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
+using format::splitmix64;
 
 void validate(const SamplingOptions& o) {
   if (!(o.temperature >= 0) || !std::isfinite(o.temperature)) {
@@ -32,7 +23,7 @@ void validate(const SamplingOptions& o) {
 
 int sample_token(std::span<const float> logits, const SamplingOptions& o, double u) {
   if (logits.empty()) throw ShapeError("sampling: empty logits");
-  const auto best = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  const auto best = static_cast<int>(argmax(logits));
   if (o.temperature == 0) return best;
   const double m = logits[static_cast<std::size_t>(best)];
   std::vector<double> p(logits.size());

@@ -513,12 +513,16 @@ void Session::reset() { impl_->pos = 0; }
 
 const Model& Session::model() const { return *impl_->model; }
 
-int argmax(const RowMatrix& logits, int row) {
-  int best = 0;
-  for (int j = 1; j < logits.cols(); ++j) {
-    if (logits(row, j) > logits(row, best)) best = j;
+std::size_t argmax(std::span<const float> x) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < x.size(); ++i) {
+    if (x[i] > x[best]) best = i;
   }
   return best;
+}
+
+int argmax(const RowMatrix& logits, int row) {
+  return static_cast<int>(argmax(std::span<const float>(&logits(row, 0), static_cast<std::size_t>(logits.cols()))));
 }
 
 std::vector<int> generate_greedy(Session& session, const std::vector<int>& prompt, int steps) {

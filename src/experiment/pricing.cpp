@@ -23,7 +23,7 @@ cost::CostPlan cost_plan(const engine::PrecisionPlan& plan, long long n_layers) 
     for (const Role r : roles) {
       if (const auto spec = plan.resolve(r, layer, kind, n)) return spec->format;
     }
-    return raw;
+    return std::string(raw);
   };
   // The datapath record that runs a GEMM site ("" = none: fp32 accumulation in the engine).
   const auto dp = [&](int layer, LayerKind kind, std::string_view site) {

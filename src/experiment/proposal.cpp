@@ -16,6 +16,7 @@
 #include "lpemu/io/output.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/sha256.hpp"
+#include "lpemu/io/text.hpp"
 #include "experiment/proposal_detail.hpp"
 
 namespace lpemu::experiment {
@@ -37,17 +38,11 @@ std::string real_float(float v) {
   return std::string(buf, r.ptr);
 }
 
-std::string hex(std::uint64_t v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%0*llx", digits, static_cast<unsigned long long>(v));
-  return buf;
-}
+std::string hex(std::uint64_t v, int digits) { return io::format_hex(v, digits, true); }
 
 void append_hex(std::string& out, std::uint64_t v, int digits) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%0*llx", digits, static_cast<unsigned long long>(v));
   if (!out.empty()) out += ' ';
-  out += buf;
+  out += io::format_hex(v, digits, false);
 }
 
 std::string float_bits_list(std::span<const float> v) {

@@ -1,4 +1,4 @@
-// Block-format part of a proposal (issue 8): the block section of spec.md and blocks.csv, packed
+// Block-format part of a proposal: the block section of spec.md and blocks.csv, packed
 // blocks with their decoded values, edge blocks included. Expected outputs come from lpemu::block
 // (encode/decode), which tests/support/reference/block_reference checks independently.
 #include <algorithm>
@@ -243,7 +243,7 @@ std::string block_spec_markdown(const block::BlockFormat& f) {
 std::filesystem::path write_block_vectors(const std::filesystem::path& dir, const block::BlockFormat& f,
                                           std::uint64_t seed) {
   const auto rows = block_vectors(f, seed);
-  const std::filesystem::path p = dir / "blocks.csv";
+  std::filesystem::path p = dir / "blocks.csv";
   std::ostringstream out;
   out << "row,case,shape,inputs,tensor_scale,expected_scales,expected_packed,expected_decoded\n";
   const int scale_digits = f.scale_is_pow2 ? 8 : (f.scale.bits + 3) / 4;

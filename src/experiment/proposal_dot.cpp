@@ -1,4 +1,4 @@
-// Datapath part of a proposal (issue 8): the datapath section of spec.md and dot.csv, dot-product
+// Datapath part of a proposal: the datapath section of spec.md and dot.csv, dot-product
 // vectors whose expected result bits come from lpemu::datapath::dot (checked against the published
 // tensor-core models' golden vectors and exact-arithmetic properties in lpemu's tests) and whose
 // exact value comes from datapath::exact_dot (Boost.Multiprecision).
@@ -344,7 +344,7 @@ std::string datapath_spec_markdown(const datapath::Datapath& dp) {
   if (dp.accumulator_fraction_bits > 0) s << " keeping " << dp.accumulator_fraction_bits << " fraction bits";
   s << ", " << rounding_words(dp.accumulator_rounding) << (dp.flush_subnormal_outputs ? ", subnormal results flushed" : "")
     << " |\n";
-  s << "| overflow | " << (dp.overflow == datapath::OverflowRule::native ? "native (±Inf whatever the rounding)"
+  s << "| overflow | " << (dp.overflow == datapath::OverflowRule::infinity ? "infinity (±Inf whatever the rounding)"
                            : dp.overflow == datapath::OverflowRule::ieee ? "IEEE 754 §7.4"
                                                                           : "saturate")
     << " |\n";
@@ -362,7 +362,7 @@ std::string datapath_spec_markdown(const datapath::Datapath& dp) {
 std::filesystem::path write_dot_vectors(const std::filesystem::path& dir, const datapath::Datapath& dp,
                                         std::uint64_t seed) {
   const auto rows = dot_vectors(dp, seed);
-  const std::filesystem::path p = dir / "dot.csv";
+  std::filesystem::path p = dir / "dot.csv";
   std::ostringstream out;
   out << "row,case,k,a,b,c,scale_a,scale_b,expected_result,expected_value,exact_value\n";
   const int da = (dp.a.bits + 3) / 4;

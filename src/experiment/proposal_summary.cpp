@@ -1,4 +1,4 @@
-// Accuracy and cost part of a proposal (issue 8): an experiment over fp32, bf16, mxfp8_e4m3 and
+// Accuracy and cost part of a proposal: an experiment over fp32, bf16, mxfp8_e4m3 and
 // the proposed formats, run by the sweep machinery into DIR/accuracy, summarised in summary.md.
 #include <cmath>
 #include <cstdio>

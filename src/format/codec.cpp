@@ -1,6 +1,7 @@
 // Scalar conversions on a double carrier: the generic path every format takes, and the
 // definition the fast bulk kernels (codec_bulk.cpp) must match bit for bit.
 #include "lpemu/format/codec.hpp"
+#include "lpemu/io/text.hpp"
 
 #include <bit>
 #include <cmath>
@@ -238,10 +239,7 @@ std::string fielded_binary(const Format& f, std::uint64_t code) {
 }
 
 std::string hex_code(const Format& f, std::uint64_t code) {
-  char buf[32];
-  const int digits = (f.bits + 3) / 4;
-  std::snprintf(buf, sizeof buf, "0x%0*llx", digits, static_cast<unsigned long long>(code & f.code_mask()));
-  return buf;
+  return io::format_hex(code & f.code_mask(), (f.bits + 3) / 4);
 }
 
 bool fits_in_float(const Format& f) {

@@ -48,8 +48,7 @@ inline std::uint32_t sr_round_up(std::uint64_t rem, int shift, int r, std::uint3
   } else {
     frac_r = rem << (r - shift);
   }
-  const std::uint64_t rnd = static_cast<std::uint64_t>(random) >> (32 - r);
-  return static_cast<std::uint32_t>((frac_r + rnd) >> r);
+  return sr_carries(frac_r, r, random) ? 1U : 0U;
 }
 
 // ---- the float32 fast kernel ------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::format {
@@ -18,27 +19,21 @@ namespace {
 constexpr int kDoubleEmax = 1023;
 constexpr int kDoubleMinSubnormalExp = -1074;
 
+constexpr lpemu::detail::EnumName<Specials> kSpecialsNames[] = {
+    {"ieee", Specials::ieee}, {"fn", Specials::fn}, {"fnuz", Specials::fnuz}, {"none", Specials::none}};
+constexpr lpemu::detail::EnumName<Kind> kKindNames[] = {{"float", Kind::floating}, {"int", Kind::integer}};
+
 }  // namespace
 
 Specials parse_specials(std::string_view text) {
-  if (text == "ieee") return Specials::ieee;
-  if (text == "fn") return Specials::fn;
-  if (text == "fnuz") return Specials::fnuz;
-  if (text == "none") return Specials::none;
-  throw SpecError("specials '" + std::string(text) + "': expected one of ieee, fn, fnuz, none");
+  if (const auto s = lpemu::detail::enum_value(kSpecialsNames, text)) return *s;
+  throw SpecError("specials '" + std::string(text) + "': expected one of " +
+                  lpemu::detail::join_names(lpemu::detail::enum_spellings(kSpecialsNames)));
 }
 
-std::string_view to_string(Specials s) {
-  switch (s) {
-    case Specials::ieee: return "ieee";
-    case Specials::fn: return "fn";
-    case Specials::fnuz: return "fnuz";
-    case Specials::none: return "none";
-  }
-  return "?";
-}
+std::string_view to_string(Specials s) { return lpemu::detail::enum_name(kSpecialsNames, s); }
 
-std::string_view to_string(Kind k) { return k == Kind::floating ? "float" : "int"; }
+std::string_view to_string(Kind k) { return lpemu::detail::enum_name(kKindNames, k); }
 
 std::string describe(const Format& f) {
   if (f.kind == Kind::integer) {

@@ -2,38 +2,38 @@
 
 #include <string>
 
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::format {
+namespace {
+
+using lpemu::detail::EnumName;
+
+constexpr EnumName<RoundingMode> kRoundingNames[] = {
+    {"nearest_even", RoundingMode::nearest_even},       {"nearest_away", RoundingMode::nearest_away},
+    {"toward_zero", RoundingMode::toward_zero},         {"toward_positive", RoundingMode::toward_positive},
+    {"toward_negative", RoundingMode::toward_negative}, {"stochastic", RoundingMode::stochastic}};
+
+constexpr EnumName<Overflow> kOverflowNames[] = {{"saturate", Overflow::saturate}, {"native", Overflow::native}};
+
+}  // namespace
 
 RoundingMode parse_rounding(std::string_view text) {
-  for (const RoundingMode m : kAllRoundingModes) {
-    if (to_string(m) == text) return m;
-  }
-  throw SpecError("rounding mode '" + std::string(text) +
-                  "': expected one of nearest_even, nearest_away, toward_zero, toward_positive, "
-                  "toward_negative, stochastic");
+  if (const auto m = lpemu::detail::enum_value(kRoundingNames, text)) return *m;
+  throw SpecError("rounding mode '" + std::string(text) + "': expected one of " +
+                  lpemu::detail::join_names(lpemu::detail::enum_spellings(kRoundingNames)));
 }
 
 Overflow parse_overflow(std::string_view text) {
-  if (text == "saturate") return Overflow::saturate;
-  if (text == "native") return Overflow::native;
-  throw SpecError("overflow policy '" + std::string(text) + "': expected saturate or native");
+  if (const auto o = lpemu::detail::enum_value(kOverflowNames, text)) return *o;
+  throw SpecError("overflow policy '" + std::string(text) + "': expected " +
+                  lpemu::detail::join_names(lpemu::detail::enum_spellings(kOverflowNames), " or "));
 }
 
-std::string_view to_string(RoundingMode m) {
-  switch (m) {
-    case RoundingMode::nearest_even: return "nearest_even";
-    case RoundingMode::nearest_away: return "nearest_away";
-    case RoundingMode::toward_zero: return "toward_zero";
-    case RoundingMode::toward_positive: return "toward_positive";
-    case RoundingMode::toward_negative: return "toward_negative";
-    case RoundingMode::stochastic: return "stochastic";
-  }
-  return "?";
-}
+std::string_view to_string(RoundingMode m) { return lpemu::detail::enum_name(kRoundingNames, m); }
 
-std::string_view to_string(Overflow o) { return o == Overflow::saturate ? "saturate" : "native"; }
+std::string_view to_string(Overflow o) { return lpemu::detail::enum_name(kOverflowNames, o); }
 
 void validate(const ConvertOptions& o) {
   if (o.sr_bits < 1 || o.sr_bits > 32) {

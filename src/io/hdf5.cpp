@@ -297,19 +297,6 @@ std::vector<std::int64_t> H5File::read_ints(const std::string& dataset, std::vec
   });
 }
 
-std::vector<std::uint8_t> H5File::read_bytes(const std::string& dataset) const {
-  std::lock_guard lock(h5_mutex());
-  return impl_->guard(dataset, [&] {
-    H5::DataSet ds = impl_->dataset(dataset);
-    if (ds.getTypeClass() != H5T_INTEGER) impl_->fail(dataset, "expected a uint8 dataset");
-    std::size_t n = 1;
-    for (const auto d : dims_of(ds.getSpace())) n *= d;
-    std::vector<std::uint8_t> out(n);
-    ds.read(out.data(), H5::PredType::NATIVE_UINT8);
-    return out;
-  });
-}
-
 std::vector<std::string> H5File::read_strings(const std::string& dataset) const {
   std::lock_guard lock(h5_mutex());
   return impl_->guard(dataset, [&] {

@@ -11,6 +11,7 @@
 
 #include "lpemu/error.hpp"
 #include "lpemu/io/output.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::io {
 namespace {
@@ -39,14 +40,7 @@ constexpr std::array<std::array<double, 3>, 9> kViridis = {{{0.267, 0.005, 0.329
                                                             {0.993, 0.906, 0.144}}};
 
 
-std::string fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  std::string s = buf;
-  while (s.back() == '0') s.pop_back();
-  if (s.back() == '.') s.pop_back();
-  return s == "-0" ? "0" : s;
-}
+std::string fmt(double v) { return format_number(v, NumberStyle::trimmed, 2); }
 
 std::size_t glyphs(const std::string& s) {
   std::size_t n = 0;

@@ -7,6 +7,11 @@
 #include <string>
 #include <string_view>
 
+// toml++ must be compiled one way in a binary: every target that includes this header links
+// tomlplusplus::tomlplusplus, which builds against the compiled library (TOML_HEADER_ONLY=0).
+#if !defined(TOML_HEADER_ONLY) || TOML_HEADER_ONLY != 0
+#error "io/toml_util.hpp needs TOML_HEADER_ONLY=0: link the target with tomlplusplus::tomlplusplus"
+#endif
 #include <toml++/toml.h>
 
 #include "lpemu/error.hpp"

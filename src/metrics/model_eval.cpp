@@ -98,7 +98,7 @@ EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& pla
     e.nll.push_back(nll(lt, tokens[t + 1]));
     e.ref_nll.push_back(nll(lr, tokens[t + 1]));
     e.kl.push_back(kl_divergence(lr, lt));
-    e.top1_agree.push_back(argmax(lt) == argmax(lr) ? 1 : 0);
+    e.top1_agree.push_back(engine::argmax(lt) == engine::argmax(lr) ? 1 : 0);
     e.mean_nll += e.nll.back();
     e.ref_mean_nll += e.ref_nll.back();
     e.mean_kl += e.kl.back();
@@ -256,14 +256,12 @@ std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, c
     const std::string g = "/linear/" + name;
     const int layer = f.has_attr(g, "layer") ? static_cast<int>(f.attr_int(g, "layer")) : -1;
     const std::string kind = f.has_attr(g, "kind") ? f.attr_string(g, "kind") : "other";
-    if (kind != "attention" && kind != "mlp" && kind != "head" && kind != "other") {
+    engine::LayerKind k = engine::LayerKind::attention;  // "other": linear maps outside the named kinds
+    if (kind != "other" && !engine::parse_layer_kind(kind, k)) {
       throw SpecError(activations.string() + ":" + g + ": attribute kind = \"" + kind +
                       "\": expected attention, mlp, head or other");
     }
     const std::string role = f.has_attr(g, "role") ? f.attr_string(g, "role") : kind;
-    const engine::LayerKind k = kind == "mlp" ? engine::LayerKind::mlp
-                                : kind == "head" ? engine::LayerKind::head
-                                                 : engine::LayerKind::attention;
     items.push_back({name, layer, k, role});
     n_layers = std::max(n_layers, layer + 1);
   }

@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include "lpemu/detail/names.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/pack.hpp"
 #include "lpemu/block/quantize.hpp"
@@ -24,6 +25,7 @@
 #include "lpemu/engine/session.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/context.hpp"
+#include "lpemu/experiment/datapath_error.hpp"
 #include "lpemu/experiment/experiment.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/metrics/model_eval.hpp"
@@ -69,10 +71,9 @@ py::dict stats_dict(const metrics::ErrorStats& s) {
 }
 
 engine::LayerKind parse_kind(const std::string& k) {
-  if (k == "attention") return engine::LayerKind::attention;
-  if (k == "mlp") return engine::LayerKind::mlp;
-  if (k == "head") return engine::LayerKind::head;
-  throw Error("layer kind '" + k + "': expected attention, mlp or head");
+  engine::LayerKind kind{};
+  if (!engine::parse_layer_kind(k, kind)) throw Error("layer kind '" + k + "': expected attention, mlp or head");
+  return kind;
 }
 
 engine::Role parse_role_name(const std::string& r) {
@@ -376,6 +377,27 @@ class ContextHandle {
     return d;
   }
 
+  py::dict datapath_error(const std::vector<std::string>& names, const std::vector<std::size_t>& ks,
+                          const std::string& dist, int trials, std::uint64_t seed, const std::string& inputs) {
+    experiment::DatapathErrorConfig c;
+    for (const auto& n : names) {
+      datapath::Datapath dp = ctx_->datapaths().get(n);
+      if (!inputs.empty()) dp.a = dp.b = ctx_->formats().get(inputs);
+      c.datapaths.push_back(std::move(dp));
+    }
+    c.ks = ks;
+    c.dist = dist;
+    c.trials = trials;
+    c.seed = seed;
+    const experiment::DatapathErrorResult r = experiment::datapath_error(c);
+    py::dict d;
+    d["datapaths"] = names;
+    d["k"] = ks;
+    d["mean"] = r.mean;
+    d["max"] = r.max;
+    return d;
+  }
+
   std::uint64_t dot(const std::string& name, const CArray<std::uint64_t>& a, const CArray<std::uint64_t>& b,
                     std::uint64_t c, const std::optional<CArray<std::int32_t>>& sa,
                     const std::optional<CArray<std::int32_t>>& sb, std::uint64_t index) {
@@ -516,13 +538,8 @@ class ContextHandle {
     if (const format::Format* f = ctx_->formats().find(name)) return *f;
     std::vector<std::string> all = ctx_->blocks().names();
     for (const auto& n : ctx_->formats().names()) all.push_back(n);
-    std::string msg = "unknown format '" + name + "' (neither a block nor an element format)";
-    const auto near = format::closest_names(name, all);
-    if (!near.empty()) {
-      msg += "; closest known names: ";
-      for (std::size_t i = 0; i < near.size(); ++i) msg += (i ? ", " : "") + near[i];
-    }
-    throw UnknownNameError(msg);
+    throw UnknownNameError("unknown format '" + name + "' (neither a block nor an element format)" +
+                           lpemu::detail::closest_names_hint(name, all));
   }
 
   template <typename Code>
@@ -679,6 +696,8 @@ PYBIND11_MODULE(_lpemu, m) {
       .def("block_encode", &ContextHandle::block_encode, "Codes and scales of x", py::arg("name"), py::arg("x"),
            py::arg("overrides"), py::arg("options"), py::arg("packed"))
       .def("datapath", &ContextHandle::datapath_info, "A datapath's formats and summary", py::arg("name"))
+      .def("datapath_error", &ContextHandle::datapath_error, "Relative error of datapaths versus K (lpemu datapath-error)",
+           py::arg("datapaths"), py::arg("ks"), py::arg("dist"), py::arg("trials"), py::arg("seed"), py::arg("inputs"))
       .def("dot", &ContextHandle::dot, "d = c + sum a_i*b_i under a datapath", py::arg("name"), py::arg("a"),
            py::arg("b"), py::arg("c"), py::arg("scales_a"), py::arg("scales_b"), py::arg("index"))
       .def("gemm", &ContextHandle::gemm, "D = C + A*B under a datapath", py::arg("name"), py::arg("a"), py::arg("b"),

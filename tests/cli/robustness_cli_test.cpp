@@ -254,3 +254,24 @@ TEST_CASE("quantize --stats counts finite inputs that became NaN as unbounded er
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Contains("SQNR            -inf dB") && Contains("non-finite outputs of finite inputs 1"));
 }
+
+TEST_CASE("datapath-error refuses inputs that encode the draws as NaN instead of reporting NaN statistics",
+          "[cli][regression]") {
+  const Run r = run_lpemu("datapath-error --inputs e8m0 --trials 5 --k 16");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("'e8m0'") && Contains("NaN") && Contains("unsigned"));
+  CHECK_THAT(r.out, !Contains("nan"));
+}
+
+TEST_CASE("quantize --stats counts saturation from the element codes, whatever the scale format",
+          "[cli][regression]") {
+  Scratch s("saturated");
+  // NVFP4: E4M3 block scales (not powers of two). Every block's largest element reaches the FP4
+  // maximum 6 (the scale is amax / 6 rounded to E4M3, within 6.25 %), so at least 1 in 16 saturates.
+  const Run r = run_lpemu("quantize --stats --json --format nvfp4 '" + regression("npy_normal_64x64.npy") + "' '" +
+                          (s / "o.npy").string() + "'");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["stats"]["saturated"].get<double>() >= 1.0 / 16.0);
+  CHECK(j["stats"]["saturated"].get<double>() >= j["stats"]["clipped"].get<double>());
+}

@@ -174,6 +174,22 @@ def test_dot_and_gemm_match_cli(dp, tmp_path):
     assert lpemu.dot(dp, a[1], b[:, 2], 0, index=1 * n + 2) == cli_d[1, 2]
 
 
+def test_datapath_error_matches_cli(tmp_path):
+    names = ["h100_e4m3_fp32", "ideal"]
+    r = lpemu.datapath_error(names, ks=[16, 256], trials=6, seed=3, inputs="fp8_e4m3")
+    run_cli("datapath-error", "--datapath", ",".join(names), "--k", "16,256", "--trials", "6", "--seed", "3",
+            "--inputs", "fp8_e4m3", "--out", tmp_path)
+    rows = (tmp_path / "datapath_error.csv").read_text().splitlines()[1:]
+    assert len(rows) == 4
+    for row in rows:
+        name, k, _, _, mean, mx = row.split(",")
+        d, ki = names.index(name), [16, 256].index(int(k))
+        assert r["mean"][d][ki] == float(mean)
+        assert r["max"][d][ki] == float(mx)
+    with pytest.raises(lpemu.SpecError):
+        lpemu.datapath_error("ideal", ks=[16], trials=2, inputs="e8m0")
+
+
 def test_errors_carry_the_library_message():
     with pytest.raises(lpemu.UnknownNameError, match="fp8_e4m3"):
         lpemu.encode("fp8_e4m4", np.zeros(3, np.float32))

@@ -1,4 +1,4 @@
-// Cartesian helpers (STYLE.md §3.7): a new built-in format, rounding mode or overflow policy is
+// Cartesian helpers: a new built-in format, rounding mode or overflow policy is
 // then tested everywhere automatically.
 #pragma once
 

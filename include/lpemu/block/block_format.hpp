@@ -1,4 +1,4 @@
-// Block-scaled formats as run-time records (issue 3, DESIGN.md "block" layer).
+// Block-scaled formats as run-time records.
 //
 // Specs implemented by the built-in records (see formats/block/*.toml for each file's source):
 //   OCP Microscaling Formats (MX) Specification v1.0 (2023-09): MXFP8 (E4M3/E5M2), MXFP6

@@ -1,5 +1,5 @@
 // Block quantisation: fake-quantisation (float in, representable float out), encoding to codes +
-// scales, and decoding (issue 3). Blocks are independent and processed in parallel with oneTBB;
+// scales, and decoding. Blocks are independent and processed in parallel with oneTBB;
 // stochastic rounding draws element i's bits from (seed, flat index i), so results are
 // bit-identical for every thread count.
 #pragma once

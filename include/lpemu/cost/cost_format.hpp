@@ -48,9 +48,6 @@ ElementWidth element_width(const format::Format& f);
 CostFormat resolve_format(std::string_view name, const format::Registry& formats,
                           const block::BlockRegistry* blocks = nullptr);
 
-/// Names of the built-in block formats (lpemu::block).
-std::vector<std::string> block_format_names();
-
 /// Peak-rate classes in the order tried (narrowest first): fp4 int4 fp6 fp8 int8 fp16 bf16 tf32 fp32.
 const std::vector<std::string>& rate_classes();
 

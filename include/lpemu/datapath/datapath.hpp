@@ -1,11 +1,12 @@
-// Datapaths as data: how a compute core forms d = c + Σ a_i·b_i (issue 4, DESIGN.md "The numeric
-// core"). A datapath is a TOML file under formats/datapath/ (embedded at build time) or DIR/datapath/.
+// Datapaths as data: how a compute core forms d = c + Σ a_i·b_i. A datapath is a TOML file under
+// formats/datapath/ (embedded at build time) or DIR/datapath/.
 //
-// The block model is the "block fused multiply-add" (BFMA) collected in
-// shared/reference/tensor-cores.md §1 from [KM-TACO] Generic_BFMA_TC.m / GlobalAlignmentSum() and
-// [MMA-Sim] fused_sum(): exact products with unnormalised exponents, alignment of every term to
-// 2^(E-F) below the block's largest exponent E, an exact fixed-point sum, one normalisation and
-// one rounding per block, blocks chained along K.
+// The block model is the "block fused multiply-add" (BFMA) of [KM-TACO] (Khattak & Mikaitis,
+// "Accurate Models of NVIDIA Tensor Cores", arXiv:2512.07004, 2025: Generic_BFMA_TC.m,
+// GlobalAlignmentSum()) and [MMA-Sim] (Xie et al., "MMA-Sim: Bit-Accurate Reference Model of
+// Tensor Cores and Matrix Cores", arXiv:2511.10909, 2025: fused_sum()): exact products with
+// unnormalised exponents, alignment of every term to 2^(E-F) below the block's largest exponent E,
+// an exact fixed-point sum, one normalisation and one rounding per block, blocks chained along K.
 #pragma once
 
 #include <cstdint>
@@ -25,14 +26,14 @@ namespace lpemu::datapath {
 /// How the bits of a term below the alignment quantum 2^(E-F) are dropped.
 enum class Alignment : std::uint8_t {
   exact,         ///< nothing dropped: the block sum is exact (F is unbounded)
-  truncate,      ///< toward zero of each term's magnitude (NVIDIA tensor cores, tensor-cores.md §1.5)
+  truncate,      ///< toward zero of each term's magnitude (NVIDIA tensor cores, the BFMA model)
   nearest_even,  ///< each term rounded to nearest, ties to even, at the quantum
   round_down,    ///< each term rounded toward −∞ (two's-complement truncation)
 };
 
 /// Where the addend c enters a block.
 enum class Addend : std::uint8_t {
-  fused,  ///< c joins the alignment and the fixed-point sum (tensor-cores.md §1.3)
+  fused,  ///< c joins the alignment and the fixed-point sum (the BFMA model)
   late,   ///< the block sums products only, rounds, then adds c with a second rounding
 };
 
@@ -50,9 +51,10 @@ enum class ScaleApplication : std::uint8_t {
   group,    ///< products summed exactly per scale block, the group sum scaled, then aligned (nvf4)
 };
 
-/// Overflow of a rounded result.
+/// Overflow of a rounded result. `ieee` is what format::Overflow::native does in a conversion;
+/// the spec spelling "native" is kept as an alias of `infinity` for existing datapath files.
 enum class OverflowRule : std::uint8_t {
-  native,    ///< ±Inf (or NaN where the format has no Inf) whatever the rounding, as the published models
+  infinity,  ///< ±Inf (or NaN where the format has no Inf) whatever the rounding, as the published models
   ieee,      ///< IEEE 754 §7.4: directed roundings that do not round away give ±max finite
   saturate,  ///< ±max finite
 };
@@ -98,7 +100,7 @@ struct Datapath {
   format::Format accumulator;
   int accumulator_fraction_bits = 0;  ///< p_out: fraction bits kept (13 for FP8 "e8m13" in fp32)
   ResultRounding accumulator_rounding;
-  OverflowRule overflow = OverflowRule::native;
+  OverflowRule overflow = OverflowRule::infinity;
   bool flush_subnormal_outputs = false;
 
   // Promotion: every `promote_every` products the partial sum is added into a wider accumulator.

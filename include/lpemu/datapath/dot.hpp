@@ -1,4 +1,4 @@
-// One dot product d = c + Σ a_i·b_i, bit-exact under a Datapath (tensor-cores.md §1).
+// One dot product d = c + Σ a_i·b_i, bit-exact under a Datapath (the BFMA model of datapath.hpp).
 #pragma once
 
 #include <climits>

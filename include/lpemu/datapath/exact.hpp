@@ -20,8 +20,6 @@ struct ExactValue {
   std::vector<std::uint32_t> magnitude;  ///< little-endian 32-bit limbs; empty = zero
   int exponent = 0;
 
-  /// True for ±0.
-  bool is_zero() const { return !nan && !inf && magnitude.empty(); }
   /// The value correctly rounded (to nearest even) to a double.
   double to_double() const;
   /// The value in decimal scientific notation with `digits` significant digits ("0", "inf", "nan").

@@ -62,6 +62,8 @@ bool parse_role(std::string_view text, Role& out);
 enum class LayerKind { attention, mlp, head };
 /// The plan-file spelling of a layer kind.
 std::string_view to_string(LayerKind k);
+/// Parses "attention", "mlp" or "head" into `out`; false for any other text.
+bool parse_layer_kind(std::string_view text, LayerKind& out);
 
 /// One place where a tensor is quantised: what it is and where it sits.
 struct QuantPoint {
@@ -197,8 +199,8 @@ EncodedOperand operand_from_codes(const Quantizer& q, const RowMatrix& codes, st
 RowMatrix gemm_operands(const Gemm& g, RowMatrix a, RowMatrix b, const Quantizer* qa, const Quantizer* qb,
                         const EncodedOperand* ea = nullptr, const EncodedOperand* eb = nullptr);
 
-/// GEMM strategies by name; "eigen" (aliases "fp32", "native") is built in, and datapath presets
-/// (lpemu::datapath) register in builtin() once that layer is merged.
+/// GEMM strategies by name; "eigen" (aliases "fp32", "native") is built in, and builtin() also
+/// holds one strategy per built-in datapath preset (lpemu::datapath).
 class GemmFactory {
  public:
   /// Makes a strategy by name.

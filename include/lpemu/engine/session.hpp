@@ -3,6 +3,7 @@
 // point's input and output and every named activation (names as in activations.h5).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,6 +66,8 @@ class Session {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Index of the largest value (the first on ties; NaNs never win).
+std::size_t argmax(std::span<const float> x);
 /// Index of the largest entry of a row (the first on ties).
 int argmax(const RowMatrix& logits, int row);
 

@@ -1,4 +1,4 @@
-// Engine tensors: row-major Eigen matrices laid out [tokens, features] (DESIGN.md "The engine").
+// Engine tensors: row-major Eigen matrices laid out [tokens, features].
 // Weights are [out_features, in_features], so a linear layer computes Y = X · Wᵀ.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Experiments as data (issue 6): a TOML file naming the source (a model and a text, optionally
+// Experiments as data: a TOML file naming the source (a model and a text, optionally
 // recorded activations to replay), the plans to compare (listed, inline, or a grid of formats ×
 // GEMM datapaths), options and the output directory. Format in README.md "Experiments".
 #pragma once

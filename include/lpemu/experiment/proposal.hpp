@@ -1,4 +1,4 @@
-// Format proposals for hardware vendors (issue 8): a self-contained directory with the encoding
+// Format proposals for hardware vendors: a self-contained directory with the encoding
 // spec, conversion test vectors whose expected codes come from lpemu's exact conversion, packed
 // block vectors for block formats, dot-product vectors for a datapath, the accuracy and cost on a
 // model against bf16 and mxfp8 baselines, a SHA-256 MANIFEST, and a verifier for a vendor's results.
@@ -21,6 +21,7 @@
 namespace lpemu::experiment {
 
 struct Toolbox;
+class Context;
 
 /// One conversion test vector: an input (float32 or bf16 bits) and the expected code.
 struct ConversionVector {
@@ -111,6 +112,18 @@ struct ProposalRequest {
   bool force = false;               ///< replace files of an existing package
   std::uint64_t seed = 1;           ///< random sample of the vectors
 };
+
+/// The formats and datapath of a proposal, with the TOML texts the package copies: `format_name`
+/// is an element or block format name or a .toml file, `datapath_name` a datapath name, a .toml file or ""
+/// (the datapath's inputs are replaced by the proposed element format). With `register_new`, a
+/// format or datapath read from a file (or retargeted) is added to ctx so a model run finds it by
+/// name. Throws UnknownNameError (with the closest names) or SpecError.
+ProposalRequest proposal_request(Context& ctx, const std::string& format_name, const std::string& datapath_name,
+                                 bool register_new);
+
+/// The formats the accuracy run of `req` compares: the block format, or the element format alone
+/// and with one FP32 scale per tensor (added to ctx as "<name>_per_tensor" when missing).
+std::vector<std::string> proposal_accuracy_formats(Context& ctx, const ProposalRequest& req);
 
 /// Writes the package (spec.md, format.toml, conversion_float32.csv, conversion_bf16.csv, and
 /// blocks.csv, dot.csv, datapath.toml, summary.md + accuracy/ as requested, then MANIFEST) and

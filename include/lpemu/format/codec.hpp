@@ -1,5 +1,5 @@
 // quantize (value -> nearest representable value), encode (value -> code), decode (code -> value),
-// scalar and bulk (issue 2). Bulk paths are parallel (oneTBB, fixed chunks) and give bit-identical
+// scalar and bulk. Bulk paths are parallel (oneTBB, fixed chunks) and give bit-identical
 // results whatever the thread count: each element depends only on its value and its index.
 #pragma once
 

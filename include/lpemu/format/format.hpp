@@ -1,4 +1,4 @@
-// Element formats as run-time records (DESIGN.md "The numeric core").
+// Element formats as run-time records.
 //
 // Specs implemented by the built-in records (see formats/element/*.toml for each file's source):
 //   OCP 8-bit Floating Point Specification (OFP8) Rev 1.0 (2023): E4M3, E5M2.
@@ -22,7 +22,7 @@ enum class Kind : std::uint8_t { floating, integer };
 ///  fnuz: finite, NaN = sign bit alone (the "negative zero" code), no -0; none: every code finite.
 enum class Specials : std::uint8_t { ieee, fn, fnuz, none };
 
-/// Upper and lower limits of user formats (issue 2).
+/// Upper and lower limits of user formats.
 inline constexpr int kMaxExponentBits = 11;
 inline constexpr int kMaxMantissaBits = 52;
 inline constexpr int kMinIntegerBits = 2;

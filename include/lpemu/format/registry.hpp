@@ -1,5 +1,5 @@
 // The catalogue of element formats: the built-in files under formats/element/ (embedded at build
-// time) plus user files from --formats-dir DIR and LPEMU_FORMATS_PATH (issue 2).
+// time) plus user files from --formats-dir DIR and LPEMU_FORMATS_PATH.
 #pragma once
 
 #include <cstddef>

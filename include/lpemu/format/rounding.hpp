@@ -1,4 +1,4 @@
-// Rounding modes, overflow policies and conversion options (issue 2, DESIGN.md "The numeric core").
+// Rounding modes, overflow policies and conversion options.
 #pragma once
 
 #include <cstdint>
@@ -53,18 +53,31 @@ inline constexpr RoundingMode kAllRoundingModes[] = {
 /// All overflow policies.
 inline constexpr Overflow kAllOverflowPolicies[] = {Overflow::saturate, Overflow::native};
 
+/// The SplitMix64 finaliser (Steele, Lea & Flood, "Fast splittable pseudorandom number
+/// generators", 2014): a bijective mix of 64 bits.
+constexpr std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/// The next number of the SplitMix64 generator with state `state` (advanced by the golden gamma).
+constexpr std::uint64_t splitmix64(std::uint64_t& state) { return mix64(state += 0x9E3779B97F4A7C15ULL); }
+
 /// The counter-based random stream of stochastic rounding: 32 random bits for element `index`
 /// under `seed`. Depends on nothing else, so results are reproducible and independent of threads.
 /// Definition: h = mix64(seed · 0x9E3779B97F4A7C15 + mix64(index + 0xD1B54A32D192ED03)), returns
-/// the high 32 bits of h, where mix64 is the SplitMix64 finaliser (Steele, Lea & Flood 2014).
+/// the high 32 bits of h.
 constexpr std::uint32_t sr_random_bits(std::uint64_t seed, std::uint64_t index) {
-  auto mix64 = [](std::uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  };
   const std::uint64_t h = mix64(seed * 0x9E3779B97F4A7C15ULL + mix64(index + 0xD1B54A32D192ED03ULL));
   return static_cast<std::uint32_t>(h >> 32);
+}
+
+/// Stochastic rounding's decision, the one definition every layer uses: with `frac_r` the r leading
+/// bits of the discarded fraction (frac_r < 2^r, 1 <= r <= 32), round away from zero when frac_r
+/// plus the top r bits of `random` carry out of r bits (probability frac_r / 2^r).
+constexpr bool sr_carries(std::uint64_t frac_r, int r, std::uint32_t random) {
+  return ((frac_r + (static_cast<std::uint64_t>(random) >> (32 - r))) >> r) != 0;
 }
 
 }  // namespace lpemu::format

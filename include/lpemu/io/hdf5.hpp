@@ -63,8 +63,6 @@ class H5File {
   std::vector<double> read_doubles(const std::string& dataset, std::vector<std::size_t>* shape = nullptr) const;
   /// An integer dataset converted to int64.
   std::vector<std::int64_t> read_ints(const std::string& dataset, std::vector<std::size_t>* shape = nullptr) const;
-  /// A uint8 dataset.
-  std::vector<std::uint8_t> read_bytes(const std::string& dataset) const;
   /// A 1-D dataset of variable- or fixed-length strings.
   std::vector<std::string> read_strings(const std::string& dataset) const;
 

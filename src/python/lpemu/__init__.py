@@ -23,7 +23,7 @@ from ._lpemu import Error, IoError, Model, Plan, ShapeError, SpecError, UnknownN
 
 __all__ = [
     "Context", "Error", "IoError", "Model", "Plan", "ShapeError", "SpecError", "UnknownNameError",
-    "formats", "encode", "decode", "quantize", "block_encode", "datapath", "dot", "gemm",
+    "formats", "encode", "decode", "quantize", "block_encode", "datapath", "datapath_error", "dot", "gemm",
     "load_model", "load_plan", "evaluate", "replay", "sweep", "read_sweep", "cost",
 ]
 
@@ -83,6 +83,12 @@ class Context:
     def datapath(self, name):
         """A datapath's input, output formats and summary."""
         return self._c.datapath(name)
+
+    def datapath_error(self, datapaths, ks=(16, 64, 256, 1024, 4096), dist="normal", trials=100, seed=1, inputs=""):
+        """Relative error |d - exact| / |exact| of each datapath against K over random inputs, as
+        `lpemu datapath-error`: a dict with datapaths, k, mean[d][k] and max[d][k]."""
+        names = [datapaths] if isinstance(datapaths, str) else list(datapaths)
+        return self._c.datapath_error(names, [int(k) for k in ks], dist, int(trials), int(seed), inputs or "")
 
     def dot(self, datapath, a, b, c=0, scales_a=None, scales_b=None, index=0):
         """d = c + sum a_i*b_i as the datapath computes it, on codes (an int code of its output);
@@ -177,6 +183,11 @@ def block_encode(fmt, x, **options):
 def datapath(name):
     """A datapath's input, output formats and summary."""
     return default_context().datapath(name)
+
+
+def datapath_error(datapaths, **options):
+    """Relative error of datapaths versus K against the exact dot product; see Context.datapath_error."""
+    return default_context().datapath_error(datapaths, **options)
 
 
 def dot(datapath_name, a, b, c=0, **options):

@@ -1,5 +1,5 @@
 // Float32 inputs against the reference, through the bulk fast kernel, the scalar generic path
-// and bulk quantize (STYLE.md §3.7):
+// and bulk quantize:
 //  - every float32 of the interesting window of each <= 8-bit format (nearest_even, native):
 //    bulk encode and bulk quantize on every input, the scalar path on every 16th;
 //  - every mode x policy (x sr_bits, FTZ, DAZ) on the boundary set plus a strided interior;

@@ -1,4 +1,4 @@
-// Invariants of quantize / encode / decode (STYLE.md §3.7), on random bit patterns so that
+// Invariants of quantize / encode / decode, on random bit patterns so that
 // subnormals, huge values, Inf and NaN all occur. Built-in formats and user formats (odd
 // biases, no subnormals, unsigned, fnuz, zero mantissa bits, integers of 2..32 bits).
 #include <algorithm>

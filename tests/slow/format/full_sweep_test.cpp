@@ -35,7 +35,7 @@ TEST_CASE("every float32 bit pattern converts to fp8_e4m3 as the reference", "[f
 
 namespace {
 
-// STYLE.md §3.7: the full interesting window x every rounding mode x overflow policy (the CI
+// The full interesting window x every rounding mode x overflow policy (the CI
 // set checks this only on boundary sets). One DYNAMIC_SECTION per format, so
 // `lpemu_slow_tests "<name>" -c fp4_e2m1` runs one format.
 TEST_CASE("every float32 in the interesting window converts as the reference in every mode and policy",

@@ -35,7 +35,7 @@ Options reference_options(const format::ConvertOptions& opts, std::uint64_t inde
 
 namespace {
 
-// Adds the fielded binary of the expected and actual codes (STYLE.md §3.7 failure messages).
+// Adds the fielded binary of the expected and actual codes.
 std::string with_fields(const format::Format& f, std::string text, std::uint64_t expected, std::uint64_t actual,
                         bool actual_is_code) {
   text += " [expected " + format::fielded_binary(f, expected);

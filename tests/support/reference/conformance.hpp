@@ -45,7 +45,7 @@ struct Paths {
 void check_batch(const format::Format& f, const Table& t, std::span<const float> in,
                  const format::ConvertOptions& opts, Failures& failures, Paths paths = {});
 
-/// The float32 exponent range [lo, hi] (unbiased) of the "interesting window" of STYLE.md §3.7:
+/// The float32 exponent range [lo, hi] (unbiased) of the "interesting window":
 /// [emin - p - 2, emax + 2], clipped to float32's binades (-127 stands for float subnormals).
 std::pair<int, int> interesting_window(const Table& t, const format::Format& f);
 

@@ -1,4 +1,4 @@
-// Independent reference for element formats of at most 16 bits (STYLE.md §3.7).
+// Independent reference for element formats of at most 16 bits.
 //
 // The value of every code comes from the field formula of the spec (sign, exponent field,
 // mantissa field; two's complement for integers), evaluated in double, where every value and

@@ -119,7 +119,7 @@ TEST_CASE("a sweep's cost columns equal `lpemu cost` on the plan files it wrote"
 TEST_CASE("lpemu cost reports unknown names with suggestions", "[cost][cli]") {
   const auto r = run("cost --target h100 --model llama2_7b");
   CHECK(r.rc != 0);
-  CHECK(r.out == "lpemu: error: unknown target 'h100'; did you mean: h100_sxm, proposed_h100_fp4, proposed_h100_fp6?\n");
+  CHECK(r.out == "lpemu: error: unknown target 'h100'; closest known names: h100_sxm, proposed_h100_fp4, proposed_h100_fp6\n");
   const auto m = run("cost --target h100_sxm");
   CHECK(m.out == "lpemu: error: lpemu cost: --target and --model are required (see `lpemu cost --help`)\n");
 }

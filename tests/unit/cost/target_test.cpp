@@ -165,7 +165,7 @@ TEST_CASE("bad target files get clear errors", "[cost]") {
   REQUIRE_THROWS_WITH(c.parse_target_toml("name = \"x\"\nkind = \"real\"\n", "bad.toml"),
                       "bad.toml:2: field 'kind' = \"real\": expected \"product\" or \"proposed\"");
   REQUIRE_THROWS_WITH(c.target("h100"),
-                      "unknown target 'h100'; did you mean: h100_sxm, proposed_h100_fp4, proposed_h100_fp6?");
+                      "unknown target 'h100'; closest known names: h100_sxm, proposed_h100_fp4, proposed_h100_fp6");
 }
 
 TEST_CASE("bad shape files get clear errors", "[cost]") {

@@ -181,7 +181,7 @@ TEST_CASE("bad workload arguments get clear errors", "[cost]") {
   REQUIRE_THROWS_WITH(make("llama2_7b", "bf16", "h100_sxm", Phase::decode, 0, 1),
                       "batch = 0: expected a positive integer");
   REQUIRE_THROWS_WITH(catalog().shape("llama2-7b"),
-                      Catch::Matchers::StartsWith("unknown model shape 'llama2-7b'; did you mean: llama2_7b"));
+                      Catch::Matchers::StartsWith("unknown model shape 'llama2-7b'; closest known names: llama2_7b"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "lpemu/datapath/dot.hpp"
 #include "lpemu/datapath/exact.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
 
 namespace {
@@ -74,7 +75,7 @@ TEST_CASE("datapath TOML errors name file, line, field and expectation", "[datap
   const std::string bad_fmt = "name = \"x\"\nsource = \"s\"\n[inputs]\na = \"fp8_e4m4\"\nb = \"fp16\"\n";
   REQUIRE_THROWS_WITH(parse_datapath_toml(bad_fmt, "my.toml", f),
                       Catch::StartsWith("my.toml:4: field 'inputs.a' = \"fp8_e4m4\": expected a known element "
-                                        "format (closest: "));
+                                        "format (see `lpemu formats list`); closest known names: "));
   REQUIRE_THROWS_WITH(parse_datapath_toml(base + "[block]\nfused_terms = 65\n[alignment]\nmode = \"truncate\"\nfraction_bits = 24\n", "my.toml", f),
                       Catch::StartsWith("my.toml:9: field 'block.fused_terms' = 65: expected 1..64"));
 }
@@ -143,3 +144,34 @@ TEST_CASE("an integer accumulator sums int8 products exactly and saturates", "[d
 }
 
 }  // namespace
+
+TEST_CASE("the datapath's stochastic rounding is the format layer's on the same draws", "[datapath][unit]") {
+  // ideal with fp32 inputs and K = 1: the exact product (at most 48 bits) is rounded once, to fp32,
+  // with the draw of event 0 of dot index i: sr_random_bits(seed, i << 24). The format layer's
+  // encode of the same value with the same seed and index must give the same code.
+  Datapath dp = DatapathRegistry::builtin().get("ideal");
+  const auto& fp32 = Registry::builtin().get("fp32");
+  for (const int bits : {1, 3, 8, 32}) {
+    dp.accumulator_rounding.mode = lpemu::format::RoundingMode::stochastic;
+    dp.accumulator_rounding.sr_bits = bits;
+    dp.accumulator_rounding.seed = 1234;
+    lpemu::format::ConvertOptions o;
+    o.rounding = lpemu::format::RoundingMode::stochastic;
+    o.sr_bits = bits;
+    o.seed = 1234;
+    std::size_t up = 0, down = 0;
+    for (std::uint64_t i = 0; i < 400; ++i) {
+      const float x = 1.0F + static_cast<float>(i) * 0x1.0p-12F, y = 3.0F + static_cast<float>(i % 7) * 0x1.0p-20F;
+      const std::vector<std::uint64_t> a{lpemu::format::encode(fp32, x)}, b{lpemu::format::encode(fp32, y)};
+      const double exact = static_cast<double>(x) * static_cast<double>(y);
+      const std::uint64_t want = lpemu::format::encode(fp32, exact, o, i << 24);
+      INFO("sr_bits " << bits << ", i " << i);
+      REQUIRE(dot(dp, a, b, 0, {}, i) == want);
+      const double got = lpemu::format::decode(fp32, want);
+      up += got > exact ? 1 : 0;
+      down += got < exact ? 1 : 0;
+    }
+    CHECK(up > 0);  // both directions occur: the draws matter
+    CHECK(down > 0);
+  }
+}

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "lpemu/engine/session.hpp"
 #include "lpemu/engine/tokenizer.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/metrics/metrics.hpp"
@@ -69,7 +70,7 @@ TEST_CASE("metrics match hand-computed values", "[metrics]") {
   const std::vector<float> p{0.0F, static_cast<float>(std::log(3.0))};
   const std::vector<float> q{0.0F, 0.0F};
   CHECK(lpemu::metrics::kl_divergence(p, q) == Approx(0.25 * std::log(0.5) + 0.75 * std::log(1.5)).epsilon(1e-6));
-  CHECK(lpemu::metrics::argmax(std::vector<float>{1, 3, 3, 2}) == 1);
+  CHECK(lpemu::engine::argmax(std::vector<float>{1, 3, 3, 2}) == 1);
   CHECK_THROWS_AS(lpemu::metrics::compare(ref, uniform), lpemu::ShapeError);
 }
 

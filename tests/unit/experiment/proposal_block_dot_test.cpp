@@ -1,4 +1,4 @@
-// Block-format and datapath parts of a proposal package (issue 8): the block vectors re-checked
+// Block-format and datapath parts of a proposal package: the block vectors re-checked
 // against the independent exact MX reference, the dot-product vectors against exact arithmetic,
 // and verify catching a corrupted vendor result with its row and field.
 #include <bit>

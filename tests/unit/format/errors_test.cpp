@@ -1,4 +1,4 @@
-// Every error message of the format layer, compared whole (STYLE.md §3.5, §3.7).
+// Every error message of the format layer, compared whole.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
