@@ -74,7 +74,7 @@ std::vector<GeneratedDatapath> study_datapaths(const Experiment& exp, const data
       throw SpecError(exp.study->origin + ": grid.datapath.base = \"" + exp.study->base + "\": " + e.what());
     }
   }
-  const std::string origin = datapaths.origin(exp.study->base);
+  const std::string& origin = datapaths.origin(exp.study->base);
   const std::string text = lpemu::detail::spec_text(origin);
   if (text.empty()) throw IoError(origin + ": cannot read the base datapath record of " + exp.study->origin);
   for (const DatapathVariant& v : exp.variants) {
