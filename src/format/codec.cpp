@@ -9,6 +9,7 @@
 #include <string>
 
 #include "format/codec_detail.hpp"
+#include "lpemu/error.hpp"
 
 namespace lpemu::format {
 namespace detail {
@@ -242,6 +243,15 @@ std::string hex_code(const Format& f, std::uint64_t code) {
   const int digits = (f.bits + 3) / 4;
   std::snprintf(buf, sizeof buf, "0x%0*llx", digits, static_cast<unsigned long long>(code & f.code_mask()));
   return buf;
+}
+
+void require_code_fits(const Format& f, std::uint64_t code, std::string_view what) {
+  if ((code & ~f.code_mask()) == 0) return;
+  char raw[32];
+  std::snprintf(raw, sizeof raw, "0x%llx", static_cast<unsigned long long>(code));
+  throw SpecError(std::string(what) + ": code " + raw + " is wider than format '" + f.name + "' (" +
+                  std::to_string(f.bits) + " bits); expected a code in " + hex_code(f, 0) + ".." +
+                  hex_code(f, f.code_mask()));
 }
 
 bool fits_in_float(const Format& f) {
