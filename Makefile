@@ -12,7 +12,7 @@ PACKAGES := $(DEMO_PACKAGES) catch2 libbenchmark-dev pybind11-dev python3-dev py
             python3-torch python3-pytest python3-matplotlib chromium librsvg2-bin
 BENCH := $(if $(filter asan,$(PRESET)),OFF,ON)
 
-FUZZ_TARGETS := $(addprefix lpemu_fuzz_,npy format_toml block_toml datapath_toml plan_toml experiment_toml manifest model_h5)
+FUZZ_TARGETS := $(addprefix lpemu_fuzz_,npy format_toml block_toml datapath_toml plan_toml experiment_toml manifest model_h5 dot_cases)
 
 .PHONY: deps deps-demo configure configure-demo build build-demo test test-asan demo bench clean
 

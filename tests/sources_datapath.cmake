@@ -17,7 +17,7 @@ set_tests_properties(cli/datapath/dot_bad_row PROPERTIES LABELS cli
   PASS_REGULAR_EXPRESSION "bad_row.csv:3: column 'a' = 'zz': expected hex codes of fp16")
 add_test(NAME cli/datapath/dot_wide_code COMMAND lpemu_cli dot --datapath v100_fp16_fp32 --cases ${_dp_cli}/wide_code.csv)
 set_tests_properties(cli/datapath/dot_wide_code PROPERTIES LABELS cli
-  PASS_REGULAR_EXPRESSION "wide_code.csv:2: column 'b' = '13c00': code wider than format 'fp16' \\(16 bits\\)")
+  PASS_REGULAR_EXPRESSION "wide_code.csv:2: column 'b' = '13c00': code 0x13c00 is wider than format 'fp16' \\(16 bits\\)")
 add_test(NAME cli/datapath/dot_unknown COMMAND lpemu_cli dot --datapath h100_e4m3_fp33 --cases ${_dp_cli}/v100_cases.csv)
 set_tests_properties(cli/datapath/dot_unknown PROPERTIES LABELS cli
   PASS_REGULAR_EXPRESSION "unknown datapath 'h100_e4m3_fp33'; closest known names: h100_e4m3_fp32")

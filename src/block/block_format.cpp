@@ -238,6 +238,7 @@ const BlockRegistry& BlockRegistry::builtin() {
     lpemu::detail::for_each_builtin_spec("block", [&](std::string_view text, const std::string& origin) {
       r.add(parse_block_format_toml(text, origin, elements), origin);
     });
+    check_no_element_names(r, elements);
     return r;
   }();
   return kBuiltin;
@@ -247,7 +248,24 @@ BlockRegistry BlockRegistry::with_user_paths(const format::Registry& elements,
                                              const std::vector<std::filesystem::path>& dirs) {
   BlockRegistry r = builtin();
   for (const auto& d : lpemu::detail::user_spec_dirs(dirs)) r.add_directory(d, elements);
+  check_no_element_names(r, elements);  // also catches a user element format named like a built-in block
   return r;
+}
+
+void check_no_element_names(const BlockRegistry& blocks, const format::Registry& elements) {
+  for (const auto& name : blocks.names()) {
+    const BlockFormat& b = blocks.get(name);
+    std::vector<std::string> keys{b.name};
+    keys.insert(keys.end(), b.aliases.begin(), b.aliases.end());
+    for (const auto& k : keys) {
+      const format::Format* e = elements.find(k);
+      if (e == nullptr) continue;
+      throw SpecError(blocks.origin(name) + ": block format " + (k == b.name ? "name" : "alias") + " '" + k +
+                      "' is already the element format " + (e->name == k ? "'" + k + "'" : "'" + e->name + "' (alias '" + k + "')") +
+                      " from " + elements.origin(e->name) +
+                      "; expected a name no element format uses (element and block formats share one namespace)");
+    }
+  }
 }
 
 void BlockRegistry::add(BlockFormat f, std::string origin) { formats_.add(std::move(f), std::move(origin)); }

@@ -13,6 +13,8 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "cli/commands.hpp"
 #include "lpemu/error.hpp"
@@ -46,8 +48,8 @@ std::string npy_dtype_for(const format::Format& f) {
 // Reads codes (one per storage unit, or bit-packed) from a stream, chunk by chunk.
 class CodeReader {
  public:
-  CodeReader(std::istream& in, const format::Format& f, bool packed, std::size_t limit)
-      : in_(in), f_(f), packed_(packed && f.bits < 8), limit_(limit) {}
+  CodeReader(std::istream& in, std::string name, const format::Format& f, bool packed, std::size_t limit)
+      : in_(in), name_(std::move(name)), f_(f), packed_(packed && f.bits < 8), limit_(limit) {}
 
   // Reads up to max codes; returns how many were read (0 at the end).
   std::size_t read(std::vector<std::uint64_t>& codes, std::size_t max) {
@@ -63,6 +65,10 @@ class CodeReader {
       for (std::size_t i = 0; i < got / w; ++i) {
         std::uint64_t c = 0;
         for (std::size_t b = 0; b < w; ++b) c |= static_cast<std::uint64_t>(buf_[i * w + b]) << (8 * b);
+        // A code with bits above the format's width is bad input, never masked.
+        if ((c & ~f_.code_mask()) != 0) {
+          format::require_code_fits(f_, c, name_ + ": element " + std::to_string(done_ + i) + " (--from " + f_.name + ")");
+        }
         codes.push_back(c);
       }
     } else {
@@ -91,6 +97,7 @@ class CodeReader {
 
  private:
   std::istream& in_;
+  std::string name_;
   const format::Format& f_;
   bool packed_;
   std::size_t limit_;
@@ -229,7 +236,7 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
     io::write_npy_header(*out, npy_dtype_for(dst), shape);
   }
 
-  CodeReader reader(*in, src, a.packed, count);
+  CodeReader reader(*in, a.in == "-" ? std::string("stdin") : a.in, src, a.packed, count);
   CodeWriter writer(*out, dst, a.packed);
   std::vector<std::uint64_t> codes;
   std::vector<std::uint64_t> out_codes;

@@ -138,10 +138,7 @@ void register_formats(CLI::App& app, Context& ctx) {
   dec->callback([&ctx] {
     const auto& f = ctx.formats().get(dec_name);
     const std::uint64_t code = parse_code(dec_code, "code");
-    if ((code & ~f.code_mask()) != 0) {
-      throw Error("code '" + dec_code + "' does not fit the " + std::to_string(f.bits) + "-bit format '" + f.name +
-                  "' (largest code " + format::hex_code(f, f.code_mask()) + ")");
-    }
+    format::require_code_fits(f, code, "decode " + f.name + ": CODE = '" + dec_code + "'");
     std::cout << format::hex_code(f, code) << "  " << format::fielded_binary(f, code) << "  "
               << format_real(format::decode(f, code)) << "\n";
   });

@@ -27,6 +27,25 @@ std::vector<std::string> keys(const Map& m) {
   return out;
 }
 
+// The text behind a catalog origin ("builtin:data/<path>" or a file path).
+std::string origin_text(const std::string& origin) {
+  constexpr std::string_view kBuiltin = "builtin:data/";
+  if (origin.rfind(kBuiltin, 0) == 0) {
+    for (const auto& f : detail::embedded_cost_data()) {
+      if (std::string_view(f.path) == std::string_view(origin).substr(kBuiltin.size())) return std::string(f.text);
+    }
+    return {};
+  }
+  return lpemu::detail::read_spec_file(origin, "cost-model");
+}
+
+// A second definition of a hardware target or model shape name: refused, naming both files.
+[[noreturn]] void name_taken(std::string_view what, const std::string& name, const std::string& origin,
+                             const std::string& previous) {
+  throw SpecError(origin + ": name = \"" + name + "\": the " + std::string(what) + " '" + name + "' is already defined by " +
+                  previous + "; expected a name of its own (to change a built-in one, copy its file under a new name)");
+}
+
 [[noreturn]] void unknown(std::string_view what, std::string_view name, const std::vector<std::string>& known) {
   throw UnknownNameError("unknown " + std::string(what) + " '" + std::string(name) + "'" +
                          lpemu::detail::closest_names_hint(name, known));
@@ -108,13 +127,14 @@ Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesys
 }
 
 void Catalog::add_text(std::string_view kind, const std::string& text, const std::string& origin) {
-  // A later definition of a name (user directory) replaces an earlier one (built-in).
+  // Names are unique: a user file never silently replaces a built-in (or another user file).
   if (kind == "hardware") {
     const std::string name = name_of(text, origin);
+    if (const auto it = raw_targets_.find(name); it != raw_targets_.end()) name_taken("hardware target", name, origin, it->second.origin);
     raw_targets_[name] = Pending{text, origin};
-    targets_.erase(name);
   } else if (kind == "shapes") {
     ModelShape s = parse_shape_toml(text, origin);
+    if (const auto it = shapes_.find(s.name); it != shapes_.end()) name_taken("model shape", s.name, origin, it->second.origin);
     shapes_[s.name] = std::move(s);
   }
 }
@@ -123,6 +143,11 @@ const Target& Catalog::target(std::string_view name) {
   if (is_path(name)) {
     Target t = parse_target_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name);
     const std::string key = t.name;
+    // The same file as a built-in (e.g. --target data/hardware/h100_sxm.toml) is that target.
+    if (const auto it = raw_targets_.find(key);
+        it != raw_targets_.end() && it->second.text != lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model")) {
+      name_taken("hardware target", key, std::string(name), it->second.origin);
+    }
     targets_[key] = std::move(t);
     return targets_[key];
   }
@@ -148,6 +173,10 @@ const ModelShape& Catalog::shape(std::string_view name) {
   if (is_path(name)) {
     ModelShape s = parse_shape_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name);
     const std::string key = s.name;
+    if (const auto it = shapes_.find(key);
+        it != shapes_.end() && origin_text(it->second.origin) != origin_text(std::string(name))) {
+      name_taken("model shape", key, std::string(name), it->second.origin);
+    }
     return shapes_[key] = std::move(s);
   }
   const auto it = shapes_.find(name);

@@ -29,12 +29,18 @@ Link read_link(const toml::table& t, std::string_view origin, const std::string&
   return l;
 }
 
-// Every system file by name: built-ins first, then DIR/systems/*.toml in order (later wins).
+// Every system file by name: built-ins first, then DIR/systems/*.toml in order; a name defined
+// twice (a user file reusing a built-in name) is an error.
 std::map<std::string, std::pair<std::string, std::string>> all_files(const std::vector<std::filesystem::path>& dirs) {
   std::map<std::string, std::pair<std::string, std::string>> out;
   auto add = [&](const std::string& text, const std::string& origin) {
     const toml::table t = detail::parse(text, origin);
-    out[Reader{t, origin, ""}.str("name", true)] = {text, origin};
+    const std::string name = Reader{t, origin, ""}.str("name", true);
+    if (const auto it = out.find(name); it != out.end()) {
+      throw SpecError(origin + ": name = \"" + name + "\": the system '" + name + "' is already defined by " +
+                      it->second.second + "; expected a name of its own (to change a built-in one, copy its file under a new name)");
+    }
+    out[name] = {text, origin};
   };
   for (const auto& f : cost::detail::embedded_cost_data()) {
     const std::string_view path = f.path;

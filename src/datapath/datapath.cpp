@@ -314,7 +314,17 @@ DatapathRegistry DatapathRegistry::with_user_paths(const std::vector<std::filesy
   return r;
 }
 
-void DatapathRegistry::add(Datapath d, std::string origin) { items_.add(std::move(d), std::move(origin)); }
+void DatapathRegistry::add(Datapath d, std::string origin) {
+  // Plans name GEMMs by datapath name or by one of the engine's own fp32 GEMMs: a datapath named
+  // like those would shadow it (or be shadowed), depending on lookup order.
+  for (const char* reserved : {"eigen", "fp32", "native", "none"}) {
+    if (d.name == reserved) {
+      throw SpecError(origin + ": datapath name '" + d.name +
+                      "' is reserved for the engine's own GEMM (eigen, fp32, native, none); expected another name");
+    }
+  }
+  items_.add(std::move(d), std::move(origin));
+}
 
 const Datapath* DatapathRegistry::find(std::string_view name) const { return items_.find(name); }
 

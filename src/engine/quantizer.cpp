@@ -201,6 +201,7 @@ QuantizerFactory QuantizerFactory::with_element_formats(const format::Registry& 
 
 QuantizerFactory QuantizerFactory::standard(const format::Registry& formats, const block::BlockRegistry* block_formats) {
   QuantizerFactory q = with_element_formats(formats);
+  if (block_formats != nullptr) block::check_no_element_names(*block_formats, formats);
   auto blocks = std::make_shared<block::BlockRegistry>(block_formats != nullptr
                                                            ? *block_formats
                                                            : block::BlockRegistry::with_user_paths(formats, {}));

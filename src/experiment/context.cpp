@@ -45,6 +45,7 @@ void Context::add_block(block::BlockFormat f, std::string origin) {
   check_open("a block format");
   blocks();
   blocks_->add(std::move(f), std::move(origin));
+  block::check_no_element_names(*blocks_, formats());
 }
 
 void Context::add_datapath(datapath::Datapath d, std::string origin) {

@@ -120,15 +120,17 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     // Token ids instead of a text, for any tokenizer the user trusts.
     if (src->contains("text")) fail(origin, src->get("tokens"), "source.tokens", "(with source.text)", "text or tokens, not both");
     x.tokens = resolve_input(origin, get_string(*src, origin, "tokens", "source.", "", true));
-    if (!fs::exists(x.tokens)) {
+    if (!fs::is_regular_file(x.tokens)) {  // a device or FIFO would hang the fingerprint's hash
       fail(origin, src->get("tokens"), "source.tokens", '"' + x.tokens.string() + '"', "an existing .npy file of token ids");
     }
   } else {
     x.text = resolve_input(origin, get_string(*src, origin, "text", "source.", "", true));
-    if (!fs::exists(x.text)) fail(origin, src->get("text"), "source.text", '"' + x.text.string() + '"', "an existing text file");
+    if (!fs::is_regular_file(x.text)) {  // a device or FIFO (/dev/zero) would hang the fingerprint's hash
+      fail(origin, src->get("text"), "source.text", '"' + x.text.string() + '"', "an existing regular text file");
+    }
   }
   x.activations = resolve_input(origin, get_string(*src, origin, "activations", "source.", ""));
-  if (!x.activations.empty() && !fs::exists(x.activations)) {
+  if (!x.activations.empty() && !fs::is_regular_file(x.activations)) {
     fail(origin, src->get("activations"), "source.activations", '"' + x.activations.string() + '"',
          "an existing HDF5 file");
   }

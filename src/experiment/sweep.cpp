@@ -439,8 +439,23 @@ PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
   return r;
 }
 
+void check_cost_setup(const Experiment& exp, cost::Catalog& catalog) {
+  if (exp.cost.target.empty()) return;
+  const auto check = [&](const char* field, const std::string& value, const auto& lookup) {
+    try {
+      lookup();
+    } catch (const Error& e) {
+      throw SpecError(exp.origin.string() + ": cost." + field + " = \"" + value + "\": " + e.what());
+    }
+  };
+  check("target", exp.cost.target, [&] { catalog.target(exp.cost.target); });
+  check("shape", exp.cost.shape, [&] { catalog.shape(exp.cost.shape); });
+}
+
 SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOptions& opt) {
   if (tools.quantizers == nullptr || tools.gemms == nullptr) throw Error("run_sweep: toolbox has no factories");
+  // A [cost] name the catalog does not know fails here, before any plan runs (not as NaN costs).
+  if (tools.costs != nullptr) check_cost_setup(exp, *tools.costs);
   if (opt.shards < 1 || opt.shard < 0 || opt.shard >= opt.shards) {
     throw SpecError("--shard " + std::to_string(opt.shard) + "/" + std::to_string(opt.shards) +
                     ": expected I/N with 0 <= I < N");

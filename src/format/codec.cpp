@@ -10,6 +10,7 @@
 #include <string>
 
 #include "format/codec_detail.hpp"
+#include "lpemu/error.hpp"
 
 namespace lpemu::format {
 namespace detail {
@@ -240,6 +241,15 @@ std::string fielded_binary(const Format& f, std::uint64_t code) {
 
 std::string hex_code(const Format& f, std::uint64_t code) {
   return io::format_hex(code & f.code_mask(), (f.bits + 3) / 4);
+}
+
+void require_code_fits(const Format& f, std::uint64_t code, std::string_view what) {
+  if ((code & ~f.code_mask()) == 0) return;
+  char raw[32];
+  std::snprintf(raw, sizeof raw, "0x%llx", static_cast<unsigned long long>(code));
+  throw SpecError(std::string(what) + ": code " + raw + " is wider than format '" + f.name + "' (" +
+                  std::to_string(f.bits) + " bits); expected a code in " + hex_code(f, 0) + ".." +
+                  hex_code(f, f.code_mask()));
 }
 
 bool fits_in_float(const Format& f) {

@@ -1,7 +1,11 @@
 #include "lpemu/io/hdf5.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <limits>
+#include <map>
 #include <mutex>
 
 #include <H5Cpp.h>
@@ -86,6 +90,97 @@ struct H5File::Impl {
     } catch (const H5::Exception& e) {
       fail(obj.empty() ? "/" : obj, "HDF5 error in " + e.getFuncName() + ": " + e.getDetailMsg() +
                                         " (corrupt file, wrong object kind, or disk full?)");
+    }
+  }
+
+  // The number of elements `ds` declares, checked against the file before anything is allocated:
+  // the shape must not overflow, the stored bytes must fit in the file, and unchunked data must
+  // lie in the file (chunked data may be compressed, at most 1032:1 as deflate allows).
+  std::size_t checked_count(const H5::DataSet& ds, const std::string& name) const {
+    constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+    std::size_t n = 1;
+    for (const auto d : dims_of(ds.getSpace())) {
+      if (d != 0 && n > kMax / d) fail(name, "declared shape overflows 64 bits (corrupt file?)");
+      n *= d;
+    }
+    const std::size_t item = ds.getDataType().getSize();
+    if (item != 0 && n > kMax / item) fail(name, "declared size overflows 64 bits (corrupt file?)");
+    const std::uintmax_t file_bytes = std::filesystem::file_size(path);
+    const hsize_t stored = ds.getStorageSize();
+    if (stored > file_bytes) {
+      fail(name, "declares " + std::to_string(stored) + " stored bytes but the file holds " +
+                     std::to_string(file_bytes) + " (corrupt or truncated file?)");
+    }
+    const std::uintmax_t logical = static_cast<std::uintmax_t>(n) * item;
+    const bool chunked = ds.getCreatePlist().getLayout() == H5D_CHUNKED;
+    const std::uintmax_t room = chunked ? std::max<std::uintmax_t>(stored, 1) * 1032 : file_bytes;
+    if (logical > room) {
+      fail(name, "declares " + std::to_string(n) + " elements of " + std::to_string(item) + " bytes (" +
+                     std::to_string(logical) + " bytes) but the file holds " + std::to_string(file_bytes) +
+                     (chunked ? " (" + std::to_string(stored) + " stored)" : std::string()) + " (corrupt or truncated file?)");
+    }
+    return n;
+  }
+
+  // Before libhdf5 follows the global-heap references of a variable-length string dataset (a
+  // corrupt reference or heap makes it read out of bounds), checks each reference against the
+  // file: a contiguous dataset whose references name existing objects of a well-formed "GCOL"
+  // collection inside the file, each string no longer than its heap object.
+  void check_vlen_strings(const H5::DataSet& ds, const std::string& name, std::size_t n) const {
+    if (n == 0) return;
+    if (ds.getCreatePlist().getLayout() != H5D_CONTIGUOUS) {
+      fail(name, "variable-length strings not stored contiguously; expected a contiguous dataset");
+    }
+    std::size_t sizeof_addr = 0, sizeof_size = 0;
+    file.getCreatePlist().getSizes(sizeof_addr, sizeof_size);
+    const hsize_t base = file.getCreatePlist().getUserblock();
+    if (sizeof_addr != 8 || sizeof_size != 8) fail(name, "expected 8-byte file addresses and lengths");
+    const haddr_t at = H5Dget_offset(ds.getId());
+    const std::uintmax_t file_bytes = std::filesystem::file_size(path);
+    constexpr std::size_t kRef = 4 + 8 + 4;  // sequence length, collection address, object index
+    if (at == HADDR_UNDEF || base + at > file_bytes || n > (file_bytes - base - at) / kRef) {
+      fail(name, "string references lie outside the file (corrupt file?)");
+    }
+    std::ifstream in(path, std::ios::binary);
+    const auto read_at = [&](std::uintmax_t off, std::size_t len) {
+      std::string b(len, '\0');
+      in.seekg(static_cast<std::streamoff>(off));
+      in.read(b.data(), static_cast<std::streamsize>(len));
+      if (static_cast<std::size_t>(in.gcount()) != len) fail(name, "cannot read the string references");
+      return b;
+    };
+    const auto le = [](const std::string& b, std::size_t off, std::size_t len) {
+      std::uint64_t v = 0;
+      for (std::size_t i = 0; i < len; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(b[off + i])) << (8 * i);
+      return v;
+    };
+    const std::string refs = read_at(base + at, n * kRef);
+    std::map<std::uint64_t, std::map<std::uint64_t, std::uint64_t>> collections;  // address -> index -> size
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t len = le(refs, i * kRef, 4), addr = le(refs, i * kRef + 4, 8), index = le(refs, i * kRef + 12, 4);
+      if (len == 0 && addr == 0) continue;  // an empty (null) string
+      const std::string where = "string " + std::to_string(i);
+      if (addr > file_bytes - base || file_bytes - base - addr < 16) fail(name, where + ": heap address outside the file (corrupt file?)");
+      auto [it, fresh] = collections.try_emplace(addr);
+      if (fresh) {
+        const std::string head = read_at(base + addr, 16);
+        const std::uint64_t size = le(head, 8, 8);
+        if (head.compare(0, 4, "GCOL") != 0 || head[4] != 1 || size < 16 || size > file_bytes - base - addr) {
+          fail(name, where + ": no valid global heap collection at its address (corrupt file?)");
+        }
+        const std::string heap = read_at(base + addr, size);
+        for (std::uint64_t pos = 16; pos + 16 <= size;) {
+          const std::uint64_t idx = le(heap, pos, 2), obj = le(heap, pos + 8, 8);
+          if (idx == 0) break;  // free space: the rest of the collection
+          if (obj > size - pos - 16) fail(name, where + ": heap object " + std::to_string(idx) + " overruns its collection (corrupt file?)");
+          it->second[idx] = obj;
+          pos += 16 + ((obj + 7) / 8) * 8;
+        }
+      }
+      const auto obj = it->second.find(index);
+      if (obj == it->second.end() || len > obj->second) {
+        fail(name, where + ": reference to a missing or shorter heap object (corrupt file?)");
+      }
     }
   }
 
@@ -247,8 +342,9 @@ Tensor H5File::read_floats(const std::string& dataset) const {
     const H5T_class_t cls = ds.getTypeClass();
     if (cls != H5T_FLOAT && cls != H5T_INTEGER) impl_->fail(dataset, "expected a numeric dataset");
     Tensor t;
+    const std::size_t n = impl_->checked_count(ds, dataset);
     t.shape = dims_of(ds.getSpace());
-    t.data.resize(t.count());
+    t.data.resize(n);
     try {
       ds.read(t.data.data(), H5::PredType::NATIVE_FLOAT);
     } catch (const H5::Exception&) {
@@ -264,10 +360,8 @@ std::vector<double> H5File::read_doubles(const std::string& dataset, std::vector
     H5::DataSet ds = impl_->dataset(dataset);
     const H5T_class_t cls = ds.getTypeClass();
     if (cls != H5T_FLOAT && cls != H5T_INTEGER) impl_->fail(dataset, "expected a numeric dataset");
-    const auto dims = dims_of(ds.getSpace());
-    if (shape != nullptr) *shape = dims;
-    std::size_t n = 1;
-    for (const auto d : dims) n *= d;
+    const std::size_t n = impl_->checked_count(ds, dataset);
+    if (shape != nullptr) *shape = dims_of(ds.getSpace());
     std::vector<double> out(n);
     try {
       ds.read(out.data(), H5::PredType::NATIVE_DOUBLE);
@@ -283,10 +377,8 @@ std::vector<std::int64_t> H5File::read_ints(const std::string& dataset, std::vec
   return impl_->guard(dataset, [&] {
     H5::DataSet ds = impl_->dataset(dataset);
     if (ds.getTypeClass() != H5T_INTEGER) impl_->fail(dataset, "expected an integer dataset");
-    const auto dims = dims_of(ds.getSpace());
-    if (shape != nullptr) *shape = dims;
-    std::size_t n = 1;
-    for (const auto d : dims) n *= d;
+    const std::size_t n = impl_->checked_count(ds, dataset);
+    if (shape != nullptr) *shape = dims_of(ds.getSpace());
     std::vector<std::int64_t> out(n);
     try {
       ds.read(out.data(), H5::PredType::NATIVE_INT64);
@@ -303,10 +395,10 @@ std::vector<std::string> H5File::read_strings(const std::string& dataset) const 
     H5::DataSet ds = impl_->dataset(dataset);
     if (ds.getTypeClass() != H5T_STRING) impl_->fail(dataset, "expected a string dataset");
     H5::StrType type = ds.getStrType();
-    std::size_t n = 1;
-    for (const auto d : dims_of(ds.getSpace())) n *= d;
+    const std::size_t n = impl_->checked_count(ds, dataset);
     std::vector<std::string> out(n);
     if (type.isVariableStr()) {
+      impl_->check_vlen_strings(ds, dataset, n);
       std::vector<char*> raw(n, nullptr);
       ds.read(raw.data(), type);
       for (std::size_t i = 0; i < n; ++i) out[i] = raw[i] != nullptr ? raw[i] : "";

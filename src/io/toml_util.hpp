@@ -64,15 +64,9 @@ inline void check_ascii_outside_strings(std::string_view text, std::string_view 
 }
 
 /// Parses a TOML document; a syntax error becomes SpecError "origin:line: not valid TOML: why".
-inline toml::table parse(std::string_view text, std::string_view origin) {
-  check_ascii_outside_strings(text, origin);
-  try {
-    return toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    throw SpecError(std::string(origin) + ":" + std::to_string(e.source().begin.line) +
-                    ": not valid TOML: " + std::string(e.description()));
-  }
-}
+/// Defined in toml_parse.cpp, the one place toml++'s parser is compiled (with its internal
+/// checks turned into errors).
+toml::table parse(std::string_view text, std::string_view origin);
 
 /// "origin:line" of a node (just origin when the node has no position).
 inline std::string where(std::string_view origin, const toml::node* node) {

@@ -563,9 +563,7 @@ class ContextHandle {
   static void check_codes(const format::Format& f, std::span<const Code> codes) {
     for (std::size_t i = 0; i < codes.size(); ++i) {
       if ((static_cast<std::uint64_t>(codes[i]) & ~f.code_mask()) != 0) {
-        throw Error("code " + std::to_string(codes[i]) + " at index " + std::to_string(i) + " does not fit the " +
-                    std::to_string(f.bits) + "-bit format '" + f.name + "' (largest code " +
-                    format::hex_code(f, f.code_mask()) + ")");
+        format::require_code_fits(f, static_cast<std::uint64_t>(codes[i]), "codes[" + std::to_string(i) + "]");
       }
     }
   }

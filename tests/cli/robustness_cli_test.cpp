@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "lpemu/io/hdf5.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -274,4 +275,140 @@ TEST_CASE("quantize --stats counts saturation from the element codes, whatever t
   const auto j = nlohmann::json::parse(r.out);
   CHECK(j["stats"]["saturated"].get<double>() >= 1.0 / 16.0);
   CHECK(j["stats"]["saturated"].get<double>() >= j["stats"]["clipped"].get<double>());
+}
+
+TEST_CASE("an experiment's [cost] names are checked before any plan runs", "[cli][regression]") {
+  Scratch s("costnames");
+  struct Case {
+    const char* file;
+    const char* says;
+  };
+  for (const Case c : {Case{"experiment_cost_target_nope.toml", "cost.target = \"nope\": unknown target 'nope'"},
+                       Case{"experiment_cost_shape_nope.toml", "cost.shape = \"nope\": unknown model shape 'nope'"},
+                       Case{"experiment_cost_phase_nope.toml", "'cost.phase' = \"nope\": expected \"decode\" or \"prefill\""}}) {
+    INFO(c.file);
+    const Run r = run_lpemu("sweep '" + regression(c.file) + "' --out '" + (s / "out").string() + "'");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains(c.file) && Contains(c.says));
+    CHECK_FALSE(fs::exists(s / "out" / "plans" / "0000.h5"));  // nothing ran
+  }
+  // The message lists the closest valid names.
+  const Run r = run_lpemu("sweep '" + regression("experiment_cost_target_nope.toml") + "' --out '" + (s / "o").string() + "'");
+  CHECK_THAT(r.err, Contains("did you mean"));
+}
+
+TEST_CASE("codes wider than their format are errors wherever codes are read", "[cli][regression]") {
+  Scratch s("widecodes");
+  Run r = run_lpemu("decode fp4_e2m1 0xff");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("CODE = '0xff': code 0xff is wider than format 'fp4_e2m1' (4 bits)"));
+  // Raw stream, one code per byte: element 2 is 0xff.
+  r = run_lpemu("convert --from fp4_e2m1 --to fp32 '" + regression("fp4_codes_0xff.bin") + "' '" + (s / "o.f32").string() + "'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("fp4_codes_0xff.bin: element 2") && Contains("code 0xff is wider than format 'fp4_e2m1'"));
+  CHECK_FALSE(fs::exists(s / "o.f32"));
+  // .npy of uint8 codes.
+  r = run_lpemu("convert --from fp4_e2m1 --to fp32 '" + regression("fp4_codes_0xff.npy") + "' '" + (s / "o.npy").string() + "'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("fp4_codes_0xff.npy: element 2") && Contains("0xff is wider"));
+  CHECK_FALSE(fs::exists(s / "o.npy"));
+  // Packed input has no spare bits: the same bytes are 8 valid codes.
+  r = run_lpemu("convert --packed --from fp4_e2m1 --to fp32 '" + regression("fp4_codes_0xff.bin") + "' '" + (s / "p.f32").string() + "'");
+  CHECK(r.status == 0);
+  CHECK(fs::file_size(s / "p.f32") == 8 * 4);
+}
+
+TEST_CASE("element, block and datapath names never shadow each other", "[cli][regression]") {
+  Run r = run_lpemu("--formats-dir '" + regression("formats_block_alias_shadows_element") + "' formats list");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("my_e4m3_block.toml: block format alias 'e4m3' is already the element format 'fp8_e4m3'"));
+  r = run_lpemu("--formats-dir '" + regression("formats_element_named_like_block") + "' formats list");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("block format name 'mxfp4' is already the element format 'mxfp4'") &&
+                        Contains("formats_element_named_like_block/element/mxfp4.toml"));
+  r = run_lpemu("--formats-dir '" + regression("formats_datapath_named_fp32") + "' datapath list");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("fp32.toml: datapath name 'fp32' is reserved"));
+}
+
+TEST_CASE("a user hardware or shape file never replaces a built-in one", "[cli][regression]") {
+  const std::string common = " --model stories260K --plan fp32";
+  Run r = run_lpemu("cost --cost-dir '" + regression("cost_dir_reuses_h100_sxm") + "' --target h100_sxm" + common);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("cost_dir_reuses_h100_sxm/hardware/h100_sxm.toml: name = \"h100_sxm\"") &&
+                        Contains("already defined by builtin:data/hardware/h100_sxm.toml"));
+  r = run_lpemu("cost --target '" + regression("cost_dir_reuses_h100_sxm/hardware/h100_sxm.toml") + "'" + common);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("already defined by builtin:data/hardware/h100_sxm.toml"));
+  r = run_lpemu("cost --cost-dir '" + regression("cost_dir_reuses_shape") + "' --target h100_sxm" + common);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("the model shape 'stories260K' is already defined by builtin:data/shapes/stories260K.toml"));
+  // The shipped file itself, by path, is the built-in target.
+  r = run_lpemu("cost --target '" + lpemu::test::source_path("data/hardware/h100_sxm.toml") + "'" + common);
+  CHECK(r.status == 0);
+}
+
+TEST_CASE("an experiment whose text is a device fails instead of hanging", "[cli][regression]") {
+  Scratch s("devzero");
+  const Run r = run_lpemu("sweep '" + regression("experiment_text_dev_zero.toml") + "' --out '" + (s / "out").string() + "'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("source.text' = \"/dev/zero\": expected an existing regular text file"));
+}
+
+TEST_CASE("encode takes a negative number without --, also for formats without infinities", "[cli][regression]") {
+  // fp8_e4m3 has no infinity: -inf becomes its NaN by default (1'1111'111).
+  const Run r = run_lpemu("encode fp8_e4m3 -inf");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Contains("0xff  1'1111'111"));
+}
+
+TEST_CASE("more commands fail when stdout cannot be written", "[cli][regression]") {
+  CHECK(run_lpemu("cost --target h100_sxm --model stories260K --plan fp32", "/dev/full").status == 2);
+  CHECK(run_lpemu("quantize --json --format fp8_e4m3 '" + regression("npy_ok4.npy") + "' /dev/null", "/dev/full").status == 2);
+  CHECK(run_lpemu("datapath list", "/dev/full").status == 2);
+  CHECK(run_lpemu("eval --model stories260K --plan fp32 --text '" + lpemu::test::source_path("data/models/stories260K/paragraph.txt") + "'", "/dev/full").status == 2);
+}
+
+TEST_CASE("sweep merge never writes into a folder lpemu did not create", "[cli][regression]") {
+  Scratch s("merge");
+  fs::create_directories(s / "shard");
+  fs::create_directories(s / "mine");
+  std::ofstream(s / "mine" / "results.csv") << "my own table\n";
+  const Run r = run_lpemu("sweep merge '" + (s / "shard").string() + "' --out '" + (s / "mine").string() + "'");
+  CHECK(r.status == 2);
+  CHECK(slurp(s / "mine" / "results.csv") == "my own table\n");
+}
+
+TEST_CASE("run sizes the KV cache by --steps, not by the model's seq_len", "[cli][regression]") {
+  // seq_len = 2^30: a cache of seq_len positions would need about 1.3 TB.
+  Scratch s("kv");
+  const fs::path p = s / "model.h5";
+  fs::copy_file(lpemu::test::source_path("data/models/stories260K/model.h5"), p);
+  {
+    lpemu::io::H5File f = lpemu::io::H5File::open_rw(p);
+    f.set_attr("/", "seq_len", std::int64_t{1} << 30);
+    f.close();
+  }
+  const Run r = run_lpemu("run --steps 4 --model '" + p.string() + "'");
+  INFO(r.err);
+  CHECK(r.status == 0);
+}
+
+TEST_CASE("a corrupt tokenizer string heap in model.h5 is an error, not a crash inside libhdf5", "[cli][regression]") {
+  Scratch s("heap");
+  const std::string bytes = slurp(lpemu::test::source_path("data/models/stories260K/model.h5"));
+  // The global heap collection holding /tokenizer/pieces starts at byte 1088512; these bytes are
+  // in the sizes of its first objects (flipped, libhdf5 copied far past the collection: SIGSEGV).
+  const std::size_t heap = bytes.find("GCOL", 1000000);
+  REQUIRE(heap == 1088512);
+  for (const std::size_t at : {heap + 26, heap + 52, heap + 169}) {
+    std::string b = bytes;
+    b[at] = static_cast<char>(b[at] ^ 0xff);
+    const fs::path p = s / "model.h5";
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << b;
+    const Run r = run_lpemu("run --steps 2 --model '" + p.string() + "'");
+    INFO("offset " << at << ": " << r.err);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains(p.string() + ":tokenizer/pieces: string ") && Contains("(corrupt file?)"));
+  }
 }

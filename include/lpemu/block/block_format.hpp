@@ -141,6 +141,13 @@ BlockFormat with_overrides(BlockFormat f, const BlockOverrides& o);
 BlockFormat parse_block_format_toml(std::string_view text, std::string_view origin,
                                     const format::Registry& elements);
 
+class BlockRegistry;
+
+/// Throws SpecError "<origin>: block format name 'x' is already an element format (...)" when a
+/// block format's name or alias is also an element format's name or alias: quantisers, plan
+/// roles and `quantize --format` look both up by one name, so one would shadow the other.
+void check_no_element_names(const BlockRegistry& blocks, const format::Registry& elements);
+
 /// Block formats by name and alias.
 class BlockRegistry {
  public:

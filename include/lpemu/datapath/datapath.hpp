@@ -132,7 +132,7 @@ class DatapathRegistry {
   static DatapathRegistry with_user_paths(const std::vector<std::filesystem::path>& dirs,
                                           const format::Registry& formats);
 
-  /// Adds a datapath; throws SpecError if the name is taken.
+  /// Adds a datapath; throws SpecError if the name is taken or reserved (eigen, fp32, native, none).
   void add(Datapath d, std::string origin);
   /// The datapath called `name`; throws UnknownNameError with the closest names.
   const Datapath& get(std::string_view name) const;

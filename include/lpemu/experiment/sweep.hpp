@@ -98,6 +98,10 @@ struct SweepFiles {
 
 /// Runs (or resumes) this shard's plans and, when the output holds every plan, writes the summary.
 SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOptions& options);
+
+/// Throws SpecError "<experiment>: cost.target = \"x\": unknown target 'x'; did you mean: ..."
+/// (likewise cost.shape) unless the [cost] table's names resolve in `catalog`; run_sweep calls it first.
+void check_cost_setup(const Experiment& exp, cost::Catalog& catalog);
 /// Joins shard directories into `out` (plan files copied, summary rebuilt); throws if they
 /// come from different experiments or a plan is missing.
 SweepFiles merge_sweeps(const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& out);

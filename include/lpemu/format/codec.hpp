@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "lpemu/format/format.hpp"
 #include "lpemu/format/rounding.hpp"
@@ -32,6 +33,9 @@ bool is_inf_code(const Format& fmt, std::uint64_t code);
 std::string fielded_binary(const Format& fmt, std::uint64_t code);
 /// The code in hex with the digits its width needs, e.g. "0x7e".
 std::string hex_code(const Format& fmt, std::uint64_t code);
+/// Throws SpecError "<what>: code 0x.. is wider than format 'F' (N bits); expected a code in 0x0..0xf" when
+/// `code` has bits set above fmt.bits; every reader of user-supplied codes calls it instead of masking.
+void require_code_fits(const Format& fmt, std::uint64_t code, std::string_view what);
 
 // ---- bulk: element i uses stochastic index opts.index_offset + i; sizes must match -----------
 

@@ -227,6 +227,18 @@ TEST_CASE("GPT-2 family forward matches a naive double reference", "[engine][uni
   CHECK(max_diff(ref, s32.forward(kTokens)) < 1e-4);
 }
 
+TEST_CASE("a learned-position model refuses positions past seq_len instead of reading past pos_embeddings",
+          "[engine][unit][regression]") {
+  const Model m = tiny_model(true, 5);
+  SessionOptions o;
+  o.max_tokens = 2 * m.config.seq_len;  // a cache longer than the learned positions
+  Session s(m, builtin_plan("fp32"), o);
+  std::vector<int> tokens(static_cast<std::size_t>(m.config.seq_len), 1);
+  CHECK(s.forward(tokens).rows() == m.config.seq_len);  // every learned position is usable
+  const std::vector<int> one{2};
+  CHECK_THROWS_WITH(s.forward(one), Catch::Matchers::Contains("position 32 has no learned position embedding"));
+}
+
 TEST_CASE("Llama family with half-split RoPE and GQA matches a naive double reference", "[engine][unit]") {
   const Model m = saved_and_loaded(tiny_model(false, 11));
   CHECK(m.config.rope_style == RopeStyle::half);

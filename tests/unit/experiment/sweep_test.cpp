@@ -189,7 +189,7 @@ TEST_CASE("bad experiment files get clear errors", "[experiment][unit]") {
   const std::string text = test::source_path("data/models/stories260K/paragraph.txt");
   CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"/nope.txt\"\n[[plan]]\nplan=\"fp32\"\n",
                                                       fx.dir / "a.toml"),
-                    Catch::Contains("a.toml:3: field 'source.text' = \"/nope.txt\": expected an existing text file"));
+                    Catch::Contains("a.toml:3: field 'source.text' = \"/nope.txt\": expected an existing regular text file"));
   CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\nsauce = 1\n", fx.dir / "b.toml"),
                     Catch::Contains("b.toml:2: field 'sauce' = 1: expected one of:"));
   CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"" + text + "\"\n", fx.dir / "c.toml"),

@@ -244,3 +244,15 @@ TEST_CASE("an integer format whose range is not finite in double is rejected", "
   const Format f = parse_format_toml("name = \"i32\"\nkind = \"int\"\nbits = 32\nfraction_bits = -991\n", "ok.toml");
   CHECK(std::isfinite(f.max_finite));
 }
+
+TEST_CASE("documents that break toml++'s internal parser checks are syntax errors", "[format][unit][regression]") {
+  // The fuzzers' inputs: an array closed by '}' and a malformed table header. toml++ checks
+  // these with assertions that are undefined behaviour (clang) or skipped (g++) in NDEBUG builds.
+  for (const char* f : {"tests/fuzz/findings/format_toml/tomlpp_assert_array_brace.toml",
+                        "tests/fuzz/findings/block_toml/tomlpp_assert_table_header_key.toml"}) {
+    INFO(f);
+    std::ifstream in(lpemu::test::source_path(f), std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK_THAT(spec_error(text), Catch::Matchers::Contains("my.toml") && Catch::Matchers::Contains("not valid TOML"));
+  }
+}

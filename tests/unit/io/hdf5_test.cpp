@@ -1,4 +1,8 @@
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -54,3 +58,39 @@ TEST_CASE("dataset references parse", "[io][unit]") {
 }
 
 }  // namespace
+
+namespace {
+
+std::string read_all(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("an HDF5 dataset declaring more data than the file holds is refused before allocation",
+          "[io][unit][regression]") {
+  const auto dir = std::filesystem::temp_directory_path() / "lpemu_io_declared";
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "t.h5";
+  std::filesystem::remove(file);
+  const std::vector<float> v(12345, 1.0F);
+  {
+    H5File f = H5File::open_rw(file);
+    f.write_floats("/x", {12345}, v.data());
+  }
+  // Patch the dataspace (current and maximum size, 8-byte little endian) to 2^40 elements.
+  std::string bytes = read_all(file);
+  const std::string from("\x39\x30\0\0\0\0\0\0", 8), to("\0\0\0\0\0\x01\0\0", 8);
+  int patched = 0;
+  for (auto at = bytes.find(from); at != std::string::npos; at = bytes.find(from, at + 8)) {
+    bytes.replace(at, 8, to);
+    ++patched;
+  }
+  REQUIRE(patched >= 1);
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  const H5File f = H5File::open(file);
+  CHECK_THROWS_AS(f.read_floats("/x"), lpemu::IoError);
+  CHECK_THROWS_WITH(f.read_floats("/x"), Catch::Matchers::Contains("declares 1099511627776 elements of 4 bytes"));
+  CHECK_THROWS_WITH(f.read_doubles("/x"), Catch::Matchers::Contains("corrupt or truncated file?"));
+}
