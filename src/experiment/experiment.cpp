@@ -98,6 +98,11 @@ std::string Experiment::fingerprint() const {
   s << "cost=" << cost.target << "|" << cost.shape << "|" << cost.phase << "|" << cost.batch << "|" << cost.context
     << "\nmodel=" << model << "\nreference=" << reference << "\nmax_tokens=" << max_tokens
     << "\nattribution=" << attribution << "\n";
+  if (layer_attribution_all || !layer_attribution.empty()) {
+    s << "layer_attribution=" << layer_attribution_all;
+    for (const auto& l : layer_attribution) s << "|" << l;
+    s << "\n";
+  }
   if (!text.empty() && fs::exists(text)) s << "text=" << io::sha256_file(text) << "\n";
   if (!tokens.empty() && fs::exists(tokens)) s << "tokens=" << io::sha256_file(tokens) << "\n";
   if (!activations.empty() && fs::exists(activations)) s << "activations=" << io::sha256_file(activations) << "\n";
@@ -142,11 +147,24 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   }
   if (x.out_dir.empty()) x.out_dir = fs::path("out") / x.name;
   if (const toml::table* o = t["options"].as_table()) {
-    check_keys(*o, origin, "options.", {"reference", "attribution"});
+    check_keys(*o, origin, "options.", {"reference", "attribution", "layer_attribution"});
     x.reference = get_string(*o, origin, "reference", "options.", "fp32");
     if (const toml::node* n = o->get("attribution")) {
       if (!n->is_boolean()) fail(origin, n, "options.attribution", show(*n), "true or false");
       x.attribution = *n->value<bool>();
+    }
+    if (const toml::node* n = o->get("layer_attribution")) {
+      const char* want = "true, false or an array of plan labels";
+      if (n->is_boolean()) {
+        x.layer_attribution_all = *n->value<bool>();
+      } else if (const toml::array* a = n->as_array()) {
+        for (const auto& e : *a) {
+          if (!e.is_string()) fail(origin, &e, "options.layer_attribution", show(e), want);
+          x.layer_attribution.push_back(*e.value<std::string>());
+        }
+      } else {
+        fail(origin, n, "options.layer_attribution", show(*n), want);
+      }
     }
   }
   if (const toml::table* c = t["cost"].as_table()) {
@@ -310,6 +328,14 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     }
   }
   if (x.plans.empty()) fail(origin, &t, "plan", "(missing)", "at least one [[plan]] or a [grid]");
+  for (const auto& l : x.layer_attribution) {
+    if (labels.count(l) == 0) {
+      const toml::node* n = t["options"]["layer_attribution"].node();
+      std::string known;
+      for (const auto& p : x.plans) known += (known.empty() ? "" : ", ") + p.label;
+      fail(origin, n, "options.layer_attribution", '"' + l + '"', "a plan label of this experiment (" + known + ")");
+    }
+  }
   return x;
 }
 

@@ -136,6 +136,10 @@ std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
     m.emplace_back("attribution_mean_kl/" + a.role, a.mean_kl);
     m.emplace_back("attribution_delta_nll/" + a.role, a.delta_nll);
   }
+  for (const auto& a : r.layer_attribution) {
+    const std::string where = a.layer < 0 ? "head" : std::to_string(a.layer);
+    m.emplace_back("layer_attribution_mean_kl/" + a.role + "/" + where, a.mean_kl);
+  }
   return m;
 }
 
@@ -275,7 +279,24 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
     }
   }
   md << "\n## Figures\n\n";
-  for (const auto& f : figures) md << "### " << f.caption << "\n\n" << f.how_to_read << "\n\n![" << f.caption << "](" << f.file << ")\n\n";
+  for (const auto& f : figures) {
+    if (f.group.empty()) md << "### " << f.caption << "\n\n" << f.how_to_read << "\n\n![" << f.caption << "](" << f.file << ")\n\n";
+  }
+  std::vector<std::string> groups;
+  for (const auto& f : figures) {
+    if (!f.group.empty() && std::find(groups.begin(), groups.end(), f.group) == groups.end()) groups.push_back(f.group);
+  }
+  for (const auto& g : groups) {
+    md << "### Per plan: " << g << "\n\n";
+    bool first = true;
+    for (const auto& f : figures) {
+      if (f.group != g) continue;
+      if (first) md << f.how_to_read << "\n\n";
+      first = false;
+      md << "- [" << f.caption << "](" << f.file << ")\n";
+    }
+    md << "\n";
+  }
   md << "## Files\n\n- `report.html`: this report as one self-contained page (sortable table, every figure)\n"
         "- `results.h5`: everything (per-token NLL and KL, per-layer errors, replay, attribution)\n"
         "- `results.csv`: one row per plan × metric\n- `*.svg`: the figures above\n"

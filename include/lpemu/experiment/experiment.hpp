@@ -64,6 +64,10 @@ struct Experiment {
   int max_tokens = 0;                  ///< score at most this many tokens (0 = all)
   std::string reference = "fp32";      ///< the reference plan
   bool attribution = false;            ///< also quantise one role at a time
+  /// Plans (by label) whose attribution is also taken layer by layer: one quantisation point in
+  /// one block (or the LM head) at a time; `layer_attribution_all`: every plan.
+  std::vector<std::string> layer_attribution;
+  bool layer_attribution_all = false;
   std::filesystem::path out_dir;       ///< default output directory
   CostSetup cost;                      ///< [cost] table
   std::vector<PlanSpec> plans;
