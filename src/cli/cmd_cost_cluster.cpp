@@ -37,7 +37,7 @@ void print_train(const cost::TrainResult& r, const cost::Target& t) {
   std::cout << "time     compute " << num(s.compute_s, 3) << " s (" << pct(s.compute_s, s.step_s) << "), memory-bound "
             << num(s.memory_s, 3) << " (" << pct(s.memory_s, s.step_s) << "), TP comm " << num(s.tp_s, 3) << " ("
             << pct(s.tp_s, s.step_s) << "), CP comm " << num(s.cp_s, 3) << " (" << pct(s.cp_s, s.step_s)
-            << "), PP comm " << num(s.pp_s, 3) << " (" << pct(s.pp_s, s.step_s) << "), DP comm " << num(s.dp_s, 3)
+            << "), EP all-to-all " << num(s.ep_s, 3) << " (" << pct(s.ep_s, s.step_s) << "), PP comm " << num(s.pp_s, 3) << " (" << pct(s.pp_s, s.step_s) << "), DP comm " << num(s.dp_s, 3)
             << " (" << pct(s.dp_s, s.step_s) << "), bubble " << num(s.bubble_s, 3) << " ("
             << pct(s.bubble_s, s.step_s) << "), optimizer " << num(s.optimizer_s, 3) << " ("
             << pct(s.optimizer_s, s.step_s) << ")\n";
@@ -56,6 +56,7 @@ std::string train_json(const cost::TrainResult& r) {
     << ", \"microbatches\": " << r.microbatches << ", \"recompute\": \"" << cost::recompute_name(r.config.recompute)
     << "\", \"rate_class\": \"" << r.rate_class << "\", \"step_s\": " << s.step_s << ", \"compute_s\": " << s.compute_s
     << ", \"memory_s\": " << s.memory_s << ", \"tp_s\": " << s.tp_s << ", \"cp_s\": " << s.cp_s
+    << ", \"ep_s\": " << s.ep_s
     << ", \"pp_s\": " << s.pp_s << ", \"dp_s\": " << s.dp_s << ", \"bubble_s\": " << s.bubble_s
     << ", \"optimizer_s\": " << s.optimizer_s << ", \"tokens_per_s\": " << r.tokens_per_s
     << ", \"tflops_per_device\": " << r.tflops_per_device << ", \"mfu\": " << r.mfu
@@ -172,16 +173,16 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
         std::cout << "]\n";
         return;
       }
-      std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel", "mb",
-                  "recompute", "step s", "tokens/s", "MFU", "compute", "memory", "TP", "PP", "DP", "bubble", "opt",
+      std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel", "mb",
+                  "recompute", "step s", "tokens/s", "MFU", "compute", "memory", "TP", "EP", "PP", "DP", "bubble", "opt",
                   "mem GB");
       for (std::size_t i = 0; i < all.size() && static_cast<int>(i) < c.top; ++i) {
         const auto& r = all[i];
         const auto& s = r.time;
-        std::printf("%4zu %-34s %3lld %-9s %8.3f %10.0f %5.1f%% %6.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %6.1f%s\n",
+        std::printf("%4zu %-34s %3lld %-9s %8.3f %10.0f %5.1f%% %6.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %6.1f%s\n",
                     i + 1, r.config.par.str().c_str(), r.config.micro_batch, cost::recompute_name(r.config.recompute),
                     s.step_s, r.tokens_per_s, 100 * r.mfu, 100 * s.compute_s / s.step_s, 100 * s.memory_s / s.step_s,
-                    100 * s.tp_s / s.step_s, 100 * s.pp_s / s.step_s, 100 * s.dp_s / s.step_s,
+                    100 * s.tp_s / s.step_s, 100 * s.ep_s / s.step_s, 100 * s.pp_s / s.step_s, 100 * s.dp_s / s.step_s,
                     100 * s.bubble_s / s.step_s, 100 * s.optimizer_s / s.step_s, r.memory.total / 1e9,
                     r.memory.fits ? "" : " (does not fit)");
       }
