@@ -102,20 +102,29 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
   const cost::System sys = cost::load_system(a.system, c.cost_dirs);
   const cost::Target& t = cat.target(c.target.empty() ? sys.device : c.target);
   const cost::ModelShape& m = cat.shape(c.model);
-  // The cluster models take one format per role: the plan's formats in its middle block (first/last
-  // block overrides aside), each overridable by --weights/--activations/--kv-cache.
-  const cost::CostPlan cp = experiment::cost_plan(ctx.load_plan(c.plan), m.n_layers);
-  const cost::LayerPlan& mid = cp.layers.at(cp.layers.size() / 2);
-  const cost::PlanFormats pf{cat.format(c.weights.empty() ? mid.gate.weights : c.weights),
-                             cat.format(c.activations.empty() ? mid.gate.inputs : c.activations),
-                             cat.format(c.kv_cache.empty() ? mid.kv_cache : c.kv_cache)};
-  // MACs on --datapath, else the plan's, else the target's datapath for the operands' rate class.
-  const std::string dp_name =
-      !c.datapath.empty() ? c.datapath
-      : !mid.gate.datapath.empty()
-          ? mid.gate.datapath
-          : t.datapath_for(cost::gemm_rate_class(pf.weights.element, pf.activations.element, t, pf.weights.name,
-                                                 pf.activations.name));
+  // The cluster models take one format per role (experiment::cluster_formats, shared with sweeps).
+  experiment::ClusterSetup setup;
+  setup.system = a.system;
+  setup.phase = c.phase;
+  setup.devices = a.devices;
+  setup.parallel = a.parallel;
+  setup.search = a.search;
+  setup.batch = c.batch;
+  setup.context = c.context;
+  setup.global_batch = a.global_batch;
+  setup.micro_batch = a.micro_batch;
+  setup.recompute = a.recompute;
+  setup.gradients = a.gradients;
+  setup.optimizer_states = a.optimizer_states;
+  setup.master_weights = a.master_weights;
+  setup.comm = a.comm;
+  setup.weights = c.weights;
+  setup.activations = c.activations;
+  setup.kv_cache = c.kv_cache;
+  setup.datapath = c.datapath;
+  const experiment::ClusterFormats cf = experiment::cluster_formats(ctx.load_plan(c.plan), m, t, cat, setup);
+  const cost::PlanFormats& pf = cf.formats;
+  const std::string& dp_name = cf.datapath;
   const cost::MacDatapath& dp = cat.datapath(dp_name);
 
   if (!c.json) {
@@ -127,19 +136,8 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
               << " G parameters)\n";
   }
   if (c.phase == "train") {
-    const std::string comm = a.comm.empty() ? pf.activations.name : a.comm;
-    const cost::TrainFormats f{pf.weights,
-                               pf.activations,
-                               cat.format(a.gradients),
-                               cat.format(a.optimizer_states),
-                               cat.format(a.master_weights),
-                               cat.format(a.comm.empty() ? "bf16" : a.comm),
-                               cat.format(comm)};
-    cost::TrainConfig cfg;
-    cfg.seq = c.context;
-    cfg.global_batch = a.global_batch;
-    cfg.micro_batch = a.micro_batch;
-    cfg.recompute = cost::parse_recompute(a.recompute);
+    const cost::TrainFormats f = experiment::train_formats(pf, cat, setup);
+    cost::TrainConfig cfg = experiment::train_config(setup);
     if (!c.json) {
       std::cout << "formats  weights " << f.weights.name << ", activations " << f.activations.name << ", gradients "
                 << f.gradients.name << ", optimizer states " << f.optimizer_states.name << ", master weights "

@@ -86,6 +86,15 @@ std::vector<Column> ranked_columns(const std::vector<PlanResult>& plans) {
     c.push_back({"Pareto", false, [](const PlanResult&, std::size_t, bool on) { return std::string(on ? "★" : ""); },
                  nullptr});
   }
+  const bool cluster = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.cost.cluster_system.empty(); });
+  if (cluster) {
+    c.push_back({"cluster parallel", false, [](const PlanResult& p, std::size_t, bool) { return p.cost.cluster_parallel; },
+                 nullptr});
+    c.push_back(number("cluster step s", [](const PlanResult& p) { return p.cost.cluster_step_s; }, 4));
+    c.push_back(number("cluster tokens/s", [](const PlanResult& p) { return p.cost.cluster_tokens_per_s; }, 5));
+    c.push_back(number("MFU", [](const PlanResult& p) { return p.cost.cluster_mfu; }, 3, 100, "%"));
+    c.push_back(number("GB/device", [](const PlanResult& p) { return p.cost.cluster_memory_gb; }, 4));
+  }
   return c;
 }
 
@@ -125,6 +134,12 @@ std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
     m.emplace_back("cost_joules_per_token", r.cost.joules_per_token);
     m.emplace_back("cost_mac_area_rel_bf16", r.cost.mac_area_rel_bf16);
     m.emplace_back("cost_mac_energy_pj", r.cost.mac_energy_pj);
+  }
+  if (!r.cost.cluster_system.empty()) {
+    m.emplace_back("cluster_step_s", r.cost.cluster_step_s);
+    m.emplace_back("cluster_tokens_per_s", r.cost.cluster_tokens_per_s);
+    m.emplace_back("cluster_mfu", r.cost.cluster_mfu);
+    m.emplace_back("cluster_memory_gb", r.cost.cluster_memory_gb);
   }
   for (const auto& [name, s] : e.residual) m.emplace_back("residual_sqnr_db/" + name, s.sqnr_db);
   for (const auto& row : r.replay) {
@@ -218,6 +233,14 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
           "mean KL against MAC area.\n";
     for (const auto& p : plans) {
       if (!p.cost.note.empty()) md << "- " << p.label << ": not priced: " << p.cost.note << "\n";
+    }
+    if (!c.cluster_system.empty()) {
+      md << "\nCluster columns: each plan priced on system `" << c.cluster_system
+         << "` by the cluster-level model (README \"Cluster level\"), as `lpemu cost --system` prices the plan file "
+            "`plans/NNNN.toml`: step time, tokens/s of the whole job, MFU (training) and memory per device.\n";
+      for (const auto& p : plans) {
+        if (!p.cost.cluster_note.empty()) md << "- " << p.label << ": cluster: " << p.cost.cluster_note << "\n";
+      }
     }
     md << "\n## What each plan computes, and the datapath priced\n\n"
           "How to read this: the GEMM column is the datapath the blocks' linear layers run on in the "

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include <tbb/task_arena.h>
 
 #include "lpemu/cost/mac_model.hpp"
+#include "lpemu/cost/system.hpp"
 #include "lpemu/cost/workload.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/engine/model.hpp"
@@ -180,15 +182,51 @@ cost::ModelShape shape_of(const engine::Config& c) {
 // GEMM on the datapath that runs it.
 PlanCost price_plan(const engine::PrecisionPlan& plan, const Experiment& exp, const Toolbox& tools) {
   PlanCost c;
-  if (exp.cost.target.empty() || tools.costs == nullptr) return c;
+  if ((exp.cost.target.empty() && exp.cost.system.empty()) || tools.costs == nullptr) return c;
   static std::mutex mu;  // the catalog parses lazily
   std::lock_guard lock(mu);
   cost::Catalog& cat = *tools.costs;
-  c.target = exp.cost.target;
+  std::optional<cost::System> sys;
+  if (!exp.cost.system.empty()) sys = cost::load_system(exp.cost.system);
+  c.target = exp.cost.target.empty() ? sys->device : exp.cost.target;
+  if (sys) {
+    c.cluster_system = sys->name;
+    ClusterSetup setup;
+    setup.system = exp.cost.system;
+    setup.phase = exp.cost.phase;
+    setup.devices = exp.cost.devices;
+    setup.parallel = exp.cost.parallel;
+    setup.search = exp.cost.search;
+    setup.batch = exp.cost.batch;
+    setup.context = exp.cost.context;
+    setup.global_batch = exp.cost.global_batch;
+    setup.micro_batch = exp.cost.micro_batch;
+    setup.recompute = exp.cost.recompute;
+    setup.gradients = exp.cost.gradients;
+    setup.optimizer_states = exp.cost.optimizer_states;
+    setup.master_weights = exp.cost.master_weights;
+    setup.comm = exp.cost.comm;
+    try {
+      cost::System on = *sys;
+      on.device = c.target;  // a [cost] target replaces the system's device, as `lpemu cost --target` does
+      const ClusterPricing cp = price_plan_cluster(plan, cat.shape(exp.cost.shape), on, cat, setup);
+      c.cluster_parallel = cp.parallel;
+      c.cluster_step_s = cp.step_s;
+      c.cluster_tokens_per_s = cp.tokens_per_s;
+      c.cluster_mfu = cp.mfu;
+      c.cluster_memory_gb = cp.memory_gb;
+      if (!cp.fits) c.cluster_note = "does not fit: " + cp.why;
+    } catch (const Error& e) {
+      c.cluster_note = e.what();
+    }
+  }
   try {
-    const Pricing p = experiment::price_plan(
-        plan, cat.shape(exp.cost.shape), cat.target(exp.cost.target), cat,
-        exp.cost.phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode, exp.cost.batch, exp.cost.context);
+    // Single device: the phase priced (training: the forward pass of one micro-batch, as a prefill).
+    const bool prefill = exp.cost.phase != "decode";
+    const Pricing p = experiment::price_plan(plan, cat.shape(exp.cost.shape), cat.target(c.target), cat,
+                                             prefill ? cost::Phase::prefill : cost::Phase::decode,
+                                             exp.cost.phase == "train" ? exp.cost.micro_batch : exp.cost.batch,
+                                             exp.cost.context);
     c.datapath = p.datapath;
     c.computed = p.computed;
     c.bits_per_weight = p.workload.bits_per_weight;
@@ -332,6 +370,15 @@ void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult&
     f.set_attr(g, "cost_joules_per_token", r.cost.joules_per_token);
     f.set_attr(g, "cost_mac_area_rel_bf16", r.cost.mac_area_rel_bf16);
     f.set_attr(g, "cost_mac_energy_pj", r.cost.mac_energy_pj);
+    if (!r.cost.cluster_system.empty()) {
+      f.set_attr(g, "cluster_system", r.cost.cluster_system);
+      f.set_attr(g, "cluster_parallel", r.cost.cluster_parallel);
+      f.set_attr(g, "cluster_step_s", r.cost.cluster_step_s);
+      f.set_attr(g, "cluster_tokens_per_s", r.cost.cluster_tokens_per_s);
+      f.set_attr(g, "cluster_mfu", r.cost.cluster_mfu);
+      f.set_attr(g, "cluster_memory_gb", r.cost.cluster_memory_gb);
+      f.set_attr(g, "cluster_note", r.cost.cluster_note);
+    }
     const auto& e = r.eval;
     f.set_attr(g, "mean_nll", e.mean_nll);
     f.set_attr(g, "perplexity", e.perplexity);
@@ -464,6 +511,15 @@ PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
   r.cost.joules_per_token = f.attr_double("/", "cost_joules_per_token");
   r.cost.mac_area_rel_bf16 = f.attr_double("/", "cost_mac_area_rel_bf16");
   r.cost.mac_energy_pj = f.attr_double("/", "cost_mac_energy_pj");
+  if (f.has_attr("/", "cluster_system")) {
+    r.cost.cluster_system = f.attr_string("/", "cluster_system");
+    r.cost.cluster_parallel = f.attr_string("/", "cluster_parallel");
+    r.cost.cluster_step_s = f.attr_double("/", "cluster_step_s");
+    r.cost.cluster_tokens_per_s = f.attr_double("/", "cluster_tokens_per_s");
+    r.cost.cluster_mfu = f.attr_double("/", "cluster_mfu");
+    r.cost.cluster_memory_gb = f.attr_double("/", "cluster_memory_gb");
+    r.cost.cluster_note = f.attr_string("/", "cluster_note");
+  }
   auto& e = r.eval;
   e.mean_nll = f.attr_double("/", "mean_nll");
   e.perplexity = f.attr_double("/", "perplexity");

@@ -40,6 +40,14 @@ struct PlanCost {
   double joules_per_token = std::nan("");
   double mac_area_rel_bf16 = std::nan("");  ///< lane area of `datapath` relative to the target's bf16 MAC
   double mac_energy_pj = std::nan("");      ///< per MAC at 45 nm (Horowitz constants)
+  // Cluster level ([cost] system): as `lpemu cost --system` prices the plan.
+  std::string cluster_system;                   ///< "" when not priced at cluster level
+  std::string cluster_parallel;                 ///< the configuration priced (the search's best)
+  double cluster_step_s = std::nan("");
+  double cluster_tokens_per_s = std::nan("");   ///< for the whole job
+  double cluster_mfu = std::nan("");           ///< training only
+  double cluster_memory_gb = std::nan("");     ///< per device
+  std::string cluster_note;                     ///< what does not fit, or why it was not priced
   /// The priced ops (name, kind, count, weight format, time, DRAM bytes, energy, bound) for the
   /// per-op breakdown; empty when the plan was not priced.
   std::vector<cost::Op> ops;
