@@ -247,6 +247,31 @@ TEST_CASE("a sweep with a [cost] table prices each plan and marks the Pareto fro
   CHECK_THAT(md, Catch::Contains("tokens/s | J/token | MAC area vs bf16 | Pareto |"));
 }
 
+TEST_CASE("cluster keys of [cost] need a system, and search needs devices", "[experiment][unit]") {
+  Fixture fx("lpemu_sweep_cluster_keys");
+  const std::string head = "name = \"x\"\n[source]\ntext = \"" +
+                           test::source_path("data/models/stories260K/paragraph.txt") + "\"\n[[plan]]\nplan = \"fp32\"\n[cost]\n";
+  const auto parse = [&](const std::string& cost) { return experiment::parse_experiment_toml(head + cost, fx.dir / "k.toml"); };
+  CHECK_THROWS_WITH(parse("target = \"h100_sxm\"\ndevices = 8\n"),
+                    Catch::Contains("k.toml:8: field 'cost.devices' = 8: expected cost.system to be set as well"));
+  CHECK_THROWS_WITH(parse("target = \"h100_sxm\"\nphase = \"train\"\n"),
+                    Catch::Contains("cost.phase") && Catch::Contains("\"train\" needs cost.system"));
+  CHECK_THROWS_WITH(parse("system = \"dgx_h100\"\nphase = \"train\"\nsearch = true\n"),
+                    Catch::Contains("cost.search") && Catch::Contains("cost.devices"));
+  CHECK_THROWS_WITH(parse("system = \"dgx_h100\"\nrecompute = \"most\"\n"),
+                    Catch::Contains("cost.recompute") && Catch::Contains("none, selective or full"));
+  const auto ok = parse("system = \"dgx_h100\"\nshape = \"llama3_70b\"\nphase = \"train\"\ndevices = 1024\n"
+                        "parallel = \"tp=8,pp=4\"\nglobal_batch = 256\ncomm = \"fp8_e4m3\"\n");
+  CHECK(ok.cost.target.empty());  // the system's device
+  CHECK(ok.cost.devices == 1024);
+  CHECK(ok.cost.global_batch == 256);
+  CHECK(ok.cost.comm == "fp8_e4m3");
+  // Cluster keys are part of the fingerprint: another job is another experiment.
+  CHECK(ok.fingerprint() != parse("system = \"dgx_h100\"\nshape = \"llama3_70b\"\nphase = \"train\"\ndevices = 512\n"
+                                  "parallel = \"tp=8,pp=4\"\nglobal_batch = 256\ncomm = \"fp8_e4m3\"\n")
+                                .fingerprint());
+}
+
 TEST_CASE("bad experiment files get clear errors", "[experiment][unit]") {
   Fixture fx("lpemu_sweep_bad");
   const std::string text = test::source_path("data/models/stories260K/paragraph.txt");
