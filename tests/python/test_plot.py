@@ -93,7 +93,9 @@ with tempfile.TemporaryDirectory() as tmp:
               f"layer attribution cells: csv {sorted(csv_cells)} h5 {sorted(h5_cells)}")
         check(all(abs(csv_cells[k] - h5_cells[k]) <= 1e-8 * abs(h5_cells[k]) for k in csv_cells), "cells agree with csv")
         img = figs[f"attribution_layers_{la[0]['index']:04d}"].axes[0].images[0].get_array()
-        finite = int((~img.mask).sum()) if hasattr(img, "mask") else img.size
+        import numpy as np
+
+        finite = int(np.isfinite(np.ma.filled(img, np.nan)).sum())
         check(finite == sum(1 for v in h5_cells.values() if v > 0), f"heat map cells drawn: {finite}")
     for f in figs.values():
         plt.close(f)
