@@ -34,7 +34,7 @@ void print_train(const cost::TrainResult& r, const cost::Target& t) {
   std::cout << "time     compute " << num(s.compute_s, 3) << " s (" << pct(s.compute_s, s.step_s) << "), memory-bound "
             << num(s.memory_s, 3) << " (" << pct(s.memory_s, s.step_s) << "), TP comm " << num(s.tp_s, 3) << " ("
             << pct(s.tp_s, s.step_s) << "), CP comm " << num(s.cp_s, 3) << " (" << pct(s.cp_s, s.step_s)
-            << "), PP comm " << num(s.pp_s, 3) << " (" << pct(s.pp_s, s.step_s) << "), DP comm " << num(s.dp_s, 3)
+            << "), EP all-to-all " << num(s.ep_s, 3) << " (" << pct(s.ep_s, s.step_s) << "), PP comm " << num(s.pp_s, 3) << " (" << pct(s.pp_s, s.step_s) << "), DP comm " << num(s.dp_s, 3)
             << " (" << pct(s.dp_s, s.step_s) << "), bubble " << num(s.bubble_s, 3) << " ("
             << pct(s.bubble_s, s.step_s) << "), optimizer " << num(s.optimizer_s, 3) << " ("
             << pct(s.optimizer_s, s.step_s) << ")\n";
@@ -53,6 +53,7 @@ std::string train_json(const cost::TrainResult& r) {
     << ", \"microbatches\": " << r.microbatches << ", \"recompute\": \"" << cost::recompute_name(r.config.recompute)
     << "\", \"rate_class\": \"" << r.rate_class << "\", \"step_s\": " << s.step_s << ", \"compute_s\": " << s.compute_s
     << ", \"memory_s\": " << s.memory_s << ", \"tp_s\": " << s.tp_s << ", \"cp_s\": " << s.cp_s
+    << ", \"ep_s\": " << s.ep_s
     << ", \"pp_s\": " << s.pp_s << ", \"dp_s\": " << s.dp_s << ", \"bubble_s\": " << s.bubble_s
     << ", \"optimizer_s\": " << s.optimizer_s << ", \"tokens_per_s\": " << r.tokens_per_s
     << ", \"tflops_per_device\": " << r.tflops_per_device << ", \"mfu\": " << r.mfu
@@ -98,20 +99,29 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
   const cost::System sys = cost::load_system(a.system, c.cost_dirs);
   const cost::Target& t = cat.target(c.target.empty() ? sys.device : c.target);
   const cost::ModelShape& m = cat.shape(c.model);
-  // The cluster models take one format per role: the plan's formats in its middle block (first/last
-  // block overrides aside), each overridable by --weights/--activations/--kv-cache.
-  const cost::CostPlan cp = experiment::cost_plan(ctx.load_plan(c.plan), m.n_layers);
-  const cost::LayerPlan& mid = cp.layers.at(cp.layers.size() / 2);
-  const cost::PlanFormats pf{cat.format(c.weights.empty() ? mid.gate.weights : c.weights),
-                             cat.format(c.activations.empty() ? mid.gate.inputs : c.activations),
-                             cat.format(c.kv_cache.empty() ? mid.kv_cache : c.kv_cache)};
-  // MACs on --datapath, else the plan's, else the target's datapath for the operands' rate class.
-  const std::string dp_name =
-      !c.datapath.empty() ? c.datapath
-      : !mid.gate.datapath.empty()
-          ? mid.gate.datapath
-          : t.datapath_for(cost::gemm_rate_class(pf.weights.element, pf.activations.element, t, pf.weights.name,
-                                                 pf.activations.name));
+  // The cluster models take one format per role (experiment::cluster_formats, shared with sweeps).
+  experiment::ClusterSetup setup;
+  setup.system = a.system;
+  setup.phase = c.phase;
+  setup.devices = a.devices;
+  setup.parallel = a.parallel;
+  setup.search = a.search;
+  setup.batch = c.batch;
+  setup.context = c.context;
+  setup.global_batch = a.global_batch;
+  setup.micro_batch = a.micro_batch;
+  setup.recompute = a.recompute;
+  setup.gradients = a.gradients;
+  setup.optimizer_states = a.optimizer_states;
+  setup.master_weights = a.master_weights;
+  setup.comm = a.comm;
+  setup.weights = c.weights;
+  setup.activations = c.activations;
+  setup.kv_cache = c.kv_cache;
+  setup.datapath = c.datapath;
+  const experiment::ClusterFormats cf = experiment::cluster_formats(ctx.load_plan(c.plan), m, t, cat, setup);
+  const cost::PlanFormats& pf = cf.formats;
+  const std::string& dp_name = cf.datapath;
   const cost::MacDatapath& dp = cat.datapath(dp_name);
 
   if (!c.json) {
@@ -123,19 +133,8 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
               << " G parameters)\n";
   }
   if (c.phase == "train") {
-    const std::string comm = a.comm.empty() ? pf.activations.name : a.comm;
-    const cost::TrainFormats f{pf.weights,
-                               pf.activations,
-                               cat.format(a.gradients),
-                               cat.format(a.optimizer_states),
-                               cat.format(a.master_weights),
-                               cat.format(a.comm.empty() ? "bf16" : a.comm),
-                               cat.format(comm)};
-    cost::TrainConfig cfg;
-    cfg.seq = c.context;
-    cfg.global_batch = a.global_batch;
-    cfg.micro_batch = a.micro_batch;
-    cfg.recompute = cost::parse_recompute(a.recompute);
+    const cost::TrainFormats f = experiment::train_formats(pf, cat, setup);
+    cost::TrainConfig cfg = experiment::train_config(setup);
     if (!c.json) {
       std::cout << "formats  weights " << f.weights.name << ", activations " << f.activations.name << ", gradients "
                 << f.gradients.name << ", optimizer states " << f.optimizer_states.name << ", master weights "
@@ -169,16 +168,16 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
         std::cout << "]\n";
         return;
       }
-      std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel", "mb",
-                  "recompute", "step s", "tokens/s", "MFU", "compute", "memory", "TP", "PP", "DP", "bubble", "opt",
+      std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel", "mb",
+                  "recompute", "step s", "tokens/s", "MFU", "compute", "memory", "TP", "EP", "PP", "DP", "bubble", "opt",
                   "mem GB");
       for (std::size_t i = 0; i < all.size() && static_cast<int>(i) < c.top; ++i) {
         const auto& r = all[i];
         const auto& s = r.time;
-        std::printf("%4zu %-34s %3lld %-9s %8.3f %10.0f %5.1f%% %6.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %6.1f%s\n",
+        std::printf("%4zu %-34s %3lld %-9s %8.3f %10.0f %5.1f%% %6.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %6.1f%s\n",
                     i + 1, r.config.par.str().c_str(), r.config.micro_batch, cost::recompute_name(r.config.recompute),
                     s.step_s, r.tokens_per_s, 100 * r.mfu, 100 * s.compute_s / s.step_s, 100 * s.memory_s / s.step_s,
-                    100 * s.tp_s / s.step_s, 100 * s.pp_s / s.step_s, 100 * s.dp_s / s.step_s,
+                    100 * s.tp_s / s.step_s, 100 * s.ep_s / s.step_s, 100 * s.pp_s / s.step_s, 100 * s.dp_s / s.step_s,
                     100 * s.bubble_s / s.step_s, 100 * s.optimizer_s / s.step_s, r.memory.total / 1e9,
                     r.memory.fits ? "" : " (does not fit)");
       }

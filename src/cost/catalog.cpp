@@ -77,7 +77,7 @@ ModelShape parse_shape_toml(std::string_view text, std::string_view origin) {
   const toml::table t = detail::parse(text, origin);
   const Reader r{t, origin, ""};
   r.only({"name", "source", "dim", "n_layers", "n_heads", "n_kv_heads", "hidden_dim", "vocab_size",
-          "tied_embeddings", "mlp", "description"});
+          "tied_embeddings", "mlp", "description", "experts", "top_k"});
   ModelShape s;
   s.origin = std::string(origin);
   s.name = r.str("name", true);
@@ -93,6 +93,11 @@ ModelShape parse_shape_toml(std::string_view text, std::string_view origin) {
   const std::string mlp = r.str("mlp", false, "gated");
   if (mlp != "gated" && mlp != "dense") fail(origin, t.get("mlp"), "mlp", "\"" + mlp + "\"", "\"gated\" or \"dense\"");
   s.gated_mlp = mlp == "gated";
+  s.experts = r.integer("experts", false, 0, 0, 1LL << 20, "an integer >= 0 (0: a dense MLP)");
+  if (s.experts == 1) fail(origin, t.get("experts"), "experts", "1", "0 (dense) or at least 2 experts");
+  s.top_k = r.integer("top_k", s.experts > 0, 0, 1, std::max<long long>(1, s.experts),
+                      "an integer from 1 to experts = " + std::to_string(s.experts));
+  if (s.experts == 0 && t.get("top_k") != nullptr) fail(origin, t.get("top_k"), "top_k", std::to_string(s.top_k), "no top_k without experts");
   if (s.dim % s.n_heads != 0) {
     fail(origin, t.get("n_heads"), "n_heads", std::to_string(s.n_heads),
          "a divisor of dim = " + std::to_string(s.dim));

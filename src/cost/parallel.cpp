@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <tuple>
 
 #include "lpemu/cost/kernel.hpp"
 #include "lpemu/error.hpp"
@@ -41,18 +42,24 @@ LayerTimes forward_times(const ModelShape& s, const PlanFormats& pf, const Syste
   const double t = dbl(par.tp);
   const double wb = byte_of(pf.weights), ab = byte_of(pf.activations);
   const double bw = target.bandwidth_gb_s * 1e9;
+  // EP: each device holds experts / ep experts and, with balanced routing, computes the T x top_k
+  // expert rows of its own tokens' share; the weights it reads are its experts that any of the
+  // ep x T tokens of its EP group reached.
+  const double local_experts =
+      s.moe() ? experts_touched(s.experts, s.top_k, dbl(par.ep) * dbl(micro_batch * local_seq)) / dbl(par.ep) : 1.0;
   LayerTimes out;
   for (const auto& op : w.ops) {
     PassTime& dst = op.count == s.n_layers ? out.layer : out.head;
     if (op.kind == "gemm") {
       double m = op.m, k = op.k, n = op.n;
+      const bool expert = s.moe() && op.name.rfind("mlp.", 0) == 0;
       if (op.name == "lm_head") m = dbl(micro_batch * local_seq);  // training: logits at every position
       if (op.name == "attn.o_proj" || op.name == "mlp.down") {
         k /= t;
       } else {
         n /= t;
       }
-      const double bytes = k * n * wb + m * k * ab + m * n * ab;
+      const double bytes = (expert ? local_experts : 1.0) * k * n * wb + m * k * ab + m * n * ab;
       const KernelEstimate e = gemm_kernel(sys, target, op.rate_class, m, k, n, bytes);
       dst.add(e.time_s, e.compute_bound);
       out.rate_class = op.rate_class;
@@ -81,18 +88,25 @@ LayerTimes forward_times(const ModelShape& s, const PlanFormats& pf, const Syste
   // per token, in the activation format; SP shards the norms and residuals over TP.
   const double tokens = dbl(micro_batch * local_seq);
   const double norm_res = (2 * 2 + 2 * 3) * dbl(s.dim) / (par.sp ? t : 1.0);
-  const double act = (s.gated_mlp ? 3.0 : 2.0) * dbl(s.hidden_dim) / t;
+  const double act = (s.gated_mlp ? 3.0 : 2.0) * dbl(s.hidden_dim) * dbl(s.mlps_per_token()) / t;
   out.layer.add(tokens * (norm_res + act) * ab / bw, false);
   return out;
 }
 
 // Parameters held by the device of the largest pipeline stage (its layers plus one embedding
-// matrix, two when PP = 1 and they are untied), split by TP.
-double params_per_device(const ModelShape& s, const Parallel& par) {
+// matrix, two when PP = 1 and they are untied), split by TP; the experts' MLPs (`expert`) are
+// further split by EP, the rest (`dense`) is not.
+struct DeviceParams {
+  double dense = 0, expert = 0;
+  double total() const { return dense + expert; }
+};
+DeviceParams params_per_device(const ModelShape& s, const Parallel& par) {
   const double emb = dbl(s.vocab_size) * dbl(s.dim);
-  const double per_layer = (dbl(s.parameters()) - emb * (s.tied_embeddings ? 1.0 : 2.0)) / dbl(s.n_layers);
+  const double experts = dbl(s.expert_parameters()) / dbl(s.n_layers);
+  const double per_layer = (dbl(s.parameters()) - emb * (s.tied_embeddings ? 1.0 : 2.0)) / dbl(s.n_layers) - experts;
   const double embeddings = (par.pp == 1 && !s.tied_embeddings) ? 2 * emb : emb;
-  return (dbl(s.n_layers) / dbl(par.pp) * per_layer + embeddings) / dbl(par.tp);
+  const double layers = dbl(s.n_layers) / dbl(par.pp);
+  return {(layers * per_layer + embeddings) / dbl(par.tp), layers * experts / dbl(par.tp) / dbl(par.ep)};
 }
 
 // Activation bytes one layer keeps for backward, per micro-batch and device, from the tensors
@@ -108,8 +122,10 @@ double activation_bytes_per_layer(const ModelShape& s, const TrainFormats& f, co
   const double masks = s.gated_mlp ? 0.0 : 2.0 * sb * h;  // attention-output and MLP-output dropout
   // Replicated across TP unless SP: the two norm inputs, the attention and MLP inputs, masks.
   const double replicated = sb * (4 * h * a) + masks + sb * (2 * h * a);
-  // Split by TP: Q, K, V; attention output; MLP inputs of the activation and its output.
-  const double split = sb * ((h + 2 * kv) * a + h * a + ((s.gated_mlp ? 2 : 1) * H + H) * a) / t;
+  // Split by TP: Q, K, V; attention output; MLP inputs of the activation and its output (for
+  // each of the top_k experts a token passes through).
+  const double routed = dbl(s.mlps_per_token());
+  const double split = sb * ((h + 2 * kv) * a + h * a + routed * ((s.gated_mlp ? 2 : 1) * H + H) * a) / t;
   double bytes = replicated / (p.sp ? t : 1.0) + split;
   if (c.recompute == Recompute::none && !c.flash_attention) {
     // Softmax output (activation format) and its dropout mask, a s x s per sequence (5 a s^2 b at 16 bits).
@@ -210,7 +226,12 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
                           const MacDatapath& mac, const TrainConfig& c) {
   const Parallel& p = c.par;
   const std::string cfg = "parallel " + p.str() + ", model '" + s.name + "': ";
-  require(p.ep == 1, cfg + "ep = " + std::to_string(p.ep) + ": model shapes have no experts; expected ep = 1");
+  require(p.ep == 1 || s.moe(), cfg + "ep = " + std::to_string(p.ep) + ": the shape is dense (no experts); expected " +
+                                     "ep = 1, or a shape with experts (e.g. mixtral_8x7b)");
+  require(!s.moe() || s.experts % p.ep == 0,
+          cfg + "ep = " + std::to_string(p.ep) + " must divide experts = " + std::to_string(s.experts));
+  require((p.dp * p.cp) % p.ep == 0, cfg + "ep = " + std::to_string(p.ep) + " must divide dp x cp = " +
+                                         std::to_string(p.dp * p.cp) + " (expert parallelism reuses those ranks)");
   require(s.n_heads % p.tp == 0, cfg + "tp must divide n_heads = " + std::to_string(s.n_heads));
   require(s.n_kv_heads % p.tp == 0 || p.tp % s.n_kv_heads == 0,
           cfg + "tp must divide or be a multiple of n_kv_heads = " + std::to_string(s.n_kv_heads));
@@ -274,23 +295,40 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
     const double bytes = act / (p.sp ? dbl(p.tp) : 1.0);
     pp_step = 2.0 * dbl(p.vpp) * dbl(m) * send_recv(sys, bytes, p.tp * p.cp * p.dp).time_s;
   }
-  const double t_mb = mb_compute + mb_memory + tp_mb + cp_mb;
+  // EP: per MoE layer the routed tokens are sent to their experts' devices and the results sent
+  // back (two all-to-alls) forward, two backward, two more when the forward is recomputed; each
+  // device sends its tokens' top_k copies (split over TP with SP). Not overlapped.
+  double ep_mb = 0;
+  if (p.ep > 1) {
+    const int n = 4 + (c.recompute == Recompute::full ? 2 : 0);
+    const double bytes = dbl(s.top_k) * act / (p.sp ? dbl(p.tp) : 1.0);
+    ep_mb = layers * n * collective(sys, Collective::all_to_all, bytes, p.ep, p.tp * p.cp).time_s;
+  }
+  const double t_mb = mb_compute + mb_memory + tp_mb + cp_mb + ep_mb;
   const double bubble = dbl(p.pp - 1) / dbl(p.vpp) * t_mb;
 
   // DP (over dp x cp ranks, stride tp): gradients reduced in the communication format; ZeRO-2/3
   // reduce-scatter them and all-gather the updated weights; ZeRO-3 gathers weights again for
   // forward and backward of every micro-batch.
-  const double params = params_per_device(s, p);
+  const DeviceParams dev = params_per_device(s, p);
+  const double params = dev.total();
   const long long dpg = p.dp * p.cp;
+  // Expert weights are replicated over the dp x cp / ep ranks holding the same experts.
+  const long long epg = dpg / p.ep;
   double dp_s = 0;
   if (dpg > 1) {
-    const double g = params * byte_of(f.grad_comm), wbytes = params * byte_of(f.weights);
     double reduce = 0, gather = 0;
-    if (p.zero <= 1) {
-      reduce = collective(sys, Collective::all_reduce, g, dpg, p.tp).time_s;
-    } else {
-      reduce = collective(sys, Collective::reduce_scatter, g, dpg, p.tp).time_s;
-      gather = collective(sys, Collective::all_gather, wbytes, dpg, p.tp).time_s;
+    // The dense parameters over all dp x cp ranks (stride tp), the experts over their replicas
+    // (stride tp x ep: the EP group is the inner part of the DP x CP ranks).
+    for (const auto& [n, group, stride] : {std::tuple{dev.dense, dpg, p.tp}, std::tuple{dev.expert, epg, p.tp * p.ep}}) {
+      if (n <= 0 || group <= 1) continue;
+      const double g = n * byte_of(f.grad_comm), wbytes = n * byte_of(f.weights);
+      if (p.zero <= 1) {
+        reduce += collective(sys, Collective::all_reduce, g, group, stride).time_s;
+      } else {
+        reduce += collective(sys, Collective::reduce_scatter, g, group, stride).time_s;
+        gather += collective(sys, Collective::all_gather, wbytes, group, stride).time_s;
+      }
     }
     double exposed = c.overlap_dp ? std::max(0.0, reduce - (2 * fwd_c + 2 * fwd_m)) : reduce;
     exposed += gather;
@@ -301,7 +339,11 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
     dp_s = exposed;
   }
   // Optimizer (Adam): read and write master weights and both states, read gradients, write weights.
-  const double opt_params = params / (p.zero >= 1 ? dbl(dpg) : 1.0);
+  // ZeRO shards each kind of parameter over the ranks that hold a replica of it.
+  const auto sharded = [&](int stage) {
+    return stage > 0 && p.zero >= stage ? dev.dense / dbl(dpg) + dev.expert / dbl(epg) : params;
+  };
+  const double opt_params = sharded(1);
   const double opt_bytes = opt_params * (2 * byte_of(f.master_weights) + 4 * byte_of(f.optimizer_states) +
                                          byte_of(f.gradients) + byte_of(f.weights));
   const double opt_s = opt_bytes / (target.bandwidth_gb_s * 1e9);
@@ -311,19 +353,20 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   st.memory_s = dbl(m) * mb_memory;
   st.tp_s = dbl(m) * tp_mb;
   st.cp_s = dbl(m) * cp_mb;
+  st.ep_s = dbl(m) * ep_mb;
   st.pp_s = pp_step;
   st.bubble_s = bubble;
   st.dp_s = dp_s;
   st.optimizer_s = opt_s;
-  st.step_s = st.compute_s + st.memory_s + st.tp_s + st.cp_s + st.pp_s + st.bubble_s + st.dp_s + st.optimizer_s;
+  st.step_s = st.compute_s + st.memory_s + st.tp_s + st.cp_s + st.ep_s + st.pp_s + st.bubble_s + st.dp_s +
+              st.optimizer_s;
 
   // Memory per device.
   DeviceMemory& mem = r.memory;
   mem.capacity = target.capacity_gb * 1e9;
-  mem.weights = params * byte_of(f.weights) / (p.zero == 3 ? dbl(dpg) : 1.0);
-  mem.gradients = params * byte_of(f.gradients) / (p.zero >= 2 ? dbl(dpg) : 1.0);
-  mem.optimizer = params * (byte_of(f.master_weights) + 2 * byte_of(f.optimizer_states)) /
-                  (p.zero >= 1 ? dbl(dpg) : 1.0);
+  mem.weights = sharded(3) * byte_of(f.weights);
+  mem.gradients = sharded(2) * byte_of(f.gradients);
+  mem.optimizer = sharded(1) * (byte_of(f.master_weights) + 2 * byte_of(f.optimizer_states));
   // 1F1B keeps min(m, pp) micro-batches in flight on the first stage; interleaving adds
   // (pp - 1) / (pp vpp) (Narayanan et al. 2021, §2.2.2). Full recomputation also needs one
   // layer's full set while it runs; the last stage holds FP32 logits of its micro-batch.
@@ -373,7 +416,10 @@ std::vector<TrainResult> search_training(const ModelShape& s, const TrainFormats
         if (devices % rest != 0) continue;
         for (long long mb : {1LL, 2LL, 4LL}) {
           for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+           for (long long ep = 1; ep <= (s.moe() ? s.experts : 1); ep *= 2) {
+            if (s.moe() && (s.experts % ep != 0 || (devices / rest) % ep != 0)) continue;
             TrainConfig c = base;
+            c.par.ep = ep;
             c.par.tp = tp;
             c.par.pp = pp;
             c.par.cp = cp;
@@ -387,6 +433,7 @@ std::vector<TrainResult> search_training(const ModelShape& s, const TrainFormats
             } catch (const SpecError&) {
               // Inconsistent for this model or batch: not a candidate.
             }
+           }
           }
         }
       }
@@ -450,7 +497,8 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
     if (op.kind == "gemm") {
       double k = op.k, n = op.n;
       if (op.name == "attn.o_proj" || op.name == "mlp.down") k /= t; else n /= t;
-      const double bytes = k * n * byte_of(f.weights) + f.weights.tensor_scale_bytes +
+      // op.weight_copies: the experts this step's tokens reach (1 for a dense op).
+      const double bytes = op.weight_copies * (k * n * byte_of(f.weights) + f.weights.tensor_scale_bytes) +
                            op.m * k * byte_of(f.activations) + op.m * n * byte_of(f.activations);
       const KernelEstimate e = gemm_kernel(sys, target, op.rate_class, op.m, k, n, bytes);
       (e.compute_bound ? c : mem) = e.time_s;

@@ -50,7 +50,9 @@ struct Builder {
   }
 
   // y[m, n] = x[m, k] . W[k, n]: 2mkn flops; reads W once (+ tensor scale) and x, writes y.
-  void gemm(const std::string& name, double m, double k, double n, const GemmPlan& g, const std::string& out_format) {
+  // `stored` weight matrices of this shape exist (experts), `read` of them are read (touched).
+  void gemm(const std::string& name, double m, double k, double n, const GemmPlan& g, const std::string& out_format,
+            double stored = 1, double read = 1) {
     const CostFormat wf = cat.format(g.weights);
     const CostFormat xf = cat.format(g.inputs);
     const CostFormat of = cat.format(out_format);
@@ -61,11 +63,12 @@ struct Builder {
     op.m = m;
     op.k = k;
     op.n = n;
-    op.bytes = bytes_of(wf, k * n) + wf.tensor_scale_bytes + bytes_of(xf, m * k) + bytes_of(of, m * n);
+    op.bytes = read * (bytes_of(wf, k * n) + wf.tensor_scale_bytes) + bytes_of(xf, m * k) + bytes_of(of, m * n);
+    op.weight_copies = read;
     op.a_format = xf.name;
     op.b_format = wf.name;
     price(op, xf, wf, g.datapath);
-    w.weight_bytes += bytes_of(wf, k * n) + wf.tensor_scale_bytes;
+    w.weight_bytes += stored * (bytes_of(wf, k * n) + wf.tensor_scale_bytes);
     push(std::move(op));
   }
 
@@ -100,8 +103,23 @@ CostFormat wider(const CostFormat& x, const CostFormat& y) {
 }  // namespace
 
 long long ModelShape::parameters() const {
-  const long long per_layer = 2 * dim * dim + 2 * dim * kv_dim() + (gated_mlp ? 3 : 2) * dim * hidden_dim;
+  const long long mlp = (gated_mlp ? 3 : 2) * dim * hidden_dim;
+  const long long per_layer = 2 * dim * dim + 2 * dim * kv_dim() + mlps() * mlp + (moe() ? dim * experts : 0);
   return n_layers * per_layer + vocab_size * dim * (tied_embeddings ? 1 : 2);
+}
+
+long long ModelShape::active_parameters() const {
+  return parameters() - n_layers * (mlps() - mlps_per_token()) * (gated_mlp ? 3 : 2) * dim * hidden_dim;
+}
+
+long long ModelShape::expert_parameters() const {
+  return moe() ? n_layers * experts * (gated_mlp ? 3 : 2) * dim * hidden_dim : 0;
+}
+
+double experts_touched(long long experts, long long top_k, double tokens) {
+  if (experts <= 0) return 1.0;
+  const double e = static_cast<double>(experts);
+  return e * (1.0 - std::pow(1.0 - static_cast<double>(top_k) / e, tokens));
 }
 
 CostPlan CostPlan::uniform(std::string name, const std::string& weights, const std::string& activations,
@@ -139,9 +157,11 @@ double bits_per_weight(const ModelShape& s, const CostPlan& p, const WorkloadRes
     add(l.k_proj.weights, d * kv);
     add(l.v_proj.weights, d * kv);
     add(l.o_proj.weights, d * d);
-    if (s.gated_mlp) add(l.gate.weights, d * hid);
-    add(l.up.weights, d * hid);
-    add(l.down.weights, hid * d);
+    const double e = static_cast<double>(s.mlps());  // every expert's weights
+    if (s.gated_mlp) add(l.gate.weights, e * d * hid);
+    add(l.up.weights, e * d * hid);
+    add(l.down.weights, e * hid * d);
+    if (s.moe()) add(l.gate.weights, d * e);  // the router
   }
   add(p.lm_head.weights, d * voc);
   if (params > 0) return bits / params;
@@ -224,9 +244,20 @@ Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& ta
     }
     w.kv_cache_bytes += bytes_of(kvf, 2.0 * B * S * kv);
     b.gemm("attn.o_proj", T, d, d, l.o_proj, l.o_proj.inputs);
-    if (s.gated_mlp) b.gemm("mlp.gate", T, d, hid, l.gate, l.gate.inputs);
-    b.gemm("mlp.up", T, d, hid, l.up, l.up.inputs);
-    b.gemm("mlp.down", T, hid, d, l.down, l.down.inputs);
+    if (s.moe()) {
+      // Router logits, then each token's top_k experts as one grouped GEMM of T x top_k rows that
+      // reads the weights of every expert some token was routed to (uniform routing).
+      const double e = static_cast<double>(s.experts), rows = T * static_cast<double>(s.top_k);
+      const double touched = experts_touched(s.experts, s.top_k, T);
+      b.gemm("moe.router", T, d, e, l.gate, l.gate.inputs);
+      if (s.gated_mlp) b.gemm("mlp.gate", rows, d, hid, l.gate, l.gate.inputs, e, touched);
+      b.gemm("mlp.up", rows, d, hid, l.up, l.up.inputs, e, touched);
+      b.gemm("mlp.down", rows, hid, d, l.down, l.down.inputs, e, touched);
+    } else {
+      if (s.gated_mlp) b.gemm("mlp.gate", T, d, hid, l.gate, l.gate.inputs);
+      b.gemm("mlp.up", T, d, hid, l.up, l.up.inputs);
+      b.gemm("mlp.down", T, hid, d, l.down, l.down.inputs);
+    }
   }
   // Logits only for the last position of each sequence (the next token); a tied head reads the
   // embedding table, so its weights are counted once.

@@ -95,9 +95,20 @@ std::string datapath_variant_name(const std::string& base, const DatapathVariant
 
 std::string Experiment::fingerprint() const {
   std::ostringstream s;
-  s << "cost=" << cost.target << "|" << cost.shape << "|" << cost.phase << "|" << cost.batch << "|" << cost.context
+  s << "cost=" << cost.target << "|" << cost.shape << "|" << cost.phase << "|" << cost.batch << "|" << cost.context;
+  if (!cost.system.empty()) {
+    s << "|" << cost.system << "|" << cost.devices << "|" << cost.parallel << "|" << cost.search << "|"
+      << cost.global_batch << "|" << cost.micro_batch << "|" << cost.recompute << "|" << cost.gradients << "|"
+      << cost.optimizer_states << "|" << cost.master_weights << "|" << cost.comm;
+  }
+  s
     << "\nmodel=" << model << "\nreference=" << reference << "\nmax_tokens=" << max_tokens
     << "\nattribution=" << attribution << "\n";
+  if (layer_attribution_all || !layer_attribution.empty()) {
+    s << "layer_attribution=" << layer_attribution_all;
+    for (const auto& l : layer_attribution) s << "|" << l;
+    s << "\n";
+  }
   if (!text.empty() && fs::exists(text)) s << "text=" << io::sha256_file(text) << "\n";
   if (!tokens.empty() && fs::exists(tokens)) s << "tokens=" << io::sha256_file(tokens) << "\n";
   if (!activations.empty() && fs::exists(activations)) s << "activations=" << io::sha256_file(activations) << "\n";
@@ -144,28 +155,71 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   }
   if (x.out_dir.empty()) x.out_dir = fs::path("out") / x.name;
   if (const toml::table* o = t["options"].as_table()) {
-    check_keys(*o, origin, "options.", {"reference", "attribution"});
+    check_keys(*o, origin, "options.", {"reference", "attribution", "layer_attribution"});
     x.reference = get_string(*o, origin, "reference", "options.", "fp32");
     if (const toml::node* n = o->get("attribution")) {
       if (!n->is_boolean()) fail(origin, n, "options.attribution", show(*n), "true or false");
       x.attribution = *n->value<bool>();
     }
+    if (const toml::node* n = o->get("layer_attribution")) {
+      const char* want = "true, false or an array of plan labels";
+      if (n->is_boolean()) {
+        x.layer_attribution_all = *n->value<bool>();
+      } else if (const toml::array* a = n->as_array()) {
+        for (const auto& e : *a) {
+          if (!e.is_string()) fail(origin, &e, "options.layer_attribution", show(e), want);
+          x.layer_attribution.push_back(*e.value<std::string>());
+        }
+      } else {
+        fail(origin, n, "options.layer_attribution", show(*n), want);
+      }
+    }
   }
   if (const toml::table* c = t["cost"].as_table()) {
-    check_keys(*c, origin, "cost.", {"target", "shape", "phase", "batch", "context"});
-    x.cost.target = get_string(*c, origin, "target", "cost.", "", true);
+    check_keys(*c, origin, "cost.",
+               {"target", "shape", "phase", "batch", "context", "system", "devices", "parallel", "search",
+                "global_batch", "micro_batch", "recompute", "gradients", "optimizer_states", "master_weights", "comm"});
+    x.cost.system = get_string(*c, origin, "system", "cost.", "");
+    // With a system, its device is the target unless one is named.
+    x.cost.target = get_string(*c, origin, "target", "cost.", "", x.cost.system.empty());
     x.cost.shape = get_string(*c, origin, "shape", "cost.", x.model);
     x.cost.phase = get_string(*c, origin, "phase", "cost.", "decode");
-    if (x.cost.phase != "decode" && x.cost.phase != "prefill") {
-      fail(origin, c->get("phase"), "cost.phase", '"' + x.cost.phase + '"', "\"decode\" or \"prefill\"");
+    if (x.cost.phase != "decode" && x.cost.phase != "prefill" && (x.cost.phase != "train" || x.cost.system.empty())) {
+      fail(origin, c->get("phase"), "cost.phase", '"' + x.cost.phase + '"',
+           x.cost.system.empty() ? "\"decode\" or \"prefill\" (\"train\" needs cost.system)"
+                                 : "\"decode\", \"prefill\" or \"train\"");
     }
-    for (const auto& [key, dst] : {std::pair<const char*, long long*>{"batch", &x.cost.batch}, {"context", &x.cost.context}}) {
+    x.cost.parallel = get_string(*c, origin, "parallel", "cost.", "");
+    x.cost.recompute = get_string(*c, origin, "recompute", "cost.", "selective");
+    if (x.cost.recompute != "none" && x.cost.recompute != "selective" && x.cost.recompute != "full") {
+      fail(origin, c->get("recompute"), "cost.recompute", '"' + x.cost.recompute + '"', "none, selective or full");
+    }
+    x.cost.gradients = get_string(*c, origin, "gradients", "cost.", "fp32");
+    x.cost.optimizer_states = get_string(*c, origin, "optimizer_states", "cost.", "fp32");
+    x.cost.master_weights = get_string(*c, origin, "master_weights", "cost.", "fp32");
+    x.cost.comm = get_string(*c, origin, "comm", "cost.", "");
+    if (const toml::node* n = c->get("search")) {
+      if (!n->is_boolean()) fail(origin, n, "cost.search", show(*n), "true or false");
+      x.cost.search = *n->value<bool>();
+    }
+    for (const char* key : {"devices", "parallel", "search", "global_batch", "micro_batch", "recompute", "gradients",
+                            "optimizer_states", "master_weights", "comm"}) {
+      if (x.cost.system.empty() && c->get(key) != nullptr) {
+        fail(origin, c->get(key), std::string("cost.") + key, show(*c->get(key)), "cost.system to be set as well");
+      }
+    }
+    for (const auto& [key, dst] : {std::pair<const char*, long long*>{"batch", &x.cost.batch}, {"context", &x.cost.context},
+                                   {"devices", &x.cost.devices}, {"global_batch", &x.cost.global_batch},
+                                   {"micro_batch", &x.cost.micro_batch}}) {
       if (const toml::node* n = c->get(key)) {
         if (!n->is_integer() || *n->value<std::int64_t>() < 1) {
           fail(origin, n, std::string("cost.") + key, show(*n), "an integer >= 1");
         }
         *dst = *n->value<std::int64_t>();
       }
+    }
+    if (x.cost.search && x.cost.devices < 1) {
+      fail(origin, c->get("search"), "cost.search", "true", "cost.devices: the devices to search on");
     }
   }
   std::set<std::string> labels;
@@ -312,6 +366,14 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     }
   }
   if (x.plans.empty()) fail(origin, &t, "plan", "(missing)", "at least one [[plan]] or a [grid]");
+  for (const auto& l : x.layer_attribution) {
+    if (labels.count(l) == 0) {
+      const toml::node* n = t["options"]["layer_attribution"].node();
+      std::string known;
+      for (const auto& p : x.plans) known += (known.empty() ? "" : ", ") + p.label;
+      fail(origin, n, "options.layer_attribution", '"' + l + '"', "a plan label of this experiment (" + known + ")");
+    }
+  }
   return x;
 }
 

@@ -5,6 +5,8 @@
 #include <map>
 #include <vector>
 
+#include "lpemu/error.hpp"
+
 namespace lpemu::experiment {
 namespace {
 
@@ -100,6 +102,92 @@ Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& sh
     p.computed += (p.computed.empty() ? "" : "; ") + key + " (" + pct + ")";
   }
   return p;
+}
+
+ClusterFormats cluster_formats(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
+                               const cost::Target& target, cost::Catalog& cat, const ClusterSetup& c) {
+  const cost::CostPlan cp = cost_plan(plan, shape.n_layers);
+  const cost::LayerPlan& mid = cp.layers.at(cp.layers.size() / 2);
+  ClusterFormats out{{cat.format(c.weights.empty() ? mid.gate.weights : c.weights),
+                      cat.format(c.activations.empty() ? mid.gate.inputs : c.activations),
+                      cat.format(c.kv_cache.empty() ? mid.kv_cache : c.kv_cache)},
+                     ""};
+  const cost::PlanFormats& pf = out.formats;
+  out.datapath = !c.datapath.empty()        ? c.datapath
+                 : !mid.gate.datapath.empty() ? mid.gate.datapath
+                                              : target.datapath_for(cost::gemm_rate_class(
+                                                    pf.weights.element, pf.activations.element, target,
+                                                    pf.weights.name, pf.activations.name));
+  return out;
+}
+
+cost::TrainFormats train_formats(const cost::PlanFormats& pf, cost::Catalog& cat, const ClusterSetup& c) {
+  return {pf.weights,
+          pf.activations,
+          cat.format(c.gradients),
+          cat.format(c.optimizer_states),
+          cat.format(c.master_weights),
+          cat.format(c.comm.empty() ? "bf16" : c.comm),
+          cat.format(c.comm.empty() ? pf.activations.name : c.comm)};
+}
+
+cost::TrainConfig train_config(const ClusterSetup& c) {
+  cost::TrainConfig cfg;
+  cfg.seq = c.context;
+  cfg.global_batch = c.global_batch;
+  cfg.micro_batch = c.micro_batch;
+  cfg.recompute = cost::parse_recompute(c.recompute);
+  return cfg;
+}
+
+ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
+                                  const cost::System& sys, cost::Catalog& cat, const ClusterSetup& c) {
+  const cost::Target& t = cat.target(sys.device);
+  const ClusterFormats cf = cluster_formats(plan, shape, t, cat, c);
+  const cost::MacDatapath& dp = cat.datapath(cf.datapath);
+  ClusterPricing out;
+  out.system = sys.name;
+  if (c.phase == "train") {
+    const cost::TrainFormats f = train_formats(cf.formats, cat, c);
+    cost::TrainConfig cfg = train_config(c);
+    cost::TrainResult r;
+    if (c.search) {
+      if (c.devices < 1) throw SpecError("cluster pricing: search needs devices >= 1");
+      if (!c.parallel.empty()) cfg.par = cost::parse_parallel(c.parallel);
+      const auto all = cost::search_training(shape, f, sys, t, dp, c.devices, cfg);
+      if (all.empty()) throw SpecError("no consistent configuration on " + std::to_string(c.devices) + " devices");
+      r = all.front();
+    } else {
+      cfg.par = cost::parse_parallel(c.parallel.empty() ? "tp=1" : c.parallel, c.devices);
+      r = cost::training_step(shape, f, sys, t, dp, cfg);
+    }
+    out.parallel = r.config.par.str();
+    out.step_s = r.time.step_s;
+    out.tokens_per_s = r.tokens_per_s;
+    out.mfu = r.mfu;
+    out.memory_gb = r.memory.total / 1e9;
+    out.fits = r.memory.fits;
+    out.why = r.memory.why;
+    return out;
+  }
+  if (c.phase != "prefill" && c.phase != "decode") {
+    throw SpecError("cluster pricing: phase \"" + c.phase + "\": expected train, prefill or decode");
+  }
+  const cost::Parallel par = cost::parse_parallel(c.parallel.empty() ? "tp=1" : c.parallel);
+  if (c.devices > 0 && par.devices() != c.devices) {
+    throw SpecError("parallel " + par.str() + " uses " + std::to_string(par.devices()) + " devices; devices is " +
+                    std::to_string(c.devices));
+  }
+  const auto r = cost::inference_step(shape, cf.formats, sys, t, dp, par,
+                                      c.phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode, c.batch,
+                                      c.context);
+  out.parallel = par.str();
+  out.step_s = r.step_s;
+  out.tokens_per_s = r.tokens_per_s;
+  out.memory_gb = (r.weight_bytes + r.kv_bytes) / 1e9;
+  out.fits = r.fits;
+  out.why = r.why;
+  return out;
 }
 
 }  // namespace lpemu::experiment

@@ -86,6 +86,15 @@ std::vector<Column> ranked_columns(const std::vector<PlanResult>& plans) {
     c.push_back({"Pareto", false, [](const PlanResult&, std::size_t, bool on) { return std::string(on ? "★" : ""); },
                  nullptr});
   }
+  const bool cluster = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.cost.cluster_system.empty(); });
+  if (cluster) {
+    c.push_back({"cluster parallel", false, [](const PlanResult& p, std::size_t, bool) { return p.cost.cluster_parallel; },
+                 nullptr});
+    c.push_back(number("cluster step s", [](const PlanResult& p) { return p.cost.cluster_step_s; }, 4));
+    c.push_back(number("cluster tokens/s", [](const PlanResult& p) { return p.cost.cluster_tokens_per_s; }, 5));
+    c.push_back(number("MFU", [](const PlanResult& p) { return p.cost.cluster_mfu; }, 3, 100, "%"));
+    c.push_back(number("GB/device", [](const PlanResult& p) { return p.cost.cluster_memory_gb; }, 4));
+  }
   return c;
 }
 
@@ -126,6 +135,12 @@ std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
     m.emplace_back("cost_mac_area_rel_bf16", r.cost.mac_area_rel_bf16);
     m.emplace_back("cost_mac_energy_pj", r.cost.mac_energy_pj);
   }
+  if (!r.cost.cluster_system.empty()) {
+    m.emplace_back("cluster_step_s", r.cost.cluster_step_s);
+    m.emplace_back("cluster_tokens_per_s", r.cost.cluster_tokens_per_s);
+    m.emplace_back("cluster_mfu", r.cost.cluster_mfu);
+    m.emplace_back("cluster_memory_gb", r.cost.cluster_memory_gb);
+  }
   for (const auto& [name, s] : e.residual) m.emplace_back("residual_sqnr_db/" + name, s.sqnr_db);
   for (const auto& row : r.replay) {
     m.emplace_back("replay_output_sqnr_db/" + (row.layer < 0 ? std::string("head") : "layers/" + std::to_string(row.layer)) +
@@ -135,6 +150,10 @@ std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
   for (const auto& a : r.attribution) {
     m.emplace_back("attribution_mean_kl/" + a.role, a.mean_kl);
     m.emplace_back("attribution_delta_nll/" + a.role, a.delta_nll);
+  }
+  for (const auto& a : r.layer_attribution) {
+    const std::string where = a.layer < 0 ? "head" : std::to_string(a.layer);
+    m.emplace_back("layer_attribution_mean_kl/" + a.role + "/" + where, a.mean_kl);
   }
   return m;
 }
@@ -215,6 +234,14 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
     for (const auto& p : plans) {
       if (!p.cost.note.empty()) md << "- " << p.label << ": not priced: " << p.cost.note << "\n";
     }
+    if (!c.cluster_system.empty()) {
+      md << "\nCluster columns: each plan priced on system `" << c.cluster_system
+         << "` by the cluster-level model (README \"Cluster level\"), as `lpemu cost --system` prices the plan file "
+            "`plans/NNNN.toml`: step time, tokens/s of the whole job, MFU (training) and memory per device.\n";
+      for (const auto& p : plans) {
+        if (!p.cost.cluster_note.empty()) md << "- " << p.label << ": cluster: " << p.cost.cluster_note << "\n";
+      }
+    }
     md << "\n## What each plan computes, and the datapath priced\n\n"
           "How to read this: the GEMM column is the datapath the blocks' linear layers run on in the "
           "accuracy run (`eigen` = fp32 accumulation); the cost model prices every GEMM of every layer "
@@ -275,7 +302,24 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
     }
   }
   md << "\n## Figures\n\n";
-  for (const auto& f : figures) md << "### " << f.caption << "\n\n" << f.how_to_read << "\n\n![" << f.caption << "](" << f.file << ")\n\n";
+  for (const auto& f : figures) {
+    if (f.group.empty()) md << "### " << f.caption << "\n\n" << f.how_to_read << "\n\n![" << f.caption << "](" << f.file << ")\n\n";
+  }
+  std::vector<std::string> groups;
+  for (const auto& f : figures) {
+    if (!f.group.empty() && std::find(groups.begin(), groups.end(), f.group) == groups.end()) groups.push_back(f.group);
+  }
+  for (const auto& g : groups) {
+    md << "### Per plan: " << g << "\n\n";
+    bool first = true;
+    for (const auto& f : figures) {
+      if (f.group != g) continue;
+      if (first) md << f.how_to_read << "\n\n";
+      first = false;
+      md << "- [" << f.caption << "](" << f.file << ")\n";
+    }
+    md << "\n";
+  }
   md << "## Files\n\n- `report.html`: this report as one self-contained page (sortable table, every figure)\n"
         "- `results.h5`: everything (per-token NLL and KL, per-layer errors, replay, attribution)\n"
         "- `results.csv`: one row per plan × metric\n- `*.svg`: the figures above\n"

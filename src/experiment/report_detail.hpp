@@ -46,6 +46,7 @@ struct NamedFigure {
   std::string caption;  ///< one sentence: what it shows
   std::string how_to_read;
   io::Figure figure;
+  std::string group;  ///< "": a main figure; else the per-plan section it belongs to (e.g. "per-op cost")
 };
 
 /// Every figure of a sweep report, in the order the report shows them.

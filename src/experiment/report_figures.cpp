@@ -35,6 +35,67 @@ io::BarChart cost_breakdown_chart(const cost::Workload& w, const std::string& ti
   return c;
 }
 
+namespace {
+
+// The rows (blocks in order, then the LM head) and columns (points in first-seen order) of a
+// plan's layer attribution.
+void layer_axes(const PlanResult& p, std::vector<int>& layers, std::vector<std::string>& points) {
+  for (const auto& a : p.layer_attribution) {
+    if (std::find(layers.begin(), layers.end(), a.layer) == layers.end()) layers.push_back(a.layer);
+    if (std::find(points.begin(), points.end(), a.role) == points.end()) points.push_back(a.role);
+  }
+  std::sort(layers.begin(), layers.end(), [](int x, int y) { return (x < 0 ? 1 << 30 : x) < (y < 0 ? 1 << 30 : y); });
+}
+
+std::string layer_name(int layer) { return layer < 0 ? "LM head" : "block " + std::to_string(layer); }
+
+double layer_value(const PlanResult& p, int layer, const std::string& point) {
+  for (const auto& a : p.layer_attribution) {
+    if (a.layer == layer && a.role == point) return a.mean_kl;
+  }
+  return std::nan("");
+}
+
+}  // namespace
+
+io::HeatMap layer_attribution_heatmap(const PlanResult& plan) {
+  std::vector<int> layers;
+  std::vector<std::string> points;
+  layer_axes(plan, layers, points);
+  io::HeatMap hm;
+  hm.title = "Attribution by layer: " + plan.label;
+  hm.x_label = "quantisation point";
+  hm.y_label = "layer";
+  hm.cols = points;
+  hm.value_label = "mean KL (nats/token)";
+  hm.log = true;
+  for (const int l : layers) {
+    hm.rows.push_back(layer_name(l));
+    for (const auto& pt : points) hm.values.push_back(layer_value(plan, l, pt));
+  }
+  hm.notes.push_back("Each cell: only that point quantised, only in that layer, as the plan quantises it there; "
+                     "everything else and every GEMM at the reference.");
+  hm.notes.push_back("The whole plan (every point in every layer, on its GEMM): mean KL " + report::num(plan.eval.mean_kl, 3) +
+                     ".");
+  return hm;
+}
+
+io::BarChart layer_attribution_bars(const PlanResult& plan) {
+  std::vector<int> layers;
+  std::vector<std::string> points;
+  layer_axes(plan, layers, points);
+  io::BarChart c;
+  c.title = "Attribution by layer: " + plan.label;
+  for (const int l : layers) c.categories.push_back(layer_name(l));
+  for (const auto& pt : points) {
+    io::BarPanel panel{"KL alone, " + pt + " (nats/token)", {}, false};
+    for (const int l : layers) panel.values.push_back(layer_value(plan, l, pt));
+    c.panels.push_back(std::move(panel));
+  }
+  c.notes.push_back("Longer bar = more damage from that point in that layer alone; no bar: not quantised there.");
+  return c;
+}
+
 io::Plot datapath_error_plot(const std::vector<std::string>& names, const std::vector<std::size_t>& ks,
                              const std::vector<std::vector<double>>& err, const std::string& dist) {
   io::Plot p;
@@ -133,7 +194,7 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
                  "Lower is better on both axes: down and to the left. The line joins the plans no other plan beats "
                  "on both (the Pareto front); a plan above it pays bits for nothing.",
                  io::layout(kl_scatter(plans, bits, true, false, "Accuracy loss vs bits per weight",
-                                       "bits per weight element (block-scale overhead included)"))});
+                                       "bits per weight element (block-scale overhead included)")), {}});
   if (has_cost(plans)) {
     const std::string target = plans.front().cost.target;
     std::vector<double> area, tps, jpt;
@@ -146,16 +207,16 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
                    "MAC area from the MAC model, relative to a bf16 MAC on the same datapath (45 nm constants: compare "
                    "plans, not absolute values). Down and to the left is better; the line is the Pareto front.",
                    io::layout(kl_scatter(plans, area, true, false, "Accuracy loss vs MAC area (" + target + ")",
-                                         "MAC lane area relative to bf16 (×)"))});
+                                         "MAC lane area relative to bf16 (×)")), {}});
     out.push_back({"kl_vs_tokens_per_s.svg", "Accuracy loss against decode throughput.",
                    "Throughput from the roofline of the priced workload. Down and to the right is better; the line "
                    "is the Pareto front (more tokens/s for less loss).",
                    io::layout(kl_scatter(plans, tps, false, false, "Accuracy loss vs throughput (" + target + ")",
-                                         "tokens per second (roofline)"))});
+                                         "tokens per second (roofline)")), {}});
     out.push_back({"kl_vs_energy.svg", "Accuracy loss against energy per token.",
                    "Energy per token from the roofline of the priced workload. Down and to the left is better.",
                    io::layout(kl_scatter(plans, jpt, true, false, "Accuracy loss vs energy per token (" + target + ")",
-                                         "energy per token (mJ)"))});
+                                         "energy per token (mJ)")), {}});
   }
   const bool any_residual = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.eval.residual.empty(); });
   if (any_residual) {
@@ -182,7 +243,7 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
     out.push_back({"residual_sqnr.svg", "Error per layer: residual-stream SQNR of each plan.",
                    "Higher is better. A steady fall with depth is error accumulating; a sudden drop points at one "
                    "block. Legend in rank order.",
-                   io::layout(pl)});
+                   io::layout(pl), {}});
   }
   // Attribution: plan x quantisation point heat map and per-point bars.
   std::vector<std::string> points;
@@ -216,15 +277,39 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
       }
     }
     hm.notes.push_back("Each cell: the plan with only that point quantised (every other tensor and the GEMM at the "
-                       "reference). The sweep attributes per point over all layers, not per layer.");
+                       "reference), in every layer at once; layer by layer: options.layer_attribution.");
     bars.notes.push_back("Missing bar: the plan does not quantise that point.");
     out.push_back({"attribution_heatmap.svg", "Attribution: which quantisation point costs how much, plan by plan.",
                    "Brighter is worse. Compare a row's cells to see which point to keep wider; compare a column to see "
                    "which format hurts that point least.",
-                   io::layout(hm)});
+                   io::layout(hm), {}});
     out.push_back({"attribution_bars.svg", "Attribution as bars, one panel per quantisation point.",
                    "Longer bar = more damage from that point alone. The panels share the plan rows (rank order).",
-                   io::layout(bars)});
+                   io::layout(bars), {}});
+  }
+  // Per plan: attribution by layer (layer x point) and where the priced cost goes, op by op.
+  for (const auto i : order) {
+    const auto& p = plans[i];
+    char idx[16];
+    std::snprintf(idx, sizeof idx, "%04zu", p.index);
+    if (!p.layer_attribution.empty()) {
+      out.push_back({std::string("attribution_layers_") + idx + ".svg", "Attribution by layer × point: " + p.label + ".",
+                     "Brighter is worse. Each cell quantises one point in one layer alone; a bright row is a layer "
+                     "to keep wider, a bright column a point to keep wider everywhere.",
+                     io::layout(layer_attribution_heatmap(p)), "attribution by layer (heat map)"});
+      out.push_back({std::string("attribution_layers_bars_") + idx + ".svg", "Attribution by layer, as bars: " + p.label + ".",
+                     "Longer bar = more damage from that point in that layer alone; one panel per point.",
+                     io::layout(layer_attribution_bars(p)), "attribution by layer (bars)"});
+    }
+    if (!p.cost.ops.empty()) {
+      cost::Workload w;
+      w.ops = p.cost.ops;
+      out.push_back({std::string("cost_ops_") + idx + ".svg", "Where the cost goes, op by op: " + p.label + ".",
+                     "Time, DRAM traffic and MAC + DRAM energy of each op of the priced workload (all its layers), "
+                     "coloured by what bounds it; the same chart as `lpemu cost --plot` for this plan.",
+                     io::layout(cost_breakdown_chart(w, "Cost per op: " + p.label + " (" + p.cost.target + ")")),
+                     "per-op cost"});
+    }
   }
   // Per-layer error on recorded activations: linear layer x plan.
   const bool any_replay = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.replay.empty(); });
@@ -270,7 +355,7 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
     out.push_back({"replay_sqnr_heatmap.svg", "Error per linear layer on recorded activations.",
                    "Brighter is better (higher SQNR). A dark row is a layer that needs a wider format under every "
                    "plan; a dark column is a plan that fails everywhere.",
-                   io::layout(hm)});
+                   io::layout(hm), {}});
   }
   return out;
 }

@@ -123,13 +123,31 @@ void write_html(const std::filesystem::path& file, const std::string& name, cons
   }
 
   o << "<h2>Figures</h2>\n";
-  for (const auto& f : figures) {
+  const auto figure = [&](const NamedFigure& f) {
     const auto dot = f.file.rfind('.');
     o << "<figure id=\"" << html(f.file.substr(0, dot)) << "\">\n";
     // Inline SVG: the document's own <svg> element, without the XML prolog (there is none).
     o << f.figure.svg;
-    o << "<figcaption><b>" << html(f.caption) << "</b>" << html(f.how_to_read) << " <span class=\"note\">(" << html(f.file)
+    o << "<figcaption><b>" << html(f.caption) << "</b> " << html(f.how_to_read) << " <span class=\"note\">(" << html(f.file)
       << ")</span></figcaption>\n</figure>\n";
+  };
+  std::vector<std::string> groups;
+  for (const auto& f : figures) {
+    if (f.group.empty()) {
+      figure(f);
+    } else if (std::find(groups.begin(), groups.end(), f.group) == groups.end()) {
+      groups.push_back(f.group);
+    }
+  }
+  // Per-plan figures: one collapsed section per kind, one entry per plan (click to open).
+  for (const auto& g : groups) {
+    o << "<h3>Per plan: " << html(g) << "</h3>\n";
+    for (const auto& f : figures) {
+      if (f.group != g) continue;
+      o << "<details><summary>" << html(f.caption) << "</summary>\n";
+      figure(f);
+      o << "</details>\n";
+    }
   }
   o << "<h2>Files beside this report</h2>\n<ul>\n<li><code>report.md</code>: the same tables in Markdown</li>\n"
        "<li><code>results.h5</code>: everything (per-token NLL and KL, per-layer errors, replay, attribution)</li>\n"

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include <tbb/task_arena.h>
 
 #include "lpemu/cost/mac_model.hpp"
+#include "lpemu/cost/system.hpp"
 #include "lpemu/cost/workload.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/engine/model.hpp"
@@ -115,6 +117,32 @@ engine::PrecisionPlan without_gemms(const engine::PrecisionPlan& plan) {
   return p;
 }
 
+// The plan with only `role` quantised and only in block `layer` (-1: the LM head), as the plan
+// resolves it there; every GEMM on fp32 accumulation. nullopt when the role is not quantised there.
+std::optional<engine::PrecisionPlan> only_role_at(const engine::PrecisionPlan& plan, engine::Role role, int layer,
+                                                  int n_layers) {
+  // The LM head quantises only its own roles; blocks never use them.
+  const bool head_role = role == engine::Role::lm_head || role == engine::Role::lm_head_input || role == engine::Role::logits;
+  if (head_role != (layer < 0)) return std::nullopt;
+  engine::PrecisionPlan p;
+  p.name = plan.name;
+  p.compute = plan.compute;
+  p.origin = plan.origin;
+  const auto kinds = layer < 0 ? std::vector<engine::LayerKind>{engine::LayerKind::head}
+                               : std::vector<engine::LayerKind>{engine::LayerKind::attention, engine::LayerKind::mlp};
+  for (const auto kind : kinds) {
+    const auto spec = plan.resolve(role, layer, kind, n_layers);
+    if (!spec) continue;
+    engine::PrecisionPlan::Override o;
+    if (layer >= 0) o.layers = {layer};
+    o.kind = kind;
+    o.entries.push_back({role, spec});
+    p.overrides.push_back(std::move(o));
+  }
+  if (p.overrides.empty()) return std::nullopt;
+  return p;
+}
+
 bool role_used(const engine::PrecisionPlan& plan, engine::Role role, int n_layers) {
   for (int l = -1; l < n_layers; ++l) {
     for (const auto kind : {engine::LayerKind::attention, engine::LayerKind::mlp, engine::LayerKind::head}) {
@@ -154,15 +182,51 @@ cost::ModelShape shape_of(const engine::Config& c) {
 // GEMM on the datapath that runs it.
 PlanCost price_plan(const engine::PrecisionPlan& plan, const Experiment& exp, const Toolbox& tools) {
   PlanCost c;
-  if (exp.cost.target.empty() || tools.costs == nullptr) return c;
+  if ((exp.cost.target.empty() && exp.cost.system.empty()) || tools.costs == nullptr) return c;
   static std::mutex mu;  // the catalog parses lazily
   std::lock_guard lock(mu);
   cost::Catalog& cat = *tools.costs;
-  c.target = exp.cost.target;
+  std::optional<cost::System> sys;
+  if (!exp.cost.system.empty()) sys = cost::load_system(exp.cost.system);
+  c.target = exp.cost.target.empty() ? sys->device : exp.cost.target;
+  if (sys) {
+    c.cluster_system = sys->name;
+    ClusterSetup setup;
+    setup.system = exp.cost.system;
+    setup.phase = exp.cost.phase;
+    setup.devices = exp.cost.devices;
+    setup.parallel = exp.cost.parallel;
+    setup.search = exp.cost.search;
+    setup.batch = exp.cost.batch;
+    setup.context = exp.cost.context;
+    setup.global_batch = exp.cost.global_batch;
+    setup.micro_batch = exp.cost.micro_batch;
+    setup.recompute = exp.cost.recompute;
+    setup.gradients = exp.cost.gradients;
+    setup.optimizer_states = exp.cost.optimizer_states;
+    setup.master_weights = exp.cost.master_weights;
+    setup.comm = exp.cost.comm;
+    try {
+      cost::System on = *sys;
+      on.device = c.target;  // a [cost] target replaces the system's device, as `lpemu cost --target` does
+      const ClusterPricing cp = price_plan_cluster(plan, cat.shape(exp.cost.shape), on, cat, setup);
+      c.cluster_parallel = cp.parallel;
+      c.cluster_step_s = cp.step_s;
+      c.cluster_tokens_per_s = cp.tokens_per_s;
+      c.cluster_mfu = cp.mfu;
+      c.cluster_memory_gb = cp.memory_gb;
+      if (!cp.fits) c.cluster_note = "does not fit: " + cp.why;
+    } catch (const Error& e) {
+      c.cluster_note = e.what();
+    }
+  }
   try {
-    const Pricing p = experiment::price_plan(
-        plan, cat.shape(exp.cost.shape), cat.target(exp.cost.target), cat,
-        exp.cost.phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode, exp.cost.batch, exp.cost.context);
+    // Single device: the phase priced (training: the forward pass of one micro-batch, as a prefill).
+    const bool prefill = exp.cost.phase != "decode";
+    const Pricing p = experiment::price_plan(plan, cat.shape(exp.cost.shape), cat.target(c.target), cat,
+                                             prefill ? cost::Phase::prefill : cost::Phase::decode,
+                                             exp.cost.phase == "train" ? exp.cost.micro_batch : exp.cost.batch,
+                                             exp.cost.context);
     c.datapath = p.datapath;
     c.computed = p.computed;
     c.bits_per_weight = p.workload.bits_per_weight;
@@ -170,6 +234,7 @@ PlanCost price_plan(const engine::PrecisionPlan& plan, const Experiment& exp, co
     c.joules_per_token = p.roofline.energy_per_token();
     c.mac_area_rel_bf16 = p.mac_area_rel_bf16;
     c.mac_energy_pj = p.mac_energy_pj;
+    c.ops = p.workload.ops;
   } catch (const Error& e) {
     c.note = e.what();  // e.g. a format the target has no rate for: the plan keeps NaN costs
   }
@@ -224,6 +289,19 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
       // operands are rounded the same way in both), so it never mixes in operand rounding.
       const auto e = metrics::evaluate(model, without_gemms(plan), reference, tokens, *tools.quantizers, *tools.gemms);
       r.attribution.push_back({"gemm", r.gemm, r.eval.mean_kl - e.mean_kl, r.eval.mean_nll - e.mean_nll});
+    }
+  }
+  const bool by_layer = exp.layer_attribution_all || std::find(exp.layer_attribution.begin(), exp.layer_attribution.end(),
+                                                               spec.label) != exp.layer_attribution.end();
+  if (by_layer && !plan.is_reference()) {
+    for (const auto role : engine::kAllRoles) {
+      for (int l = 0; l <= n_layers; ++l) {
+        const int layer = l == n_layers ? -1 : l;  // the blocks, then the LM head
+        const auto only = only_role_at(plan, role, layer, n_layers);
+        if (!only) continue;
+        const auto e = metrics::evaluate(model, *only, reference, tokens, *tools.quantizers, *tools.gemms);
+        r.layer_attribution.push_back({std::string(engine::to_string(role)), layer, e.mean_kl, e.mean_nll - e.ref_mean_nll});
+      }
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -292,6 +370,15 @@ void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult&
     f.set_attr(g, "cost_joules_per_token", r.cost.joules_per_token);
     f.set_attr(g, "cost_mac_area_rel_bf16", r.cost.mac_area_rel_bf16);
     f.set_attr(g, "cost_mac_energy_pj", r.cost.mac_energy_pj);
+    if (!r.cost.cluster_system.empty()) {
+      f.set_attr(g, "cluster_system", r.cost.cluster_system);
+      f.set_attr(g, "cluster_parallel", r.cost.cluster_parallel);
+      f.set_attr(g, "cluster_step_s", r.cost.cluster_step_s);
+      f.set_attr(g, "cluster_tokens_per_s", r.cost.cluster_tokens_per_s);
+      f.set_attr(g, "cluster_mfu", r.cost.cluster_mfu);
+      f.set_attr(g, "cluster_memory_gb", r.cost.cluster_memory_gb);
+      f.set_attr(g, "cluster_note", r.cost.cluster_note);
+    }
     const auto& e = r.eval;
     f.set_attr(g, "mean_nll", e.mean_nll);
     f.set_attr(g, "perplexity", e.perplexity);
@@ -355,6 +442,44 @@ void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult&
       f.write_doubles(prefix + "/attribution/mean_kl", {kl.size()}, kl.data());
       f.write_doubles(prefix + "/attribution/delta_nll", {dn.size()}, dn.data());
     }
+    if (!r.layer_attribution.empty()) {
+      std::vector<std::string> role;
+      std::vector<std::int64_t> layer;
+      std::vector<double> kl, dn;
+      for (const auto& a : r.layer_attribution) {
+        role.push_back(a.role);
+        layer.push_back(a.layer);
+        kl.push_back(a.mean_kl);
+        dn.push_back(a.delta_nll);
+      }
+      f.write_strings(prefix + "/layer_attribution/role", role);
+      f.write_ints(prefix + "/layer_attribution/layer", {layer.size()}, layer.data());
+      f.write_doubles(prefix + "/layer_attribution/mean_kl", {kl.size()}, kl.data());
+      f.write_doubles(prefix + "/layer_attribution/delta_nll", {dn.size()}, dn.data());
+    }
+    if (!r.cost.ops.empty()) {
+      std::vector<std::string> name, kind, fmt;
+      std::vector<std::int64_t> count, bound;
+      std::vector<double> t, b, en;
+      for (const auto& op : r.cost.ops) {
+        name.push_back(op.name);
+        kind.push_back(op.kind);
+        fmt.push_back(op.b_format);
+        count.push_back(op.count);
+        bound.push_back(op.compute_bound ? 1 : 0);
+        t.push_back(op.time_s);
+        b.push_back(op.bytes);
+        en.push_back(op.energy_j);
+      }
+      f.write_strings(prefix + "/cost_ops/name", name);
+      f.write_strings(prefix + "/cost_ops/kind", kind);
+      f.write_strings(prefix + "/cost_ops/weight_format", fmt);
+      f.write_ints(prefix + "/cost_ops/count", {count.size()}, count.data());
+      f.write_ints(prefix + "/cost_ops/compute_bound", {bound.size()}, bound.data());
+      f.write_doubles(prefix + "/cost_ops/time_s", {t.size()}, t.data());
+      f.write_doubles(prefix + "/cost_ops/bytes", {b.size()}, b.data());
+      f.write_doubles(prefix + "/cost_ops/energy_j", {en.size()}, en.data());
+    }
   }
 }
 
@@ -386,6 +511,15 @@ PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
   r.cost.joules_per_token = f.attr_double("/", "cost_joules_per_token");
   r.cost.mac_area_rel_bf16 = f.attr_double("/", "cost_mac_area_rel_bf16");
   r.cost.mac_energy_pj = f.attr_double("/", "cost_mac_energy_pj");
+  if (f.has_attr("/", "cluster_system")) {
+    r.cost.cluster_system = f.attr_string("/", "cluster_system");
+    r.cost.cluster_parallel = f.attr_string("/", "cluster_parallel");
+    r.cost.cluster_step_s = f.attr_double("/", "cluster_step_s");
+    r.cost.cluster_tokens_per_s = f.attr_double("/", "cluster_tokens_per_s");
+    r.cost.cluster_mfu = f.attr_double("/", "cluster_mfu");
+    r.cost.cluster_memory_gb = f.attr_double("/", "cluster_memory_gb");
+    r.cost.cluster_note = f.attr_string("/", "cluster_note");
+  }
   auto& e = r.eval;
   e.mean_nll = f.attr_double("/", "mean_nll");
   e.perplexity = f.attr_double("/", "perplexity");
@@ -435,6 +569,37 @@ PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
     const auto kl = f.read_doubles("/attribution/mean_kl");
     const auto dn = f.read_doubles("/attribution/delta_nll");
     for (std::size_t i = 0; i < role.size(); ++i) r.attribution.push_back({role[i], fmt.at(i), kl.at(i), dn.at(i)});
+  }
+  if (f.exists("/layer_attribution/role")) {
+    const auto role = f.read_strings("/layer_attribution/role");
+    const auto layer = f.read_ints("/layer_attribution/layer");
+    const auto kl = f.read_doubles("/layer_attribution/mean_kl");
+    const auto dn = f.read_doubles("/layer_attribution/delta_nll");
+    for (std::size_t i = 0; i < role.size(); ++i) {
+      r.layer_attribution.push_back({role[i], static_cast<int>(layer.at(i)), kl.at(i), dn.at(i)});
+    }
+  }
+  if (f.exists("/cost_ops/name")) {
+    const auto name = f.read_strings("/cost_ops/name");
+    const auto kind = f.read_strings("/cost_ops/kind");
+    const auto fmt = f.read_strings("/cost_ops/weight_format");
+    const auto count = f.read_ints("/cost_ops/count");
+    const auto bound = f.read_ints("/cost_ops/compute_bound");
+    const auto t = f.read_doubles("/cost_ops/time_s");
+    const auto b = f.read_doubles("/cost_ops/bytes");
+    const auto en = f.read_doubles("/cost_ops/energy_j");
+    for (std::size_t i = 0; i < name.size(); ++i) {
+      cost::Op op;
+      op.name = name[i];
+      op.kind = kind.at(i);
+      op.b_format = fmt.at(i);
+      op.count = count.at(i);
+      op.compute_bound = bound.at(i) != 0;
+      op.time_s = t.at(i);
+      op.bytes = b.at(i);
+      op.energy_j = en.at(i);
+      r.cost.ops.push_back(std::move(op));
+    }
   }
   return r;
 }

@@ -139,4 +139,42 @@ TEST_CASE("lpemu cost --plot draws each phase's per-op breakdown", "[cli][report
   fs::remove_all(work);
 }
 
+TEST_CASE("a sweep's cluster-level cost equals lpemu cost --system for the same plan and job", "[cli][report]") {
+  const fs::path work = fresh_dir("sweep_cluster");
+  const std::string data = lpemu::test::source_path("data/models/stories260K");
+  std::ofstream(work / "e.toml") << "name = \"cluster\"\n[source]\nmodel = \"stories260K\"\ntext = \"" << data
+                                  << "/paragraph.txt\"\nmax_tokens = 16\n[cost]\nsystem = \"dgx_h100\"\n"
+                                     "shape = \"llama3_70b\"\nphase = \"train\"\ndevices = 1024\n"
+                                     "parallel = \"tp=8,pp=4,sp=1,zero=1\"\ncontext = 8192\nglobal_batch = 512\n"
+                                     "comm = \"fp8_e4m3\"\n[grid]\nformats = [\"bf16\", \"fp8_e4m3\"]\n";
+  REQUIRE(run(lpemu::test::lpemu_binary() + " sweep " + (work / "e.toml").string() + " --out " + (work / "out").string() +
+              " > " + (work / "sweep.txt").string() + " 2>&1") == 0);
+  const std::string csv = slurp(work / "out" / "results.csv");
+  for (const char* idx : {"0000", "0001"}) {
+    INFO(idx);
+    const fs::path json = work / (std::string(idx) + ".json");
+    REQUIRE(run(lpemu::test::lpemu_binary() + " cost --system dgx_h100 --model llama3_70b --phase train --devices 1024 "
+                "--parallel tp=8,pp=4,sp=1,zero=1 --context 8192 --global-batch 512 --comm fp8_e4m3 --json --plan " +
+                (work / "out" / "plans" / (std::string(idx) + ".toml")).string() + " > " + json.string()) == 0);
+    const std::string j = slurp(json);
+    const std::regex step("\"step_s\": ([0-9.eE+-]+)"), tps("\"tokens_per_s\": ([0-9.eE+-]+)");
+    std::smatch ms, mt;
+    REQUIRE(std::regex_search(j, ms, step));
+    REQUIRE(std::regex_search(j, mt, tps));
+    const std::string plan = std::string(idx) == "0000" ? "bf16" : "fp8_e4m3";
+    const std::regex row(std::to_string(std::stoi(idx)) + "," + plan + ",cluster_step_s,([0-9.eE+-]+)");
+    const std::regex row_t(std::to_string(std::stoi(idx)) + "," + plan + ",cluster_tokens_per_s,([0-9.eE+-]+)");
+    std::smatch cs, ct;
+    REQUIRE(std::regex_search(csv, cs, row));
+    REQUIRE(std::regex_search(csv, ct, row_t));
+    // --json prints 6 significant digits, results.csv 9.
+    CHECK(std::stod(cs[1]) == Approx(std::stod(ms[1])).epsilon(1e-5));
+    CHECK(std::stod(ct[1]) == Approx(std::stod(mt[1])).epsilon(1e-5));
+  }
+  const std::string md = slurp(work / "out" / "report.md");
+  CHECK(md.find("cluster step s") != std::string::npos);
+  CHECK(md.find("tp=8,pp=4,dp=32,sp=1,zero=1") != std::string::npos);
+  fs::remove_all(work);
+}
+
 }  // namespace

@@ -36,6 +36,7 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(exp, "w") as f:
         f.write(f'name = "small"\n[source]\nmodel = "stories260K"\ntext = "{data}/paragraph.txt"\n'
                 f'activations = "{data}/activations.h5"\nmax_tokens = 24\n[options]\nattribution = true\n'
+                'layer_attribution = ["mxfp4+b200_mxfp4_fp32"]\n'
                 '[cost]\ntarget = "h100_sxm"\nshape = "llama3_8b"\nbatch = 8\ncontext = 4096\n'
                 '[[plan]]\nlabel = "fp32"\nplan = "fp32"\n'
                 '[grid]\nformats = ["mxfp8_e4m3", "mxfp4"]\nroles = ["weights", "linear_input"]\n'
@@ -51,6 +52,11 @@ with tempfile.TemporaryDirectory() as tmp:
         png = os.path.join(out, "matplotlib", stem + ".png")
         ok = os.path.isfile(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
         check(ok, f"{png} written as PNG")
+
+    # Per plan: the layer attribution of the one plan that asked for it, and a cost breakdown per priced plan.
+    stems = set(os.path.splitext(n)[0] for n in os.listdir(os.path.join(out, "matplotlib")))
+    check(sum(s.startswith("attribution_layers_bars_") for s in stems) == 1, f"one layer-attribution bar chart: {stems}")
+    check(sum(s.startswith("cost_ops_") for s in stems) == 5, f"one cost_ops figure per plan: {stems}")
 
     # Independent reading of the plans: results.csv, not results.h5.
     rows = {}
@@ -77,6 +83,20 @@ with tempfile.TemporaryDirectory() as tmp:
         close = len(got) == len(front) and all(
             abs(g[0] - w[0]) <= 1e-8 * abs(w[0]) and abs(g[1] - w[1]) <= 1e-8 * abs(w[1]) for g, w in zip(got, front))
         check(close, f"Pareto front {got} == {front} (results.csv keeps 9 digits)")
+    # The layer x point heat map holds exactly results.csv's layer_attribution_mean_kl rows.
+    la = [p for p in plans if p["layer_attribution"]]
+    check(len(la) == 1 and la[0]["label"] == "mxfp4+b200_mxfp4_fp32", "layer attribution for the plan named only")
+    if la:
+        csv_cells = {k.split("/", 1)[1]: v for k, v in rows[la[0]["label"]].items() if k.startswith("layer_attribution_mean_kl/")}
+        h5_cells = {f"{r}/{'head' if l < 0 else l}": v for r, l, v in la[0]["layer_attribution"]}
+        check(csv_cells.keys() == h5_cells.keys() and len(csv_cells) >= 5 * 2,
+              f"layer attribution cells: csv {sorted(csv_cells)} h5 {sorted(h5_cells)}")
+        check(all(abs(csv_cells[k] - h5_cells[k]) <= 1e-8 * abs(h5_cells[k]) for k in csv_cells), "cells agree with csv")
+        img = figs[f"attribution_layers_{la[0]['index']:04d}"].axes[0].images[0].get_array()
+        import numpy as np
+
+        finite = int(np.isfinite(np.ma.filled(img, np.nan)).sum())
+        check(finite == sum(1 for v in h5_cells.values() if v > 0), f"heat map cells drawn: {finite}")
     for f in figs.values():
         plt.close(f)
 

@@ -64,6 +64,7 @@ struct StepTime {
   double compute_s = 0;    ///< compute-bound kernels (forward, backward, recomputation)
   double memory_s = 0;     ///< memory-bound kernels
   double tp_s = 0, cp_s = 0, pp_s = 0, dp_s = 0;  ///< exposed communication per parallel dimension
+  double ep_s = 0;         ///< expert-parallel all-to-alls (MoE shapes)
   double bubble_s = 0;     ///< pipeline fill and drain
   double optimizer_s = 0;  ///< the optimizer step (memory bound)
   double step_s = 0;       ///< total

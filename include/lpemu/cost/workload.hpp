@@ -20,13 +20,27 @@ struct ModelShape {
   long long dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, hidden_dim = 0, vocab_size = 0;
   bool tied_embeddings = false;
   bool gated_mlp = true;  ///< SwiGLU (gate, up, down); false: GPT-style 2-matrix MLP (up, down)
+  /// Mixture of experts: `experts` MLPs of width hidden_dim per block, each token routed to
+  /// `top_k` of them by a [dim, experts] router; 0 = a dense MLP.
+  long long experts = 0, top_k = 0;
+
+  /// True for a mixture-of-experts shape.
+  bool moe() const { return experts > 0; }
+  /// MLPs per block (1 for a dense shape).
+  long long mlps() const { return moe() ? experts : 1; }
+  /// MLPs each token passes through per block (1 for a dense shape).
+  long long mlps_per_token() const { return moe() ? top_k : 1; }
 
   /// Per-head width dim / n_heads.
   long long head_dim() const { return dim / n_heads; }
   /// Width of K (and of V): n_kv_heads * head_dim.
   long long kv_dim() const { return n_kv_heads * head_dim(); }
-  /// Parameters in all linear layers and embeddings (norm weights excluded).
+  /// Parameters in all linear layers and embeddings (norm weights excluded), every expert included.
   long long parameters() const;
+  /// Parameters one token's forward pass uses: only its top_k experts (= parameters() when dense).
+  long long active_parameters() const;
+  /// Parameters of the experts' MLPs (0 when dense): what expert parallelism shards.
+  long long expert_parameters() const;
 };
 
 /// One GEMM of a plan as the cost model prices it: the stored formats of its operands (format
@@ -71,6 +85,7 @@ struct Op {
   double flops = 0;         ///< per instance (2 per MAC)
   double bytes = 0;         ///< DRAM traffic per instance
   double m = 0, k = 0, n = 0;  ///< GEMM shape y[m, n] = x[m, k] . W[k, n]; 0 for other kinds
+  double weight_copies = 1;    ///< weight matrices of this shape read (MoE: experts touched); in `bytes`
   std::string rate_class;   ///< peak-rate class used; empty for memory-only ops
   std::string a_format, b_format;  ///< operand formats as stored (A: inputs/queries, B: weights/cache)
   std::string datapath;     ///< the datapath record priced for the MACs; empty for memory-only ops
@@ -80,6 +95,10 @@ struct Op {
   double compute_s = 0, memory_s = 0, time_s = 0, energy_j = 0;
   bool compute_bound = false;
 };
+
+/// Expected number of distinct experts `tokens` tokens reach when each picks `top_k` of `experts`
+/// uniformly: E (1 - (1 - k/E)^T); 1 for a dense shape (experts = 0).
+double experts_touched(long long experts, long long top_k, double tokens);
 
 /// Every op of one phase, and the tokens it produces or ingests.
 struct Workload {

@@ -3,9 +3,12 @@
 // proposal summary all go through price_plan, so they agree by construction.
 #pragma once
 
+#include <cmath>
 #include <string>
 
 #include "lpemu/cost/catalog.hpp"
+#include "lpemu/cost/parallel.hpp"
+#include "lpemu/cost/system.hpp"
 #include "lpemu/cost/workload.hpp"
 #include "lpemu/engine/plan.hpp"
 
@@ -32,5 +35,54 @@ struct Pricing {
 /// Prices `plan` (cost_plan over `shape`'s layers, then the workload and its roofline).
 Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& shape, const cost::Target& target,
                    cost::Catalog& catalog, cost::Phase phase, long long batch, long long context);
+
+/// A plan priced at cluster level: the system, the job and the formats the cluster models take
+/// (`lpemu cost --system ...` and a sweep's [cost] table with `system` both fill it).
+struct ClusterSetup {
+  std::string system;            ///< data/systems name or .toml path; empty: no cluster pricing
+  std::string phase = "decode";  ///< "train", "prefill" or "decode"
+  long long devices = 0;         ///< devices in the job (train: dp = devices / (tp pp cp))
+  std::string parallel;          ///< "tp=8,pp=4,..." ("" = tp=1)
+  bool search = false;           ///< train: the best configuration search_training finds on `devices`
+  long long batch = 1;           ///< inference: sequences per step
+  long long context = 2048;      ///< inference: context; training: sequence length
+  long long global_batch = 512, micro_batch = 1;  ///< training
+  std::string recompute = "selective", gradients = "fp32", optimizer_states = "fp32", master_weights = "fp32";
+  std::string comm;  ///< training: wire format of gradients and activations ("": bf16 gradients, activations as computed)
+  std::string weights, activations, kv_cache, datapath;  ///< overrides of the plan's formats ("" = the plan's)
+};
+
+/// The one format per role and the MAC datapath the cluster models price `plan` with: the plan's
+/// middle block (first/last block overrides aside), each overridable by the setup; MACs on the
+/// setup's datapath, else the plan's, else the target's for the operands' rate class.
+struct ClusterFormats {
+  cost::PlanFormats formats;
+  std::string datapath;
+};
+/// The cluster formats of `plan` over `shape` on `target` (see ClusterFormats).
+ClusterFormats cluster_formats(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
+                               const cost::Target& target, cost::Catalog& catalog, const ClusterSetup& setup);
+/// Training formats: the plan's weights and activations plus the setup's gradient, optimizer,
+/// master-weight and wire formats.
+cost::TrainFormats train_formats(const cost::PlanFormats& f, cost::Catalog& catalog, const ClusterSetup& setup);
+/// The training job of a setup (sequence, batches, recomputation; parallel degrees left at 1).
+cost::TrainConfig train_config(const ClusterSetup& setup);
+
+/// One plan priced at cluster level (NaN where not priced).
+struct ClusterPricing {
+  std::string system;
+  std::string parallel;  ///< the configuration priced (the search's best when searching)
+  double step_s = std::nan("");
+  double tokens_per_s = std::nan("");  ///< for the whole job
+  double mfu = std::nan("");           ///< training only
+  double memory_gb = std::nan("");     ///< per device
+  bool fits = true;
+  std::string why;                     ///< what does not fit
+};
+
+/// Prices `plan` with the cluster-level models: one training step (or the best configuration the
+/// search finds) or one inference step, exactly as `lpemu cost --system` does.
+ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
+                                  const cost::System& system, cost::Catalog& catalog, const ClusterSetup& setup);
 
 }  // namespace lpemu::experiment

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lpemu/cost/catalog.hpp"
+#include "lpemu/cost/workload.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/quantizer.hpp"
 #include "lpemu/experiment/experiment.hpp"
@@ -39,6 +40,17 @@ struct PlanCost {
   double joules_per_token = std::nan("");
   double mac_area_rel_bf16 = std::nan("");  ///< lane area of `datapath` relative to the target's bf16 MAC
   double mac_energy_pj = std::nan("");      ///< per MAC at 45 nm (Horowitz constants)
+  // Cluster level ([cost] system): as `lpemu cost --system` prices the plan.
+  std::string cluster_system;                   ///< "" when not priced at cluster level
+  std::string cluster_parallel;                 ///< the configuration priced (the search's best)
+  double cluster_step_s = std::nan("");
+  double cluster_tokens_per_s = std::nan("");   ///< for the whole job
+  double cluster_mfu = std::nan("");           ///< training only
+  double cluster_memory_gb = std::nan("");     ///< per device
+  std::string cluster_note;                     ///< what does not fit, or why it was not priced
+  /// The priced ops (name, kind, count, weight format, time, DRAM bytes, energy, bound) for the
+  /// per-op breakdown; empty when the plan was not priced.
+  std::vector<cost::Op> ops;
 };
 
 /// Progress of a sweep, reported after each plan.
@@ -72,6 +84,15 @@ struct RoleShare {
   double delta_nll = 0;
 };
 
+/// Attribution of one quantisation point in one place: the plan with only that role quantised,
+/// and only in block `layer` (-1: the LM head).
+struct LayerShare {
+  std::string role;
+  int layer = 0;
+  double mean_kl = 0;
+  double delta_nll = 0;
+};
+
 /// Everything measured for one plan.
 struct PlanResult {
   std::size_t index = 0;
@@ -83,6 +104,7 @@ struct PlanResult {
   metrics::EvalResult eval;
   std::vector<metrics::ReplayRow> replay;
   std::vector<RoleShare> attribution;
+  std::vector<LayerShare> layer_attribution;  ///< per block and point (options.layer_attribution)
   PlanCost cost;
   double seconds = 0;
 };

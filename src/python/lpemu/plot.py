@@ -4,7 +4,9 @@ Reads ``RESULTS_DIR/results.h5`` (written by ``lpemu sweep``; layout in README "
 with h5py and writes one PDF and one PNG per figure to ``RESULTS_DIR/matplotlib/`` (or ``--out``).
 The figures are the ones of report.html: accuracy loss against bits per weight, MAC area,
 tokens/s and J/token with their Pareto fronts, residual-stream SQNR per layer, attribution
-heat map and bars, and linear-layer output SQNR on recorded activations.
+heat map and bars, and linear-layer output SQNR on recorded activations; per plan, attribution by
+layer × quantisation point (heat map and bars, ``options.layer_attribution``) and the priced
+workload's time, DRAM bytes and energy per op coloured by bound (with ``[cost]``).
 """
 
 import argparse
@@ -54,6 +56,22 @@ def load(results_dir):
             if "attribution" in g:
                 roles = [_text(r) for r in g["attribution/role"][()]]
                 p["attribution"] = list(zip(roles, [float(v) for v in g["attribution/mean_kl"][()]]))
+            p["index"] = int(key)
+            p["layer_attribution"] = []
+            if "layer_attribution" in g:
+                roles = [_text(r) for r in g["layer_attribution/role"][()]]
+                layers = [int(v) for v in g["layer_attribution/layer"][()]]
+                kl = [float(v) for v in g["layer_attribution/mean_kl"][()]]
+                p["layer_attribution"] = list(zip(roles, layers, kl))
+            p["cost_ops"] = []
+            if "cost_ops" in g:
+                c = g["cost_ops"]
+                p["cost_ops"] = [
+                    {"name": _text(n), "kind": _text(k), "weight_format": _text(w), "count": int(cnt),
+                     "compute_bound": bool(b), "time_s": float(t), "bytes": float(by), "energy_j": float(e)}
+                    for n, k, w, cnt, b, t, by, e in zip(c["name"][()], c["kind"][()], c["weight_format"][()], c["count"][()],
+                                                        c["compute_bound"][()], c["time_s"][()], c["bytes"][()],
+                                                        c["energy_j"][()])]
             p["replay"] = []
             if "replay" in g:
                 layers = [int(v) for v in g["replay/layer"][()]]
@@ -113,6 +131,71 @@ def _kl_scatter(plt, plans, x, x_lower_better, title, xlabel):
     if left_out:
         fig.text(0.01, 0.005, "Not drawn (KL 0 or no value): " + ", ".join(left_out), fontsize=7, color="#444")
     return fig
+
+
+def _per_plan(plt, p):
+    """The per-plan figures: attribution by layer (heat map, bars) and the per-op cost breakdown."""
+    import numpy as np
+    from matplotlib.colors import LogNorm
+    from matplotlib.patches import Patch
+
+    out = []
+    idx = f"{p['index']:04d}"
+    la = p["layer_attribution"]
+    if la:
+        layers = sorted({l for _, l, _ in la}, key=lambda l: (l < 0, l))
+        points = list(dict.fromkeys(r for r, _, _ in la))
+        m = np.full((len(layers), len(points)), np.nan)
+        for r, l, v in la:
+            m[layers.index(l), points.index(r)] = v if v > 0 else np.nan
+        names = ["LM head" if l < 0 else f"block {l}" for l in layers]
+        fig, ax = plt.subplots(figsize=(1.1 * len(points) + 3, 0.35 * len(layers) + 1.8), constrained_layout=True)
+        im = ax.imshow(m, aspect="auto", cmap="viridis", norm=LogNorm())
+        ax.set_xticks(range(len(points)))
+        ax.set_xticklabels(points, fontsize=8)
+        ax.set_yticks(range(len(layers)))
+        ax.set_yticklabels(names)
+        ax.set_xlabel("quantisation point")
+        ax.set_ylabel("layer")
+        ax.set_title(f"Attribution by layer: {p['label']}")
+        fig.colorbar(im, ax=ax, label="mean KL (nats/token)")
+        out.append((f"attribution_layers_{idx}", fig))
+        fig, axes = plt.subplots(1, len(points), figsize=(2.6 * len(points) + 1.5, 0.3 * len(layers) + 1.5),
+                                 sharey=True, constrained_layout=True, squeeze=False)
+        for j, pt in enumerate(points):
+            ax = axes[0][j]
+            ax.barh(range(len(layers)), np.nan_to_num(m[:, j]), color=COLORS[0])
+            ax.set_xlabel(f"KL alone, {pt}\n(nats/token)", fontsize=8)
+        axes[0][0].set_yticks(range(len(layers)))
+        axes[0][0].set_yticklabels(names)
+        axes[0][0].invert_yaxis()
+        fig.suptitle(f"Attribution by layer: {p['label']}")
+        out.append((f"attribution_layers_bars_{idx}", fig))
+    ops = p["cost_ops"]
+    if ops:
+        dup = {o["name"] for o in ops if sum(q["name"] == o["name"] for q in ops) > 1}
+        cats = [(o["name"] + (f" ({o['weight_format']})" if o["name"] in dup else "")
+                 + (f" ×{o['count']}" if o["count"] > 1 else "")) for o in ops]
+        classes = ["memory only" if o["kind"] == "memory" else "compute-bound" if o["compute_bound"] else "memory-bound"
+                   for o in ops]
+        legend = list(dict.fromkeys(classes))
+        colors = [COLORS[legend.index(c)] for c in classes]
+        panels = [("time (µs, all instances)", [o["count"] * o["time_s"] * 1e6 for o in ops]),
+                  ("DRAM traffic (MB)", [o["count"] * o["bytes"] / 1e6 for o in ops]),
+                  ("energy (mJ)", [o["count"] * o["energy_j"] * 1e3 for o in ops])]
+        fig, axes = plt.subplots(1, 3, figsize=(11, 0.28 * len(ops) + 1.6), sharey=True, constrained_layout=True)
+        for ax, (xlabel, vals) in zip(axes, panels):
+            ax.barh(range(len(ops)), vals, color=colors)
+            ax.set_xlabel(xlabel)
+            ax.grid(True, axis="x", color="#e4e4e4")
+        axes[0].set_yticks(range(len(ops)))
+        axes[0].set_yticklabels(cats, fontsize=7)
+        axes[0].invert_yaxis()
+        axes[2].legend(handles=[Patch(color=COLORS[k], label=c) for k, c in enumerate(legend)], fontsize=7,
+                       loc="lower right")
+        fig.suptitle(f"Cost per op: {p['label']} ({p.get('cost_target', '')})")
+        out.append((f"cost_ops_{idx}", fig))
+    return out
 
 
 def figures(plans, plt):
@@ -177,6 +260,8 @@ def figures(plans, plt):
         axes[0][0].set_yticklabels([plans[i]["label"] for i in rows], fontsize=7)
         fig.suptitle("Attribution by quantisation point")
         out.append(("attribution_bars", fig))
+    for i in order:
+        out += _per_plan(plt, plans[i])
     rep = [i for i in order if plans[i]["replay"]]
     if rep:
         import numpy as np

@@ -315,3 +315,104 @@ TEST_CASE("validation: Narayanan et al. SC'21 Table 1, achieved TFLOP/s per A100
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("Mixtral-8x7B: parameters, active parameters and experts touched by hand", "[cost][cluster][moe]") {
+  const ModelShape& s = catalog().shape("mixtral_8x7b");
+  REQUIRE(s.moe());
+  CHECK(s.experts == 8);
+  CHECK(s.top_k == 2);
+  // Per block: q, o 4096^2; k, v 4096 x 1024; 8 experts x 3 x 4096 x 14336; router 4096 x 8;
+  // embeddings 2 x 32000 x 4096 (untied). Jiang et al. give 46.7B and 12.9B active.
+  CHECK(s.parameters() == 46702526464LL);
+  CHECK(s.expert_parameters() == 32LL * 8 * 3 * 4096 * 14336);
+  CHECK(s.active_parameters() == 12879659008LL);
+  // One token reaches exactly top_k experts; a large batch reaches all of them.
+  CHECK(experts_touched(8, 2, 1) == Approx(2.0));
+  CHECK(experts_touched(8, 2, 2) == Approx(8 * (1 - 0.75 * 0.75)));
+  CHECK(experts_touched(8, 2, 1e6) == Approx(8.0));
+  CHECK(experts_touched(0, 0, 5) == 1.0);
+  // Decode at batch 1 reads two experts' weights per block and does their flops.
+  Workload w = build_workload(s, PlanFormats{catalog().format("bf16"), catalog().format("bf16"), catalog().format("bf16")},
+                              catalog().target("h100_sxm"), catalog().datapath("generic_bf16"), Phase::decode, 1, 4096);
+  bool seen = false;
+  for (const auto& op : w.ops) {
+    if (op.name != "mlp.up") continue;
+    seen = true;
+    CHECK(op.count == 32);
+    CHECK(op.m == 2);  // 1 token x top_k rows
+    CHECK(op.flops == 2.0 * 2 * 4096 * 14336);
+    CHECK(op.bytes == 2 * (2.0 * 4096 * 14336) + 2 * (2.0 * 4096) + 2 * (2.0 * 14336));
+  }
+  CHECK(seen);
+  CHECK(w.weight_bytes == Approx(2.0 * static_cast<double>(s.parameters())).epsilon(1e-12));  // every expert is stored
+  // Shape files: experts without top_k, and top_k without experts, are errors naming the field.
+  const char* text = "name = \"m\"\nsource = \"s\"\ndim = 64\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n"
+                     "hidden_dim = 256\nvocab_size = 100\nexperts = 4\n";
+  CHECK_THROWS_WITH(parse_shape_toml(text, "m.toml"), Catch::Contains("m.toml") && Catch::Contains("top_k"));
+  CHECK_THROWS_WITH(parse_shape_toml(std::string(text) + "top_k = 5\n", "m.toml"),
+                    Catch::Contains("top_k") && Catch::Contains("from 1 to experts = 4"));
+  std::string dense = text;
+  dense.replace(dense.find("experts = 4"), 11, "top_k = 2");
+  CHECK_THROWS_WITH(parse_shape_toml(dense, "m.toml"), Catch::Contains("top_k"));
+}
+
+TEST_CASE("EP all-to-all: bytes of the wire format over the EP group, by hand", "[cost][cluster][moe]") {
+  const System sys = load_system("dgx_h100");
+  const ModelShape& s = catalog().shape("mixtral_8x7b");
+  TrainConfig c;
+  c.seq = 4096;
+  c.global_batch = 64;
+  c.recompute = Recompute::selective;
+  const auto run = [&](const char* par, const char* comm) {
+    c.par = parse_parallel(par, 64);
+    TrainFormats f = formats("bf16", "bf16", "fp32", "bf16");
+    f.act_comm = catalog().format(comm);
+    return training_step(s, f, sys, catalog().target(sys.device), catalog().datapath("generic_bf16"), c);
+  };
+  const TrainResult r = run("tp=1,pp=1,ep=8,zero=1", "bf16");
+  // 64 sequences over dp = 64: one micro-batch per device. Each device sends its 4096 tokens'
+  // 2 expert copies of 4096 values in bf16 = 67,108,864 bytes per all-to-all; 8 ranks inside one
+  // NVLink domain: a ring of 7 steps of 1/8 of that; 4 all-to-alls per layer (dispatch and combine,
+  // forward and backward), 32 layers.
+  const double bytes = 2.0 * 4096 * 4096 * 2;
+  const double one = 7.0 / 8.0 * bytes / (sys.scale_up.bandwidth_gb_s * 1e9) + 7 * sys.scale_up.latency_us * 1e-6;
+  CHECK(r.microbatches == 1);
+  CHECK(r.time.ep_s == Approx(32 * 4 * one).epsilon(1e-12));
+  // FP8 on the wire halves the bandwidth term.
+  const double one8 = 7.0 / 8.0 * bytes / 2 / (sys.scale_up.bandwidth_gb_s * 1e9) + 7 * sys.scale_up.latency_us * 1e-6;
+  CHECK(run("tp=1,pp=1,ep=8,zero=1", "fp8_e4m3").time.ep_s == Approx(32 * 4 * one8).epsilon(1e-12));
+  // No EP: no all-to-all.
+  CHECK(run("tp=1,pp=1,ep=1,zero=1", "bf16").time.ep_s == 0.0);
+  // Memory: the dense parameters whole, the experts split 8 ways (bf16 weights, fp32 gradients).
+  const double dense = static_cast<double>(s.parameters() - s.expert_parameters());
+  const double experts = static_cast<double>(s.expert_parameters());
+  CHECK(r.memory.weights == Approx(2 * (dense + experts / 8)).epsilon(1e-12));
+  CHECK(r.memory.gradients == Approx(4 * (dense + experts / 8)).epsilon(1e-12));
+  // ZeRO-1 shards the optimizer over dp = 64 for the dense part, 64 / 8 replicas for each expert.
+  CHECK(r.memory.optimizer == Approx(12 * (dense / 64 + experts / 8 / 8)).epsilon(1e-12));
+  const TrainResult r1 = run("tp=1,pp=1,ep=1,zero=1", "bf16");
+  CHECK(r1.memory.weights == Approx(2 * (dense + experts)).epsilon(1e-12));
+  // The step's model flops count only the active experts: the same as a dense model's.
+  CHECK(r.model_flops == r1.model_flops);
+  // EP must divide the experts and the dp x cp ranks.
+  CHECK_THROWS_WITH(run("tp=1,pp=1,ep=16,zero=1", "bf16"), Catch::Contains("must divide experts = 8"));
+  CHECK_THROWS_WITH(run("tp=8,pp=8,ep=2,zero=1", "bf16"), Catch::Contains("must divide dp x cp = 1"));
+}
+
+TEST_CASE("the search tries expert parallelism for MoE shapes only", "[cost][cluster][moe]") {
+  const System sys = load_system("dgx_h100");
+  TrainConfig c;
+  c.seq = 4096;
+  c.global_batch = 64;
+  const auto f = formats("bf16", "bf16", "fp32", "bf16");
+  const auto moe = search_training(catalog().shape("mixtral_8x7b"), f, sys, catalog().target(sys.device),
+                                   catalog().datapath("generic_bf16"), 64, c);
+  CHECK(std::any_of(moe.begin(), moe.end(), [](const TrainResult& r) { return r.config.par.ep == 8; }));
+  const auto dense = search_training(catalog().shape("llama3_8b"), f, sys, catalog().target(sys.device),
+                                     catalog().datapath("generic_bf16"), 64, c);
+  CHECK(std::all_of(dense.begin(), dense.end(), [](const TrainResult& r) { return r.config.par.ep == 1; }));
+}
+
+}  // namespace

@@ -65,4 +65,56 @@ TEST_CASE("the datapath error plot has one log-log series per datapath", "[exper
   CHECK(f.notes[0].find("b at x = 16 (y = 0)") != std::string::npos);
 }
 
+TEST_CASE("the layer attribution heat map puts each value in its layer's row and point's column",
+          "[experiment][plot][unit]") {
+  experiment::PlanResult p;
+  p.label = "mxfp4+b200_mxfp4_fp32";
+  p.eval.mean_kl = 0.165;
+  const std::vector<std::string> points = {"weights", "linear_input", "q", "kv_cache", "probs"};
+  // Stored head first and blocks out of order: rows come out as blocks 0..4, then the LM head.
+  p.layer_attribution.push_back({"lm_head", -1, 1.5e-5, 0});
+  for (int l = 4; l >= 0; --l) {
+    for (std::size_t j = 0; j < points.size(); ++j) {
+      p.layer_attribution.push_back({points[j], l, std::pow(10.0, -1.0 - static_cast<double>(j)) * (l + 1), 0});
+    }
+  }
+  const io::HeatMap hm = experiment::layer_attribution_heatmap(p);
+  REQUIRE(hm.rows == std::vector<std::string>{"block 0", "block 1", "block 2", "block 3", "block 4", "LM head"});
+  REQUIRE(hm.cols == std::vector<std::string>{"lm_head", "weights", "linear_input", "q", "kv_cache", "probs"});
+  REQUIRE(hm.values.size() == 36);
+  CHECK(hm.log);
+  CHECK(hm.values[2 * 6 + 3] == Approx(1e-3 * 3));  // block 2, q
+  CHECK(hm.values[5 * 6 + 0] == 1.5e-5);             // LM head, lm_head
+  CHECK(std::isnan(hm.values[5 * 6 + 1]));            // the head has no block weights
+  CHECK(std::isnan(hm.values[0 * 6 + 0]));            // block 0 has no lm_head
+  const io::Figure f = io::layout(hm);
+  check_layout(f);
+  // 30 coloured cells + 6 grey ones, then the colour bar; cells inside the canvas.
+  REQUIRE(f.marks.size() == 37);
+  for (const auto& b : f.marks) {
+    CHECK(b.x0 >= 0);
+    CHECK(b.x1 <= f.width);
+    CHECK(b.y1 <= f.height);
+  }
+  // The colour scale: a log axis with decade ticks spanning the values drawn.
+  CHECK(f.log_y);
+  REQUIRE(f.y_ticks.size() >= 2);
+  for (const double t : f.y_ticks) CHECK(std::fabs(std::log10(t) - std::round(std::log10(t))) < 1e-9);
+  CHECK(f.y_ticks.front() <= 1e-5 * 1.0001);
+  CHECK(f.y_ticks.back() >= 0.5 * 0.9999);
+  CHECK_THAT(f.svg, Catch::Contains("mean KL (nats/token)"));
+
+  const io::BarChart bars = experiment::layer_attribution_bars(p);
+  REQUIRE(bars.categories == hm.rows);
+  REQUIRE(bars.panels.size() == hm.cols.size());
+  for (std::size_t j = 0; j < bars.panels.size(); ++j) {
+    for (std::size_t i = 0; i < hm.rows.size(); ++i) {
+      const double want = hm.values[i * hm.cols.size() + j];
+      const double got = bars.panels[j].values[i];
+      CHECK((got == want || (std::isnan(got) && std::isnan(want))));
+    }
+  }
+  check_layout(io::layout(bars));
+}
+
 }  // namespace

@@ -103,6 +103,52 @@ TEST_CASE("a small sweep writes every output and agrees with a direct evaluation
   CHECK(h5.read_doubles("/plans/0002/kl") == direct.kl);
 }
 
+TEST_CASE("layer attribution quantises one point in one layer alone, for the plans named", "[experiment][unit]") {
+  Fixture fx("lpemu_sweep_layers");
+  std::string text = fx.experiment_text(24);
+  text.replace(text.find("attribution = true\n"), 19, "attribution = true\nlayer_attribution = [\"bf16-weights\"]\n");
+  const auto exp = experiment::load_experiment(fx.write("e.toml", text));
+  experiment::SweepOptions opt;
+  opt.out = fx.dir / "out";
+  const auto files = experiment::run_sweep(exp, fx.tools, opt);
+  const auto stored = experiment::load_plan_result(fx.dir / "out" / "plans" / "0001.h5");
+  const engine::Model model = engine::load_model(test::source_path("data/models/stories260K/model.h5"));
+  const int n = model.config.n_layers;
+  // bf16 weights in every block: one entry per block, the LM head's weights are another role.
+  REQUIRE(stored.layer_attribution.size() == static_cast<std::size_t>(n));
+  std::vector<int> tokens = model.tokenizer.encode(slurp(test::source_path("data/models/stories260K/paragraph.txt")));
+  tokens.resize(24);
+  for (int l = 0; l < n; ++l) {
+    const auto& a = stored.layer_attribution[static_cast<std::size_t>(l)];
+    CHECK(a.role == "weights");
+    CHECK(a.layer == l);
+    // The same number from a hand-written plan: bf16 weights in block l only.
+    const auto only = engine::parse_plan_toml("name = \"only\"\n[[override]]\nlayers = [" + std::to_string(l) +
+                                                  "]\nweights = \"bf16\"\n",
+                                              "test", fx.quantizers, fx.gemms);
+    const auto direct = metrics::evaluate(model, only, engine::builtin_plan("fp32"), tokens, fx.quantizers, fx.gemms);
+    CHECK(a.mean_kl == direct.mean_kl);
+    CHECK(a.mean_kl > 0);
+  }
+  // Only the plan named gets it; its figures are written and embedded in report.html.
+  CHECK(experiment::load_plan_result(fx.dir / "out" / "plans" / "0002.h5").layer_attribution.empty());
+  std::vector<std::string> plots;
+  for (const auto& f : files.plots) plots.push_back(f.filename().string());
+  CHECK(std::count(plots.begin(), plots.end(), "attribution_layers_0001.svg") == 1);
+  CHECK(std::count(plots.begin(), plots.end(), "attribution_layers_bars_0001.svg") == 1);
+  CHECK(std::count(plots.begin(), plots.end(), "attribution_layers_0002.svg") == 0);
+  const std::string html = slurp(files.report_html);
+  CHECK_THAT(html, Catch::Contains("id=\"attribution_layers_0001\""));
+  CHECK_THAT(html, Catch::Contains("<details>"));
+  CHECK_THAT(slurp(files.results_csv), Catch::Contains("1,bf16-weights,layer_attribution_mean_kl/weights/0,"));
+
+  // A label that is not a plan of the experiment is refused, naming the field and the labels.
+  text.replace(text.find("[\"bf16-weights\"]"), 16, "[\"nope\"]");
+  CHECK_THROWS_WITH(experiment::load_experiment(fx.write("bad.toml", text)),
+                    Catch::Contains("options.layer_attribution") && Catch::Contains("\"nope\"") &&
+                        Catch::Contains("ref, bf16-weights, fp8_e4m3"));
+}
+
 TEST_CASE("a sweep resumes, and refuses another experiment's results", "[experiment][unit]") {
   Fixture fx("lpemu_sweep_resume");
   const auto exp = experiment::load_experiment(fx.write("e.toml", fx.experiment_text(24)));
@@ -170,7 +216,24 @@ TEST_CASE("a sweep with a [cost] table prices each plan and marks the Pareto fro
   // Decode at batch 8 is memory-bound: half the weight bytes, more tokens per second.
   CHECK(fp8.cost.tokens_per_s > bf16.cost.tokens_per_s);
   CHECK(fp8.cost.mac_area_rel_bf16 < 1.0);
-  REQUIRE(files.plots.size() == 5);
+  // The per-op breakdown stored with the plan is the priced workload's, op by op.
+  REQUIRE(bf16.cost.ops.size() == priced.workload.ops.size());
+  for (std::size_t i = 0; i < bf16.cost.ops.size(); ++i) {
+    const auto& a = bf16.cost.ops[i];
+    const auto& b = priced.workload.ops[i];
+    INFO(b.name);
+    CHECK(a.name == b.name);
+    CHECK(a.count == b.count);
+    CHECK(a.time_s == b.time_s);
+    CHECK(a.bytes == b.bytes);
+    CHECK(a.energy_j == b.energy_j);
+    CHECK(a.compute_bound == b.compute_bound);
+  }
+  // 4 scatter plots + the residual plot, then one per-op cost chart per plan.
+  REQUIRE(files.plots.size() == 7);
+  CHECK(files.plots[5].filename() == "cost_ops_0000.svg");
+  CHECK(files.plots[6].filename() == "cost_ops_0001.svg");
+  CHECK_THAT(slurp(files.report_html), Catch::Contains("Per plan: per-op cost"));
   CHECK(files.plots[1].filename() == "kl_vs_cost.svg");
   CHECK(files.plots[2].filename() == "kl_vs_tokens_per_s.svg");
   CHECK(files.plots[3].filename() == "kl_vs_energy.svg");
@@ -182,6 +245,31 @@ TEST_CASE("a sweep with a [cost] table prices each plan and marks the Pareto fro
   for (auto at = md.find("| \u2605 |"); at != std::string::npos; at = md.find("| \u2605 |", at + 1)) ++stars;
   CHECK(stars == 2);
   CHECK_THAT(md, Catch::Contains("tokens/s | J/token | MAC area vs bf16 | Pareto |"));
+}
+
+TEST_CASE("cluster keys of [cost] need a system, and search needs devices", "[experiment][unit]") {
+  Fixture fx("lpemu_sweep_cluster_keys");
+  const std::string head = "name = \"x\"\n[source]\ntext = \"" +
+                           test::source_path("data/models/stories260K/paragraph.txt") + "\"\n[[plan]]\nplan = \"fp32\"\n[cost]\n";
+  const auto parse = [&](const std::string& cost) { return experiment::parse_experiment_toml(head + cost, fx.dir / "k.toml"); };
+  CHECK_THROWS_WITH(parse("target = \"h100_sxm\"\ndevices = 8\n"),
+                    Catch::Contains("k.toml:8: field 'cost.devices' = 8: expected cost.system to be set as well"));
+  CHECK_THROWS_WITH(parse("target = \"h100_sxm\"\nphase = \"train\"\n"),
+                    Catch::Contains("cost.phase") && Catch::Contains("\"train\" needs cost.system"));
+  CHECK_THROWS_WITH(parse("system = \"dgx_h100\"\nphase = \"train\"\nsearch = true\n"),
+                    Catch::Contains("cost.search") && Catch::Contains("cost.devices"));
+  CHECK_THROWS_WITH(parse("system = \"dgx_h100\"\nrecompute = \"most\"\n"),
+                    Catch::Contains("cost.recompute") && Catch::Contains("none, selective or full"));
+  const auto ok = parse("system = \"dgx_h100\"\nshape = \"llama3_70b\"\nphase = \"train\"\ndevices = 1024\n"
+                        "parallel = \"tp=8,pp=4\"\nglobal_batch = 256\ncomm = \"fp8_e4m3\"\n");
+  CHECK(ok.cost.target.empty());  // the system's device
+  CHECK(ok.cost.devices == 1024);
+  CHECK(ok.cost.global_batch == 256);
+  CHECK(ok.cost.comm == "fp8_e4m3");
+  // Cluster keys are part of the fingerprint: another job is another experiment.
+  CHECK(ok.fingerprint() != parse("system = \"dgx_h100\"\nshape = \"llama3_70b\"\nphase = \"train\"\ndevices = 512\n"
+                                  "parallel = \"tp=8,pp=4\"\nglobal_batch = 256\ncomm = \"fp8_e4m3\"\n")
+                                .fingerprint());
 }
 
 TEST_CASE("bad experiment files get clear errors", "[experiment][unit]") {
