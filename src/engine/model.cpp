@@ -1,11 +1,17 @@
 #include "lpemu/engine/model.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <span>
 #include <numbers>
 #include <limits>
 
 #include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/format/registry.hpp"
 #include "lpemu/io/hdf5.hpp"
 
 namespace lpemu::engine {
@@ -68,8 +74,32 @@ E pick(const io::H5File& f, const std::string& attr, const std::string& value,
   throw SpecError(file_msg(f, "root attribute '" + attr + "' = \"" + value + "\": expected one of " + names));
 }
 
+// The narrowest of bf16, fp16 that holds every value of `m` exactly; "" when only float32 does.
+std::string narrowest_16bit(const RowMatrix& m) {
+  const std::span<const float> v(m.data(), static_cast<std::size_t>(m.size()));
+  bool bf16 = true;
+  for (const float x : v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    if (!std::isfinite(x)) return {};
+    bf16 = bf16 && (bits & 0xFFFFu) == 0;
+  }
+  if (bf16) return "bf16";
+  std::vector<float> q(v.size());
+  format::quantize(format::Registry::builtin().get("fp16"), v, std::span<float>(q));
+  return std::equal(v.begin(), v.end(), q.begin()) ? "fp16" : "";
+}
+
+// Weights keep the precision they were given: a matrix whose values are all bf16 (or fp16) values
+// is stored in 16 bits (read back exactly, widened to float).
 void write_matrix(io::H5File& f, const std::string& name, const RowMatrix& m) {
-  f.write_floats(name, {static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols())}, m.data());
+  const std::vector<std::size_t> shape{static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols())};
+  const std::string kind = narrowest_16bit(m);
+  if (kind.empty()) {
+    f.write_floats(name, shape, m.data());
+  } else {
+    f.write_floats16(name, shape, m.data(), kind);
+  }
 }
 
 void write_vector(io::H5File& f, const std::string& name, const Vec<float>& v) {

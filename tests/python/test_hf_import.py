@@ -2,7 +2,8 @@
 """`lpemu import` of tiny random Hugging Face checkpoints (written here as safetensors by hand:
 8-byte little-endian header length, JSON header, raw data), then `lpemu eval --tokens` against an
 independent float64 forward pass written from the transformers modelling equations
-(modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_gpt2.py), not lpemu's code.
+(modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_mixtral.py, modeling_gpt2.py),
+not lpemu's code.
 
 Run: LPEMU_BINARY=build/release/lpemu python3 -m pytest -q tests/python/test_hf_import.py
 """
@@ -337,6 +338,20 @@ def test_provenance_recorded(tmp_path):
         assert hashlib.sha256(open(d / fn, "rb").read()).hexdigest() == s, fn
     assert set(files) == {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
                           "model-00002-of-00002.safetensors"}
+
+
+@pytest.mark.parametrize("dtype,bits", [(torch.bfloat16, 16), (torch.float16, 16), (torch.float32, 32)])
+def test_weights_keep_their_stored_precision(tmp_path, dtype, bits):
+    """BF16/F16 checkpoints are stored in 16 bits in the model file (an HDF5 float type that
+    widens exactly on read), F32 ones in 32; evaluation of the imported file still matches."""
+    import h5py
+    cfg, W = llama_like("LlamaForCausalLM", dtype, 23)
+    save_checkpoint(tmp_path / "ck", cfg, W)
+    ids, got, out = eval_logits(tmp_path, tmp_path / "ck", 12, 24)
+    with h5py.File(out, "r") as f:
+        for name in ("tok_embeddings", "output", "layers/1/attention/wk", "layers/0/feed_forward/w2"):
+            assert f[name].id.get_type().get_size() * 8 == bits, name
+    assert_logits_close(got, llama_forward(cfg, W, torch.tensor(ids)).numpy())
 
 
 def test_refuses_unsupported_by_name(tmp_path):
