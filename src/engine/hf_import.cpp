@@ -170,8 +170,9 @@ class Tensors {
   std::map<std::string, const io::SafetensorsFile*> where_;
 };
 
-// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (transformers modeling_llama.py,
-// modeling_mistral.py, modeling_qwen2.py): RMSNorm, rotate-half RoPE, GQA, SwiGLU.
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM (transformers
+// modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_mixtral.py): RMSNorm,
+// rotate-half RoPE, GQA, SwiGLU (Mixtral: a sparse mixture of SwiGLU experts).
 void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arch, Model& m) {
   Config& c = m.config;
   c.family = "llama";
@@ -209,7 +210,17 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
       c.rope_original_max_positions = rs.at("original_max_position_embeddings").get<int>();
     }
   }
-  if (arch == "MistralForCausalLM" && h.has("sliding_window")) c.sliding_window = h.integer("sliding_window");
+  const bool moe = arch == "MixtralForCausalLM";
+  if ((arch == "MistralForCausalLM" || moe) && h.has("sliding_window")) c.sliding_window = h.integer("sliding_window");
+  if (moe) {
+    c.n_experts = h.integer("num_local_experts");
+    c.n_experts_per_token = h.integer("num_experts_per_tok");
+    if (c.n_experts < 1) h.fail("num_local_experts", std::to_string(c.n_experts), "at least 1");
+    if (c.n_experts_per_token < 1 || c.n_experts_per_token > c.n_experts) {
+      h.fail("num_experts_per_tok", std::to_string(c.n_experts_per_token),
+             "an integer in 1..num_local_experts (" + std::to_string(c.n_experts) + ")");
+    }
+  }
   if (arch == "Qwen2ForCausalLM" && h.boolean("use_sliding_window", false)) {
     c.sliding_window = h.integer("sliding_window");
   }
@@ -235,6 +246,17 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
     }
     if (o_bias) w.bo = t.vector(p + "self_attn.o_proj.bias", c.dim);
     w.ffn_norm = t.vector(p + "post_attention_layernorm.weight", c.dim);
+    if (moe) {  // modeling_mixtral.py MixtralSparseMoeBlock: router `gate`, experts w1 (gate), w3 (up), w2 (down)
+      const std::string b = p + "block_sparse_moe.";
+      w.router = t.matrix(b + "gate.weight", c.n_experts, c.dim);
+      for (int e = 0; e < c.n_experts; ++e) {
+        const std::string q = b + "experts." + std::to_string(e) + ".";
+        w.experts.push_back({t.matrix(q + "w1.weight", c.hidden_dim, c.dim), t.matrix(q + "w2.weight", c.dim, c.hidden_dim),
+                             t.matrix(q + "w3.weight", c.hidden_dim, c.dim)});
+      }
+      m.layers.push_back(std::move(w));
+      continue;
+    }
     w.w1 = t.matrix(p + "mlp.gate_proj.weight", c.hidden_dim, c.dim);
     w.w3 = t.matrix(p + "mlp.up_proj.weight", c.hidden_dim, c.dim);
     w.w2 = t.matrix(p + "mlp.down_proj.weight", c.dim, c.hidden_dim);
@@ -316,7 +338,7 @@ void read_gpt2(const HfConfig& h, const Tensors& t, Model& m) {
 }  // namespace
 
 std::vector<std::string> hf_architectures() {
-  return {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel"};
+  return {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "MixtralForCausalLM", "GPT2LMHeadModel"};
 }
 
 HfCheckpoint import_hf(const fs::path& dir) {

@@ -1,11 +1,17 @@
 #include "lpemu/engine/model.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <span>
 #include <numbers>
 #include <limits>
 
 #include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/format/registry.hpp"
 #include "lpemu/io/hdf5.hpp"
 
 namespace lpemu::engine {
@@ -68,8 +74,32 @@ E pick(const io::H5File& f, const std::string& attr, const std::string& value,
   throw SpecError(file_msg(f, "root attribute '" + attr + "' = \"" + value + "\": expected one of " + names));
 }
 
+// The narrowest of bf16, fp16 that holds every value of `m` exactly; "" when only float32 does.
+std::string narrowest_16bit(const RowMatrix& m) {
+  const std::span<const float> v(m.data(), static_cast<std::size_t>(m.size()));
+  bool bf16 = true;
+  for (const float x : v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    if (!std::isfinite(x)) return {};
+    bf16 = bf16 && (bits & 0xFFFFu) == 0;
+  }
+  if (bf16) return "bf16";
+  std::vector<float> q(v.size());
+  format::quantize(format::Registry::builtin().get("fp16"), v, std::span<float>(q));
+  return std::equal(v.begin(), v.end(), q.begin()) ? "fp16" : "";
+}
+
+// Weights keep the precision they were given: a matrix whose values are all bf16 (or fp16) values
+// is stored in 16 bits (read back exactly, widened to float).
 void write_matrix(io::H5File& f, const std::string& name, const RowMatrix& m) {
-  f.write_floats(name, {static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols())}, m.data());
+  const std::vector<std::size_t> shape{static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols())};
+  const std::string kind = narrowest_16bit(m);
+  if (kind.empty()) {
+    f.write_floats(name, shape, m.data());
+  } else {
+    f.write_floats16(name, shape, m.data(), kind);
+  }
 }
 
 void write_vector(io::H5File& f, const std::string& name, const Vec<float>& v) {
@@ -123,10 +153,23 @@ void Model::validate() const {
     need(l.wk.rows() == kd && l.wk.cols() == c.dim, "wk is not [n_kv_heads·head_dim, dim]");
     need(l.wv.rows() == kd && l.wv.cols() == c.dim, "wv is not [n_kv_heads·head_dim, dim]");
     need(l.wo.rows() == c.dim && l.wo.cols() == qd, "wo is not [dim, n_heads·head_dim]");
+    if (c.n_experts > 0) {
+      need(l.router.rows() == c.n_experts && l.router.cols() == c.dim, "router is not [n_experts, dim]");
+      need(static_cast<int>(l.experts.size()) == c.n_experts, "expert count disagrees with n_experts");
+      for (const auto& e : l.experts) {
+        need(e.w1.rows() == c.hidden_dim && e.w1.cols() == c.dim, "expert w1 is not [hidden_dim, dim]");
+        need(e.w2.rows() == c.dim && e.w2.cols() == c.hidden_dim, "expert w2 is not [dim, hidden_dim]");
+        need(e.w3.rows() == c.hidden_dim && e.w3.cols() == c.dim, "expert w3 is not [hidden_dim, dim]");
+      }
+      continue;
+    }
     need(l.w1.rows() == c.hidden_dim && l.w1.cols() == c.dim, "w1 is not [hidden_dim, dim]");
     need(l.w2.rows() == c.dim && l.w2.cols() == c.hidden_dim, "w2 is not [dim, hidden_dim]");
     need(c.ffn == FfnKind::mlp || (l.w3.rows() == c.hidden_dim && l.w3.cols() == c.dim), "w3 is not [hidden_dim, dim]");
   }
+  need(c.n_experts == 0 || (c.ffn == FfnKind::swiglu && c.n_experts_per_token >= 1 &&
+                            c.n_experts_per_token <= c.n_experts),
+       "a mixture of experts needs ffn = swiglu and 1 <= n_experts_per_token <= n_experts");
   need(c.positions == PositionKind::rope || (pos_embeddings.rows() >= 1 && pos_embeddings.cols() == c.dim),
        "pos_embeddings is not [seq_len, dim]");
 }
@@ -172,6 +215,8 @@ Model load_model(const fs::path& file) {
     c.rope_original_max_positions = int_attr(f, "rope_original_max_positions");
   }
   c.sliding_window = int_attr(f, "sliding_window", 0);
+  c.n_experts = int_attr(f, "n_experts", 0);
+  c.n_experts_per_token = int_attr(f, "n_experts_per_token", c.n_experts > 0 ? 2 : 0);
 
   const Eigen::Index qd = static_cast<Eigen::Index>(c.n_heads) * c.head_dim;
   const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
@@ -196,6 +241,17 @@ Model load_model(const fs::path& file) {
     w.bo = read_vector(f, p + "attention/bo", c.dim, true);
     w.ffn_norm = read_vector(f, p + "ffn_norm", c.dim);
     w.ffn_norm_bias = read_vector(f, p + "ffn_norm_bias", c.dim, true);
+    if (c.n_experts > 0) {
+      w.router = read_matrix(f, p + "feed_forward/router", c.n_experts, c.dim);
+      for (int e = 0; e < c.n_experts; ++e) {
+        const std::string q = p + "feed_forward/experts/" + std::to_string(e) + "/";
+        w.experts.push_back({read_matrix(f, q + "w1", c.hidden_dim, c.dim),
+                             read_matrix(f, q + "w2", c.dim, c.hidden_dim),
+                             read_matrix(f, q + "w3", c.hidden_dim, c.dim)});
+      }
+      m.layers.push_back(std::move(w));
+      continue;
+    }
     w.w1 = read_matrix(f, p + "feed_forward/w1", c.hidden_dim, c.dim);
     w.w2 = read_matrix(f, p + "feed_forward/w2", c.dim, c.hidden_dim);
     if (c.ffn == FfnKind::swiglu) w.w3 = read_matrix(f, p + "feed_forward/w3", c.hidden_dim, c.dim);
@@ -240,6 +296,10 @@ void save_model(const Model& model, const fs::path& file) {
   }
   f.set_attr("/", "norm_eps", c.norm_eps);
   if (c.sliding_window > 0) f.set_attr("/", "sliding_window", std::int64_t{c.sliding_window});
+  if (c.n_experts > 0) {
+    f.set_attr("/", "n_experts", std::int64_t{c.n_experts});
+    f.set_attr("/", "n_experts_per_token", std::int64_t{c.n_experts_per_token});
+  }
   if (c.rope_scaling != "none") {
     f.set_attr("/", "rope_scaling", c.rope_scaling);
     f.set_attr("/", "rope_factor", c.rope_factor);
@@ -272,8 +332,15 @@ void save_model(const Model& model, const fs::path& file) {
     write_vector(f, p + "attention/bo", w.bo);
     write_vector(f, p + "ffn_norm", w.ffn_norm);
     write_vector(f, p + "ffn_norm_bias", w.ffn_norm_bias);
-    write_matrix(f, p + "feed_forward/w1", w.w1);
-    write_matrix(f, p + "feed_forward/w2", w.w2);
+    if (w.router.size() != 0) write_matrix(f, p + "feed_forward/router", w.router);
+    for (std::size_t e = 0; e < w.experts.size(); ++e) {
+      const std::string q = p + "feed_forward/experts/" + std::to_string(e) + "/";
+      write_matrix(f, q + "w1", w.experts[e].w1);
+      write_matrix(f, q + "w2", w.experts[e].w2);
+      write_matrix(f, q + "w3", w.experts[e].w3);
+    }
+    if (w.w1.size() != 0) write_matrix(f, p + "feed_forward/w1", w.w1);
+    if (w.w2.size() != 0) write_matrix(f, p + "feed_forward/w2", w.w2);
     if (w.w3.size() != 0) write_matrix(f, p + "feed_forward/w3", w.w3);
     write_vector(f, p + "feed_forward/b1", w.b1);
     write_vector(f, p + "feed_forward/b2", w.b2);

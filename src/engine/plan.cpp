@@ -157,7 +157,8 @@ struct Parser {
         known.emplace_back("attention_gemm");
         throw SpecError(where(origin, &v) + ": plan key '" + full + "': unknown role" + lpemu::detail::closest_names_hint(key, known) +
                         "; roles are weights, linear_input, q, k, v, kv_cache, scores, probs, attn_output, "
-                        "mlp_hidden, residual, lm_head, lm_head_input, logits, gemm, attention_gemm");
+                        "mlp_hidden, residual, lm_head, lm_head_input, logits, expert_weights, expert_input, "
+                        "expert_hidden, router_weights, router_input, router_logits, gemm, attention_gemm");
       }
       out.push_back({role, spec(v, full)});
     }
@@ -184,15 +185,18 @@ bool override_applies(const PrecisionPlan::Override& o, int layer, LayerKind kin
 
 std::optional<QuantSpec> PrecisionPlan::resolve(Role role, int layer, LayerKind kind, int n_layers) const {
   std::optional<QuantSpec> out;
+  bool set = false;
   for (const auto& e : roles) {
-    if (e.role == role) out = e.spec;
+    if (e.role == role) out = e.spec, set = true;
   }
   for (const auto& o : overrides) {
     if (!override_applies(o, layer, kind, n_layers)) continue;
     for (const auto& e : o.entries) {
-      if (e.role == role) out = e.spec;
+      if (e.role == role) out = e.spec, set = true;
     }
   }
+  // Mixture-of-experts roles that no applicable entry names take their general role's entry.
+  if (!set && fallback_role(role) != role) return resolve(fallback_role(role), layer, kind, n_layers);
   return out;
 }
 
@@ -203,7 +207,8 @@ std::string PrecisionPlan::resolve_gemm(int layer, LayerKind kind, int n_layers)
 }
 
 GemmChoice PrecisionPlan::resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers) const {
-  constexpr std::string_view kLinear[] = {"wq", "wk", "wv", "wo", "w1", "w2", "w3", "output"};
+  constexpr std::string_view kLinear[] = {"wq", "wk", "wv",       "wo",       "w1",       "w2",
+                                          "w3", "output", "router", "expert_w1", "expert_w2", "expert_w3"};
   if (site == "qk" || site == "pv") {
     GemmChoice out = attention_gemm.value_or(GemmChoice{});
     if (kind != LayerKind::attention) return GemmChoice{};
@@ -214,7 +219,8 @@ GemmChoice PrecisionPlan::resolve_gemm_site(int layer, LayerKind kind, std::stri
   }
   if (std::find(std::begin(kLinear), std::end(kLinear), site) == std::end(kLinear)) {
     throw SpecError("plan '" + name + "': GEMM site '" + std::string(site) +
-                    "': expected one of wq, wk, wv, wo, w1, w2, w3, output, qk, pv");
+                    "': expected one of wq, wk, wv, wo, w1, w2, w3, output, router, expert_w1, expert_w2, "
+                    "expert_w3, qk, pv");
   }
   GemmChoice out = gemm.value_or(GemmChoice{});
   for (const auto& o : overrides) {

@@ -29,7 +29,8 @@ namespace {
 constexpr std::string_view kRoleNames[] = {"weights",  "linear_input", "q",           "k",          "v",
                                            "kv_cache", "scores",       "probs",       "attn_output",
                                            "mlp_hidden", "residual",   "lm_head",     "lm_head_input",
-                                           "logits"};
+                                           "logits",   "expert_weights", "expert_input", "expert_hidden",
+                                           "router_weights", "router_input", "router_logits"};
 
 // Each quantisation point gets its own stochastic stream: seeds mixed with the SplitMix64 finaliser.
 using format::mix64;
@@ -158,6 +159,21 @@ EncodedOperand encode_values(const RowMatrix& x, const format::Format& element, 
 }
 
 std::string_view to_string(Role r) { return kRoleNames[static_cast<std::size_t>(r)]; }
+
+Role fallback_role(Role r) {
+  switch (r) {
+    case Role::expert_weights:
+    case Role::router_weights:
+      return Role::weights;
+    case Role::expert_input:
+    case Role::router_input:
+      return Role::linear_input;
+    case Role::expert_hidden:
+      return Role::mlp_hidden;
+    default:
+      return r;
+  }
+}
 
 bool parse_role(std::string_view text, Role& out) {
   for (const Role r : kAllRoles) {

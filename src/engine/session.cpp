@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "lpemu/datapath/datapath.hpp"
@@ -58,8 +59,15 @@ template <class T>
 using WeightPtr = std::shared_ptr<const Mat<T>>;
 
 template <class T>
+struct ExpertT {
+  WeightPtr<T> w1, w2, w3;
+};
+
+template <class T>
 struct LayerT {
   WeightPtr<T> wq, wk, wv, wo, w1, w2, w3;
+  WeightPtr<T> router;              ///< mixture of experts: the gate [n_experts, dim]
+  std::vector<ExpertT<T>> experts;  ///< mixture of experts
   std::map<std::string, std::shared_ptr<const EncodedOperand>, std::less<>> encoded;  ///< weights on a datapath
   Vec<T> bq, bk, bv, bo, b1, b2, b3;
   Vec<T> attention_norm, attention_norm_bias, ffn_norm, ffn_norm_bias;
@@ -110,11 +118,15 @@ class ImplT final : public Session::Impl {
       const GemmChoice choice = plan_.resolve_gemm_site(l, k, tensor, c.n_layers);
       Site st;
       st.gemm = opts_.gemms->make(choice.datapath);
+      const bool head = k == LayerKind::head;
+      const bool expert = tensor.starts_with("expert_");
+      st.roles[0] = head ? Role::lm_head_input : expert ? Role::expert_input : tensor == "router" ? Role::router_input
+                                                                                                  : Role::linear_input;
+      st.roles[1] = head ? Role::lm_head : expert ? Role::expert_weights : tensor == "router" ? Role::router_weights
+                                                                                              : Role::weights;
       const datapath::Datapath* dp = st.gemm->datapath();
       if (dp != nullptr) {
-        const bool head = k == LayerKind::head;
-        const Quantizer* qs[2] = {find(head ? Role::lm_head_input : Role::linear_input, l, k),
-                                  find(head ? Role::lm_head : Role::weights, l, k)};
+        const Quantizer* qs[2] = {find(st.roles[0], l, k), find(st.roles[1], l, k)};
         for (int side = 0; side < 2; ++side) {
           const Quantizer* q = qs[side];
           const std::string why = datapath_entry_problem(*dp, side == 0, q != nullptr ? q->element_format() : fp32(),
@@ -165,33 +177,51 @@ class ImplT final : public Session::Impl {
       attention_site(l, "qk");
       attention_site(l, "pv");
       for (const char* t : {"wq", "wk", "wv", "wo"}) site(l, LayerKind::attention, t);
-      for (const char* t : {"w1", "w2", "w3"}) site(l, LayerKind::mlp, t);
+      if (c.n_experts > 0) {
+        for (const char* t : {"router", "expert_w1", "expert_w2", "expert_w3"}) site(l, LayerKind::mlp, t);
+      } else {
+        for (const char* t : {"w1", "w2", "w3"}) site(l, LayerKind::mlp, t);
+      }
     }
     site(-1, LayerKind::head, "output");
     const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = m.layers[static_cast<std::size_t>(l)];
       LayerT<T> t;
-      const auto weight = [&](const RowMatrix& src, LayerKind k, std::string_view name) -> WeightPtr<T> {
+      // `name` is the weight's own name (its quantisation point), `site_name` its GEMM site.
+      const auto weight = [&](const RowMatrix& src, LayerKind k, const std::string& name,
+                              const std::string& site_name) -> WeightPtr<T> {
+        if (src.size() == 0) return std::make_shared<Mat<T>>();
+        const Role role = sites_.at({l, k, site_name}).roles[1];
         if constexpr (std::is_same_v<T, float>) {
-          if (src.size() != 0 && sites_.at({l, k, std::string(name)}).gemm->datapath() != nullptr) {
+          if (sites_.at({l, k, site_name}).gemm->datapath() != nullptr) {
             auto x = std::make_shared<Mat<T>>(src);
-            t.encoded[std::string(name)] = operand(*x, Role::weights, l, k, name, 1, 0);
+            t.encoded[name] = operand(*x, role, l, k, names_.intern(name), 1, 0);
             return x;
           }
-          if (find(Role::weights, l, k) == nullptr) return WeightPtr<T>(&src, [](const Mat<T>*) {});
+          if (find(role, l, k) == nullptr) return WeightPtr<T>(&src, [](const Mat<T>*) {});
         }
         auto x = std::make_shared<Mat<T>>(to_t<T>(src));
-        if (x->size() != 0) quant(*x, Role::weights, l, k, name, -1, 1);
+        quant(*x, role, l, k, names_.intern(name), -1, 1);
         return x;
       };
-      t.wq = weight(w.wq, LayerKind::attention, "wq");
-      t.wk = weight(w.wk, LayerKind::attention, "wk");
-      t.wv = weight(w.wv, LayerKind::attention, "wv");
-      t.wo = weight(w.wo, LayerKind::attention, "wo");
-      t.w1 = weight(w.w1, LayerKind::mlp, "w1");
-      t.w2 = weight(w.w2, LayerKind::mlp, "w2");
-      t.w3 = weight(w.w3, LayerKind::mlp, "w3");
+      t.wq = weight(w.wq, LayerKind::attention, "wq", "wq");
+      t.wk = weight(w.wk, LayerKind::attention, "wk", "wk");
+      t.wv = weight(w.wv, LayerKind::attention, "wv", "wv");
+      t.wo = weight(w.wo, LayerKind::attention, "wo", "wo");
+      if (c.n_experts > 0) {
+        t.router = weight(w.router, LayerKind::mlp, "router", "router");
+        for (std::size_t e = 0; e < w.experts.size(); ++e) {
+          const std::string en = expert_name(static_cast<int>(e));
+          t.experts.push_back({weight(w.experts[e].w1, LayerKind::mlp, en + "w1", "expert_w1"),
+                               weight(w.experts[e].w2, LayerKind::mlp, en + "w2", "expert_w2"),
+                               weight(w.experts[e].w3, LayerKind::mlp, en + "w3", "expert_w3")});
+        }
+      } else {
+        t.w1 = weight(w.w1, LayerKind::mlp, "w1", "w1");
+        t.w2 = weight(w.w2, LayerKind::mlp, "w2", "w2");
+        t.w3 = weight(w.w3, LayerKind::mlp, "w3", "w3");
+      }
       t.bq = to_t<T>(w.bq);
       t.bk = to_t<T>(w.bk);
       t.bv = to_t<T>(w.bv);
@@ -289,6 +319,12 @@ class ImplT final : public Session::Impl {
       // Feed-forward.
       norm(x, w.ffn_norm, w.ffn_norm_bias, xb);
       trace(pre + "feed_forward/w1_w3_input", xb);
+      if (c.n_experts > 0) {
+        moe(xb, w, l, p0, pre, tmp);
+        x += tmp;
+        quant(x, Role::residual, l, LayerKind::mlp, "residual", -1, 1, p0);
+        continue;
+      }
       xin = input(xb, l, LayerKind::mlp, {"w1", "w3"}, "w1_w3_input", p0);
       gemm(xb, *w.w1, w.b1, h1, l, LayerKind::mlp, "w1", xin.get(), w);
       if (c.ffn == FfnKind::swiglu) {
@@ -342,6 +378,7 @@ class ImplT final : public Session::Impl {
 
   struct Site {
     std::shared_ptr<const Gemm> gemm;
+    Role roles[2] = {Role::linear_input, Role::weights};  ///< the roles of operands A and B
     std::string formats[2];  ///< attention sites on a datapath: the element formats of A and B
     std::shared_ptr<const Quantizer> convert[2];  ///< conversions of A and B (gemm.convert), or null
   };
@@ -399,7 +436,7 @@ class ImplT final : public Session::Impl {
   // The linear input x of the GEMMs `sites`: quantised, and encoded when one of them runs on a datapath.
   std::shared_ptr<const EncodedOperand> input(Mat<T>& x, int l, LayerKind k, std::initializer_list<const char*> sites,
                                               std::string_view tensor, int row0) {
-    const Role r = k == LayerKind::head ? Role::lm_head_input : Role::linear_input;
+    const Role r = sites_.at({l, k, std::string(*sites.begin())}).roles[0];
     const bool on_datapath = std::any_of(sites.begin(), sites.end(), [&](const char* s) {
       return sites_.at({l, k, std::string(s)}).gemm->datapath() != nullptr;
     });
@@ -410,11 +447,69 @@ class ImplT final : public Session::Impl {
     return operand(x, r, l, k, tensor, 1, row0);
   }
 
+  // C = A·Bᵀ + bias at GEMM site `tensor`; `weight` names B (its encoding, conversion cache) when
+  // it is not the site's own weight (the experts of a mixture-of-experts block).
   void gemm(const Mat<T>& a, const Mat<T>& b, const Vec<T>& bias, Mat<T>& c, int l, LayerKind k,
-            std::string_view tensor, const EncodedOperand* ea, const LayerT<T>& w) {
-    const auto it = w.encoded.find(tensor);
-    run_gemm(a, b, c, l, k, tensor, ea, it == w.encoded.end() ? nullptr : it->second.get());
+            std::string_view tensor, const EncodedOperand* ea, const LayerT<T>& w, std::string_view weight = {}) {
+    const std::string_view key = weight.empty() ? tensor : weight;
+    const auto it = w.encoded.find(key);
+    run_gemm(a, b, c, l, k, tensor, ea, it == w.encoded.end() ? nullptr : it->second.get(), key);
     if (bias.size() != 0) c.rowwise() += bias.transpose();
+  }
+
+  static std::string expert_name(int e) { return "experts/" + std::to_string(e) + "/"; }
+
+  // A sparse mixture-of-experts FFN as transformers' MixtralSparseMoeBlock: router logits, softmax
+  // over the experts, the top n_experts_per_token, their weights renormalised to sum 1; each expert
+  // (SwiGLU) runs on the tokens routed to it, and their weighted outputs are summed in expert order.
+  void moe(const Mat<T>& xb, const LayerT<T>& w, int l, int p0, const std::string& pre, Mat<T>& out) {
+    const Config& c = model->config;
+    const int n = static_cast<int>(xb.rows());
+    const int top = c.n_experts_per_token;
+    constexpr LayerKind kMlp = LayerKind::mlp;
+    Mat<T> xr = xb, logits;
+    const auto rin = input(xr, l, kMlp, {"router"}, "router_input", p0);
+    gemm(xr, *w.router, Vec<T>(), logits, l, kMlp, "router", rin.get(), w);
+    quant(logits, Role::router_logits, l, kMlp, "router_logits", -1, 1, p0);
+    trace(pre + "feed_forward/router_logits", logits);
+    // Routing (softmax in the compute type, as transformers' softmax(dtype=float) in float32).
+    std::vector<std::vector<std::pair<int, T>>> routed(static_cast<std::size_t>(c.n_experts));
+    std::vector<int> order(static_cast<std::size_t>(c.n_experts));
+    for (int i = 0; i < n; ++i) {
+      const T mx = logits.row(i).maxCoeff();
+      Eigen::Matrix<T, 1, Eigen::Dynamic> p = (logits.row(i).array() - mx).exp().matrix();
+      p /= p.sum();
+      for (int e = 0; e < c.n_experts; ++e) order[static_cast<std::size_t>(e)] = e;
+      // torch.topk: largest first; equal values keep the lower index first.
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p(a) > p(b); });
+      T sum = 0;
+      for (int j = 0; j < top; ++j) sum += p(order[static_cast<std::size_t>(j)]);
+      for (int j = 0; j < top; ++j) {
+        const int e = order[static_cast<std::size_t>(j)];
+        routed[static_cast<std::size_t>(e)].emplace_back(i, p(e) / sum);
+      }
+    }
+    out = Mat<T>::Zero(n, c.dim);
+    Mat<T> xe, h1, h3, y;
+    for (int e = 0; e < c.n_experts; ++e) {
+      const auto& tokens = routed[static_cast<std::size_t>(e)];
+      if (tokens.empty()) continue;
+      const ExpertT<T>& ex = w.experts[static_cast<std::size_t>(e)];
+      const std::string en = expert_name(e);
+      xe.resize(static_cast<Eigen::Index>(tokens.size()), c.dim);
+      for (std::size_t r = 0; r < tokens.size(); ++r) xe.row(static_cast<Eigen::Index>(r)) = xb.row(tokens[r].first);
+      const std::string_view in_name = names_.intern(en + "w1_w3_input");
+      const auto ein = input(xe, l, kMlp, {"expert_w1", "expert_w3"}, in_name, p0);
+      gemm(xe, *ex.w1, Vec<T>(), h1, l, kMlp, "expert_w1", ein.get(), w, names_.intern(en + "w1"));
+      gemm(xe, *ex.w3, Vec<T>(), h3, l, kMlp, "expert_w3", ein.get(), w, names_.intern(en + "w3"));
+      activate(h1, &h3, c.activation);
+      quant(h1, Role::expert_hidden, l, kMlp, names_.intern(en + "hidden"), -1, 1, p0);
+      const auto hin = input(h1, l, kMlp, {"expert_w2"}, names_.intern(en + "w2_input"), p0);
+      gemm(h1, *ex.w2, Vec<T>(), y, l, kMlp, "expert_w2", hin.get(), w, names_.intern(en + "w2"));
+      for (std::size_t r = 0; r < tokens.size(); ++r) {
+        out.row(tokens[r].first) += tokens[r].second * y.row(static_cast<Eigen::Index>(r));
+      }
+    }
   }
 
   void gemm_head(const Mat<T>& a, Mat<T>& c, const EncodedOperand* ea) {
@@ -422,11 +517,11 @@ class ImplT final : public Session::Impl {
   }
 
   void run_gemm(const Mat<T>& a, const Mat<T>& b, Mat<T>& c, int l, LayerKind k, std::string_view tensor,
-                const EncodedOperand* ea, const EncodedOperand* eb) {
-    const bool head = k == LayerKind::head;
-    const Quantizer* qa = find(head ? Role::lm_head_input : Role::linear_input, l, k);
-    const Quantizer* qb = find(head ? Role::lm_head : Role::weights, l, k);
+                const EncodedOperand* ea, const EncodedOperand* eb, std::string_view weight = {}) {
     const Site& st = sites_.at({l, k, std::string(tensor)});
+    const Quantizer* qa = find(st.roles[0], l, k);
+    const Quantizer* qb = find(st.roles[1], l, k);
+    const std::string wname(weight.empty() ? tensor : weight);
     GemmPoint p{l, k, tensor, qa != nullptr ? std::string_view(qa->name()) : std::string_view(),
                 qb != nullptr ? std::string_view(qb->name()) : std::string_view()};
     p.a_operand = ea;
@@ -438,20 +533,18 @@ class ImplT final : public Session::Impl {
     // Explicit conversions: quantisation points "<tensor>.convert_a" / "<tensor>.convert_b".
     Mat<T> a2 = a, b2 = b;
     std::shared_ptr<const EncodedOperand> ca, cb;
-    const std::string ta = std::string(tensor) + ".convert_a", tb = std::string(tensor) + ".convert_b";
+    const std::string ta = wname + ".convert_a", tb = wname + ".convert_b";
     if (st.convert[0]) {
-      ca = encode_with(st.convert[0].get(), a2, point(head ? Role::lm_head_input : Role::linear_input, l, k, ta, -1, 1,
-                                                      a2.cols(), 0));
+      ca = encode_with(st.convert[0].get(), a2, point(st.roles[0], l, k, ta, -1, 1, a2.cols(), 0));
       p.a_operand = ca.get();
       p.a_format = ca->format;
     }
     if (st.convert[1]) {
       const std::lock_guard<std::mutex> lock(convert_mutex_);
-      auto& kept = converted_[{l, k, std::string(tensor)}];
+      auto& kept = converted_[{l, k, wname}];
       if (!kept.first) {
         kept.second = std::make_shared<Mat<T>>(b);
-        kept.first = encode_with(st.convert[1].get(), *kept.second,
-                                 point(head ? Role::lm_head : Role::weights, l, k, tb, -1, 1, b.cols(), 0));
+        kept.first = encode_with(st.convert[1].get(), *kept.second, point(st.roles[1], l, k, tb, -1, 1, b.cols(), 0));
       }
       cb = kept.first;
       b2 = *kept.second;
@@ -488,6 +581,11 @@ class ImplT final : public Session::Impl {
   Mat<T> emb_, pos_emb_, output_;
   Vec<T> norm_, norm_bias_;
   std::vector<double> inv_freq_;  // RoPE frequencies after the config's rope_scaling
+  // Tensor names made at run time (experts), kept so that QuantPoint / GemmPoint views stay valid.
+  struct Names {
+    std::string_view intern(const std::string& s) { return *set.insert(s).first; }
+    std::set<std::string> set;
+  } names_;
   std::mutex hook_mutex_;
 };
 

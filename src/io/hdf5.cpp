@@ -235,7 +235,7 @@ struct H5File::Impl {
 
   template <class T>
   void write(const std::string& name, const std::vector<std::size_t>& shape, const T* data,
-             const H5::PredType& mem, const H5::PredType& disk) {
+             const H5::DataType& mem, const H5::DataType& disk) {
     guard(name, [&] {
       const auto parts = split_path(name);
       if (parts.empty()) fail(name, "empty dataset name");
@@ -473,6 +473,35 @@ void H5File::write_floats(const std::string& dataset, const std::vector<std::siz
   return impl_->guard(dataset, [&] {
     impl_->write(dataset, shape, data, H5::PredType::NATIVE_FLOAT, H5::PredType::IEEE_F32LE);
   });
+}
+
+void H5File::write_floats16(const std::string& dataset, const std::vector<std::size_t>& shape, const float* data,
+                            const std::string& kind) {
+  if (kind != "bf16" && kind != "fp16") {
+    throw IoError(path().string() + ": dataset '" + dataset + "': 16-bit kind '" + kind + "': expected bf16 or fp16");
+  }
+  std::lock_guard lock(h5_mutex());
+  return impl_->guard(dataset, [&] {
+    // A 16-bit little-endian float type: bf16 is the top half of IEEE binary32, fp16 is binary16.
+    H5::FloatType disk(H5::PredType::IEEE_F32LE);
+    if (kind == "bf16") {
+      disk.setFields(15, 7, 8, 0, 7);
+      disk.setPrecision(16);
+      disk.setSize(2);
+      disk.setEbias(127);
+    } else {
+      disk.setFields(15, 10, 5, 0, 10);
+      disk.setPrecision(16);
+      disk.setSize(2);
+      disk.setEbias(15);
+    }
+    impl_->write(dataset, shape, data, H5::PredType::NATIVE_FLOAT, disk);
+  });
+}
+
+int H5File::stored_bits(const std::string& dataset) const {
+  std::lock_guard lock(h5_mutex());
+  return impl_->guard(dataset, [&] { return static_cast<int>(impl_->dataset(dataset).getDataType().getSize() * 8); });
 }
 
 void H5File::write_doubles(const std::string& dataset, const std::vector<std::size_t>& shape, const double* data) {

@@ -218,6 +218,7 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
     one(l, LayerKind::attention, "wv", p + "attention/qkv_input", qkv, w.wv, Role::linear_input, Role::weights);
     one(l, LayerKind::attention, "wo", p + "attention/wo_input", read(p + "attention/wo_input", w.wo.cols()), w.wo,
         Role::linear_input, Role::weights);
+    if (!w.experts.empty()) continue;  // mixture-of-experts blocks: attention only (no dense FFN to replay)
     const RowMatrix ff = read(p + "feed_forward/w1_w3_input", dim);
     one(l, LayerKind::mlp, "w1", p + "feed_forward/w1_w3_input", ff, w.w1, Role::linear_input, Role::weights);
     if (w.w3.size() != 0) {

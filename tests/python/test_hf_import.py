@@ -2,7 +2,8 @@
 """`lpemu import` of tiny random Hugging Face checkpoints (written here as safetensors by hand:
 8-byte little-endian header length, JSON header, raw data), then `lpemu eval --tokens` against an
 independent float64 forward pass written from the transformers modelling equations
-(modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_gpt2.py), not lpemu's code.
+(modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_mixtral.py, modeling_gpt2.py),
+not lpemu's code.
 
 Run: LPEMU_BINARY=build/release/lpemu python3 -m pytest -q tests/python/test_hf_import.py
 """
@@ -127,6 +128,9 @@ def llama_forward(cfg, W, ids):
         a = causal_attention(q, k, v).transpose(0, 1).reshape(T, H * hd)
         h = h + a @ W[p + "self_attn.o_proj.weight"].T
         x = rms_norm(h, W[p + "post_attention_layernorm.weight"], eps)
+        if "num_local_experts" in cfg:
+            h = h + mixtral_moe(cfg, W, p, x)
+            continue
         g = x @ W[p + "mlp.gate_proj.weight"].T
         u = x @ W[p + "mlp.up_proj.weight"].T
         h = h + (torch.nn.functional.silu(g) * u) @ W[p + "mlp.down_proj.weight"].T
@@ -157,6 +161,28 @@ def gpt2_forward(cfg, W, ids):
     return h @ W["wte.weight"].T
 
 
+def mixtral_moe(cfg, W, p, x):
+    """MixtralSparseMoeBlock.forward (modeling_mixtral.py): router logits, softmax over the experts
+    in float, top-k, weights renormalised to sum 1, each expert's SwiGLU on its tokens, scaled by
+    its weight and index_add-ed in expert order."""
+    E, k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+    router_logits = x @ W[p + "block_sparse_moe.gate.weight"].T
+    routing_weights = torch.softmax(router_logits, dim=1)
+    routing_weights, selected = torch.topk(routing_weights, k, dim=-1)
+    routing_weights = routing_weights / routing_weights.sum(dim=-1, keepdim=True)
+    final = torch.zeros_like(x)
+    expert_mask = torch.nn.functional.one_hot(selected, num_classes=E).permute(2, 1, 0)
+    for e in range(E):
+        idx, top_x = torch.where(expert_mask[e])
+        if top_x.numel() == 0:
+            continue
+        q = f"{p}block_sparse_moe.experts.{e}."
+        cur = x[top_x]
+        h = (torch.nn.functional.silu(cur @ W[q + "w1.weight"].T) * (cur @ W[q + "w3.weight"].T)) @ W[q + "w2.weight"].T
+        final.index_add_(0, top_x, h * routing_weights[top_x, idx, None])
+    return final
+
+
 # ---------- tiny checkpoints ----------
 
 def llama_like(arch, dtype, seed, **over):
@@ -182,6 +208,14 @@ def llama_like(arch, dtype, seed, **over):
             W[p + "self_attn.v_proj.bias"] = rnd(g, KV * hd, dtype=dtype)
         W[p + "self_attn.o_proj.weight"] = rnd(g, d, H * hd, dtype=dtype)
         W[p + "post_attention_layernorm.weight"] = (1 + rnd(g, d)).to(dtype)
+        if arch == "MixtralForCausalLM":
+            W[p + "block_sparse_moe.gate.weight"] = rnd(g, cfg["num_local_experts"], d, scale=1.0, dtype=dtype)
+            for e in range(cfg["num_local_experts"]):
+                q = f"{p}block_sparse_moe.experts.{e}."
+                W[q + "w1.weight"] = rnd(g, I, d, dtype=dtype)
+                W[q + "w2.weight"] = rnd(g, d, I, dtype=dtype)
+                W[q + "w3.weight"] = rnd(g, I, d, dtype=dtype)
+            continue
         W[p + "mlp.gate_proj.weight"] = rnd(g, I, d, dtype=dtype)
         W[p + "mlp.up_proj.weight"] = rnd(g, I, d, dtype=dtype)
         W[p + "mlp.down_proj.weight"] = rnd(g, d, I, dtype=dtype)
@@ -255,6 +289,11 @@ CASES = {
     # Mistral: F16, explicit head_dim different from hidden/heads, sliding window longer than the text.
     "mistral": lambda: (llama_like("MistralForCausalLM", torch.float16, 3, head_dim=16, sliding_window=4096,
                                    rope_theta=1000000.0), 1),
+    # Mixtral: sparse MoE (4 experts, top 2), BF16, GQA, sharded; and 8 experts, top 3, F32.
+    "mixtral": lambda: (llama_like("MixtralForCausalLM", torch.bfloat16, 17, num_local_experts=4,
+                                   num_experts_per_tok=2, sliding_window=None, rope_theta=1000000.0), 2),
+    "mixtral_top3": lambda: (llama_like("MixtralForCausalLM", torch.float32, 18, num_local_experts=8,
+                                        num_experts_per_tok=3, intermediate_size=24), 1),
     # Qwen2: QKV bias, tied embeddings.
     "qwen2": lambda: (llama_like("Qwen2ForCausalLM", torch.float32, 4, tie_word_embeddings=True,
                                  rms_norm_eps=1e-6), 1),
@@ -301,6 +340,20 @@ def test_provenance_recorded(tmp_path):
                           "model-00002-of-00002.safetensors"}
 
 
+@pytest.mark.parametrize("dtype,bits", [(torch.bfloat16, 16), (torch.float16, 16), (torch.float32, 32)])
+def test_weights_keep_their_stored_precision(tmp_path, dtype, bits):
+    """BF16/F16 checkpoints are stored in 16 bits in the model file (an HDF5 float type that
+    widens exactly on read), F32 ones in 32; evaluation of the imported file still matches."""
+    import h5py
+    cfg, W = llama_like("LlamaForCausalLM", dtype, 23)
+    save_checkpoint(tmp_path / "ck", cfg, W)
+    ids, got, out = eval_logits(tmp_path, tmp_path / "ck", 12, 24)
+    with h5py.File(out, "r") as f:
+        for name in ("tok_embeddings", "output", "layers/1/attention/wk", "layers/0/feed_forward/w2"):
+            assert f[name].id.get_type().get_size() * 8 == bits, name
+    assert_logits_close(got, llama_forward(cfg, W, torch.tensor(ids)).numpy())
+
+
 def test_refuses_unsupported_by_name(tmp_path):
     cfg, W = gpt2(7)
     cfg["architectures"] = ["FalconForCausalLM"]
@@ -325,6 +378,52 @@ def test_refuses_unsupported_by_name(tmp_path):
     r = lpemu("import", str(tmp_path / "missing"), str(tmp_path / "c.h5"), check=False)
     assert r.returncode == 2
     assert f"{tmp_path / 'missing'}: no tensor 'model.layers.0.self_attn.k_proj.weight'" in r.stderr
+
+
+def bf16_round(t):
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+# Which checkpoint tensors a plan's role quantises: the mixture-of-experts roles and their fallback.
+MOE_ROLES = {
+    "expert_weights": lambda n: ".experts." in n,
+    "router_weights": lambda n: ".gate." in n,
+    "weights": lambda n: ".layers." in n and n.endswith("proj.weight") or ".experts." in n or ".gate." in n,
+}
+
+
+@pytest.mark.parametrize("role", sorted(MOE_ROLES))
+def test_mixtral_expert_roles_in_a_plan(tmp_path, role):
+    """A plan giving only `role` bf16 rounds exactly the tensors the reference rounds: expert
+    weights and the router are roles of their own, and both fall back to `weights`."""
+    cfg, W = llama_like("MixtralForCausalLM", torch.float32, 19, num_local_experts=4, num_experts_per_tok=2)
+    save_checkpoint(tmp_path / "ck", cfg, W)
+    ids, plain, out = eval_logits(tmp_path, tmp_path / "ck", 16, 20)
+    (tmp_path / "plan.toml").write_text(f'name = "moe"\n[roles]\n{role} = "bf16"\n')
+    lpemu("eval", "--model", str(out), "--plan", str(tmp_path / "plan.toml"), "--tokens", str(tmp_path / "ids.npy"),
+          "--logits-out", str(tmp_path / "q.npy"))
+    got = np.load(tmp_path / "q.npy")
+    Wq = {n: bf16_round(t) if MOE_ROLES[role](n) else t for n, t in W.items()}
+    assert sum(MOE_ROLES[role](n) for n in W) > 0
+    assert_logits_close(got, llama_forward(cfg, Wq, torch.tensor(ids)).numpy())
+    assert np.abs(got - plain).max() > 1e-4  # the rounding shows
+
+
+def test_mixtral_refusals(tmp_path):
+    cfg, W = llama_like("MixtralForCausalLM", torch.float32, 21, num_local_experts=4, num_experts_per_tok=5)
+    save_checkpoint(tmp_path / "k5", cfg, W)
+    r = lpemu("import", str(tmp_path / "k5"), str(tmp_path / "x.h5"), check=False)
+    assert r.returncode == 2 and "num_experts_per_tok = 5: expected an integer in 1..num_local_experts (4)" in r.stderr
+    cfg, W = llama_like("MixtralForCausalLM", torch.float32, 22, num_local_experts=4, num_experts_per_tok=2)
+    del W["model.layers.1.block_sparse_moe.experts.3.w2.weight"]
+    save_checkpoint(tmp_path / "miss", cfg, W)
+    r = lpemu("import", str(tmp_path / "miss"), str(tmp_path / "y.h5"), check=False)
+    assert r.returncode == 2 and "no tensor 'model.layers.1.block_sparse_moe.experts.3.w2.weight'" in r.stderr
+    (tmp_path / "bad.toml").write_text('[roles]\nexpert_weight = "bf16"\n')
+    np.save(tmp_path / "ids.npy", np.array([1, 2, 3], dtype=np.int64))
+    r = lpemu("eval", "--model", "stories260K", "--plan", str(tmp_path / "bad.toml"), "--tokens",
+              str(tmp_path / "ids.npy"), check=False)
+    assert r.returncode == 2 and "unknown role (closest: expert_weights" in r.stderr
 
 
 def hf_perplexity_recipe(forward, ids, max_length, stride):

@@ -53,13 +53,22 @@ struct Config {
   int rope_original_max_positions = 8192;
   /// Sliding-window attention span (Mistral); 0 = full causal attention. Positions past it are refused.
   int sliding_window = 0;
+  /// Sparse mixture of experts (Mixtral): experts per block (0 = one dense FFN) and experts per token.
+  int n_experts = 0;
+  int n_experts_per_token = 0;
 };
 
 /// RoPE inverse frequencies θ^(−2j/head_dim), j < head_dim/2, after the config's rope_scaling
 /// (llama3: Hugging Face transformers `_compute_llama3_parameters`), in double.
 std::vector<double> rope_frequencies(const Config& c);
 
-/// The weights of one transformer block. Biases and `w3` are empty when the model has none.
+/// One expert of a sparse mixture-of-experts block: a SwiGLU FFN (w1 gate, w3 up, w2 down).
+struct ExpertWeights {
+  RowMatrix w1, w2, w3;
+};
+
+/// The weights of one transformer block. Biases and `w3` are empty when the model has none; a
+/// mixture-of-experts block has `router` [n_experts, dim] and `experts` instead of w1/w2/w3.
 struct LayerWeights {
   Vec<float> attention_norm, attention_norm_bias;
   RowMatrix wq, wk, wv, wo;
@@ -67,6 +76,8 @@ struct LayerWeights {
   Vec<float> ffn_norm, ffn_norm_bias;
   RowMatrix w1, w2, w3;
   Vec<float> b1, b2, b3;
+  RowMatrix router;
+  std::vector<ExpertWeights> experts;
 };
 
 /// A loaded model: config, weights and (optionally) tokenizer.

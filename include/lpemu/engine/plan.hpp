@@ -50,13 +50,15 @@ class PrecisionPlan {
   std::vector<Override> overrides;
   std::string origin;  ///< file the plan came from ("builtin:fp32" for built-ins)
 
-  /// The spec for a role at (layer, kind) in a model of n_layers blocks; nullopt = identity.
+  /// The spec for a role at (layer, kind) in a model of n_layers blocks; nullopt = identity. A
+  /// mixture-of-experts role no applicable entry names resolves as its fallback_role().
   std::optional<QuantSpec> resolve(Role role, int layer, LayerKind kind, int n_layers) const;
   /// The GEMM strategy name at (layer, kind); "eigen" when unset.
   std::string resolve_gemm(int layer, LayerKind kind, int n_layers) const;
   /// The datapath that runs GEMM site `site` at (layer, kind) and whether conversion is asked for.
   /// Sites: the linear tensors "wq", "wk", "wv", "wo", "w1", "w2", "w3" (kind attention or mlp),
-  /// "output" (the LM head, kind head, layer -1), and attention's "qk" and "pv" (key
+  /// "output" (the LM head, kind head, layer -1), a mixture-of-experts block's "router",
+  /// "expert_w1", "expert_w2", "expert_w3" (kind mlp, key gemm), and attention's "qk" and "pv" (key
   /// attention_gemm). The [roles] entry, then each matching [[override]] entry in file order; the
   /// head takes [roles] gemm and overrides with kind = "head". Throws SpecError for another site.
   GemmChoice resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers) const;

@@ -45,13 +45,26 @@ enum class Role {
   lm_head,        ///< classifier weights
   lm_head_input,  ///< classifier input (after the final norm)
   logits,         ///< classifier output
+  expert_weights,  ///< weights of every expert of a mixture-of-experts block (default: weights)
+  expert_input,    ///< an expert's input, its tokens gathered (default: linear_input)
+  expert_hidden,   ///< an expert's hidden activation, input of its w2 (default: mlp_hidden)
+  router_weights,  ///< the router (gate) matrix of a mixture-of-experts block (default: weights)
+  router_input,    ///< the router's input (default: linear_input)
+  router_logits,   ///< the router's output, before softmax and top-k
 };
 
 /// Every role in declaration order.
 inline constexpr Role kAllRoles[] = {Role::weights,     Role::linear_input, Role::q,       Role::k,
                                      Role::v,           Role::kv_cache,     Role::scores,  Role::probs,
                                      Role::attn_output, Role::mlp_hidden,   Role::residual, Role::lm_head,
-                                     Role::lm_head_input, Role::logits};
+                                     Role::lm_head_input, Role::logits, Role::expert_weights, Role::expert_input,
+                                     Role::expert_hidden, Role::router_weights, Role::router_input,
+                                     Role::router_logits};
+
+/// The role a mixture-of-experts role takes its entry from when a plan does not set it
+/// (expert_weights, router_weights: weights; expert_input, router_input: linear_input;
+/// expert_hidden: mlp_hidden); the role itself for every other role.
+Role fallback_role(Role r);
 
 /// The plan-file spelling of a role.
 std::string_view to_string(Role r);

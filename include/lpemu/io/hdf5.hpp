@@ -77,6 +77,13 @@ class H5File {
 
   /// Writes (replacing) a float32 dataset, creating intermediate groups.
   void write_floats(const std::string& dataset, const std::vector<std::size_t>& shape, const float* data);
+  /// Writes (replacing) a dataset stored in 16 bits: `kind` "bf16" (bfloat16: sign, 8 exponent bits,
+  /// 7 mantissa bits, bias 127) or "fp16" (IEEE binary16), as an HDF5 float type, so read_floats
+  /// widens it. Values should be representable: HDF5's conversion rounds the others.
+  void write_floats16(const std::string& dataset, const std::vector<std::size_t>& shape, const float* data,
+                      const std::string& kind);
+  /// Bits per element of a numeric dataset as stored in the file (16 for bf16/fp16 weights).
+  int stored_bits(const std::string& dataset) const;
   /// Writes (replacing) a float64 dataset.
   void write_doubles(const std::string& dataset, const std::vector<std::size_t>& shape, const double* data);
   /// Writes (replacing) an int64 dataset.

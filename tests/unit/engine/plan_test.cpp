@@ -67,6 +67,41 @@ gemm = "eigen"
   CHECK(builtin_plan("fp64").compute == Compute::fp64);
 }
 
+TEST_CASE("mixture-of-experts roles fall back to their general roles unless an entry names them",
+          "[engine][plan]") {
+  const PrecisionPlan p = parse(R"(
+[roles]
+weights = "fp8_e4m3"
+linear_input = "bf16"
+expert_hidden = "fp8_e5m2"
+[[override]]
+layers = [1]
+expert_weights = "fp4_e2m1"
+router_weights = "none"
+)");
+  const auto fmt = [&](Role r, int layer) {
+    const auto s = p.resolve(r, layer, LayerKind::mlp, 2);
+    return s ? s->format : std::string("none");
+  };
+  CHECK(fmt(Role::expert_weights, 0) == "fp8_e4m3");  // falls back to weights
+  CHECK(fmt(Role::router_weights, 0) == "fp8_e4m3");
+  CHECK(fmt(Role::expert_input, 0) == "bf16");  // falls back to linear_input
+  CHECK(fmt(Role::router_input, 0) == "bf16");
+  CHECK(fmt(Role::expert_hidden, 0) == "fp8_e5m2");  // named itself
+  CHECK(fmt(Role::mlp_hidden, 0) == "none");
+  CHECK(fmt(Role::router_logits, 0) == "none");  // no fallback
+  CHECK(fmt(Role::expert_weights, 1) == "fp4_e2m1");  // the override names it
+  CHECK(fmt(Role::router_weights, 1) == "none");      // "none" is an entry: no fallback
+  CHECK(fmt(Role::weights, 1) == "fp8_e4m3");
+  CHECK(fallback_role(Role::expert_input) == Role::linear_input);
+  CHECK(fallback_role(Role::q) == Role::q);
+  CHECK(p.resolve_gemm_site(0, LayerKind::mlp, "expert_w2", 2).datapath == "eigen");
+  CHECK(p.resolve_gemm_site(0, LayerKind::mlp, "router", 2).datapath == "eigen");
+  const std::string e = error_of("[roles]\nexpert_weight = \"bf16\"\n");
+  CHECK_THAT(e, Catch::Contains("test.toml:2") && Catch::Contains("unknown role (closest: expert_weights") &&
+                    Catch::Contains("router_logits"));
+}
+
 TEST_CASE("bad plans name file, line, key and what was expected", "[engine][plan]") {
   const std::string role = error_of("[roles]\nweights = \"fp8_e4m3\"\nweigths = \"bf16\"\n");
   CHECK_THAT(role, Catch::Contains("test.toml:3") && Catch::Contains("weigths") && Catch::Contains("unknown role") &&
