@@ -294,6 +294,24 @@ void convert_kernel(benchmark::State& state, const char* to) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kFile));
 }
 
+// The command's fixed cost (process start, format registry, atomic output with fsync) on 8 values.
+void convert_cli_startup(benchmark::State& state) {
+  const auto dir = scratch();
+  {
+    std::ofstream tiny(dir / "tiny.f32", std::ios::binary);
+    tiny.write(reinterpret_cast<const char*>(file_values().data()), 32);
+  }
+  const std::string cmd = lpemu_binary() + " convert --from fp32 --to fp8_e4m3 --force " + (dir / "tiny.f32").string() +
+                          " " + (dir / "tiny.out").string() + " 2>/dev/null";
+  for (auto _ : state) {
+    if (std::system(cmd.c_str()) != 0) {
+      state.SkipWithError(("failed: " + cmd).c_str());
+      break;
+    }
+  }
+}
+BENCHMARK(convert_cli_startup)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 BENCHMARK_CAPTURE(convert_kernel, fp8_e4m3, "fp8_e4m3")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_raw, "fp8_e4m3", false, "raw")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_npy, "fp8_e4m3", false, "npy")->Unit(benchmark::kMillisecond)->UseRealTime();
