@@ -6,7 +6,7 @@ LPEMU := $(BUILD_DIR)/lpemu
 # `make demo` needs only what builds and runs the `lpemu` command; `make test` adds the test,
 # benchmark and Python dependencies (PyTorch among them), headless Chromium (loads report.html),
 # rsvg-convert (renders the figures) and matplotlib (redraws them from results.h5).
-DEMO_PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev libhdf5-dev libtomlplusplus-dev \
+DEMO_PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev libhwy-dev libhdf5-dev libtomlplusplus-dev \
                  libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config
 PACKAGES := $(DEMO_PACKAGES) catch2 libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-h5py \
             python3-torch python3-pytest python3-matplotlib chromium librsvg2-bin

@@ -2,14 +2,16 @@
 // Llama-7B-shaped block with random weights (d = 4096, 32 heads, SwiGLU 11008), under the fp32
 // plan and element / block fake-quant plans. Baseline: the fp32 plan (Eigen float GEMM).
 // With LPEMU_BENCH_1B=1 also a random model of Llama-3.2-1B shape (generated here, never shipped):
-// prefill tokens/s for the fp32 and mxfp4 plans beside Eigen's sgemm on the same weight matrices
-// (the same GEMM FLOPs) in the same run.
+// prefill tokens/s for the fp32, mxfp4 and h100_e4m3 (FP8 datapath) plans beside Eigen's sgemm on
+// the same weight matrices (the same GEMM FLOPs) in the same run, one thread and all threads.
+// LPEMU_BENCH_1B_LAYERS=N keeps the first N of the 16 layers (same layer shape, same classifier).
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <numeric>
 
 #include <benchmark/benchmark.h>
+#include <tbb/global_control.h>
 
 #include <cstdlib>
 
@@ -102,6 +104,13 @@ const Model& llama7b_layer() {
   return m;
 }
 
+// Layers of the 1B-shaped model: 16, or LPEMU_BENCH_1B_LAYERS.
+int layers_1b() {
+  const char* e = std::getenv("LPEMU_BENCH_1B_LAYERS");
+  const int n = e != nullptr ? std::atoi(e) : 16;
+  return n >= 1 && n <= 16 ? n : 16;
+}
+
 // Llama-3.2-1B shape (meta-llama/Llama-3.2-1B config.json: hidden 2048, 16 layers, 32 heads,
 // 8 KV heads, intermediate 8192, vocab 128256, tied embeddings, rope_theta 500000, llama3 RoPE
 // scaling factor 32) with random weights; 1.24e9 parameters, 4.9 GB in float32.
@@ -111,7 +120,7 @@ const Model& llama1b() {
     Config& c = x.config;
     c.name = "llama3.2-1b-shape";
     c.dim = 2048;
-    c.n_layers = 16;
+    c.n_layers = layers_1b();
     c.n_heads = 32;
     c.n_kv_heads = 8;
     c.head_dim = 64;
@@ -173,10 +182,12 @@ std::vector<int> tokens(int n, int vocab);
 
 // Prefill of kPrefill1b tokens under a plan; its own session, freed after (the mxfp4 copy of the
 // weights is another 4.9 GB).
-void prefill_1b(benchmark::State& state, const std::string& plan_name) {
+void prefill_1b(benchmark::State& state, const std::string& plan_name, int threads) {
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
   const Model& m = llama1b();
   Session s(m, *plan(plan_name));
   const auto t = tokens(kPrefill1b, m.config.vocab_size);
+  (void)s.forward(std::span<const int>(t.data(), 1));  // one token: weights encoded and prepared before timing
   for (auto _ : state) {
     s.reset();
     benchmark::DoNotOptimize(s.forward(t));
@@ -186,7 +197,8 @@ void prefill_1b(benchmark::State& state, const std::string& plan_name) {
   state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
 }
 
-// Eigen's sgemm on the same matrices and the same token count: Y = X · Wᵀ for every weight.
+// Eigen's sgemm on the same matrices and the same token count: Y = X · Wᵀ for every weight, one
+// call per weight on one thread (Eigen's own product, no threads).
 void sgemm_1b(benchmark::State& state) {
   const Model& m = llama1b();
   const RowMatrix x = RowMatrix::Constant(kPrefill1b, m.config.dim, 0.01F);
@@ -289,12 +301,16 @@ int main(int argc, char** argv) {
   register_all();
   if (const char* e = std::getenv("LPEMU_BENCH_1B"); e != nullptr && std::string(e) == "1") {
     const std::string n = "prefill" + std::to_string(kPrefill1b) + "/llama3.2_1b_shape/";
-    benchmark::RegisterBenchmark((n + "eigen_sgemm").c_str(), sgemm_1b)->Unit(benchmark::kSecond)->UseRealTime();
-    for (const std::string p : {"fp32", "mxfp4"}) {
+    benchmark::RegisterBenchmark((n + "eigen_sgemm_1thread").c_str(), sgemm_1b)->Unit(benchmark::kSecond)->UseRealTime();
+    for (const std::string p : {"fp32", "mxfp4", "h100_e4m3"}) {
       if (plan(p) == nullptr) continue;
-      benchmark::RegisterBenchmark((n + p).c_str(), [p](benchmark::State& st) { prefill_1b(st, p); })
-          ->Unit(benchmark::kSecond)
-          ->UseRealTime();
+      for (const int t : {1, 2}) {
+        benchmark::RegisterBenchmark((n + p + "/threads:" + std::to_string(t)).c_str(),
+                                     [p, t](benchmark::State& st) { prefill_1b(st, p, t); })
+            ->Unit(benchmark::kSecond)
+            ->UseRealTime()
+            ->Iterations(p == "h100_e4m3" ? 1 : 2);
+      }
     }
   }
   benchmark::Initialize(&argc, argv);

@@ -5,11 +5,16 @@
 // *_2threads variants lift it to show the parallel bulk path. Aim: encode >= 1 G elements/s and
 // decode >= 2 G elements/s on one core.
 #include <bit>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
@@ -192,5 +197,128 @@ void encode_bulk_2threads(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * in.size() * 5));
 }
 BENCHMARK(encode_bulk_2threads)->UseRealTime();
+
+// Large arrays (64 Mi elements, far beyond the caches): decode beside memcpy of the same output
+// bytes, one thread. The target is "decode within 2x of memcpy".
+constexpr std::size_t kBig = std::size_t{1} << 26;
+
+void memcpy_big_f32(benchmark::State& state) {
+  std::vector<float> in(kBig, 1.0F), out(kBig);
+  for (auto _ : state) {
+    std::memcpy(out.data(), in.data(), kBig * sizeof(float));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kBig));
+}
+BENCHMARK(memcpy_big_f32)->Unit(benchmark::kMillisecond);
+
+void decode_big(benchmark::State& state, const char* name) {
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 1);
+  const Format& f = Registry::builtin().get(name);
+  const auto small = codes_of<std::uint8_t>(f);
+  std::vector<std::uint8_t> codes(kBig);
+  for (std::size_t i = 0; i < kBig; ++i) codes[i] = small[i % kN];
+  std::vector<float> out(kBig);
+  for (auto _ : state) {
+    decode(f, std::span<const std::uint8_t>(codes), std::span<float>(out));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kBig));
+}
+BENCHMARK_CAPTURE(decode_big, fp8_e4m3, "fp8_e4m3")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(decode_big, fp4_e2m1, "fp4_e2m1")->Unit(benchmark::kMillisecond);
+
+// `lpemu convert` file to file (the lpemu binary of this build tree, all threads) beside the bulk
+// kernel on the same 16 Mi float32 values in memory with the same threads, in the same run.
+constexpr std::size_t kFile = std::size_t{1} << 24;
+
+const std::vector<float>& file_values() {
+  static const std::vector<float> v = [] {
+    std::vector<float> out(kFile);
+    for (std::size_t i = 0; i < kFile; ++i) out[i] = inputs()[i % kN];
+    return out;
+  }();
+  return v;
+}
+
+// A scratch folder holding the input file, removed when the program exits.
+struct Scratch {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("lpemu_bench_convert_" + std::to_string(::getpid()));
+  Scratch() {
+    std::filesystem::create_directories(dir);
+    std::ofstream raw(dir / "in.f32", std::ios::binary);
+    raw.write(reinterpret_cast<const char*>(file_values().data()), static_cast<std::streamsize>(kFile * 4));
+  }
+  ~Scratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+std::filesystem::path scratch() {
+  static const Scratch s;
+  return s.dir;
+}
+
+std::string lpemu_binary() {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lpemu").string();
+}
+
+void convert_cli(benchmark::State& state, const char* to, bool packed, const char* ext) {
+  const auto dir = scratch();
+  const std::string out = (dir / (std::string("out.") + ext)).string();
+  const std::string cmd = lpemu_binary() + " convert --from fp32 --to " + to + (packed ? " --packed" : "") +
+                          " --force " + (dir / "in.f32").string() + " " + out + " 2>/dev/null";
+  for (auto _ : state) {
+    if (std::system(cmd.c_str()) != 0) {
+      state.SkipWithError(("failed: " + cmd).c_str());
+      break;
+    }
+  }
+  std::filesystem::remove(out);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kFile));
+}
+
+void convert_kernel(benchmark::State& state, const char* to) {
+  const Format& f = Registry::builtin().get(to);
+  const auto& in = file_values();
+  std::vector<std::uint8_t> out(kFile);
+  for (auto _ : state) {
+    encode(f, std::span<const float>(in), std::span<std::uint8_t>(out), ConvertOptions{});
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kFile));
+}
+
+// The command's fixed cost (process start, format registry, atomic output with fsync) on 8 values.
+void convert_cli_startup(benchmark::State& state) {
+  const auto dir = scratch();
+  {
+    std::ofstream tiny(dir / "tiny.f32", std::ios::binary);
+    tiny.write(reinterpret_cast<const char*>(file_values().data()), 32);
+  }
+  const std::string cmd = lpemu_binary() + " convert --from fp32 --to fp8_e4m3 --force " + (dir / "tiny.f32").string() +
+                          " " + (dir / "tiny.out").string() + " 2>/dev/null";
+  for (auto _ : state) {
+    if (std::system(cmd.c_str()) != 0) {
+      state.SkipWithError(("failed: " + cmd).c_str());
+      break;
+    }
+  }
+}
+BENCHMARK(convert_cli_startup)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK_CAPTURE(convert_kernel, fp8_e4m3, "fp8_e4m3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_raw, "fp8_e4m3", false, "raw")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_npy, "fp8_e4m3", false, "npy")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_kernel, fp4_e2m1, "fp4_e2m1")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp4_e2m1_raw, "fp4_e2m1", false, "raw")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp4_e2m1_packed, "fp4_e2m1", true, "raw")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_kernel, fp6_e2m3, "fp6_e2m3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp6_e2m3_packed, "fp6_e2m3", true, "raw")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

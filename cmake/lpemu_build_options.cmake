@@ -8,6 +8,11 @@ target_compile_options(lpemu_build_options INTERFACE
   # g++ 12 reports false -Wrestrict positives on `"literal" + std::string` at -O3 (GCC PR 105651).
   $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>
   $<$<BOOL:${LPEMU_WERROR}>:-Werror>)
+if(LPEMU_NATIVE AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  # g++ 12's AVX-512 intrinsics (_mm512_undefined_pd, used by Eigen's packet transposes) trip a
+  # false -Wmaybe-uninitialized once inlined (GCC PR 105593, fixed in 13).
+  target_compile_options(lpemu_build_options INTERFACE -Wno-maybe-uninitialized)
+endif()
 if(LPEMU_SANITIZE)
   # Sanitizer instrumentation makes g++ 12 report false -Wmaybe-uninitialized inside libstdc++
   # (std::regex in Catch2, std::optional): keep it a warning there, not an error.

@@ -10,7 +10,12 @@ target_sources(lpemu_unit_tests PRIVATE
 
 target_sources(lpemu_exhaustive_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/exhaustive/format/codes_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/exhaustive/format/window_test.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/exhaustive/format/window_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/exhaustive/format/simd_targets_test.cpp)
+target_link_libraries(lpemu_exhaustive_tests PRIVATE hwy::hwy)
+# The same Highway target set as src/format/codec_simd.cpp (SupportedAndGeneratedTargets() lists
+# the targets compiled in by the including file's settings).
+target_compile_definitions(lpemu_exhaustive_tests PRIVATE HWY_COMPILE_ALL_ATTAINABLE HWY_WANT_AVX3_DL)
 
 target_sources(lpemu_property_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/property/format/quantize_property_test.cpp)

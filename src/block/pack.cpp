@@ -1,54 +1,117 @@
 #include "lpemu/block/pack.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "lpemu/error.hpp"
 
 namespace lpemu::block {
+namespace {
 
-std::vector<std::uint8_t> pack_codes(std::span<const std::uint32_t> codes, int bits) {
-  if (bits < 1 || bits > 32) throw ShapeError("pack_codes: code width " + std::to_string(bits) + " is not 1..32");
-  const std::size_t total_bits = codes.size() * static_cast<std::size_t>(bits);
-  std::vector<std::uint8_t> out((total_bits + 7) / 8, 0);
+void check_bits(int bits, const char* what) {
+  if (bits < 1 || bits > 32) throw ShapeError(std::string(what) + ": code width " + std::to_string(bits) + " is not 1..32");
+}
+
+// Byte-aligned widths are little-endian copies; 4-bit codes pair into bytes; other widths go
+// through a 64-bit bit accumulator (at most 7 + 32 bits are ever pending).
+void pack_kernel(const std::uint32_t* codes, std::size_t n, int bits, std::uint8_t* out) {
   const std::uint64_t mask = (std::uint64_t{1} << bits) - 1;
-  std::size_t pos = 0;
-  for (const std::uint32_t code : codes) {
-    std::uint64_t v = code & mask;
-    for (int done = 0; done < bits;) {
-      const std::size_t byte = pos / 8;
-      const int off = static_cast<int>(pos % 8);
-      const int take = std::min(8 - off, bits - done);
-      out[byte] = static_cast<std::uint8_t>(out[byte] | ((v & ((1U << take) - 1U)) << off));
-      v >>= take;
-      done += take;
-      pos += static_cast<std::size_t>(take);
+  if (bits == 8 || bits == 16 || bits == 32) {
+    const int w = bits / 8;
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int b = 0; b < w; ++b) out[i * static_cast<std::size_t>(w) + static_cast<std::size_t>(b)] =
+          static_cast<std::uint8_t>(codes[i] >> (8 * b));
+    }
+    return;
+  }
+  if (bits == 4) {
+    for (std::size_t i = 0; i + 1 < n; i += 2) {
+      out[i / 2] = static_cast<std::uint8_t>((codes[i] & 0xFU) | ((codes[i + 1] & 0xFU) << 4));
+    }
+    if (n % 2 != 0) out[n / 2] = static_cast<std::uint8_t>(codes[n - 1] & 0xFU);
+    return;
+  }
+  std::uint64_t acc = 0;
+  int pending = 0;
+  std::size_t o = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    acc |= (codes[i] & mask) << pending;
+    pending += bits;
+    while (pending >= 8) {
+      out[o++] = static_cast<std::uint8_t>(acc);
+      acc >>= 8;
+      pending -= 8;
     }
   }
+  if (pending > 0) out[o] = static_cast<std::uint8_t>(acc);
+}
+
+void unpack_kernel(const std::uint8_t* bytes, int bits, std::uint32_t* out, std::size_t n) {
+  const std::uint64_t mask = (std::uint64_t{1} << bits) - 1;
+  if (bits == 8 || bits == 16 || bits == 32) {
+    const int w = bits / 8;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t v = 0;
+      for (int b = 0; b < w; ++b) v |= std::uint32_t{bytes[i * static_cast<std::size_t>(w) + static_cast<std::size_t>(b)]} << (8 * b);
+      out[i] = v;
+    }
+    return;
+  }
+  if (bits == 4) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = (bytes[i / 2] >> (4 * (i % 2))) & 0xFU;
+    return;
+  }
+  std::uint64_t acc = 0;
+  int pending = 0;
+  std::size_t in = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    while (pending < bits) {
+      acc |= std::uint64_t{bytes[in++]} << pending;
+      pending += 8;
+    }
+    out[i] = static_cast<std::uint32_t>(acc & mask);
+    acc >>= bits;
+    pending -= bits;
+  }
+}
+
+}  // namespace
+
+std::size_t packed_bytes(std::size_t count, int bits) {
+  return (count * static_cast<std::size_t>(bits) + 7) / 8;
+}
+
+void pack_codes_into(std::span<const std::uint32_t> codes, int bits, std::span<std::uint8_t> out) {
+  check_bits(bits, "pack_codes");
+  if (out.size() != packed_bytes(codes.size(), bits)) {
+    throw ShapeError("pack_codes: " + std::to_string(codes.size()) + " codes of " + std::to_string(bits) +
+                     " bits take " + std::to_string(packed_bytes(codes.size(), bits)) + " bytes, not " +
+                     std::to_string(out.size()));
+  }
+  pack_kernel(codes.data(), codes.size(), bits, out.data());
+}
+
+void unpack_codes_into(std::span<const std::uint8_t> bytes, int bits, std::span<std::uint32_t> out) {
+  check_bits(bits, "unpack_codes");
+  const std::size_t need = packed_bytes(out.size(), bits);
+  if (bytes.size() < need) {
+    throw ShapeError("unpack_codes: " + std::to_string(out.size()) + " codes of " + std::to_string(bits) +
+                     " bits need " + std::to_string(need) + " bytes, got " + std::to_string(bytes.size()));
+  }
+  unpack_kernel(bytes.data(), bits, out.data(), out.size());
+}
+
+std::vector<std::uint8_t> pack_codes(std::span<const std::uint32_t> codes, int bits) {
+  check_bits(bits, "pack_codes");
+  std::vector<std::uint8_t> out(packed_bytes(codes.size(), bits), 0);
+  pack_kernel(codes.data(), codes.size(), bits, out.data());
   return out;
 }
 
 std::vector<std::uint32_t> unpack_codes(std::span<const std::uint8_t> bytes, int bits, std::size_t count) {
-  if (bits < 1 || bits > 32) throw ShapeError("unpack_codes: code width " + std::to_string(bits) + " is not 1..32");
-  const std::size_t need = (count * static_cast<std::size_t>(bits) + 7) / 8;
-  if (bytes.size() < need) {
-    throw ShapeError("unpack_codes: " + std::to_string(count) + " codes of " + std::to_string(bits) + " bits need " +
-                     std::to_string(need) + " bytes, got " + std::to_string(bytes.size()));
-  }
   std::vector<std::uint32_t> out(count, 0);
-  std::size_t pos = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    std::uint64_t v = 0;
-    for (int done = 0; done < bits;) {
-      const std::size_t byte = pos / 8;
-      const int off = static_cast<int>(pos % 8);
-      const int take = std::min(8 - off, bits - done);
-      v |= static_cast<std::uint64_t>((bytes[byte] >> off) & ((1U << take) - 1U)) << done;
-      done += take;
-      pos += static_cast<std::size_t>(take);
-    }
-    out[i] = static_cast<std::uint32_t>(v);
-  }
+  unpack_codes_into(bytes, bits, std::span<std::uint32_t>(out));
   return out;
 }
 

@@ -463,7 +463,7 @@ template <RoundingMode M>
 
 std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab);
 
-#if defined(__clang__)  // clang 14 cannot multiversion templates (fuzz preset): one generic build
+#if defined(__clang__) || !(defined(__x86_64__) || defined(__i386__))  // non-x86, or clang 14 cannot multiversion templates (fuzz preset): one generic build
 #define LPEMU_CLONES
 #else
 #define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))

@@ -13,10 +13,14 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cli/commands.hpp"
+#include "lpemu/block/pack.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/npy.hpp"
@@ -24,6 +28,7 @@
 namespace lpemu::cli {
 namespace {
 
+// Codes per chunk: 4 MiB of float32, a multiple of 8 (packed chunks end on a byte boundary).
 constexpr std::size_t kChunk = std::size_t{1} << 20;
 
 std::size_t storage_bytes(const format::Format& f) {
@@ -45,114 +50,174 @@ std::string npy_dtype_for(const format::Format& f) {
   return io::npy_unsigned_dtype(storage_bytes(f));
 }
 
-// Reads codes (one per storage unit, or bit-packed) from a stream, chunk by chunk.
+// Host byte order to little-endian storage and back (a no-op on little-endian hosts).
+template <class T>
+void to_little_endian(std::span<T> v) {
+  if constexpr (std::endian::native != std::endian::little) {
+    for (auto& x : v) {
+      T y = 0;
+      for (std::size_t b = 0; b < sizeof(T); ++b) y = static_cast<T>((y << 8) | ((x >> (8 * b)) & 0xFF));
+      x = y;
+    }
+  }
+}
+
+// Reads up to `bytes` bytes; returns how many arrived (short only at the end of the stream).
+std::size_t read_bytes(std::istream& in, void* to, std::size_t bytes) {
+  in.read(static_cast<char*>(to), static_cast<std::streamsize>(bytes));
+  return static_cast<std::size_t>(in.gcount());
+}
+
+// Reads codes chunk by chunk into 32-bit (formats up to 32 bits) or 64-bit code buffers: a raw
+// read into the storage width, then one widening pass, or the block layer's unpacker for packed
+// streams. Chunks hold a multiple of 8 codes, so packed chunks end on byte boundaries.
 class CodeReader {
  public:
   CodeReader(std::istream& in, std::string name, const format::Format& f, bool packed, std::size_t limit)
       : in_(in), name_(std::move(name)), f_(f), packed_(packed && f.bits < 8), limit_(limit) {}
 
-  // Reads up to max codes; returns how many were read (0 at the end).
-  std::size_t read(std::vector<std::uint64_t>& codes, std::size_t max) {
-    codes.clear();
+  // Reads up to max codes into c32 (f.bits <= 32) or c64; returns how many (0 at the end).
+  std::size_t read(std::vector<std::uint32_t>& c32, std::vector<std::uint64_t>& c64, std::size_t max) {
     if (limit_ != kUnknown) max = std::min(max, limit_ - done_);
     if (max == 0) return 0;
-    if (!packed_) {
-      const std::size_t w = storage_bytes(f_);
-      buf_.resize(max * w);
-      in_.read(reinterpret_cast<char*>(buf_.data()), static_cast<std::streamsize>(buf_.size()));
-      const auto got = static_cast<std::size_t>(in_.gcount());
-      if (got % w != 0) throw IoError("input ends inside a code (" + std::to_string(got % w) + " stray bytes)");
-      for (std::size_t i = 0; i < got / w; ++i) {
-        std::uint64_t c = 0;
-        for (std::size_t b = 0; b < w; ++b) c |= static_cast<std::uint64_t>(buf_[i * w + b]) << (8 * b);
-        // A code with bits above the format's width is bad input, never masked.
-        if ((c & ~f_.code_mask()) != 0) {
-          format::require_code_fits(f_, c, name_ + ": element " + std::to_string(done_ + i) + " (--from " + f_.name + ")");
-        }
-        codes.push_back(c);
-      }
+    std::size_t n = 0;
+    if (packed_) {
+      bytes_.resize(block::packed_bytes(max, f_.bits));
+      const std::size_t got = read_bytes(in_, bytes_.data(), bytes_.size());
+      n = std::min(max, got * 8 / static_cast<std::size_t>(f_.bits));  // trailing bits are padding
+      c32.resize(n);
+      block::unpack_codes_into(std::span<const std::uint8_t>(bytes_.data(), got), f_.bits, std::span<std::uint32_t>(c32));
     } else {
-      const int w = f_.bits;
-      while (codes.size() < max) {
-        while (nbits_ < w) {
-          const int ch = in_.get();
-          if (ch == EOF) break;
-          bitbuf_ |= static_cast<std::uint64_t>(ch) << nbits_;
-          nbits_ += 8;
+      const std::size_t w = storage_bytes(f_);
+      std::size_t got = 0;
+      if (w == 4) {
+        c32.resize(max);
+        got = read_bytes(in_, c32.data(), max * 4);
+        n = got / 4;
+        c32.resize(n);
+        to_little_endian(std::span<std::uint32_t>(c32));
+      } else if (w == 8) {
+        c64.resize(max);
+        got = read_bytes(in_, c64.data(), max * 8);
+        n = got / 8;
+        c64.resize(n);
+        to_little_endian(std::span<std::uint64_t>(c64));
+      } else {
+        bytes_.resize(max * w);
+        got = read_bytes(in_, bytes_.data(), bytes_.size());
+        n = got / w;
+        c32.resize(n);
+        if (w == 1) {
+          for (std::size_t i = 0; i < n; ++i) c32[i] = bytes_[i];
+        } else {
+          for (std::size_t i = 0; i < n; ++i) c32[i] = std::uint32_t{bytes_[2 * i]} | std::uint32_t{bytes_[2 * i + 1]} << 8;
         }
-        if (nbits_ < w) break;  // trailing bits that do not make a whole code are padding
-        codes.push_back(bitbuf_ & f_.code_mask());
-        bitbuf_ >>= w;
-        nbits_ -= w;
+      }
+      if (got % w != 0) throw IoError("input ends inside a code (" + std::to_string(got % w) + " stray bytes)");
+      // A code with bits above the format's width is bad input, never masked.
+      if (8 * w > static_cast<std::size_t>(f_.bits)) {
+        if (w == 8) {
+          check_fit(std::span<const std::uint64_t>(c64));
+        } else {
+          check_fit(std::span<const std::uint32_t>(c32));
+        }
       }
     }
-    done_ += codes.size();
-    if (limit_ != kUnknown && codes.size() < max) {
+    done_ += n;
+    if (limit_ != kUnknown && n < max) {
       throw IoError("input ends after " + std::to_string(done_) + " of " + std::to_string(limit_) + " elements");
     }
-    return codes.size();
+    return n;
   }
 
   static constexpr std::size_t kUnknown = ~std::size_t{0};
 
  private:
+  // Throws for the first code with bits above the format's width (one OR pass when all fit).
+  template <class C>
+  void check_fit(std::span<const C> codes) const {
+    const auto extra = static_cast<C>(~f_.code_mask());
+    C any = 0;
+    for (const C c : codes) any |= c & extra;
+    if (any == 0) return;
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      format::require_code_fits(f_, codes[i],
+                                name_ + ": element " + std::to_string(done_ + i) + " (--from " + f_.name + ")");
+    }
+  }
+
   std::istream& in_;
   std::string name_;
   const format::Format& f_;
   bool packed_;
   std::size_t limit_;
   std::size_t done_ = 0;
-  std::vector<unsigned char> buf_;
-  std::uint64_t bitbuf_ = 0;
-  int nbits_ = 0;
+  std::vector<std::uint8_t> bytes_;
 };
 
-// Writes codes one per storage unit, or bit-packed.
+// Writes codes one per storage unit, or bit-packed by the block layer's packer.
 class CodeWriter {
  public:
   CodeWriter(std::ostream& out, const format::Format& f, bool packed)
       : out_(out), f_(f), packed_(packed && f.bits < 8) {}
 
-  void write(const std::vector<std::uint64_t>& codes) {
-    buf_.clear();
-    if (!packed_) {
-      const std::size_t w = storage_bytes(f_);
-      for (const auto c : codes) {
-        for (std::size_t b = 0; b < w; ++b) buf_.push_back(static_cast<unsigned char>(c >> (8 * b)));
-      }
-    } else {
-      for (const auto c : codes) {
-        bitbuf_ |= (c & f_.code_mask()) << nbits_;
-        nbits_ += f_.bits;
-        while (nbits_ >= 8) {
-          buf_.push_back(static_cast<unsigned char>(bitbuf_));
-          bitbuf_ >>= 8;
-          nbits_ -= 8;
-        }
+  // Codes already in their storage width (uint8/16/32/64 for 1/2/4/8 bytes; uint32 when packed).
+  template <class Code>
+  void write(std::span<Code> codes) {
+    if (packed_) {
+      if constexpr (std::is_same_v<Code, std::uint32_t>) {
+        bytes_.resize(block::packed_bytes(codes.size(), f_.bits));
+        block::pack_codes_into(codes, f_.bits, std::span<std::uint8_t>(bytes_));
+        put(bytes_.data(), bytes_.size());
+        return;
       }
     }
-    out_.write(reinterpret_cast<const char*>(buf_.data()), static_cast<std::streamsize>(buf_.size()));
+    to_little_endian(codes);
+    put(codes.data(), codes.size_bytes());
+  }
+
+  // 64-bit codes narrowed to the format's storage width.
+  void write_wide(const std::vector<std::uint64_t>& codes) {
+    const std::size_t w = storage_bytes(f_);
+    if (w == 8 && !packed_) {
+      std::vector<std::uint64_t> c = codes;
+      write(std::span<std::uint64_t>(c));
+      return;
+    }
+    if (packed_ || w == 4) {
+      std::vector<std::uint32_t> c(codes.begin(), codes.end());
+      write(std::span<std::uint32_t>(c));
+      return;
+    }
+    bytes_.resize(codes.size() * w);
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      for (std::size_t b = 0; b < w; ++b) bytes_[i * w + b] = static_cast<std::uint8_t>(codes[i] >> (8 * b));
+    }
+    put(bytes_.data(), bytes_.size());
+  }
+
+  void finish() { out_.flush(); }
+
+ private:
+  void put(const void* p, std::size_t n) {
+    out_.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
     if (!out_) throw IoError("write failed (disk full or closed pipe?)");
   }
 
-  // Flushes a partial last byte (zero padded).
-  void finish() {
-    if (packed_ && nbits_ > 0) {
-      const auto b = static_cast<char>(bitbuf_);
-      out_.write(&b, 1);
-      nbits_ = 0;
-    }
-    out_.flush();
-  }
-
- private:
   std::ostream& out_;
   const format::Format& f_;
   bool packed_;
-  std::vector<unsigned char> buf_;
-  std::uint64_t bitbuf_ = 0;
-  int nbits_ = 0;
+  std::vector<std::uint8_t> bytes_;
 };
+
+// Encodes float values into the destination's storage codes and writes them.
+template <class Code>
+void encode_and_write(const format::Format& dst, std::span<const float> v, const format::ConvertOptions& o,
+                      std::vector<Code>& buf, CodeWriter& w) {
+  buf.resize(v.size());
+  format::encode(dst, v, std::span<Code>(buf), o);
+  w.write(std::span<Code>(buf));
+}
 
 struct ConvertArgs {
   std::string from;
@@ -238,36 +303,67 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
 
   CodeReader reader(*in, a.in == "-" ? std::string("stdin") : a.in, src, a.packed, count);
   CodeWriter writer(*out, dst, a.packed);
-  std::vector<std::uint64_t> codes;
-  std::vector<std::uint64_t> out_codes;
+  // float32 fast path: the source's values are floats (fp32 codes are taken as they are, other
+  // formats decoded in bulk) and the destination's codes fit 32 bits; every other pair goes
+  // through exact doubles and 64-bit codes.
+  const bool src_fp32 = npy_dtype_for(src) == "<f4";
+  const bool fast = src.kind == format::Kind::floating && format::fits_in_float(src) && src.bits <= 32 &&
+                    dst.bits <= 32;
+  const bool packed_out = a.packed && dst.bits < 8;
+  const auto min_normal = static_cast<float>(src.min_normal);
+  std::vector<std::uint32_t> c32;
+  std::vector<std::uint64_t> c64;
+  std::vector<float> fv;
   std::vector<double> values;
+  std::vector<std::uint64_t> out_codes;
+  std::vector<std::uint8_t> o8;
+  std::vector<std::uint16_t> o16;
+  std::vector<std::uint32_t> o32;
   std::size_t done = 0;
-  while (reader.read(codes, kChunk) > 0) {
-    values.resize(codes.size());
-    out_codes.resize(codes.size());
-    // Decode the source exactly into doubles (exact for every format up to E11M52).
-    format::decode(src, std::span<const std::uint64_t>(codes), std::span<double>(values));
-    if (daz) {
-      for (auto& v : values) {
-        if (std::fabs(v) < src.min_normal) v = std::copysign(0.0, v);
-      }
-    }
+  while (std::size_t n = reader.read(c32, c64, kChunk)) {
     opts.index_offset = done;
-    if (format::fits_in_float(src) && src.kind == format::Kind::floating) {
-      // Every value is a float: take the vectorised float32 path.
-      std::vector<float> fv(values.begin(), values.end());
-      std::vector<std::uint32_t> c32(fv.size());
-      if (dst.bits <= 32) {
-        format::encode(dst, std::span<const float>(fv), std::span<std::uint32_t>(c32), opts);
-        for (std::size_t i = 0; i < c32.size(); ++i) out_codes[i] = c32[i];
+    if (fast) {
+      fv.resize(n);
+      if (src_fp32) {
+        std::memcpy(fv.data(), c32.data(), n * sizeof(float));
+      } else {
+        format::decode(src, std::span<const std::uint32_t>(c32), std::span<float>(fv));
+      }
+      if (daz) {
+        for (auto& v : fv) v = std::fabs(v) < min_normal ? std::copysign(0.0F, v) : v;
+      }
+      const std::span<const float> v(fv);
+      const std::size_t w = storage_bytes(dst);
+      if (packed_out || w == 4) {
+        encode_and_write(dst, v, opts, o32, writer);
+      } else if (w == 1) {
+        encode_and_write(dst, v, opts, o8, writer);
+      } else {
+        encode_and_write(dst, v, opts, o16, writer);
+      }
+    } else {
+      if (src.bits <= 32) c64.assign(c32.begin(), c32.end());
+      values.resize(n);
+      out_codes.resize(n);
+      // Decode the source exactly into doubles (exact for every format up to E11M52).
+      format::decode(src, std::span<const std::uint64_t>(c64), std::span<double>(values));
+      if (daz) {
+        for (auto& v : values) {
+          if (std::fabs(v) < src.min_normal) v = std::copysign(0.0, v);
+        }
+      }
+      if (format::fits_in_float(src) && src.kind == format::Kind::floating && dst.bits <= 32) {
+        // Every value is a float: the float32 kernel.
+        fv.assign(values.begin(), values.end());
+        o32.resize(n);
+        format::encode(dst, std::span<const float>(fv), std::span<std::uint32_t>(o32), opts);
+        out_codes.assign(o32.begin(), o32.end());
       } else {
         format::encode(dst, std::span<const double>(values), std::span<std::uint64_t>(out_codes), opts);
       }
-    } else {
-      format::encode(dst, std::span<const double>(values), std::span<std::uint64_t>(out_codes), opts);
+      writer.write_wide(out_codes);
     }
-    writer.write(out_codes);
-    done += codes.size();
+    done += n;
   }
   writer.finish();
   if (out_npy && count == CodeReader::kUnknown) {

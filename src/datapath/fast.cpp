@@ -16,7 +16,15 @@
 #include <memory>
 #include <vector>
 
+// The AVX2 kernels exist on x86 only; elsewhere (aarch64) the generic vector code is the kernel.
+#if defined(__x86_64__) || defined(__i386__)
+#define LPEMU_X86 1
 #include <immintrin.h>
+#define LPEMU_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LPEMU_X86 0
+#define LPEMU_AVX2_CLONES
+#endif
 
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
@@ -215,7 +223,7 @@ struct TruncParams {
 // One output element of a truncating BFMA datapath (tensor-cores.md §1, steps 1–8), all inlined
 // so each clone vectorises its inner loops. Returns false where the general engine must decide
 // (special values, an all-zero block with zero c, or a rounding round_state defers).
-__attribute__((target_clones("avx2", "default"))) bool element_trunc(
+LPEMU_AVX2_CLONES bool element_trunc(
     const TruncParams& P, const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm,
     const std::int32_t* be, std::size_t k, std::uint64_t c, std::uint64_t& out) {
   const Datapath& dp = *P.dp;
@@ -340,6 +348,7 @@ struct GenericOps {
   }
 };
 
+#if LPEMU_X86
 // The same operations as single AVX2 instructions (vpsrlvd and vpsllvd already give 0 for
 // counts of 32 and more). Not always_inline: the wrappers below inline them with `flatten`.
 struct Avx2Ops {
@@ -365,6 +374,7 @@ struct Avx2Ops {
     return _mm256_testz_si256(v, v) == 0;
   }
 };
+#endif
 
 // bit_width of lanes in 0..2^31 − 1 (garbage for 0): the float exponent, less one where the
 // conversion rounded up to the next power of two.
@@ -529,10 +539,12 @@ __attribute__((flatten)) void rows_trunc_generic(RowsArgs<R>& a) {
   rows_trunc<GenericOps, R>(a);
 }
 
+#if LPEMU_X86
 template <std::size_t R>
 __attribute__((target("avx2"), flatten)) void rows_trunc_avx2(RowsArgs<R>& a) {
   rows_trunc<Avx2Ops, R>(a);
 }
+#endif
 
 constexpr std::size_t kRowTile = 4;
 constexpr std::size_t kFusedRows = 16;  // up to this many rows, B's panels are packed where used
@@ -544,15 +556,19 @@ struct RowKernels {
 };
 
 const RowKernels& row_kernels() {
+#if LPEMU_X86
   static const RowKernels kernels = __builtin_cpu_supports("avx2")
                                         ? RowKernels{&rows_trunc_avx2<kRowTile>, &rows_trunc_avx2<1>}
                                         : RowKernels{&rows_trunc_generic<kRowTile>, &rows_trunc_generic<1>};
+#else
+  static const RowKernels kernels{&rows_trunc_generic<kRowTile>, &rows_trunc_generic<1>};
+#endif
   return kernels;
 }
 
 // ideal: Σ of exact products at the smallest possible product lsb (int64); `nz` = 0 when every
 // product is zero (the caller then lets the general engine pick the sign of zero).
-__attribute__((target_clones("avx2", "default"))) std::int64_t element_exact(
+LPEMU_AVX2_CLONES std::int64_t element_exact(
     const std::int32_t* am, const std::int32_t* al, const std::int32_t* bm, const std::int32_t* bl, std::size_t k,
     int lmin, std::int64_t& nz) {
   std::int64_t s = 0;

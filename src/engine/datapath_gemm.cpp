@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -107,6 +109,17 @@ Side prepare(const datapath::Datapath& dp, bool a_side, const EncodedOperand& op
   return s;
 }
 
+// A side ready for the datapath GEMM: the layout above, and its codes as bytes when the
+// datapath's inputs are at most 8 bits wide (the byte kernel's operands).
+struct Prepared {
+  const void* codes_at = nullptr;  // the operand's code storage this was made from
+  std::size_t count = 0;
+  const datapath::Datapath* dp = nullptr;
+  std::string dp_name;
+  Side side;
+  std::vector<std::uint8_t> codes8;
+};
+
 class DatapathGemm final : public Gemm {
  public:
   explicit DatapathGemm(const datapath::Datapath& dp) : dp_(dp) {}
@@ -123,15 +136,17 @@ class DatapathGemm final : public Gemm {
     }
     const EncodedOperand ea = p.a_operand != nullptr ? EncodedOperand{} : from_values(a, p.a_format, "A", p);
     const EncodedOperand eb = p.b_operand != nullptr ? EncodedOperand{} : from_values(b, p.b_format, "B", p);
-    const Side sa = prepare(dp_, true, p.a_operand != nullptr ? *p.a_operand : ea, m, k, p.tensor);
-    const Side sb = prepare(dp_, false, p.b_operand != nullptr ? *p.b_operand : eb, n, k, p.tensor);
+    const auto pa = make_prepared(true, p.a_operand != nullptr ? *p.a_operand : ea, m, k, p.tensor);
+    // B (the weights) is prepared once per operand and kept with it.
+    const auto pb = p.b_operand != nullptr ? prepared_of(*p.b_operand, n, k, p.tensor)
+                                           : make_prepared(false, eb, n, k, p.tensor);
+    const Side& sa = pa->side;
+    const Side& sb = pb->side;
     datapath::GemmScales scales{sa.exps, sb.exps, sa.sigs, sb.sigs};
     std::vector<double> d(m * n);
-    if (dp_.a.bits <= 8 && dp_.b.bits <= 8 && dp_.output().bits <= 32) {
-      const std::vector<std::uint8_t> a8(sa.codes.begin(), sa.codes.end());
-      const std::vector<std::uint8_t> b8(sb.codes.begin(), sb.codes.end());
+    if (bytes()) {
       std::vector<std::uint32_t> d32(m * n);
-      datapath::gemm(dp_, m, n, k, a8, b8, {}, d32, scales);
+      datapath::gemm(dp_, m, n, k, pa->codes8, pb->codes8, {}, d32, scales);
       for (std::size_t i = 0; i < m * n; ++i) d[i] = format::decode(dp_.output(), d32[i]);
     } else {
       std::vector<std::uint64_t> d64(m * n);
@@ -164,7 +179,43 @@ class DatapathGemm final : public Gemm {
     return encode_values(x, *f, "GEMM '" + std::string(p.tensor) + "' operand " + side);
   }
 
+  // Inputs of at most 8 bits and an output of at most 32 go to the byte kernel.
+  bool bytes() const { return dp_.a.bits <= 8 && dp_.b.bits <= 8 && dp_.output().bits <= 32; }
+
+  std::shared_ptr<const Prepared> make_prepared(bool a_side, const EncodedOperand& op, std::size_t rows,
+                                                std::size_t k, std::string_view site) const {
+    auto out = std::make_shared<Prepared>();
+    out->codes_at = op.tensor.codes.data();
+    out->count = op.tensor.codes.size();
+    out->dp = &dp_;
+    out->dp_name = dp_.name;
+    out->side = prepare(dp_, a_side, op, rows, k, site);
+    if (bytes()) {
+      out->codes8.assign(out->side.codes.begin(), out->side.codes.end());
+      out->side.codes = {};
+    }
+    return out;
+  }
+
+  // B's prepared form, kept in the operand's slot (remade if the operand was copied or the slot
+  // holds another datapath's).
+  std::shared_ptr<const Prepared> prepared_of(const EncodedOperand& op, std::size_t rows, std::size_t k,
+                                              std::string_view site) const {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      auto kept = std::static_pointer_cast<const Prepared>(op.prepared);
+      if (kept && kept->dp == &dp_ && kept->dp_name == dp_.name && kept->codes_at == op.tensor.codes.data() && kept->count == op.tensor.codes.size()) {
+        return kept;
+      }
+    }
+    auto made = make_prepared(false, op, rows, k, site);
+    const std::lock_guard<std::mutex> lock(mutex_);
+    op.prepared = made;
+    return made;
+  }
+
   datapath::Datapath dp_;
+  mutable std::mutex mutex_;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Bulk conversions. float32 input into a floating format that fits in float32 takes a branch-free
-// integer kernel (auto-vectorised; AVX2 clone chosen at run time, plain x86-64 otherwise); every
-// other case takes the scalar generic path. Work is cut into fixed chunks run by oneTBB; each
+// integer kernel (auto-vectorised; AVX2 clone chosen at run time, plain x86-64 otherwise); decode
+// of those formats the Highway kernel (format/codec_simd.cpp); every other case takes the scalar
+// generic path. Work is cut into fixed chunks run by oneTBB; each
 // element depends only on its value and index, so results do not depend on the thread count.
 #include <algorithm>
 #include <array>
@@ -14,6 +15,7 @@
 #include <tbb/parallel_for.h>
 
 #include "format/codec_detail.hpp"
+#include "format/codec_simd.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 
@@ -83,7 +85,7 @@ template <RoundingMode M>
   }
 }
 
-#if defined(__clang__)  // clang 14 cannot multiversion templates (fuzz preset): one generic build
+#if defined(__clang__) || !(defined(__x86_64__) || defined(__i386__))  // non-x86, or clang 14 cannot multiversion templates (fuzz preset): one generic build
 #define LPEMU_CLONES
 #else
 #define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))
@@ -104,12 +106,6 @@ LPEMU_CLONES void encode_u32(const Fast& p, const float* in, std::uint32_t* out,
 template <RoundingMode M>
 LPEMU_CLONES void quantize_f32(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0) {
   fast_quantize_span<M>(p, in, out, n, i0);
-}
-
-template <class Code>
-LPEMU_CLONES void decode_fast(const Fast& params, const Code* __restrict in, float* __restrict out, std::size_t n) {
-  const Fast p = params;
-  for (std::size_t i = 0; i < n; ++i) out[i] = fast_decode_one(p, static_cast<std::uint32_t>(in[i]));
 }
 
 #undef LPEMU_CLONES
@@ -143,31 +139,19 @@ void encode_fast_or_generic(const Format& f, std::span<const float> in, std::spa
 template <class Code>
 void decode_via_table(const Format& f, std::span<const Code> in, std::span<float> out) {
   check_sizes(in.size(), out.size(), "decode");
-  if (fast_eligible(f) && !(f.bits <= 8 && in.size() >= 1024)) {
-    // Vectorised arithmetic decode (8-bit codes in bulk use a 256-entry table, faster still) (bits above the format's width are ignored, as decode() does).
+  if (fast_eligible(f)) {
+    // The Highway kernel (format/codec_simd.cpp): arithmetic on whole vectors. A 256-entry table
+    // is no faster: compilers turn its lookups into gathers, slow on AVX-512 machines.
     const Fast p = make_fast(f, ConvertOptions{}, 0);
-    const auto mask_bits = static_cast<Code>(f.code_mask());
+    const auto mask = static_cast<std::uint32_t>(f.code_mask());
     for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
-      Code buf[1024];
-      for (std::size_t i = lo; i < hi; i += 1024) {
-        const std::size_t k = std::min<std::size_t>(1024, hi - i);
-        for (std::size_t j = 0; j < k; ++j) buf[j] = static_cast<Code>(in[i + j] & mask_bits);
-        decode_fast<Code>(p, buf, out.data() + i, k);
-      }
+      detail::simd_decode(p, mask, in.data() + lo, out.data() + lo, hi - lo);
     });
     return;
   }
   if (f.bits <= 16 && in.size() >= (std::size_t{1} << f.bits) / 4) {
     std::vector<float> table(std::size_t{1} << f.bits);
-    if (fast_eligible(f)) {
-      // The table itself by the vectorised arithmetic decode (the scalar one costs ~10% at 64 Ki).
-      const Fast p = make_fast(f, ConvertOptions{}, 0);
-      std::vector<Code> all(table.size());
-      for (std::size_t c = 0; c < all.size(); ++c) all[c] = static_cast<Code>(c);
-      decode_fast<Code>(p, all.data(), table.data(), all.size());
-    } else {
-      for (std::size_t c = 0; c < table.size(); ++c) table[c] = static_cast<float>(decode(f, c));
-    }
+    for (std::size_t c = 0; c < table.size(); ++c) table[c] = static_cast<float>(decode(f, c));
     const std::uint32_t mask = static_cast<std::uint32_t>(f.code_mask());
     for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
       for (std::size_t i = lo; i < hi; ++i) out[i] = table[static_cast<std::uint32_t>(in[i]) & mask];

@@ -17,5 +17,11 @@ namespace lpemu::block {
 std::vector<std::uint8_t> pack_codes(std::span<const std::uint32_t> codes, int bits);
 /// Unpacks `count` codes of `bits` bits; throws ShapeError if `bytes` is too short.
 std::vector<std::uint32_t> unpack_codes(std::span<const std::uint8_t> bytes, int bits, std::size_t count);
+/// Bytes that `count` packed codes of `bits` bits take: ⌈count·bits / 8⌉.
+std::size_t packed_bytes(std::size_t count, int bits);
+/// Packs `codes` into `out` (exactly packed_bytes(codes.size(), bits) bytes; ShapeError otherwise).
+void pack_codes_into(std::span<const std::uint32_t> codes, int bits, std::span<std::uint8_t> out);
+/// Unpacks out.size() codes of `bits` bits from `bytes` into `out`; ShapeError if `bytes` is too short.
+void unpack_codes_into(std::span<const std::uint8_t> bytes, int bits, std::span<std::uint32_t> out);
 
 }  // namespace lpemu::block

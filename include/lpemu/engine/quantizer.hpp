@@ -104,6 +104,9 @@ struct EncodedOperand {
   format::Format element;                           ///< the format of the codes
   std::shared_ptr<const block::BlockFormat> block;  ///< nullptr for an element format
   block::BlockTensor tensor;                        ///< codes (row-major [rows, K]), scales, tensor scale
+  /// A GEMM strategy's prepared (packed) form of this operand, made on its first GEMM and reused
+  /// while the operand lives (weights); tied to `tensor.codes`' storage, so a copy prepares anew.
+  mutable std::shared_ptr<const void> prepared;
 };
 
 /// Element codes of `x` in `element` (values must lie on its grid; checked, throws Error naming `what`).

@@ -244,6 +244,38 @@ TEST_CASE("packing puts element 0 in the low bits of byte 0", "[block][unit]") {
   CHECK_THROWS_AS(lb::unpack_codes(std::vector<std::uint8_t>{1}, 6, 4), lpemu::ShapeError);
 }
 
+TEST_CASE("packing every width 1..32 matches the bit-stream definition, bit by bit", "[block][unit]") {
+  std::uint64_t state = 12345;
+  for (int bits = 1; bits <= 32; ++bits) {
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{1001}}) {
+      std::vector<std::uint32_t> codes(n);
+      for (auto& c : codes) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        c = static_cast<std::uint32_t>(state >> 32);  // bits above the width must be ignored
+      }
+      // Reference: stream bit i*bits + j is bit j of code i; stream bit k is bit k%8 of byte k/8.
+      std::vector<std::uint8_t> want((n * static_cast<std::size_t>(bits) + 7) / 8, 0);
+      for (std::size_t i = 0; i < n; ++i) {
+        for (int j = 0; j < bits; ++j) {
+          const std::size_t k = i * static_cast<std::size_t>(bits) + static_cast<std::size_t>(j);
+          if ((codes[i] >> j) & 1U) want[k / 8] = static_cast<std::uint8_t>(want[k / 8] | (1U << (k % 8)));
+        }
+      }
+      INFO("bits " << bits << " n " << n);
+      CHECK(lb::pack_codes(codes, bits) == want);
+      std::vector<std::uint8_t> into(lb::packed_bytes(n, bits), 0xAA);
+      lb::pack_codes_into(codes, bits, into);
+      CHECK(into == want);
+      std::vector<std::uint32_t> back(n);
+      lb::unpack_codes_into(want, bits, back);
+      const std::uint32_t mask = bits == 32 ? ~0U : (1U << bits) - 1U;
+      for (std::size_t i = 0; i < n; ++i) CHECK(back[i] == (codes[i] & mask));
+    }
+  }
+  std::vector<std::uint8_t> small(1);
+  CHECK_THROWS_AS(lb::pack_codes_into(std::vector<std::uint32_t>{1, 2, 3}, 4, small), lpemu::ShapeError);
+}
+
 TEST_CASE("NVFP4 two-level scale: worked example", "[block][unit]") {
   // 16 elements, amax 6·448 = 2688: g = 2688/2688 = 1; block scale e4m3(2688/6) = 448.
   std::vector<float> x(32, 0.0F);
