@@ -5,16 +5,17 @@ JOBS ?= $(shell nproc)
 LPEMU := $(BUILD_DIR)/lpemu
 # `make demo` needs only what builds and runs the `lpemu` command; `make test` adds the test,
 # benchmark and Python dependencies (PyTorch among them), headless Chromium (loads report.html),
-# rsvg-convert (renders the figures) and matplotlib (redraws them from results.h5).
+# rsvg-convert (renders the figures), matplotlib (redraws them from results.h5) and clang with
+# libFuzzer (the fuzz targets' smoke runs).
 DEMO_PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev libhwy-dev libhdf5-dev libtomlplusplus-dev \
                  libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config
 PACKAGES := $(DEMO_PACKAGES) catch2 libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-h5py \
-            python3-torch python3-pytest python3-matplotlib chromium librsvg2-bin
+            python3-torch python3-pytest python3-matplotlib chromium librsvg2-bin clang-14 libfuzzer-14-dev
 BENCH := $(if $(filter asan,$(PRESET)),OFF,ON)
 
 FUZZ_TARGETS := $(addprefix lpemu_fuzz_,npy format_toml block_toml datapath_toml plan_toml experiment_toml manifest model_h5 dot_cases)
 
-.PHONY: deps deps-demo configure configure-demo build build-demo test test-asan demo bench clean
+.PHONY: deps deps-demo configure configure-demo build build-demo test test-asan test-fuzz demo bench clean
 
 deps: PKGS = $(PACKAGES)
 deps-demo: PKGS = $(DEMO_PACKAGES)
@@ -44,12 +45,20 @@ build-demo: configure-demo
 test: build
 	ctest --preset $(PRESET) -j $(JOBS)
 	$(MAKE) test-asan
+	$(MAKE) test-fuzz
 
 # ASan + UBSan + float-cast-overflow build of the unit, CLI and fuzz-corpus tests (README "Robustness").
 test-asan: deps
 	cmake --preset asan -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
 	cmake --build --preset asan -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_cli_tests $(FUZZ_TARGETS)
 	ctest --preset asan -j $(JOBS) -L 'unit|cli|fuzz'
+
+# clang + libFuzzer build of the fuzz targets: replays of their seeds and findings, then a short
+# fuzzing run per target (README "Robustness").
+test-fuzz: deps
+	cmake --preset fuzz -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
+	cmake --build --preset fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	ctest --preset fuzz -j $(JOBS)
 
 demo: build-demo
 	$(LPEMU) sweep experiments/default.toml --out out/default

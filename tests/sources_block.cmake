@@ -4,6 +4,6 @@ target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/block/block_edge_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/block/quantize_cli_test.cpp)
 target_sources(lpemu_golden_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/golden/block/mx_golden_test.cpp)
-target_link_libraries(lpemu_golden_tests PRIVATE tomlplusplus::tomlplusplus)
+target_link_libraries(lpemu_golden_tests PRIVATE lpemu_toml)
 target_sources(lpemu_property_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/property/block/block_property_test.cpp)
 add_dependencies(lpemu_unit_tests lpemu_cli)

@@ -4,7 +4,7 @@ target_sources(lpemu_golden_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/golden/datapath/tensor_cores_test.cpp)
 target_sources(lpemu_property_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/property/datapath/datapath_property_test.cpp)
-target_link_libraries(lpemu_golden_tests PRIVATE tomlplusplus::tomlplusplus)
+target_link_libraries(lpemu_golden_tests PRIVATE lpemu_toml)
 
 # End-to-end runs of the `lpemu` datapath commands (label cli).
 set(_dp_cli ${CMAKE_CURRENT_LIST_DIR}/cli/datapath)

@@ -22,4 +22,4 @@ target_sources(lpemu_property_tests PRIVATE
 
 target_sources(lpemu_golden_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/golden/format/vectors_test.cpp)
-target_link_libraries(lpemu_golden_tests PRIVATE tomlplusplus::tomlplusplus)
+target_link_libraries(lpemu_golden_tests PRIVATE lpemu_toml)

@@ -143,6 +143,15 @@ std::optional<engine::PrecisionPlan> only_role_at(const engine::PrecisionPlan& p
   return p;
 }
 
+// True when the model has quantisation points of `role`: the mixture-of-experts roles exist only
+// in models with experts (elsewhere they would repeat their fallback role's points).
+bool role_in_model(engine::Role role, const engine::Config& config) {
+  using engine::Role;
+  const bool moe = role == Role::expert_weights || role == Role::expert_input || role == Role::expert_hidden ||
+                   role == Role::router_weights || role == Role::router_input || role == Role::router_logits;
+  return config.n_experts > 0 || !moe;
+}
+
 bool role_used(const engine::PrecisionPlan& plan, engine::Role role, int n_layers) {
   for (int l = -1; l < n_layers; ++l) {
     for (const auto kind : {engine::LayerKind::attention, engine::LayerKind::mlp, engine::LayerKind::head}) {
@@ -277,7 +286,7 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
   }
   if (exp.attribution && !plan.is_reference()) {
     for (const auto role : engine::kAllRoles) {
-      if (!role_used(plan, role, n_layers)) continue;
+      if (!role_in_model(role, model.config) || !role_used(plan, role, n_layers)) continue;
       const auto only = only_role(plan, role);
       const auto e = metrics::evaluate(model, only, reference, tokens, *tools.quantizers, *tools.gemms);
       const auto spec0 = plan.resolve(role, 0, engine::LayerKind::attention, n_layers);
@@ -295,6 +304,7 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
                                                                spec.label) != exp.layer_attribution.end();
   if (by_layer && !plan.is_reference()) {
     for (const auto role : engine::kAllRoles) {
+      if (!role_in_model(role, model.config)) continue;
       for (int l = 0; l <= n_layers; ++l) {
         const int layer = l == n_layers ? -1 : l;  // the blocks, then the LM head
         const auto only = only_role_at(plan, role, layer, n_layers);

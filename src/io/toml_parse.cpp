@@ -4,9 +4,10 @@
 // fuzzers) and nothing at all with g++. Here NDEBUG is off and TOML_ASSERT records the first
 // broken check instead of asserting (some of toml++'s checks sit in noexcept functions, so they
 // cannot throw); parsing goes on as in a g++ NDEBUG build, and parse() then reports the document
-// as a syntax error. The parser is only instantiated in this translation unit: every loader parses
-// through io::detail::parse.
+// as a syntax error. toml++'s implementation (TOML_IMPLEMENTATION) is compiled only in this
+// translation unit, and every loader parses through io::detail::parse.
 #undef NDEBUG
+#define TOML_IMPLEMENTATION 1
 
 namespace lpemu::io::detail {
 /// The first toml++ check that failed during the current parse on this thread (nullptr: none).

@@ -294,7 +294,7 @@ TEST_CASE("an experiment's [cost] names are checked before any plan runs", "[cli
   }
   // The message lists the closest valid names.
   const Run r = run_lpemu("sweep '" + regression("experiment_cost_target_nope.toml") + "' --out '" + (s / "o").string() + "'");
-  CHECK_THAT(r.err, Contains("did you mean"));
+  CHECK_THAT(r.err, Contains("closest known names: "));
 }
 
 TEST_CASE("codes wider than their format are errors wherever codes are read", "[cli][regression]") {

@@ -98,7 +98,7 @@ router_weights = "none"
   CHECK(p.resolve_gemm_site(0, LayerKind::mlp, "expert_w2", 2).datapath == "eigen");
   CHECK(p.resolve_gemm_site(0, LayerKind::mlp, "router", 2).datapath == "eigen");
   const std::string e = error_of("[roles]\nexpert_weight = \"bf16\"\n");
-  CHECK_THAT(e, Catch::Contains("test.toml:2") && Catch::Contains("unknown role (closest: expert_weights") &&
+  CHECK_THAT(e, Catch::Contains("test.toml:2") && Catch::Contains("unknown role; closest known names: expert_weights") &&
                     Catch::Contains("router_logits"));
 }
 
