@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include <toml++/toml.h>
+#include "io/toml.hpp"
 
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"

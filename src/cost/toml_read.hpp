@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include <toml++/toml.h>
+#include "io/toml.hpp"
 
 #include "io/toml_util.hpp"
 #include "lpemu/error.hpp"

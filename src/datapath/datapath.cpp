@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include <toml++/toml.h>
+#include "io/toml.hpp"
 
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include <toml++/toml.h>
+#include "io/toml.hpp"
 
 #include "io/toml_util.hpp"
 #include "lpemu/detail/names.hpp"

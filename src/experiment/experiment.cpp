@@ -5,7 +5,7 @@
 #include <set>
 #include <sstream>
 
-#include <toml++/toml.h>
+#include "io/toml.hpp"
 
 #include "io/toml_util.hpp"
 #include "lpemu/detail/named_registry.hpp"

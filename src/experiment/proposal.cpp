@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include "lpemu/error.hpp"
 #include "lpemu/io/output.hpp"
@@ -471,7 +472,10 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
         std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; })) {
       throw IoError(manifest.string() + ": file name '" + name + "': expected a path inside " + dir.string());
     }
-    if (!fs::is_regular_file(dir / name)) {
+    std::error_code ec;  // a name the file system refuses (too long, ...) is bad input, not a crash
+    const bool regular = fs::is_regular_file(dir / name, ec);
+    if (ec) throw IoError(manifest.string() + ": file name '" + name + "': " + ec.message());
+    if (!regular) {
       rep.problems.push_back("MANIFEST: " + name + " is missing");
       continue;
     }

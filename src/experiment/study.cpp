@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include <toml++/toml.h>
+#include "io/toml.hpp"
 
 #include "io/toml_util.hpp"
 #include "lpemu/detail/named_registry.hpp"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <set>
 
-#include <toml++/toml.h>
+#include "io/toml.hpp"
 
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"

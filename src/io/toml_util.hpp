@@ -7,12 +7,7 @@
 #include <string>
 #include <string_view>
 
-// toml++ must be compiled one way in a binary: every target that includes this header links
-// lpemu_toml (TOML_HEADER_ONLY=0), whose one implementation is compiled in toml_parse.cpp.
-#if !defined(TOML_HEADER_ONLY) || TOML_HEADER_ONLY != 0
-#error "io/toml_util.hpp needs TOML_HEADER_ONLY=0: link the target with lpemu_toml"
-#endif
-#include <toml++/toml.h>
+#include "io/toml.hpp"
 
 #include "lpemu/error.hpp"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
-#include <toml++/toml.h>
+#include "io/toml.hpp"  // toml++ as lpemu builds it
 
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/pack.hpp"

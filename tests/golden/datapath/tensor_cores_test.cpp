@@ -5,7 +5,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
-#include <toml++/toml.h>
+#include "io/toml.hpp"  // toml++ as lpemu builds it
 
 #include "lpemu/datapath/dot.hpp"
 #include "lpemu/format/codec.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
-#include <toml++/toml.h>
+#include "io/toml.hpp"  // toml++ as lpemu builds it
 
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
