@@ -47,21 +47,9 @@ format::ConvertOptions ConvertFlags::options() const {
 }
 
 std::uint64_t parse_code(const std::string& text, const std::string& what) {
-  std::string_view s = text;
-  int base = 10;
-  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-    s.remove_prefix(2);
-    base = 16;
-  } else if (s.size() > 2 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B')) {
-    s.remove_prefix(2);
-    base = 2;
-  }
-  std::uint64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
-  if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) {
-    throw Error(what + " '" + text + "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
-  }
-  return v;
+  const auto v = io::parse_unsigned(text);
+  if (!v) throw Error(what + " '" + text + "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
+  return *v;
 }
 
 double parse_real(const std::string& text, const std::string& what) {

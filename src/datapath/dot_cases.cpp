@@ -9,25 +9,13 @@
 
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::datapath {
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, sep)) out.push_back(cur);
-  if (!s.empty() && s.back() == sep) out.emplace_back();
-  return out;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
-  std::size_t i = 0;
-  while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
-  return s.substr(i);
-}
+using io::split;
+using io::trim;
 
 // "where: column 'c' = 'v': expected ..." as a SpecError.
 [[noreturn]] void bad(const std::string& where, const std::string& column, const std::string& value,
@@ -100,21 +88,9 @@ void parse_scales(const std::string& field, const Datapath& dp, const std::strin
 
 // An unsigned integer (decimal, 0x hex or 0b binary).
 std::uint64_t parse_index(const std::string& text, const std::string& where, const std::string& column) {
-  std::string_view s = text;
-  int base = 10;
-  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-    s.remove_prefix(2);
-    base = 16;
-  } else if (s.size() > 2 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B')) {
-    s.remove_prefix(2);
-    base = 2;
-  }
-  std::uint64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
-    bad(where, column, text, "an unsigned integer (decimal, 0x hex or 0b binary)");
-  }
-  return v;
+  const auto v = io::parse_unsigned(text);
+  if (!v) bad(where, column, text, "an unsigned integer (decimal, 0x hex or 0b binary)");
+  return *v;
 }
 
 }  // namespace

@@ -1,11 +1,15 @@
-// How lpemu writes numbers and codes as text: one formatter for reals, one for hex codes.
+// How lpemu writes numbers and codes as text (one formatter for reals, one for hex codes) and
+// reads the simple fields of its text inputs (lists, unsigned integers).
 #pragma once
 
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace lpemu::io {
 
@@ -40,6 +44,44 @@ inline std::string format_hex(std::uint64_t v, int digits = 1, bool prefix = tru
   char buf[40];
   std::snprintf(buf, sizeof buf, prefix ? "0x%0*llx" : "%0*llx", digits, static_cast<unsigned long long>(v));
   return buf;
+}
+
+/// `s` cut at every `sep` (a trailing `sep` gives a last empty field; "" gives no field).
+inline std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == sep) {
+      out.emplace_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+/// `s` without leading spaces/tabs and trailing spaces/tabs/carriage returns.
+inline std::string trim(std::string_view s) {
+  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  return std::string(s);
+}
+
+/// An unsigned integer written in decimal, 0x hex or 0b binary (all of `text`); nullopt when
+/// `text` is not one or does not fit 64 bits.
+inline std::optional<std::uint64_t> parse_unsigned(std::string_view text) {
+  int base = 10;
+  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    text.remove_prefix(2);
+    base = 16;
+  } else if (text.size() > 2 && text[0] == '0' && (text[1] == 'b' || text[1] == 'B')) {
+    text.remove_prefix(2);
+    base = 2;
+  }
+  std::uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v, base);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return v;
 }
 
 }  // namespace lpemu::io
