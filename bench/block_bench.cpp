@@ -34,7 +34,8 @@ const std::vector<float>& normal_data(std::size_t n) {
 
 void set_counters(benchmark::State& st, std::size_t n) {
   st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations()) * static_cast<std::int64_t>(n));
-  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations()) * static_cast<std::int64_t>(n * sizeof(float)));
+  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations()) *
+                       static_cast<std::int64_t>(n * sizeof(float)));
 }
 
 void block_quantize(benchmark::State& st, const char* name, int axis) {

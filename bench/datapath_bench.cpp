@@ -4,9 +4,9 @@
 #include <random>
 #include <vector>
 
-#include <Eigen/Dense>
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
+#include <Eigen/Dense>
 
 #include "lpemu/datapath/gemm.hpp"
 #include "lpemu/format/codec.hpp"
@@ -36,8 +36,10 @@ const Inputs& inputs(std::size_t n) {
   for (std::size_t i = 0; i < n * n; ++i) {
     in.a[i] = static_cast<std::uint8_t>(format::encode(e4m3, static_cast<double>(normal(rng))));
     in.b[i] = static_cast<std::uint8_t>(format::encode(e4m3, static_cast<double>(normal(rng))));
-    in.fa(static_cast<long>(i / n), static_cast<long>(i % n)) = static_cast<float>(format::decode(e4m3, in.a[i]));
-    in.fb(static_cast<long>(i / n), static_cast<long>(i % n)) = static_cast<float>(format::decode(e4m3, in.b[i]));
+    in.fa(static_cast<long>(i / n), static_cast<long>(i % n)) =
+        static_cast<float>(format::decode(e4m3, in.a[i]));
+    in.fb(static_cast<long>(i / n), static_cast<long>(i % n)) =
+        static_cast<float>(format::decode(e4m3, in.b[i]));
   }
   return cache.emplace(n, std::move(in)).first->second;
 }
@@ -90,11 +92,36 @@ void gemm_eigen_float(benchmark::State& state) {
 }
 
 BENCHMARK(gemm_eigen_float)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(gemm_datapath, h100_e4m3_fp32, "h100_e4m3_fp32")->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(gemm_datapath_1thread, h100_e4m3_fp32, "h100_e4m3_fp32")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(gemm_datapath_1thread, ideal, "ideal")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(gemm_datapath, ideal, "ideal")->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(gemm_datapath_m1, h100_e4m3_fp32, "h100_e4m3_fp32")->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(gemm_datapath, fp32_sequential, "fp32_sequential")->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath, h100_e4m3_fp32, "h100_e4m3_fp32")
+    ->Arg(64)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath_1thread, h100_e4m3_fp32, "h100_e4m3_fp32")
+    ->Arg(256)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath_1thread, ideal, "ideal")
+    ->Arg(256)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath, ideal, "ideal")
+    ->Arg(64)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath_m1, h100_e4m3_fp32, "h100_e4m3_fp32")
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath, fp32_sequential, "fp32_sequential")
+    ->Arg(64)
+    ->Arg(256)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace

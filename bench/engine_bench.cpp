@@ -35,18 +35,20 @@ const PrecisionPlan* plan(const std::string& name) {
   static std::map<std::string, PrecisionPlan> plans;
   if (plans.empty()) {
     plans["fp32"] = builtin_plan("fp32");
-    plans["fp8_e4m3"] = parse_plan_toml("[defaults]\noverflow = \"saturate\"\n[roles]\nweights = \"fp8_e4m3\"\n"
-                                        "linear_input = \"fp8_e4m3\"\n",
-                                        "bench:fp8_e4m3", quantizers(), GemmFactory::builtin());
+    plans["fp8_e4m3"] = parse_plan_toml(
+        "[defaults]\noverflow = \"saturate\"\n[roles]\nweights = \"fp8_e4m3\"\n"
+        "linear_input = \"fp8_e4m3\"\n",
+        "bench:fp8_e4m3", quantizers(), GemmFactory::builtin());
     if (GemmFactory::builtin().knows("h100_e4m3_fp32")) {
-      plans["h100_e4m3"] = parse_plan_toml("[defaults]\noverflow = \"saturate\"\n[roles]\nweights = \"fp8_e4m3\"\n"
-                                           "linear_input = \"fp8_e4m3\"\nlm_head = \"fp8_e4m3\"\n"
-                                           "lm_head_input = \"fp8_e4m3\"\ngemm = \"h100_e4m3_fp32\"\n",
-                                           "bench:h100_e4m3", quantizers(), GemmFactory::builtin());
+      plans["h100_e4m3"] = parse_plan_toml(
+          "[defaults]\noverflow = \"saturate\"\n[roles]\nweights = \"fp8_e4m3\"\n"
+          "linear_input = \"fp8_e4m3\"\nlm_head = \"fp8_e4m3\"\n"
+          "lm_head_input = \"fp8_e4m3\"\ngemm = \"h100_e4m3_fp32\"\n",
+          "bench:h100_e4m3", quantizers(), GemmFactory::builtin());
     }
     if (quantizers().knows("mxfp4")) {
-      plans["mxfp4"] = parse_plan_toml("[roles]\nweights = \"mxfp4\"\nlinear_input = \"mxfp4\"\n", "bench:mxfp4",
-                                       quantizers(), GemmFactory::builtin());
+      plans["mxfp4"] = parse_plan_toml("[roles]\nweights = \"mxfp4\"\nlinear_input = \"mxfp4\"\n",
+                                       "bench:mxfp4", quantizers(), GemmFactory::builtin());
     }
   }
   const auto it = plans.find(name);
@@ -170,8 +172,8 @@ const Model& llama1b() {
 double gemm_macs_per_token(const Model& m) {
   double macs = static_cast<double>(m.output.size());
   for (const auto& w : m.layers) {
-    macs += static_cast<double>(w.wq.size() + w.wk.size() + w.wv.size() + w.wo.size() + w.w1.size() + w.w2.size() +
-                                w.w3.size());
+    macs += static_cast<double>(w.wq.size() + w.wk.size() + w.wv.size() + w.wo.size() + w.w1.size() +
+                                w.w2.size() + w.w3.size());
   }
   return macs;
 }
@@ -183,18 +185,21 @@ std::vector<int> tokens(int n, int vocab);
 // Prefill of kPrefill1b tokens under a plan; its own session, freed after (the mxfp4 copy of the
 // weights is another 4.9 GB).
 void prefill_1b(benchmark::State& state, const std::string& plan_name, int threads) {
-  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                               static_cast<std::size_t>(threads));
   const Model& m = llama1b();
   Session s(m, *plan(plan_name));
   const auto t = tokens(kPrefill1b, m.config.vocab_size);
-  (void)s.forward(std::span<const int>(t.data(), 1));  // one token: weights encoded and prepared before timing
+  (void)s.forward(
+      std::span<const int>(t.data(), 1));  // one token: weights encoded and prepared before timing
   for (auto _ : state) {
     s.reset();
     benchmark::DoNotOptimize(s.forward(t));
   }
   const double n = kPrefill1b * static_cast<double>(state.iterations());
   state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
 }
 
 // Eigen's sgemm on the same matrices and the same token count: Y = X · Wᵀ for every weight, one
@@ -218,7 +223,8 @@ void sgemm_1b(benchmark::State& state) {
   }
   const double n = kPrefill1b * static_cast<double>(state.iterations());
   state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
 }
 
 std::vector<int> tokens(int n, int vocab) {
@@ -244,8 +250,8 @@ void prefill(benchmark::State& state, const Model& (*model)(), const std::string
     s.reset();
     benchmark::DoNotOptimize(s.forward(t));
   }
-  state.counters["tokens/s"] = benchmark::Counter(128.0 * static_cast<double>(state.iterations()),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(128.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 // One token per iteration after a context of at least 128 tokens (the cache restarts when full).
@@ -267,8 +273,8 @@ void decode(benchmark::State& state, const Model& (*model)(), const std::string&
     }
     benchmark::DoNotOptimize(s.forward(std::span<const int>(&tok, 1)));
   }
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations()),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 // Registered from main (not at static initialisation, when the format registry may not exist
@@ -301,7 +307,9 @@ int main(int argc, char** argv) {
   register_all();
   if (const char* e = std::getenv("LPEMU_BENCH_1B"); e != nullptr && std::string(e) == "1") {
     const std::string n = "prefill" + std::to_string(kPrefill1b) + "/llama3.2_1b_shape/";
-    benchmark::RegisterBenchmark((n + "eigen_sgemm_1thread").c_str(), sgemm_1b)->Unit(benchmark::kSecond)->UseRealTime();
+    benchmark::RegisterBenchmark((n + "eigen_sgemm_1thread").c_str(), sgemm_1b)
+        ->Unit(benchmark::kSecond)
+        ->UseRealTime();
     for (const std::string p : {"fp32", "mxfp4", "h100_e4m3"}) {
       if (plan(p) == nullptr) continue;
       for (const int t : {1, 2}) {

@@ -5,11 +5,11 @@
 // *_2threads variants lift it to show the parallel bulk path. Aim: encode >= 1 G elements/s and
 // decode >= 2 G elements/s on one core.
 #include <bit>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -80,7 +80,8 @@ BENCHMARK(BM_memcpy_u8);
 
 template <class Code>
 void encode_bulk(benchmark::State& state, const char* name, RoundingMode mode, int threads) {
-  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                               static_cast<std::size_t>(threads));
   const Format& f = Registry::builtin().get(name);
   const auto& in = inputs();
   std::vector<Code> out(kN);
@@ -94,7 +95,8 @@ void encode_bulk(benchmark::State& state, const char* name, RoundingMode mode, i
 }
 
 void quantize_bulk(benchmark::State& state, const char* name, RoundingMode mode, int threads) {
-  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                               static_cast<std::size_t>(threads));
   const Format& f = Registry::builtin().get(name);
   const auto& in = inputs();
   std::vector<float> out(kN);
@@ -130,7 +132,8 @@ std::vector<Code> codes_of(const Format& f) {
 
 template <class Code>
 void decode_bulk(benchmark::State& state, const char* name, int threads) {
-  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                               static_cast<std::size_t>(threads));
   const Format& f = Registry::builtin().get(name);
   const auto codes = codes_of<Code>(f);
   std::vector<float> out(kN);
@@ -163,7 +166,8 @@ void register_format(const char* fmt) {
   const std::string n(fmt);
   benchmark::RegisterBenchmark(("encode/" + n + "/nearest_even").c_str(), encode_bulk<Code>, fmt, kRne, 1);
   benchmark::RegisterBenchmark(("encode/" + n + "/stochastic").c_str(), encode_bulk<Code>, fmt, kSr, 1);
-  benchmark::RegisterBenchmark(("encode/" + n + "/nearest_even/naive_scalar").c_str(), encode_scalar, fmt, kRne);
+  benchmark::RegisterBenchmark(("encode/" + n + "/nearest_even/naive_scalar").c_str(), encode_scalar, fmt,
+                               kRne);
   benchmark::RegisterBenchmark(("quantize/" + n + "/nearest_even").c_str(), quantize_bulk, fmt, kRne, 1);
   benchmark::RegisterBenchmark(("quantize/" + n + "/stochastic").c_str(), quantize_bulk, fmt, kSr, 1);
   benchmark::RegisterBenchmark(("decode/" + n).c_str(), decode_bulk<Code>, fmt, 1);
@@ -301,8 +305,8 @@ void convert_cli_startup(benchmark::State& state) {
     std::ofstream tiny(dir / "tiny.f32", std::ios::binary);
     tiny.write(reinterpret_cast<const char*>(file_values().data()), 32);
   }
-  const std::string cmd = lpemu_binary() + " convert --from fp32 --to fp8_e4m3 --force " + (dir / "tiny.f32").string() +
-                          " " + (dir / "tiny.out").string() + " 2>/dev/null";
+  const std::string cmd = lpemu_binary() + " convert --from fp32 --to fp8_e4m3 --force " +
+                          (dir / "tiny.f32").string() + " " + (dir / "tiny.out").string() + " 2>/dev/null";
   for (auto _ : state) {
     if (std::system(cmd.c_str()) != 0) {
       state.SkipWithError(("failed: " + cmd).c_str());
@@ -313,12 +317,22 @@ void convert_cli_startup(benchmark::State& state) {
 BENCHMARK(convert_cli_startup)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_CAPTURE(convert_kernel, fp8_e4m3, "fp8_e4m3")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_raw, "fp8_e4m3", false, "raw")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_npy, "fp8_e4m3", false, "npy")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_raw, "fp8_e4m3", false, "raw")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_npy, "fp8_e4m3", false, "npy")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(convert_kernel, fp4_e2m1, "fp4_e2m1")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(convert_cli, fp4_e2m1_raw, "fp4_e2m1", false, "raw")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(convert_cli, fp4_e2m1_packed, "fp4_e2m1", true, "raw")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp4_e2m1_raw, "fp4_e2m1", false, "raw")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp4_e2m1_packed, "fp4_e2m1", true, "raw")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(convert_kernel, fp6_e2m3, "fp6_e2m3")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(convert_cli, fp6_e2m3_packed, "fp6_e2m3", true, "raw")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp6_e2m3_packed, "fp6_e2m3", true, "raw")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace

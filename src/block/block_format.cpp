@@ -1,5 +1,5 @@
-#include "io/toml_util.hpp"
 #include "lpemu/block/block_format.hpp"
+#include "io/toml_util.hpp"
 
 #include <cmath>
 #include <set>
@@ -12,15 +12,15 @@
 namespace lpemu::block {
 namespace {
 
-using io::detail::where;
 using io::detail::fail;
 using io::detail::show;
+using io::detail::where;
 
 const std::set<std::string, std::less<>> kKeys = {
-    "name",      "aliases",        "source",         "description",      "element",     "scale",
-    "granularity", "block_size",   "axis",           "tile",             "scale_rule",  "search_radius",
-    "scale_rounding", "rounding",  "sr_bits",        "nonfinite",        "scale_overflow",
-    "subnormal_inputs", "signed_zero", "tensor_scale"};
+    "name",       "aliases",        "source",           "description", "element",
+    "scale",      "granularity",    "block_size",       "axis",        "tile",
+    "scale_rule", "search_radius",  "scale_rounding",   "rounding",    "sr_bits",
+    "nonfinite",  "scale_overflow", "subnormal_inputs", "signed_zero", "tensor_scale"};
 
 using lpemu::detail::EnumName;
 
@@ -35,12 +35,17 @@ constexpr EnumName<ScaleRule> kScaleRuleNames[] = {{"ocp", ScaleRule::ocp},
                                                    {"even", ScaleRule::even},
                                                    {"amax_over_max", ScaleRule::amax_over_max},
                                                    {"search", ScaleRule::search}};
-constexpr EnumName<NonFinite> kNonFiniteNames[] = {{"nan_block", NonFinite::nan_block}, {"ignore", NonFinite::ignore}};
-constexpr EnumName<ScaleOverflow> kScaleOverflowNames[] = {{"nan", ScaleOverflow::nan}, {"clamp", ScaleOverflow::clamp}};
-constexpr EnumName<SubnormalInputs> kSubnormalInputsNames[] = {
-    {"keep", SubnormalInputs::keep}, {"flush", SubnormalInputs::flush}, {"flush_block", SubnormalInputs::flush_block}};
-constexpr EnumName<SignedZero> kSignedZeroNames[] = {{"keep", SignedZero::keep}, {"positive", SignedZero::positive}};
-constexpr EnumName<TensorScale> kTensorScaleNames[] = {{"none", TensorScale::none}, {"fp32", TensorScale::fp32}};
+constexpr EnumName<NonFinite> kNonFiniteNames[] = {{"nan_block", NonFinite::nan_block},
+                                                   {"ignore", NonFinite::ignore}};
+constexpr EnumName<ScaleOverflow> kScaleOverflowNames[] = {{"nan", ScaleOverflow::nan},
+                                                           {"clamp", ScaleOverflow::clamp}};
+constexpr EnumName<SubnormalInputs> kSubnormalInputsNames[] = {{"keep", SubnormalInputs::keep},
+                                                               {"flush", SubnormalInputs::flush},
+                                                               {"flush_block", SubnormalInputs::flush_block}};
+constexpr EnumName<SignedZero> kSignedZeroNames[] = {{"keep", SignedZero::keep},
+                                                     {"positive", SignedZero::positive}};
+constexpr EnumName<TensorScale> kTensorScaleNames[] = {{"none", TensorScale::none},
+                                                       {"fp32", TensorScale::fp32}};
 
 // The value `text` names in `table`; throws SpecError "field '<field>' = "<text>": expected one of ...".
 template <class E, std::size_t N>
@@ -52,9 +57,13 @@ E parse_choice(std::string_view text, const EnumName<E> (&table)[N], std::string
 
 }  // namespace
 
-Granularity parse_granularity(std::string_view text) { return parse_choice(text, kGranularityNames, "granularity"); }
+Granularity parse_granularity(std::string_view text) {
+  return parse_choice(text, kGranularityNames, "granularity");
+}
 
-ScaleRule parse_scale_rule(std::string_view text) { return parse_choice(text, kScaleRuleNames, "scale_rule"); }
+ScaleRule parse_scale_rule(std::string_view text) {
+  return parse_choice(text, kScaleRuleNames, "scale_rule");
+}
 
 std::string_view to_string(Granularity g) { return lpemu::detail::enum_name(kGranularityNames, g); }
 std::string_view to_string(ScaleRule r) { return lpemu::detail::enum_name(kScaleRuleNames, r); }
@@ -78,15 +87,16 @@ int BlockFormat::scale_max_exponent() const {
 
 void BlockFormat::validate() const {
   auto bad = [&](std::string_view field, const std::string& value, std::string_view expected) {
-    throw SpecError("block format '" + name + "': field '" + std::string(field) + "' = " + value + ": expected " +
-                    std::string(expected));
+    throw SpecError("block format '" + name + "': field '" + std::string(field) + "' = " + value +
+                    ": expected " + std::string(expected));
   };
   if (name.empty()) bad("name", "\"\"", "a non-empty name");
   if (element.max_finite <= 0 || !element.is_signed) {
     bad("element", '"' + element.name + '"', "a signed element format");
   }
   if (!scale_is_pow2) {
-    if (scale.kind != format::Kind::floating) bad("scale", '"' + scale.name + '"', "a floating-point scale format or \"pow2\"");
+    if (scale.kind != format::Kind::floating)
+      bad("scale", '"' + scale.name + '"', "a floating-point scale format or \"pow2\"");
   }
   if (granularity == Granularity::block && (block_size < 1 || block_size > 4096)) {
     bad("block_size", std::to_string(block_size), "an integer in 1..4096");
@@ -98,7 +108,8 @@ void BlockFormat::validate() const {
   }
   if (search_radius < 1 || search_radius > 8) bad("search_radius", std::to_string(search_radius), "1..8");
   if (scale_is_pow2 && rule == ScaleRule::amax_over_max) {
-    bad("scale_rule", "\"amax_over_max\"", "a power-of-two rule (ocp, ceil, even, search) with scale = \"pow2\"");
+    bad("scale_rule", "\"amax_over_max\"",
+        "a power-of-two rule (ocp, ceil, even, search) with scale = \"pow2\"");
   }
   if (nonfinite == NonFinite::nan_block && !scale_is_pow2 && !scale.has_nan()) {
     bad("nonfinite", "\"nan_block\"", "\"ignore\" with a scale format that has no NaN");
@@ -195,7 +206,8 @@ BlockFormat parse_block_format_toml(std::string_view text, std::string_view orig
     }
     const auto r = *(*arr)[0].value<std::int64_t>();
     const auto c = *(*arr)[1].value<std::int64_t>();
-    if (r < 1 || r > 4096 || c < 1 || c > 4096) fail(origin, n, "tile", show(*n), "two integers [rows, cols], each 1..4096");
+    if (r < 1 || r > 4096 || c < 1 || c > 4096)
+      fail(origin, n, "tile", show(*n), "two integers [rows, cols], each 1..4096");
     f.tile_rows = static_cast<int>(r);
     f.tile_cols = static_cast<int>(c);
   }
@@ -208,18 +220,16 @@ BlockFormat parse_block_format_toml(std::string_view text, std::string_view orig
   f.element_options.rounding = choice("rounding", "nearest_even", format::parse_rounding);
   f.element_options.sr_bits = integer("sr_bits", 32, 1, 32, "an integer in 1..32");
   f.element_options.overflow = format::Overflow::saturate;
-  f.nonfinite = choice("nonfinite", "nan_block", [](std::string_view v) {
-    return parse_choice(v, kNonFiniteNames, "nonfinite");
-  });
+  f.nonfinite = choice("nonfinite", "nan_block",
+                       [](std::string_view v) { return parse_choice(v, kNonFiniteNames, "nonfinite"); });
   f.scale_overflow = choice("scale_overflow", "nan", [](std::string_view v) {
     return parse_choice(v, kScaleOverflowNames, "scale_overflow");
   });
   f.subnormal_inputs = choice("subnormal_inputs", "keep", [](std::string_view v) {
     return parse_choice(v, kSubnormalInputsNames, "subnormal_inputs");
   });
-  f.signed_zero = choice("signed_zero", "keep", [](std::string_view v) {
-    return parse_choice(v, kSignedZeroNames, "signed_zero");
-  });
+  f.signed_zero = choice("signed_zero", "keep",
+                         [](std::string_view v) { return parse_choice(v, kSignedZeroNames, "signed_zero"); });
   f.tensor_scale = choice("tensor_scale", "none", [](std::string_view v) {
     return parse_choice(v, kTensorScaleNames, "tensor_scale");
   });
@@ -260,10 +270,12 @@ void check_no_element_names(const BlockRegistry& blocks, const format::Registry&
     for (const auto& k : keys) {
       const format::Format* e = elements.find(k);
       if (e == nullptr) continue;
-      throw SpecError(blocks.origin(name) + ": block format " + (k == b.name ? "name" : "alias") + " '" + k +
-                      "' is already the element format " + (e->name == k ? "'" + k + "'" : "'" + e->name + "' (alias '" + k + "')") +
-                      " from " + elements.origin(e->name) +
-                      "; expected a name no element format uses (element and block formats share one namespace)");
+      throw SpecError(
+          blocks.origin(name) + ": block format " + (k == b.name ? "name" : "alias") + " '" + k +
+          "' is already the element format " +
+          (e->name == k ? "'" + k + "'" : "'" + e->name + "' (alias '" + k + "')") + " from " +
+          elements.origin(e->name) +
+          "; expected a name no element format uses (element and block formats share one namespace)");
     }
   }
 }
@@ -291,7 +303,8 @@ const std::string& BlockRegistry::origin(std::string_view name) const { return f
 std::string describe_granularity(const BlockFormat& f) {
   std::string g(to_string(f.granularity));
   if (f.granularity == Granularity::block) g += " " + std::to_string(f.block_size);
-  if (f.granularity == Granularity::tile) g += " " + std::to_string(f.tile_rows) + "x" + std::to_string(f.tile_cols);
+  if (f.granularity == Granularity::tile)
+    g += " " + std::to_string(f.tile_rows) + "x" + std::to_string(f.tile_cols);
   return g;
 }
 

@@ -10,7 +10,8 @@ namespace lpemu::block {
 namespace {
 
 void check_bits(int bits, const char* what) {
-  if (bits < 1 || bits > 32) throw ShapeError(std::string(what) + ": code width " + std::to_string(bits) + " is not 1..32");
+  if (bits < 1 || bits > 32)
+    throw ShapeError(std::string(what) + ": code width " + std::to_string(bits) + " is not 1..32");
 }
 
 // Byte-aligned widths are little-endian copies; 4-bit codes pair into bytes; other widths go
@@ -20,8 +21,9 @@ void pack_kernel(const std::uint32_t* codes, std::size_t n, int bits, std::uint8
   if (bits == 8 || bits == 16 || bits == 32) {
     const int w = bits / 8;
     for (std::size_t i = 0; i < n; ++i) {
-      for (int b = 0; b < w; ++b) out[i * static_cast<std::size_t>(w) + static_cast<std::size_t>(b)] =
-          static_cast<std::uint8_t>(codes[i] >> (8 * b));
+      for (int b = 0; b < w; ++b)
+        out[i * static_cast<std::size_t>(w) + static_cast<std::size_t>(b)] =
+            static_cast<std::uint8_t>(codes[i] >> (8 * b));
     }
     return;
   }
@@ -53,7 +55,8 @@ void unpack_kernel(const std::uint8_t* bytes, int bits, std::uint32_t* out, std:
     const int w = bits / 8;
     for (std::size_t i = 0; i < n; ++i) {
       std::uint32_t v = 0;
-      for (int b = 0; b < w; ++b) v |= std::uint32_t{bytes[i * static_cast<std::size_t>(w) + static_cast<std::size_t>(b)]} << (8 * b);
+      for (int b = 0; b < w; ++b)
+        v |= std::uint32_t{bytes[i * static_cast<std::size_t>(w) + static_cast<std::size_t>(b)]} << (8 * b);
       out[i] = v;
     }
     return;

@@ -100,7 +100,8 @@ std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
   const double av = std::fabs(v);
   const double in_range = av > 0x1.fffffep127 ? 0.0 : v;
   const float f = static_cast<float>(in_range);
-  const float big = av >= 0x1.ffffffp127 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::max();
+  const float big =
+      av >= 0x1.ffffffp127 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::max();
   return av > 0x1.fffffep127 ? std::copysign(big, static_cast<float>(std::copysign(1.0, v))) : f;
 }
 
@@ -119,7 +120,8 @@ struct Ctx {
   std::uint32_t max_mant = 0;    // float32 mantissa field of max_elem (fast ceil rule)
   std::uint32_t even_half = 0;   // half an element ulp in float32 mantissa units (fast even rule)
 
-  explicit Ctx(const BlockFormat& fmt, std::span<const std::size_t> shape) : f(fmt), L(make_layout(fmt, shape)) {
+  explicit Ctx(const BlockFormat& fmt, std::span<const std::size_t> shape)
+      : f(fmt), L(make_layout(fmt, shape)) {
     fmt.validate();
     eopts = fmt.element_options;
     eopts.overflow = format::Overflow::saturate;
@@ -309,13 +311,15 @@ BlockStats block_stats(const Ctx& c, const float* in, std::size_t a, std::size_t
 }
 
 // Sum of squared errors of the block under scale s (search rule).
-double block_sse(const Ctx& c, const Scale& s, const float* in, std::size_t a, std::size_t bi, std::size_t bj) {
+double block_sse(const Ctx& c, const Scale& s, const float* in, std::size_t a, std::size_t bi,
+                 std::size_t bj) {
   double sse = 0;
   for_segments(c.L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
     for (std::size_t i = lo; i < lo + n; ++i) {
       const float x = c.load(in[i]);
       if (!std::isfinite(x)) continue;
-      const double d = static_cast<double>(x) - static_cast<double>(generic_element(c, s, in[i], i, false).value);
+      const double d =
+          static_cast<double>(x) - static_cast<double>(generic_element(c, s, in[i], i, false).value);
       sse += d * d;
     }
   });
@@ -330,7 +334,8 @@ Scale choose_scale(const Ctx& c, const float* in, std::size_t a, std::size_t bi,
   std::optional<Scale> s;
   // search starts from the OCP scale when every scale is a power of two ("pow2", or an
   // exponent-only format such as E8M0 without a tensor scale), else from amax_over_max.
-  const bool pow2_valued = c.f.scale_is_pow2 || (c.f.scale.mantissa_bits == 0 && c.f.tensor_scale == TensorScale::none);
+  const bool pow2_valued =
+      c.f.scale_is_pow2 || (c.f.scale.mantissa_bits == 0 && c.f.tensor_scale == TensorScale::none);
   if (c.f.rule == ScaleRule::amax_over_max || (c.f.rule == ScaleRule::search && !pow2_valued)) {
     s = amax_over_max_scale(c, st.amax);
   } else {
@@ -427,7 +432,8 @@ template <RoundingMode M>
   const std::uint32_t u = std::bit_cast<std::uint32_t>(y);
   const std::uint32_t s = u >> 31;
   const format::detail::FastRounded r = format::detail::fast_round<M>(p.element, u & kAbsMask, s, index);
-  const float v0 = static_cast<float>(r.n) * std::bit_cast<float>(static_cast<std::uint32_t>(r.qe + 127) << 23);
+  const float v0 =
+      static_cast<float>(r.n) * std::bit_cast<float>(static_cast<std::uint32_t>(r.qe + 127) << 23);
   const float v = v0 < p.maxf ? v0 : p.maxf;
   const std::uint32_t sign = (s << 31) & ~format::detail::mask((p.positive_zero != 0) & (r.n == 0));
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) | sign);
@@ -463,7 +469,10 @@ template <RoundingMode M>
 
 std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab);
 
-#if defined(__clang__) || !(defined(__x86_64__) || defined(__i386__))  // non-x86, or clang 14 cannot multiversion templates (fuzz preset): one generic build
+#if defined(__clang__) ||    \
+    !(defined(__x86_64__) || \
+      defined(               \
+          __i386__))  // non-x86, or clang 14 cannot multiversion templates (fuzz preset): one generic build
 #define LPEMU_CLONES
 #else
 #define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))
@@ -487,7 +496,8 @@ LPEMU_CLONES void fast_row(const Fast& p, const float* in, float* out, std::size
   if constexpr (M == RoundingMode::nearest_even) {
     for (std::size_t i = 0; i < n; ++i) out[i] = fast_element_rne(lp, scale_down(in[i], inv[i])) * scale[i];
   } else {
-    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element<M>(lp, scale_down(in[i], inv[i]), i0 + i) * scale[i];
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = fast_element<M>(lp, scale_down(in[i], inv[i]), i0 + i) * scale[i];
   }
 }
 
@@ -510,7 +520,7 @@ LPEMU_CLONES void amax_bits_row(const float* in, std::uint32_t* m, std::size_t n
 // Whole-row blocks (block_cols == cols): block k covers one contiguous run. Blocks k0..k1.
 template <RoundingMode M>
 void fast_contiguous(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t k0,
-                                  std::size_t k1) {
+                     std::size_t k1) {
   const BlockLayout& L = c.L;
   const std::size_t gr = L.grid_rows();
   const Fast lp = p;  // a local copy: stores to out cannot alias it, so the loop vectorises
@@ -545,7 +555,8 @@ struct FastD {
   double maxd;
 };
 
-LPEMU_CLONES void fast_scaled_segment(const FastD& p, const float* in, float* out, std::size_t n, double scale) {
+LPEMU_CLONES void fast_scaled_segment(const FastD& p, const float* in, float* out, std::size_t n,
+                                      double scale) {
   const FastD lp = p;
   for (std::size_t i = 0; i < n; ++i) {
     const double y = static_cast<double>(in[i]) / scale;
@@ -636,20 +647,24 @@ void fast_block_row(const Ctx& c, const Fast& p, const float* in, float* out, st
       fast_row<M>(p, in + base, out + base, L.cols, base, inv.data(), scl.data());
     }
     for (std::size_t k = 0; k < slow.size(); ++k) {
-      for (std::size_t r = r0; r < r1; ++r) out[(a * L.rows + r) * L.cols + slow[k]] = tmp[k * (r1 - r0) + (r - r0)];
+      for (std::size_t r = r0; r < r1; ++r)
+        out[(a * L.rows + r) * L.cols + slow[k]] = tmp[k * (r1 - r0) + (r - r0)];
     }
     return;
   }
   for (std::size_t bj = 0; bj < L.grid_cols(); ++bj) {
     std::uint32_t ab = 0;
-    for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) { ab = std::max(ab, amax_bits(in + lo, n)); });
+    for_segments(L, a, bi, bj,
+                 [&](std::size_t lo, std::size_t n) { ab = std::max(ab, amax_bits(in + lo, n)); });
     const auto e = fast_exponent(c, ab);
     if (!e) {
       generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
       continue;
     }
     const float iv = pow2f(-*e), sc = pow2f(*e);
-    for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) { fast_segment<M>(p, in + lo, out + lo, n, lo, iv, sc); });
+    for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
+      fast_segment<M>(p, in + lo, out + lo, n, lo, iv, sc);
+    });
   }
 }
 
@@ -660,15 +675,18 @@ void for_block_rows(const BlockLayout& L, F&& body) {
   const std::size_t n = L.outer * L.grid_rows();
   const std::size_t per_row = std::max<std::size_t>(1, L.block_rows * L.cols);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 15) / per_row);
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), [&](const tbb::blocked_range<std::size_t>& r) {
-    for (std::size_t k = r.begin(); k != r.end(); ++k) body(k / L.grid_rows(), k % L.grid_rows());
-  });
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
+                    [&](const tbb::blocked_range<std::size_t>& r) {
+                      for (std::size_t k = r.begin(); k != r.end(); ++k)
+                        body(k / L.grid_rows(), k % L.grid_rows());
+                    });
 }
 
 void check_sizes(const BlockLayout& L, std::size_t in, std::size_t out, const char* what) {
   if (in != L.element_count() || out != L.element_count()) {
     throw ShapeError(std::string(what) + ": the shape holds " + std::to_string(L.element_count()) +
-                     " elements but the input has " + std::to_string(in) + " and the output " + std::to_string(out));
+                     " elements but the input has " + std::to_string(in) + " and the output " +
+                     std::to_string(out));
   }
 }
 
@@ -688,11 +706,13 @@ void set_tensor_scale(Ctx& c, std::span<const float> in) {
 bool fast_scaled_eligible(const Ctx& c) {
   const BlockFormat& f = c.f;
   const format::Format& e = f.element;
-  const bool float_ok = e.kind == format::Kind::floating && e.has_zero && e.mantissa_bits <= 22 &&
-                        format::fits_in_float(e);
-  const bool int_ok = e.kind == format::Kind::integer && e.is_signed && e.lowest == -e.max_finite && e.bits <= 24;
+  const bool float_ok =
+      e.kind == format::Kind::floating && e.has_zero && e.mantissa_bits <= 22 && format::fits_in_float(e);
+  const bool int_ok =
+      e.kind == format::Kind::integer && e.is_signed && e.lowest == -e.max_finite && e.bits <= 24;
   return (float_ok || int_ok) && !f.scale_is_pow2 && f.rule == ScaleRule::amax_over_max &&
-         f.element_options.rounding == RoundingMode::nearest_even && f.subnormal_inputs == SubnormalInputs::keep;
+         f.element_options.rounding == RoundingMode::nearest_even &&
+         f.subnormal_inputs == SubnormalInputs::keep;
 }
 
 FastD make_fast_d(const Ctx& c) {
@@ -710,10 +730,11 @@ FastD make_fast_d(const Ctx& c) {
 
 // One block on the non-power-of-two fast path; blocks with non-finite inputs or a NaN/zero scale
 // go generic.
-void fast_scaled_block(const Ctx& c, const FastD& p, const float* in, float* out, std::size_t a, std::size_t bi,
-                       std::size_t bj) {
+void fast_scaled_block(const Ctx& c, const FastD& p, const float* in, float* out, std::size_t a,
+                       std::size_t bi, std::size_t bj) {
   std::uint32_t ab = 0;
-  for_segments(c.L, a, bi, bj, [&](std::size_t lo, std::size_t n) { ab = std::max(ab, amax_bits(in + lo, n)); });
+  for_segments(c.L, a, bi, bj,
+               [&](std::size_t lo, std::size_t n) { ab = std::max(ab, amax_bits(in + lo, n)); });
   if (ab >= kInfBits) {
     generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
     return;
@@ -725,7 +746,8 @@ void fast_scaled_block(const Ctx& c, const FastD& p, const float* in, float* out
     generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
     return;
   }
-  for_segments(c.L, a, bi, bj, [&](std::size_t lo, std::size_t n) { fast_scaled_segment(p, in + lo, out + lo, n, s.value); });
+  for_segments(c.L, a, bi, bj,
+               [&](std::size_t lo, std::size_t n) { fast_scaled_segment(p, in + lo, out + lo, n, s.value); });
 }
 
 void quantize_impl(const BlockFormat& fmt, std::span<const float> in, std::span<float> out,
@@ -738,11 +760,13 @@ void quantize_impl(const BlockFormat& fmt, std::span<const float> in, std::span<
     const Fast p = make_fast(c);
     if (c.L.block_cols == c.L.cols) {
       const std::size_t n = c.L.outer * c.L.grid_rows();
-      const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 15) / std::max<std::size_t>(1, c.L.block_rows * c.L.cols));
+      const std::size_t grain = std::max<std::size_t>(
+          1, (std::size_t{1} << 15) / std::max<std::size_t>(1, c.L.block_rows * c.L.cols));
       dispatch_mode(c.eopts.rounding, [&]<RoundingMode M>() {
-        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), [&](const tbb::blocked_range<std::size_t>& r) {
-          fast_contiguous<M>(c, p, in.data(), out.data(), r.begin(), r.end());
-        });
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
+                          [&](const tbb::blocked_range<std::size_t>& r) {
+                            fast_contiguous<M>(c, p, in.data(), out.data(), r.begin(), r.end());
+                          });
       });
       return;
     }
@@ -758,12 +782,14 @@ void quantize_impl(const BlockFormat& fmt, std::span<const float> in, std::span<
   if (allow_fast && fast_scaled_eligible(c)) {
     const FastD p = make_fast_d(c);
     for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
-      for (std::size_t bj = 0; bj < c.L.grid_cols(); ++bj) fast_scaled_block(c, p, in.data(), out.data(), a, bi, bj);
+      for (std::size_t bj = 0; bj < c.L.grid_cols(); ++bj)
+        fast_scaled_block(c, p, in.data(), out.data(), a, bi, bj);
     });
     return;
   }
   for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
-    for (std::size_t bj = 0; bj < c.L.grid_cols(); ++bj) generic_block(c, in.data(), out.data(), nullptr, nullptr, a, bi, bj);
+    for (std::size_t bj = 0; bj < c.L.grid_cols(); ++bj)
+      generic_block(c, in.data(), out.data(), nullptr, nullptr, a, bi, bj);
   });
 }
 
@@ -813,7 +839,8 @@ double scale_value(const BlockFormat& fmt, std::uint32_t code) {
 
 void decode(const BlockFormat& fmt, const BlockTensor& t, std::span<float> out) {
   const BlockLayout& L = t.layout;
-  if (out.size() != L.element_count() || t.codes.size() != L.element_count() || t.scales.size() != L.block_count()) {
+  if (out.size() != L.element_count() || t.codes.size() != L.element_count() ||
+      t.scales.size() != L.block_count()) {
     throw ShapeError("block decode: the block tensor has " + std::to_string(t.codes.size()) + " codes and " +
                      std::to_string(t.scales.size()) + " scales for a layout of " +
                      std::to_string(L.element_count()) + " elements in " + std::to_string(L.block_count()) +
@@ -829,8 +856,7 @@ void decode(const BlockFormat& fmt, const BlockTensor& t, std::span<float> out) 
       for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
         for (std::size_t i = lo; i < lo + n; ++i) {
           const double q = format::decode(fmt.element, t.codes[i]);
-          out[i] = std::isnan(s) ? std::numeric_limits<float>::quiet_NaN()
-                                 : narrow(zero ? q * 0.0 : q * s);
+          out[i] = std::isnan(s) ? std::numeric_limits<float>::quiet_NaN() : narrow(zero ? q * 0.0 : q * s);
         }
       });
     }

@@ -42,11 +42,14 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // The .npy dtype a format's codes are written with.
 std::string npy_dtype_for(const format::Format& f) {
   if (f.kind == format::Kind::floating && f.exponent_bits == 8 && f.mantissa_bits == 23 && f.bias == 127 &&
-      f.specials == format::Specials::ieee && f.is_signed) return "<f4";
+      f.specials == format::Specials::ieee && f.is_signed)
+    return "<f4";
   if (f.kind == format::Kind::floating && f.exponent_bits == 11 && f.mantissa_bits == 52 && f.bias == 1023 &&
-      f.specials == format::Specials::ieee && f.is_signed) return "<f8";
+      f.specials == format::Specials::ieee && f.is_signed)
+    return "<f8";
   if (f.kind == format::Kind::floating && f.exponent_bits == 5 && f.mantissa_bits == 10 && f.bias == 15 &&
-      f.specials == format::Specials::ieee && f.is_signed) return "<f2";
+      f.specials == format::Specials::ieee && f.is_signed)
+    return "<f2";
   return io::npy_unsigned_dtype(storage_bytes(f));
 }
 
@@ -86,7 +89,8 @@ class CodeReader {
       const std::size_t got = read_bytes(in_, bytes_.data(), bytes_.size());
       n = std::min(max, got * 8 / static_cast<std::size_t>(f_.bits));  // trailing bits are padding
       c32.resize(n);
-      block::unpack_codes_into(std::span<const std::uint8_t>(bytes_.data(), got), f_.bits, std::span<std::uint32_t>(c32));
+      block::unpack_codes_into(std::span<const std::uint8_t>(bytes_.data(), got), f_.bits,
+                               std::span<std::uint32_t>(c32));
     } else {
       const std::size_t w = storage_bytes(f_);
       std::size_t got = 0;
@@ -110,10 +114,12 @@ class CodeReader {
         if (w == 1) {
           for (std::size_t i = 0; i < n; ++i) c32[i] = bytes_[i];
         } else {
-          for (std::size_t i = 0; i < n; ++i) c32[i] = std::uint32_t{bytes_[2 * i]} | std::uint32_t{bytes_[2 * i + 1]} << 8;
+          for (std::size_t i = 0; i < n; ++i)
+            c32[i] = std::uint32_t{bytes_[2 * i]} | std::uint32_t{bytes_[2 * i + 1]} << 8;
         }
       }
-      if (got % w != 0) throw IoError("input ends inside a code (" + std::to_string(got % w) + " stray bytes)");
+      if (got % w != 0)
+        throw IoError("input ends inside a code (" + std::to_string(got % w) + " stray bytes)");
       // A code with bits above the format's width is bad input, never masked.
       if (8 * w > static_cast<std::size_t>(f_.bits)) {
         if (w == 8) {
@@ -125,7 +131,8 @@ class CodeReader {
     }
     done_ += n;
     if (limit_ != kUnknown && n < max) {
-      throw IoError("input ends after " + std::to_string(done_) + " of " + std::to_string(limit_) + " elements");
+      throw IoError("input ends after " + std::to_string(done_) + " of " + std::to_string(limit_) +
+                    " elements");
     }
     return n;
   }
@@ -141,8 +148,8 @@ class CodeReader {
     for (const C c : codes) any |= c & extra;
     if (any == 0) return;
     for (std::size_t i = 0; i < codes.size(); ++i) {
-      format::require_code_fits(f_, codes[i],
-                                name_ + ": element " + std::to_string(done_ + i) + " (--from " + f_.name + ")");
+      format::require_code_fits(
+          f_, codes[i], name_ + ": element " + std::to_string(done_ + i) + " (--from " + f_.name + ")");
     }
   }
 
@@ -250,10 +257,14 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
     if (a.packed) throw Error("--packed applies to raw streams, not to .npy input '" + a.in + "'");
     const io::NpyHeader h = io::read_npy_header(*in, a.in);
     if (from.empty()) {
-      if (h.dtype == "<f4") from = "fp32";
-      else if (h.dtype == "<f8") from = "fp64";
-      else if (h.dtype == "<f2") from = "fp16";
-      else throw Error(a.in + ": dtype '" + h.dtype + "' holds codes: say which format with --from");
+      if (h.dtype == "<f4")
+        from = "fp32";
+      else if (h.dtype == "<f8")
+        from = "fp64";
+      else if (h.dtype == "<f2")
+        from = "fp16";
+      else
+        throw Error(a.in + ": dtype '" + h.dtype + "' holds codes: say which format with --from");
     }
     count = h.count();
     shape = h.shape;
@@ -268,8 +279,9 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
     std::ifstream again = io::open_input(a.in);
     const io::NpyHeader h = io::read_npy_header(again, a.in);
     if (h.item_size() != probe.item_size()) {
-      throw Error(a.in + ": dtype '" + h.dtype + "' has " + std::to_string(h.item_size()) + "-byte items but '" +
-                  src.name + "' codes take " + std::to_string(probe.item_size()) + " bytes (" + probe.dtype + ")");
+      throw Error(a.in + ": dtype '" + h.dtype + "' has " + std::to_string(h.item_size()) +
+                  "-byte items but '" + src.name + "' codes take " + std::to_string(probe.item_size()) +
+                  " bytes (" + probe.dtype + ")");
     }
   }
   if (count == CodeReader::kUnknown && a.in != "-") {
@@ -277,7 +289,8 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
     if (bytes == std::numeric_limits<std::size_t>::max()) {
       throw IoError(a.in + ": not a regular file; pipe a stream through stdin ('-') instead");
     }
-    count = (a.packed && src.bits < 8) ? (bytes * 8) / static_cast<std::size_t>(src.bits) : bytes / storage_bytes(src);
+    count = (a.packed && src.bits < 8) ? (bytes * 8) / static_cast<std::size_t>(src.bits)
+                                       : bytes / storage_bytes(src);
     if (!(a.packed && src.bits < 8) && bytes % storage_bytes(src) != 0) {
       throw IoError(a.in + ": " + std::to_string(bytes) + " bytes is not a whole number of " +
                     std::to_string(storage_bytes(src)) + "-byte '" + src.name + "' codes");
@@ -307,8 +320,8 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
   // formats decoded in bulk) and the destination's codes fit 32 bits; every other pair goes
   // through exact doubles and 64-bit codes.
   const bool src_fp32 = npy_dtype_for(src) == "<f4";
-  const bool fast = src.kind == format::Kind::floating && format::fits_in_float(src) && src.bits <= 32 &&
-                    dst.bits <= 32;
+  const bool fast =
+      src.kind == format::Kind::floating && format::fits_in_float(src) && src.bits <= 32 && dst.bits <= 32;
   const bool packed_out = a.packed && dst.bits < 8;
   const auto min_normal = static_cast<float>(src.min_normal);
   std::vector<std::uint32_t> c32;
@@ -373,8 +386,8 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
   }
   if (fout) fout->commit();
   if (a.out != "-") {
-    std::cerr << "lpemu: converted " << done << " elements from " << src.name << " to " << dst.name << " into "
-              << a.out << "\n";
+    std::cerr << "lpemu: converted " << done << " elements from " << src.name << " to " << dst.name
+              << " into " << a.out << "\n";
   }
 }
 
@@ -385,7 +398,8 @@ void register_convert(CLI::App& app, Context& ctx) {
   auto* sub = app.add_subcommand("convert", "convert a stream of values or codes between two formats");
   sub->add_option("--from", args.from, "source format (default from a .npy float dtype: fp32/fp64/fp16)");
   sub->add_option("--to", args.to, "destination format")->required();
-  sub->add_flag("--packed", args.packed, "codes narrower than 8 bits are bit-packed, LSB first (raw streams)");
+  sub->add_flag("--packed", args.packed,
+                "codes narrower than 8 bits are bit-packed, LSB first (raw streams)");
   sub->add_flag("--force", args.force, "overwrite OUT if it exists");
   args.flags.add_to(sub);
   sub->add_option("IN", args.in, "input: FILE.npy, a raw little-endian FILE, or - for stdin")->required();

@@ -12,9 +12,9 @@
 #include "cli/commands.hpp"
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/engine/plan.hpp"
-#include "lpemu/experiment/pricing.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/figures.hpp"
+#include "lpemu/experiment/pricing.hpp"
 #include "lpemu/io/text.hpp"
 
 namespace lpemu::cli {
@@ -57,8 +57,8 @@ std::vector<Row> rows_of(const cost::Workload& w) {
   for (const auto& op : w.ops) {
     const double n = static_cast<double>(op.count);
     const std::string operands = op.kind == "memory" ? op.b_format : op.a_format + " x " + op.b_format;
-    rows.push_back({op.name, op.kind, op.rate_class, operands, op.datapath, op.count, n * op.flops, n * op.bytes,
-                    n * op.time_s, n * op.energy_j, op.compute_bound});
+    rows.push_back({op.name, op.kind, op.rate_class, operands, op.datapath, op.count, n * op.flops,
+                    n * op.bytes, n * op.time_s, n * op.energy_j, op.compute_bound});
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.time > b.time; });
   return rows;
@@ -67,31 +67,35 @@ std::vector<Row> rows_of(const cost::Workload& w) {
 const char* phase_name(cost::Phase p) { return p == cost::Phase::prefill ? "prefill" : "decode"; }
 
 void print_text(const cost::Workload& w, const cost::Roofline& r, int top) {
-  std::cout << "\n" << phase_name(w.phase) << " (batch " << w.batch << ", context " << w.context << "): "
-            << sig(w.tokens) << " tokens\n";
+  std::cout << "\n"
+            << phase_name(w.phase) << " (batch " << w.batch << ", context " << w.context
+            << "): " << sig(w.tokens) << " tokens\n";
   std::cout << "  time " << fixed(r.time_s * 1e3, 3) << " ms, " << fixed(r.time_per_token() * 1e6, 3)
             << " us/token, " << fixed(r.tokens_per_s(), 1) << " tokens/s\n";
   std::cout << "  energy " << fixed(r.energy_per_token() * 1e3, 3)
             << " mJ/token (45 nm Horowitz constants: MACs + DRAM, not the target's node)\n";
-  std::cout << "  compute-bound share of time " << fixed(100.0 * r.compute_bound_time_s / r.time_s, 1) << "%\n";
-  std::printf("  %-12s %5s %5s %12s %12s %8s %8s %10s %6s  %s\n", "op", "count", "class", "GFLOP", "MB", "flop/B",
-              "bound", "time ms", "share", "operands (A x B) on datapath");
+  std::cout << "  compute-bound share of time " << fixed(100.0 * r.compute_bound_time_s / r.time_s, 1)
+            << "%\n";
+  std::printf("  %-12s %5s %5s %12s %12s %8s %8s %10s %6s  %s\n", "op", "count", "class", "GFLOP", "MB",
+              "flop/B", "bound", "time ms", "share", "operands (A x B) on datapath");
   const auto rows = rows_of(w);
   for (std::size_t i = 0; i < rows.size() && static_cast<int>(i) < top; ++i) {
     const Row& x = rows[i];
     std::printf("  %-12s %5lld %5s %12.3f %12.3f %8.1f %8s %10.4f %5.1f%%  %s%s%s\n", x.name.c_str(), x.count,
                 x.rate_class.empty() ? "-" : x.rate_class.c_str(), x.flops / 1e9, x.bytes / 1e6,
-                x.bytes > 0 ? x.flops / x.bytes : 0.0, x.kind == "memory" ? "memory" : (x.compute_bound ? "compute" : "memory"),
-                x.time * 1e3, 100.0 * x.time / r.time_s, x.operands.c_str(), x.datapath.empty() ? "" : " on ",
+                x.bytes > 0 ? x.flops / x.bytes : 0.0,
+                x.kind == "memory" ? "memory" : (x.compute_bound ? "compute" : "memory"), x.time * 1e3,
+                100.0 * x.time / r.time_s, x.operands.c_str(), x.datapath.empty() ? "" : " on ",
                 x.datapath.c_str());
   }
 }
 
 std::string json_of(const cost::Workload& w, const cost::Roofline& r) {
   std::ostringstream s;
-  s << "{\"phase\": " << quote(phase_name(w.phase)) << ", \"batch\": " << w.batch << ", \"context\": " << w.context
-    << ", \"tokens\": " << sig(w.tokens) << ", \"time_s\": " << sig(r.time_s)
-    << ", \"time_per_token_s\": " << sig(r.time_per_token()) << ", \"tokens_per_s\": " << sig(r.tokens_per_s())
+  s << "{\"phase\": " << quote(phase_name(w.phase)) << ", \"batch\": " << w.batch
+    << ", \"context\": " << w.context << ", \"tokens\": " << sig(w.tokens)
+    << ", \"time_s\": " << sig(r.time_s) << ", \"time_per_token_s\": " << sig(r.time_per_token())
+    << ", \"tokens_per_s\": " << sig(r.tokens_per_s())
     << ", \"energy_per_token_j_45nm\": " << sig(r.energy_per_token())
     << ", \"compute_bound_time_s\": " << sig(r.compute_bound_time_s) << ", \"ops\": [";
   bool first = true;
@@ -102,8 +106,8 @@ std::string json_of(const cost::Workload& w, const cost::Roofline& r) {
       << ", \"datapath\": " << quote(op.datapath) << ", \"flops\": " << sig(op.flops)
       << ", \"bytes\": " << sig(op.bytes) << ", \"compute_s\": " << sig(op.compute_s)
       << ", \"memory_s\": " << sig(op.memory_s) << ", \"time_s\": " << sig(op.time_s)
-      << ", \"bound\": " << quote(op.compute_bound ? "compute" : "memory") << ", \"energy_j\": " << sig(op.energy_j)
-      << "}";
+      << ", \"bound\": " << quote(op.compute_bound ? "compute" : "memory")
+      << ", \"energy_j\": " << sig(op.energy_j) << "}";
     first = false;
   }
   s << "]}";
@@ -156,15 +160,17 @@ void run_cost(Context& ctx, const CostArgs& a) {
   if (a.phase != "prefill") phases.push_back(cost::Phase::decode);
 
   std::vector<experiment::Pricing> results;
-  for (const auto ph : phases) results.push_back(experiment::price_plan(plan, m, t, cat, ph, a.batch, a.context));
+  for (const auto ph : phases)
+    results.push_back(experiment::price_plan(plan, m, t, cat, ph, a.batch, a.context));
   if (!a.plot_dir.empty()) {
     std::filesystem::create_directories(a.plot_dir);
     for (const auto& p : results) {
       const cost::Workload& w = p.workload;
       const std::string ph = w.phase == cost::Phase::prefill ? "prefill" : "decode";
       const auto svg = a.plot_dir / ("cost_" + ph + ".svg");
-      io::write_svg(svg, io::layout(experiment::cost_breakdown_chart(
-                             w, "Where " + ph + " time goes: " + m.name + " on " + t.name + ", plan " + plan.name)));
+      io::write_svg(
+          svg, io::layout(experiment::cost_breakdown_chart(
+                   w, "Where " + ph + " time goes: " + m.name + " on " + t.name + ", plan " + plan.name)));
       std::cerr << "wrote " << svg.string() << "\n";
     }
   }
@@ -172,13 +178,15 @@ void run_cost(Context& ctx, const CostArgs& a) {
   const cost::Workload& w0 = p0.workload;
   const bool fits = p0.roofline.fits_in_memory;
   if (a.json) {
-    std::cout << "{\"target\": " << quote(t.name) << ", \"model\": " << quote(m.name) << ", \"plan\": {\"name\": "
-              << quote(plan.name) << ", \"origin\": " << quote(plan.origin) << ", \"bits_per_weight\": "
-              << sig(w0.bits_per_weight) << ", \"computed\": " << quote(p0.computed) << ", \"datapath\": "
-              << quote(p0.datapath) << ", \"mac_area_rel_bf16\": " << sig(p0.mac_area_rel_bf16)
-              << ", \"mac_energy_pj_45nm\": " << sig(p0.mac_energy_pj) << "}, \"bandwidth_gb_s\": "
-              << sig(t.bandwidth_gb_s) << ", \"capacity_gb\": " << sig(t.capacity_gb) << ", \"weight_bytes\": "
-              << sig(w0.weight_bytes) << ", \"kv_cache_bytes\": " << sig(w0.kv_cache_bytes)
+    std::cout << "{\"target\": " << quote(t.name) << ", \"model\": " << quote(m.name)
+              << ", \"plan\": {\"name\": " << quote(plan.name) << ", \"origin\": " << quote(plan.origin)
+              << ", \"bits_per_weight\": " << sig(w0.bits_per_weight)
+              << ", \"computed\": " << quote(p0.computed) << ", \"datapath\": " << quote(p0.datapath)
+              << ", \"mac_area_rel_bf16\": " << sig(p0.mac_area_rel_bf16)
+              << ", \"mac_energy_pj_45nm\": " << sig(p0.mac_energy_pj)
+              << "}, \"bandwidth_gb_s\": " << sig(t.bandwidth_gb_s)
+              << ", \"capacity_gb\": " << sig(t.capacity_gb) << ", \"weight_bytes\": " << sig(w0.weight_bytes)
+              << ", \"kv_cache_bytes\": " << sig(w0.kv_cache_bytes)
               << ", \"fits_in_memory\": " << (fits ? "true" : "false") << ", \"phases\": [";
     for (std::size_t i = 0; i < results.size(); ++i) {
       cost::Workload w = results[i].workload;
@@ -192,8 +200,8 @@ void run_cost(Context& ctx, const CostArgs& a) {
   std::cout << "model    " << m.name << " (" << fixed(static_cast<double>(m.parameters()) / 1e9, 3)
             << " G parameters)\n";
   std::cout << "plan     " << plan.name << " (" << plan.origin << "): " << sig(w0.bits_per_weight)
-            << " bits per weight; MAC area " << fixed(p0.mac_area_rel_bf16, 3) << "x the target's bf16 MAC (" << p0.datapath
-            << ")\n";
+            << " bits per weight; MAC area " << fixed(p0.mac_area_rel_bf16, 3) << "x the target's bf16 MAC ("
+            << p0.datapath << ")\n";
   std::cout << "computes " << p0.computed << "\n";
   std::cout << "memory   weights " << fixed(w0.weight_bytes / 1e9, 3) << " GB + KV cache "
             << fixed(w0.kv_cache_bytes / 1e9, 3) << " GB " << (fits ? "fit in " : "DO NOT FIT in ")
@@ -207,7 +215,8 @@ void print_mac_table(const cost::MacCost& m) {
     std::printf("%-14s %10.3f %10.1f %10.1f  %s\n", p.name.c_str(), p.fa, p.fa * cost::kFaAreaUm2_45nm,
                 p.fa * cost::kFaEnergyFj45nm, p.formula.c_str());
   }
-  std::printf("%-14s %10.3f %10.1f %10.1f\n", "total", m.total_fa, m.area_um2_45nm(), m.energy_pj_45nm() * 1000);
+  std::printf("%-14s %10.3f %10.1f %10.1f\n", "total", m.total_fa, m.area_um2_45nm(),
+              m.energy_pj_45nm() * 1000);
 }
 
 void run_mac(Context& ctx, const CostArgs& a) {
@@ -216,8 +225,9 @@ void run_mac(Context& ctx, const CostArgs& a) {
   const cost::CostFormat fa = a.format.empty() ? dp.a : cat.format(a.format);
   const cost::CostFormat fb = !a.format_b.empty() ? cat.format(a.format_b) : a.format.empty() ? dp.b : fa;
   const cost::MacCost m = cost::mac_cost(fa, fb, dp);
-  std::cout << "MAC " << fa.name << " x " << fb.name << " on datapath " << dp.name << " (n = " << dp.fused_terms
-            << ", W = " << dp.alignment_bits << ", accumulator " << dp.accumulator;
+  std::cout << "MAC " << fa.name << " x " << fb.name << " on datapath " << dp.name
+            << " (n = " << dp.fused_terms << ", W = " << dp.alignment_bits << ", accumulator "
+            << dp.accumulator;
   if (dp.promote_every > 0) std::cout << ", promoted every " << dp.promote_every;
   std::cout << ")\n";
   std::cout << "datapath source: " << dp.source << (dp.unverified ? " [unverified]" : "") << "\n\n";
@@ -229,17 +239,18 @@ void run_mac(Context& ctx, const CostArgs& a) {
     std::cout << "  vs " << base << ": " << fixed(m.total_fa / mb.total_fa, 3) << "x area per MAC; "
               << cost::iso_area_count(m, mb, 1024) << " MACs fit in the area of 1024 " << base << " MACs\n";
   }
-  std::cout << "\nFA = full-adder equivalent; 45 nm figures use Horowitz ISSCC 2014 (" << cost::kFaAreaUm2_45nm
-            << " um^2 and " << cost::kFaEnergyFj45nm << " fJ per FA).\n";
+  std::cout << "\nFA = full-adder equivalent; 45 nm figures use Horowitz ISSCC 2014 ("
+            << cost::kFaAreaUm2_45nm << " um^2 and " << cost::kFaEnergyFj45nm << " fJ per FA).\n";
   if (!a.iso_target.empty()) {
     const cost::Target& t = cat.target(a.iso_target);
     const std::string bf = a.iso_format.empty() ? a.iso_class : a.iso_format;
-    const cost::IsoArea iso =
-        cost::iso_area_peak(t, a.iso_class, cat.format(bf), fa, dp);
-    std::cout << "\niso-area on " << t.name << ": its " << a.iso_class << " array (" << iso.budget_macs_per_clock_per_unit
-              << " MACs/clock/" << t.unit_name << ", priced as " << bf << ") holds " << iso.macs_per_clock_per_unit
-              << " " << fa.name << " MACs/clock/" << t.unit_name << " -> " << fixed(iso.tflops, 1)
-              << " dense TFLOP/s (vs " << fixed(t.find_rate(a.iso_class)->tflops, 1) << " listed for " << a.iso_class << " in the target file"
+    const cost::IsoArea iso = cost::iso_area_peak(t, a.iso_class, cat.format(bf), fa, dp);
+    std::cout << "\niso-area on " << t.name << ": its " << a.iso_class << " array ("
+              << iso.budget_macs_per_clock_per_unit << " MACs/clock/" << t.unit_name << ", priced as " << bf
+              << ") holds " << iso.macs_per_clock_per_unit << " " << fa.name << " MACs/clock/" << t.unit_name
+              << " -> " << fixed(iso.tflops, 1) << " dense TFLOP/s (vs "
+              << fixed(t.find_rate(a.iso_class)->tflops, 1) << " listed for " << a.iso_class
+              << " in the target file"
               << ")\n";
   }
 }
@@ -251,15 +262,16 @@ void run_targets(Context& ctx, const CostArgs& a) {
     std::cout << t.name << ": " << t.display_name << " [" << t.kind << "]\n  memory " << sig(t.bandwidth_gb_s)
               << " GB/s, " << sig(t.capacity_gb) << " GB  (" << t.bandwidth_source << ")\n";
     if (t.units > 0) {
-      std::cout << "  " << t.units << " " << t.unit_name << "s" << (t.clock_mhz > 0 ? " at " + sig(t.clock_mhz) + " MHz" : "")
+      std::cout << "  " << t.units << " " << t.unit_name << "s"
+                << (t.clock_mhz > 0 ? " at " + sig(t.clock_mhz) + " MHz" : "")
                 << (t.compute_unverified ? "  [unverified: " + t.compute_note + "]" : "") << "\n";
     }
     for (const auto& [cls, r] : t.rates) {
       const auto rebuilt = t.rebuilt_tflops(cls);
       std::cout << "  " << cls << ": " << sig(r.tflops) << " TFLOP/s dense"
-                << (rebuilt ? " (rebuilt " + fixed(*rebuilt, 1) + ")" : "") << (r.unverified ? " [unverified]" : "")
-                << " on " << t.datapath_for(cls)
-                << "  -- " << (r.derived_from.empty() ? r.source : r.derived_from) << "\n";
+                << (rebuilt ? " (rebuilt " + fixed(*rebuilt, 1) + ")" : "")
+                << (r.unverified ? " [unverified]" : "") << " on " << t.datapath_for(cls) << "  -- "
+                << (r.derived_from.empty() ? r.source : r.derived_from) << "\n";
     }
   }
 }
@@ -282,37 +294,46 @@ void register_cost(CLI::App& app, Context& ctx) {
   cmd->add_option("--activations", args->activations,
                   "override the plan's GEMM-input format (linear_input, lm_head_input, q, probs)");
   cmd->add_option("--kv-cache", args->kv_cache, "override the plan's KV-cache format");
-  cmd->add_option("--datapath", args->datapath,
-                  "run every GEMM on this datapath record (formats/datapath or a .toml); default: the plan's, else the "
-                  "target's datapath for each rate class");
-  cmd->add_option("--batch", args->batch, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option(
+      "--datapath", args->datapath,
+      "run every GEMM on this datapath record (formats/datapath or a .toml); default: the plan's, else the "
+      "target's datapath for each rate class");
+  cmd->add_option("--batch", args->batch, "sequences per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--context", args->context, "prompt length (prefill) / tokens in the KV cache (decode)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--phase", args->phase, "prefill | decode | both | train (train needs --system)")->capture_default_str();
+  cmd->add_option("--phase", args->phase, "prefill | decode | both | train (train needs --system)")
+      ->capture_default_str();
   cmd->add_option("--top", args->top, "ops to list per phase")->capture_default_str();
   cmd->add_flag("--json", args->json, "print JSON instead of tables");
-  cmd->add_option("--plot", args->plot_dir, "also draw each phase's per-op time, bytes and energy to DIR/cost_<phase>.svg");
+  cmd->add_option("--plot", args->plot_dir,
+                  "also draw each phase's per-op time, bytes and energy to DIR/cost_<phase>.svg");
   auto cluster = add_cost_cluster_options(cmd);
   cmd->callback([&ctx, args, cluster, cmd] {
     if (!cmd->get_subcommands().empty()) return;
     if (cluster->active(args->phase)) {
-      run_cost_cluster(ctx, *cluster,
-                       {args->cost_dirs, args->target, args->model, args->plan, args->weights, args->activations,
-                        args->kv_cache, args->datapath, args->phase, args->batch, args->context, args->top, args->json});
+      run_cost_cluster(
+          ctx, *cluster,
+          {args->cost_dirs, args->target, args->model, args->plan, args->weights, args->activations,
+           args->kv_cache, args->datapath, args->phase, args->batch, args->context, args->top, args->json});
     } else {
       run_cost(ctx, *args);
     }
   });
 
-  auto* mac = cmd->add_subcommand("mac", "per-MAC area/energy breakdown of a format on a datapath, and iso-area");
+  auto* mac =
+      cmd->add_subcommand("mac", "per-MAC area/energy breakdown of a format on a datapath, and iso-area");
   mac->add_option("--format", args->format,
                   "element or block format of the inputs (default: the datapath's own input formats)");
   mac->add_option("--format-b", args->format_b, "second input's format if it differs");
   mac->add_option("--datapath", args->datapath, "datapath record (formats/datapath; default generic_bf16)");
   mac->add_option("--iso-target", args->iso_target, "also spend this target's MAC array on --format MACs");
-  mac->add_option("--iso-class", args->iso_class, "rate class whose array is the area budget")->capture_default_str();
-  mac->add_option("--iso-format", args->iso_format, "format that prices the budget MACs (default: --iso-class)");
+  mac->add_option("--iso-class", args->iso_class, "rate class whose array is the area budget")
+      ->capture_default_str();
+  mac->add_option("--iso-format", args->iso_format,
+                  "format that prices the budget MACs (default: --iso-class)");
   mac->callback([&ctx, args] { run_mac(ctx, *args); });
 
   auto* targets = cmd->add_subcommand("targets", "list hardware targets with their rates and sources");

@@ -26,22 +26,25 @@ void print_train(const cost::TrainResult& r, const cost::Target& t) {
   const auto& s = r.time;
   const auto& m = r.memory;
   std::cout << "parallel " << r.config.par.str() << "; micro-batch " << r.config.micro_batch << ", "
-            << r.microbatches << " micro-batches per pipeline; recompute " << cost::recompute_name(r.config.recompute)
-            << "\n";
+            << r.microbatches << " micro-batches per pipeline; recompute "
+            << cost::recompute_name(r.config.recompute) << "\n";
   std::cout << "step     " << num(s.step_s, 3) << " s, " << num(r.tokens_per_s, 0) << " tokens/s, "
-            << num(r.tflops_per_device, 1) << " model TFLOP/s per device, MFU " << num(100 * r.mfu, 1) << "% of "
-            << r.rate_class << " peak (" << num(t.peak_ops(r.rate_class) / 1e12, 1) << " TFLOP/s)\n";
-  std::cout << "time     compute " << num(s.compute_s, 3) << " s (" << pct(s.compute_s, s.step_s) << "), memory-bound "
-            << num(s.memory_s, 3) << " (" << pct(s.memory_s, s.step_s) << "), TP comm " << num(s.tp_s, 3) << " ("
-            << pct(s.tp_s, s.step_s) << "), CP comm " << num(s.cp_s, 3) << " (" << pct(s.cp_s, s.step_s)
-            << "), EP all-to-all " << num(s.ep_s, 3) << " (" << pct(s.ep_s, s.step_s) << "), PP comm " << num(s.pp_s, 3) << " (" << pct(s.pp_s, s.step_s) << "), DP comm " << num(s.dp_s, 3)
-            << " (" << pct(s.dp_s, s.step_s) << "), bubble " << num(s.bubble_s, 3) << " ("
+            << num(r.tflops_per_device, 1) << " model TFLOP/s per device, MFU " << num(100 * r.mfu, 1)
+            << "% of " << r.rate_class << " peak (" << num(t.peak_ops(r.rate_class) / 1e12, 1)
+            << " TFLOP/s)\n";
+  std::cout << "time     compute " << num(s.compute_s, 3) << " s (" << pct(s.compute_s, s.step_s)
+            << "), memory-bound " << num(s.memory_s, 3) << " (" << pct(s.memory_s, s.step_s) << "), TP comm "
+            << num(s.tp_s, 3) << " (" << pct(s.tp_s, s.step_s) << "), CP comm " << num(s.cp_s, 3) << " ("
+            << pct(s.cp_s, s.step_s) << "), EP all-to-all " << num(s.ep_s, 3) << " (" << pct(s.ep_s, s.step_s)
+            << "), PP comm " << num(s.pp_s, 3) << " (" << pct(s.pp_s, s.step_s) << "), DP comm "
+            << num(s.dp_s, 3) << " (" << pct(s.dp_s, s.step_s) << "), bubble " << num(s.bubble_s, 3) << " ("
             << pct(s.bubble_s, s.step_s) << "), optimizer " << num(s.optimizer_s, 3) << " ("
             << pct(s.optimizer_s, s.step_s) << ")\n";
   std::cout << "memory   per device: weights " << num(m.weights / 1e9, 1) << " GB, gradients "
             << num(m.gradients / 1e9, 1) << ", optimizer " << num(m.optimizer / 1e9, 1) << ", activations "
-            << num(m.activations / 1e9, 1) << " = " << num(m.total / 1e9, 1) << " of " << num(m.capacity / 1e9, 0)
-            << " GB" << (m.fits ? " (fits)" : " -- DOES NOT FIT: " + m.why) << "\n";
+            << num(m.activations / 1e9, 1) << " = " << num(m.total / 1e9, 1) << " of "
+            << num(m.capacity / 1e9, 0) << " GB" << (m.fits ? " (fits)" : " -- DOES NOT FIT: " + m.why)
+            << "\n";
 }
 
 std::string train_json(const cost::TrainResult& r) {
@@ -50,15 +53,16 @@ std::string train_json(const cost::TrainResult& r) {
   std::ostringstream o;
   o.precision(6);
   o << "{\"parallel\": \"" << r.config.par.str() << "\", \"micro_batch\": " << r.config.micro_batch
-    << ", \"microbatches\": " << r.microbatches << ", \"recompute\": \"" << cost::recompute_name(r.config.recompute)
-    << "\", \"rate_class\": \"" << r.rate_class << "\", \"step_s\": " << s.step_s << ", \"compute_s\": " << s.compute_s
+    << ", \"microbatches\": " << r.microbatches << ", \"recompute\": \""
+    << cost::recompute_name(r.config.recompute) << "\", \"rate_class\": \"" << r.rate_class
+    << "\", \"step_s\": " << s.step_s << ", \"compute_s\": " << s.compute_s
     << ", \"memory_s\": " << s.memory_s << ", \"tp_s\": " << s.tp_s << ", \"cp_s\": " << s.cp_s
-    << ", \"ep_s\": " << s.ep_s
-    << ", \"pp_s\": " << s.pp_s << ", \"dp_s\": " << s.dp_s << ", \"bubble_s\": " << s.bubble_s
-    << ", \"optimizer_s\": " << s.optimizer_s << ", \"tokens_per_s\": " << r.tokens_per_s
-    << ", \"tflops_per_device\": " << r.tflops_per_device << ", \"mfu\": " << r.mfu
-    << ", \"memory\": {\"weights\": " << m.weights << ", \"gradients\": " << m.gradients
-    << ", \"optimizer\": " << m.optimizer << ", \"activations\": " << m.activations << ", \"total\": " << m.total
+    << ", \"ep_s\": " << s.ep_s << ", \"pp_s\": " << s.pp_s << ", \"dp_s\": " << s.dp_s
+    << ", \"bubble_s\": " << s.bubble_s << ", \"optimizer_s\": " << s.optimizer_s
+    << ", \"tokens_per_s\": " << r.tokens_per_s << ", \"tflops_per_device\": " << r.tflops_per_device
+    << ", \"mfu\": " << r.mfu << ", \"memory\": {\"weights\": " << m.weights
+    << ", \"gradients\": " << m.gradients << ", \"optimizer\": " << m.optimizer
+    << ", \"activations\": " << m.activations << ", \"total\": " << m.total
     << ", \"capacity\": " << m.capacity << ", \"fits\": " << (m.fits ? "true" : "false") << "}}";
   return o.str();
 }
@@ -67,26 +71,33 @@ std::string train_json(const cost::TrainResult& r) {
 
 std::shared_ptr<ClusterArgs> add_cost_cluster_options(CLI::App* cmd) {
   auto a = std::make_shared<ClusterArgs>();
-  cmd->add_option("--system", a->system,
-                  "system (data/systems: dgx_a100, dgx_h100, gb200_nvl72, tpu_v5p_pod) or a .toml file; its device "
-                  "is the target unless --target is given");
+  cmd->add_option(
+      "--system", a->system,
+      "system (data/systems: dgx_a100, dgx_h100, gb200_nvl72, tpu_v5p_pod) or a .toml file; its device "
+      "is the target unless --target is given");
   cmd->add_option("--devices", a->devices, "devices in the job (training: dp = devices / (tp pp cp))")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--parallel", a->parallel, "parallel degrees, e.g. tp=8,pp=4,dp=32,cp=1,vpp=1,sp=1,zero=1");
   cmd->add_flag("--search", a->search, "search parallel configurations on --devices and list the best --top");
   cmd->add_option("--step-time", a->step_time,
-                  "with --search and no --devices: the fewest devices (scale-up size x 2^k) meeting this step time (s)")
+                  "with --search and no --devices: the fewest devices (scale-up size x 2^k) meeting this "
+                  "step time (s)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--global-batch", a->global_batch, "training: sequences per step")->capture_default_str()
+  cmd->add_option("--global-batch", a->global_batch, "training: sequences per step")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--micro-batch", a->micro_batch, "training: sequences per micro-batch")->capture_default_str()
+  cmd->add_option("--micro-batch", a->micro_batch, "training: sequences per micro-batch")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--recompute", a->recompute, "training: none | selective | full")->capture_default_str();
   cmd->add_option("--gradients", a->gradients, "training: gradient format")->capture_default_str();
-  cmd->add_option("--optimizer-states", a->optimizer_states, "training: Adam state format")->capture_default_str();
-  cmd->add_option("--master-weights", a->master_weights, "training: master-weight format")->capture_default_str();
-  cmd->add_option("--comm", a->comm, "training: format on the wire for gradients and activations (default: "
-                                     "gradients bf16, activations in the activation format)");
+  cmd->add_option("--optimizer-states", a->optimizer_states, "training: Adam state format")
+      ->capture_default_str();
+  cmd->add_option("--master-weights", a->master_weights, "training: master-weight format")
+      ->capture_default_str();
+  cmd->add_option("--comm", a->comm,
+                  "training: format on the wire for gradients and activations (default: "
+                  "gradients bf16, activations in the activation format)");
   cmd->add_option("--batches", a->batches, "inference: batch sizes to tabulate (default: --batch)")
       ->delimiter(',');
   return a;
@@ -94,7 +105,8 @@ std::shared_ptr<ClusterArgs> add_cost_cluster_options(CLI::App* cmd) {
 
 void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
   if (c.model.empty()) throw Error("lpemu cost: --model is required (see `lpemu cost --help`)");
-  if (a.system.empty()) throw Error("lpemu cost: --system is required with --devices, --parallel, --search or --phase train");
+  if (a.system.empty())
+    throw Error("lpemu cost: --system is required with --devices, --parallel, --search or --phase train");
   cost::Catalog cat(ctx.formats(), c.cost_dirs, &ctx.blocks(), &ctx.datapaths());
   const cost::System sys = cost::load_system(a.system, c.cost_dirs);
   const cost::Target& t = cat.target(c.target.empty() ? sys.device : c.target);
@@ -125,9 +137,10 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
   const cost::MacDatapath& dp = cat.datapath(dp_name);
 
   if (!c.json) {
-    std::cout << "system   " << sys.name << " (" << sys.display_name << "): device " << t.name << ", scale-up "
-              << sys.scale_up_kind << " of " << sys.scale_up_size << " at " << sys.scale_up.bandwidth_gb_s
-              << " GB/s" << (sys.scale_up_kind == "torus" ? " per link" : " per device") << ", scale-out "
+    std::cout << "system   " << sys.name << " (" << sys.display_name << "): device " << t.name
+              << ", scale-up " << sys.scale_up_kind << " of " << sys.scale_up_size << " at "
+              << sys.scale_up.bandwidth_gb_s << " GB/s"
+              << (sys.scale_up_kind == "torus" ? " per link" : " per device") << ", scale-out "
               << sys.scale_out.bandwidth_gb_s << " GB/s per device\n";
     std::cout << "model    " << m.name << " (" << num(static_cast<double>(m.parameters()) / 1e9, 2)
               << " G parameters)\n";
@@ -136,50 +149,57 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
     const cost::TrainFormats f = experiment::train_formats(pf, cat, setup);
     cost::TrainConfig cfg = experiment::train_config(setup);
     if (!c.json) {
-      std::cout << "formats  weights " << f.weights.name << ", activations " << f.activations.name << ", gradients "
-                << f.gradients.name << ", optimizer states " << f.optimizer_states.name << ", master weights "
-                << f.master_weights.name << "; on the wire: gradients " << f.grad_comm.name << ", activations "
-                << f.act_comm.name << "\n";
+      std::cout << "formats  weights " << f.weights.name << ", activations " << f.activations.name
+                << ", gradients " << f.gradients.name << ", optimizer states " << f.optimizer_states.name
+                << ", master weights " << f.master_weights.name << "; on the wire: gradients "
+                << f.grad_comm.name << ", activations " << f.act_comm.name << "\n";
       std::cout << "job      " << a.global_batch << " sequences of " << c.context << " tokens per step\n\n";
     }
     if (a.search) {
-      if (a.devices < 1 && a.step_time <= 0) throw Error("lpemu cost --search: --devices or --step-time is required");
+      if (a.devices < 1 && a.step_time <= 0)
+        throw Error("lpemu cost --search: --devices or --step-time is required");
       if (!a.parallel.empty()) cfg.par = cost::parse_parallel(a.parallel);
       std::vector<cost::TrainResult> all;
       if (a.devices > 0) {
         all = cost::search_training(m, f, sys, t, dp, a.devices, cfg);
-        if (all.empty()) throw Error("lpemu cost --search: no consistent configuration on " + std::to_string(a.devices) + " devices");
+        if (all.empty())
+          throw Error("lpemu cost --search: no consistent configuration on " + std::to_string(a.devices) +
+                      " devices");
       } else {
         constexpr long long kMaxDevices = 1LL << 17;
         all = cost::fewest_devices_for_step(m, f, sys, t, dp, cfg, a.step_time, kMaxDevices);
         if (all.empty()) {
-          throw Error("lpemu cost --step-time " + num(a.step_time, 3) + ": no device count up to " +
-                      std::to_string(sys.max_devices > 0 ? std::min(sys.max_devices, kMaxDevices) : kMaxDevices) +
-                      " meets it on system '" + sys.name + "'");
+          throw Error(
+              "lpemu cost --step-time " + num(a.step_time, 3) + ": no device count up to " +
+              std::to_string(sys.max_devices > 0 ? std::min(sys.max_devices, kMaxDevices) : kMaxDevices) +
+              " meets it on system '" + sys.name + "'");
         }
         if (!c.json) {
-          std::cout << "fewest devices meeting a step of " << num(a.step_time, 3) << " s: "
-                    << all.front().config.par.devices() << "\n";
+          std::cout << "fewest devices meeting a step of " << num(a.step_time, 3)
+                    << " s: " << all.front().config.par.devices() << "\n";
         }
       }
       if (c.json) {
         std::cout << "[";
-        for (std::size_t i = 0; i < all.size() && static_cast<int>(i) < c.top; ++i) std::cout << (i ? ", " : "") << train_json(all[i]);
+        for (std::size_t i = 0; i < all.size() && static_cast<int>(i) < c.top; ++i)
+          std::cout << (i ? ", " : "") << train_json(all[i]);
         std::cout << "]\n";
         return;
       }
-      std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel", "mb",
-                  "recompute", "step s", "tokens/s", "MFU", "compute", "memory", "TP", "EP", "PP", "DP", "bubble", "opt",
-                  "mem GB");
+      std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel",
+                  "mb", "recompute", "step s", "tokens/s", "MFU", "compute", "memory", "TP", "EP", "PP", "DP",
+                  "bubble", "opt", "mem GB");
       for (std::size_t i = 0; i < all.size() && static_cast<int>(i) < c.top; ++i) {
         const auto& r = all[i];
         const auto& s = r.time;
-        std::printf("%4zu %-34s %3lld %-9s %8.3f %10.0f %5.1f%% %6.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %6.1f%s\n",
-                    i + 1, r.config.par.str().c_str(), r.config.micro_batch, cost::recompute_name(r.config.recompute),
-                    s.step_s, r.tokens_per_s, 100 * r.mfu, 100 * s.compute_s / s.step_s, 100 * s.memory_s / s.step_s,
-                    100 * s.tp_s / s.step_s, 100 * s.ep_s / s.step_s, 100 * s.pp_s / s.step_s, 100 * s.dp_s / s.step_s,
-                    100 * s.bubble_s / s.step_s, 100 * s.optimizer_s / s.step_s, r.memory.total / 1e9,
-                    r.memory.fits ? "" : " (does not fit)");
+        std::printf(
+            "%4zu %-34s %3lld %-9s %8.3f %10.0f %5.1f%% %6.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% "
+            "%5.1f%% %5.1f%% %6.1f%s\n",
+            i + 1, r.config.par.str().c_str(), r.config.micro_batch, cost::recompute_name(r.config.recompute),
+            s.step_s, r.tokens_per_s, 100 * r.mfu, 100 * s.compute_s / s.step_s, 100 * s.memory_s / s.step_s,
+            100 * s.tp_s / s.step_s, 100 * s.ep_s / s.step_s, 100 * s.pp_s / s.step_s,
+            100 * s.dp_s / s.step_s, 100 * s.bubble_s / s.step_s, 100 * s.optimizer_s / s.step_s,
+            r.memory.total / 1e9, r.memory.fits ? "" : " (does not fit)");
       }
       std::cout << "(" << all.size() << " consistent configurations; percentages are shares of the step)\n";
       return;
@@ -199,15 +219,16 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
   }
   const cost::Parallel par = cost::parse_parallel(a.parallel.empty() ? "tp=1" : a.parallel);
   if (a.devices > 0 && par.devices() != a.devices) {
-    throw Error("--parallel " + par.str() + " uses " + std::to_string(par.devices()) + " devices; --devices is " +
-                std::to_string(a.devices));
+    throw Error("--parallel " + par.str() + " uses " + std::to_string(par.devices()) +
+                " devices; --devices is " + std::to_string(a.devices));
   }
   std::vector<long long> batches = a.batches.empty() ? std::vector<long long>{c.batch} : a.batches;
   const long long maxb = cost::max_batch_for_kv(m, pf, t, par, c.context);
   if (!c.json) {
     std::cout << "plan     weights " << pf.weights.name << ", activations " << pf.activations.name << ", kv "
               << pf.kv_cache.name << "; parallel tp=" << par.tp << ",pp=" << par.pp << "\n";
-    std::cout << "KV cache at context " << c.context << ": largest batch that fits per device = " << maxb << "\n";
+    std::cout << "KV cache at context " << c.context << ": largest batch that fits per device = " << maxb
+              << "\n";
   } else {
     std::cout << "{\"system\": \"" << sys.name << "\", \"max_batch\": " << maxb << ", \"rows\": [";
   }
@@ -216,24 +237,24 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
     if (c.phase != "both" && c.phase != ph) continue;
     const cost::Phase phase = std::string(ph) == "prefill" ? cost::Phase::prefill : cost::Phase::decode;
     if (!c.json) {
-      std::printf("\n%s, context %lld\n%7s %10s %12s %14s %8s %8s %8s %9s\n", ph, c.context, "batch", "step ms",
-                  "tokens/s", "tokens/s/dev", "compute", "memory", "TP", "GB/dev");
+      std::printf("\n%s, context %lld\n%7s %10s %12s %14s %8s %8s %8s %9s\n", ph, c.context, "batch",
+                  "step ms", "tokens/s", "tokens/s/dev", "compute", "memory", "TP", "GB/dev");
     }
     for (long long b : batches) {
       if (b < 1) throw Error("--batches: " + std::to_string(b) + ": expected positive batch sizes");
       const auto r = cost::inference_step(m, pf, sys, t, dp, par, phase, b, c.context);
       if (c.json) {
-        std::cout << (first ? "" : ", ") << "{\"phase\": \"" << ph << "\", \"batch\": " << b << ", \"step_s\": "
-                  << r.step_s << ", \"tokens_per_s\": " << r.tokens_per_s << ", \"tp_s\": " << r.tp_s
-                  << ", \"bytes_per_device\": " << r.weight_bytes + r.kv_bytes
+        std::cout << (first ? "" : ", ") << "{\"phase\": \"" << ph << "\", \"batch\": " << b
+                  << ", \"step_s\": " << r.step_s << ", \"tokens_per_s\": " << r.tokens_per_s
+                  << ", \"tp_s\": " << r.tp_s << ", \"bytes_per_device\": " << r.weight_bytes + r.kv_bytes
                   << ", \"fits\": " << (r.fits ? "true" : "false") << "}";
         first = false;
         continue;
       }
-      std::printf("%7lld %10.3f %12.1f %14.1f %7.1f%% %7.1f%% %7.1f%% %9.1f%s\n", b, r.step_s * 1e3, r.tokens_per_s,
-                  r.tokens_per_s / static_cast<double>(par.devices()), 100 * r.compute_s / r.step_s,
-                  100 * r.memory_s / r.step_s, 100 * r.tp_s / r.step_s, (r.weight_bytes + r.kv_bytes) / 1e9,
-                  r.fits ? "" : "  does not fit");
+      std::printf("%7lld %10.3f %12.1f %14.1f %7.1f%% %7.1f%% %7.1f%% %9.1f%s\n", b, r.step_s * 1e3,
+                  r.tokens_per_s, r.tokens_per_s / static_cast<double>(par.devices()),
+                  100 * r.compute_s / r.step_s, 100 * r.memory_s / r.step_s, 100 * r.tp_s / r.step_s,
+                  (r.weight_bytes + r.kv_bytes) / 1e9, r.fits ? "" : "  does not fit");
     }
   }
   if (c.json) std::cout << "]}\n";

@@ -16,8 +16,8 @@
 #include "lpemu/datapath/dot_cases.hpp"
 #include "lpemu/datapath/exact.hpp"
 #include "lpemu/error.hpp"
-#include "lpemu/format/codec.hpp"
 #include "lpemu/experiment/datapath_error.hpp"
+#include "lpemu/format/codec.hpp"
 #include "lpemu/io/output.hpp"
 #include "lpemu/io/text.hpp"
 
@@ -36,7 +36,8 @@ void run_dot(Context& ctx, const std::string& name, const std::string& inputs, c
   if (!inputs.empty()) dp.a = dp.b = ctx.formats().get(inputs);
   std::ifstream in = io::open_input(in_path);
   std::unique_ptr<io::AtomicFile> out_file;
-  if (!out_path.empty()) out_file = std::make_unique<io::AtomicFile>(out_path, io::OutputPolicy{force, {in_path}});
+  if (!out_path.empty())
+    out_file = std::make_unique<io::AtomicFile>(out_path, io::OutputPolicy{force, {in_path}});
   std::ostream& out = out_path.empty() ? std::cout : out_file->stream();
   std::size_t cases = 0;
   std::size_t mismatches = 0;
@@ -46,8 +47,8 @@ void run_dot(Context& ctx, const std::string& name, const std::string& inputs, c
       in, in_path, dp,
       [&](const datapath::DotCaseColumns& c) {
         cols = c;
-        out << "a,b,c," << (c.scaled ? "scale_a,scale_b," : "") << "d,d_value,exact" << (c.expected ? ",match" : "")
-            << "\n";
+        out << "a,b,c," << (c.scaled ? "scale_a,scale_b," : "") << "d,d_value,exact"
+            << (c.expected ? ",match" : "") << "\n";
       },
       [&](const datapath::DotCase& k) {
         const datapath::BlockScales scales = k.scales();
@@ -68,7 +69,8 @@ void run_dot(Context& ctx, const std::string& name, const std::string& inputs, c
   if (!out_path.empty()) std::cout << "wrote " << cases << " results to " << out_path << "\n";
   if (cols.expected) {
     std::cout << cases - mismatches << " of " << cases << " results match expected_result\n";
-    if (mismatches != 0) throw Error(in_path + ": " + std::to_string(mismatches) + " results differ from expected_result");
+    if (mismatches != 0)
+      throw Error(in_path + ": " + std::to_string(mismatches) + " results differ from expected_result");
   }
 }
 
@@ -124,9 +126,10 @@ void register_datapath(CLI::App& app, Context& ctx) {
   auto dot_out = std::make_shared<std::string>();
   auto dot_inputs = std::make_shared<std::string>();
   dot->add_option("--datapath", *dot_name, "datapath name (see `lpemu datapath list`)")->required();
-  dot->add_option("--cases", *dot_in,
-                  "CSV with columns a, b (hex codes separated by ';' or spaces), c (hex); optional scale_a, "
-                  "scale_b (per-block scales), row, expected_result: the dot.csv of `lpemu proposal` reads as is")
+  dot->add_option(
+         "--cases", *dot_in,
+         "CSV with columns a, b (hex codes separated by ';' or spaces), c (hex); optional scale_a, "
+         "scale_b (per-block scales), row, expected_result: the dot.csv of `lpemu proposal` reads as is")
       ->required();
   dot->add_option("--inputs", *dot_inputs, "override the datapath's input format (a and b)");
   auto dot_force = std::make_shared<bool>(false);
@@ -136,7 +139,8 @@ void register_datapath(CLI::App& app, Context& ctx) {
     run_dot(ctx, *dot_name, *dot_inputs, *dot_in, *dot_out, *dot_force);
   });
 
-  auto* err = app.add_subcommand("datapath-error", "relative error of datapaths versus K against the exact dot product");
+  auto* err = app.add_subcommand("datapath-error",
+                                 "relative error of datapaths versus K against the exact dot product");
   auto flags = std::make_shared<ErrorFlags>();
   err->add_option("--datapath", flags->datapaths, "comma-separated datapath names")->capture_default_str();
   err->add_option("--k", flags->ks, "comma-separated dot-product lengths")->capture_default_str();

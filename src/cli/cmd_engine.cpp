@@ -28,7 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 struct ModelFlags {
   std::string model = "stories260K";
   std::string plan = "fp32";
@@ -53,7 +52,9 @@ Loaded load(Context& ctx, const ModelFlags& f, bool with_model = true) {
   return l;
 }
 
-std::string num(double v, int digits = 6) { return io::format_number(v, io::NumberStyle::significant, digits); }
+std::string num(double v, int digits = 6) {
+  return io::format_number(v, io::NumberStyle::significant, digits);
+}
 
 // JSON numbers: NaN and ±Inf become null (nlohmann::json's rule; README "Robustness").
 nlohmann::json stats_json(const metrics::ErrorStats& s) {
@@ -64,7 +65,9 @@ nlohmann::json stats_json(const metrics::ErrorStats& s) {
 /// A JSON number (NaN and ±Inf as null).
 std::string json_num(double v) { return nlohmann::json(v).dump(); }
 
-std::string quoted(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 }  // namespace
 
@@ -78,12 +81,16 @@ void register_engine(CLI::App& app, Context& ctx) {
   static engine::SamplingOptions sampling;
   run_flags.add_to(run);
   auto* run_prompt = run->add_option("--prompt", prompt, "prompt text (empty: start from BOS alone)");
-  run->add_option("--tokens", prompt_tokens, "prompt as a 1-D integer .npy of token ids (BOS included if wanted)")
+  run->add_option("--tokens", prompt_tokens,
+                  "prompt as a 1-D integer .npy of token ids (BOS included if wanted)")
       ->check(CLI::ExistingFile)
       ->excludes(run_prompt);
-  run->add_option("--temperature", sampling.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
-  run->add_option("--top-k", sampling.top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str();
-  run->add_option("--top-p", sampling.top_p, "sample within the smallest set of probability >= p")->capture_default_str();
+  run->add_option("--temperature", sampling.temperature, "sampling temperature; 0 = greedy")
+      ->capture_default_str();
+  run->add_option("--top-k", sampling.top_k, "sample among the k most likely tokens; 0 = all")
+      ->capture_default_str();
+  run->add_option("--top-p", sampling.top_p, "sample within the smallest set of probability >= p")
+      ->capture_default_str();
   run->add_option("--seed", sampling.seed, "seed of the sampling stream")->capture_default_str();
   run->add_option("--steps", steps, "positions to run, prompt included (as llama2.c -n)")
       ->capture_default_str()
@@ -95,8 +102,9 @@ void register_engine(CLI::App& app, Context& ctx) {
     if (l.model.tokenizer.empty() && prompt_tokens.empty()) {
       throw IoError(l.model.path.string() + ": model file has no tokenizer (give --tokens FILE.npy)");
     }
-    const std::vector<int> p = prompt_tokens.empty() ? l.model.tokenizer.encode(prompt)
-                                                     : engine::load_token_ids(prompt_tokens, l.model.config.vocab_size);
+    const std::vector<int> p = prompt_tokens.empty()
+                                   ? l.model.tokenizer.encode(prompt)
+                                   : engine::load_token_ids(prompt_tokens, l.model.config.vocab_size);
     engine::SessionOptions o;
     o.quantizers = &ctx.quantizers();
     o.gemms = &ctx.gemms();
@@ -104,8 +112,8 @@ void register_engine(CLI::App& app, Context& ctx) {
     o.max_tokens = n;  // the KV cache holds the positions this run uses, not the model's whole seq_len
     engine::Session s(l.model, l.plan, o);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int> out = sampling.temperature > 0 ? engine::generate(s, p, n, sampling)
-                                                          : engine::generate_greedy(s, p, n);
+    const std::vector<int> out =
+        sampling.temperature > 0 ? engine::generate(s, p, n, sampling) : engine::generate_greedy(s, p, n);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (l.model.tokenizer.empty()) {
       for (std::size_t i = 0; i < out.size(); ++i) std::cout << (i ? " " : "") << out[i];
@@ -132,13 +140,16 @@ void register_engine(CLI::App& app, Context& ctx) {
   ev_flags.add_to(ev);
   auto* ev_text = ev->add_option("--text", text_files, "UTF-8 text file(s) to score (one document each)")
                       ->check(CLI::ExistingFile);
-  auto* ev_tok = ev->add_option("--tokens", ev_tokens, "1-D integer .npy file(s) of token ids to score instead of texts")
-                     ->check(CLI::ExistingFile);
+  auto* ev_tok =
+      ev->add_option("--tokens", ev_tokens, "1-D integer .npy file(s) of token ids to score instead of texts")
+          ->check(CLI::ExistingFile);
   ev_text->excludes(ev_tok);
   ev->add_option("--logits-out", logits_out, "write the plan's logits [tokens, vocab] to this float32 .npy");
-  ev->add_option("--context", context, "sliding-window perplexity: window length (default: the model's seq_len)")
+  ev->add_option("--context", context,
+                 "sliding-window perplexity: window length (default: the model's seq_len)")
       ->check(CLI::PositiveNumber);
-  ev->add_option("--stride", stride, "sliding-window perplexity: tokens between window starts (default: --context)")
+  ev->add_option("--stride", stride,
+                 "sliding-window perplexity: tokens between window starts (default: --context)")
       ->check(CLI::PositiveNumber);
   ev->add_option("--reference", reference, "reference plan")->capture_default_str();
   ev->add_flag("--json", json, "print JSON instead of a table");
@@ -148,7 +159,8 @@ void register_engine(CLI::App& app, Context& ctx) {
     ctx.apply_threads();
     Loaded l = load(ctx, ev_flags);
     const engine::PrecisionPlan ref = ctx.load_plan(reference);
-    if (text_files.empty() && ev_tokens.empty()) throw SpecError("eval: give --text FILE... or --tokens FILE.npy...");
+    if (text_files.empty() && ev_tokens.empty())
+      throw SpecError("eval: give --text FILE... or --tokens FILE.npy...");
     std::vector<std::vector<int>> docs;
     std::vector<std::string> names = ev_tokens.empty() ? text_files : ev_tokens;
     for (const auto& name : names) {
@@ -156,7 +168,8 @@ void register_engine(CLI::App& app, Context& ctx) {
         docs.push_back(engine::load_token_ids(name, l.model.config.vocab_size));
         continue;
       }
-      if (l.model.tokenizer.empty()) throw IoError(l.model.path.string() + ": model file has no tokenizer (use --tokens)");
+      if (l.model.tokenizer.empty())
+        throw IoError(l.model.path.string() + ": model file has no tokenizer (use --tokens)");
       std::string text = io::read_input(name, std::size_t{64} << 20);  // bounded: /dev/zero cannot hang
       while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
       docs.push_back(l.model.tokenizer.encode(text));
@@ -170,34 +183,41 @@ void register_engine(CLI::App& app, Context& ctx) {
       po.stride = stride;
       std::size_t total = 0;
       double sum = 0, ref_sum = 0;
-      if (json) std::cout << "{\"model\": " << quoted(l.model.config.name) << ", \"plan\": " << quoted(l.plan.name)
-                          << ", \"reference\": " << quoted(ref.name) << ", \"documents\": [";
+      if (json)
+        std::cout << "{\"model\": " << quoted(l.model.config.name) << ", \"plan\": " << quoted(l.plan.name)
+                  << ", \"reference\": " << quoted(ref.name) << ", \"documents\": [";
       for (std::size_t i = 0; i < docs.size(); ++i) {
         po.progress = [&](std::size_t done, std::size_t all, double secs) {
           std::cerr << "\rlpemu: document " << i + 1 << "/" << docs.size() << ": " << done << "/" << all
-                    << " tokens, " << num(secs, 3) << " s, about " << num(secs * double(all - done) / double(done), 3)
-                    << " s left for this plan   " << std::flush;
+                    << " tokens, " << num(secs, 3) << " s, about "
+                    << num(secs * double(all - done) / double(done), 3) << " s left for this plan   "
+                    << std::flush;
         };
-        const auto r = metrics::sliding_perplexity(l.model, l.plan, docs[i], ctx.quantizers(), ctx.gemms(), po);
+        const auto r =
+            metrics::sliding_perplexity(l.model, l.plan, docs[i], ctx.quantizers(), ctx.gemms(), po);
         const auto rr = metrics::sliding_perplexity(l.model, ref, docs[i], ctx.quantizers(), ctx.gemms(), po);
         std::cerr << "\n";
         total += r.nll.size();
         sum += r.mean_nll * double(r.nll.size());
         ref_sum += rr.mean_nll * double(rr.nll.size());
         if (json) {
-          std::cout << (i ? ", " : "") << "{\"name\": " << quoted(names[i]) << ", \"tokens\": " << docs[i].size()
-                    << ", \"windows\": " << r.windows << ", \"mean_nll\": " << json_num(r.mean_nll)
-                    << ", \"perplexity\": " << json_num(r.perplexity) << ", \"ref_mean_nll\": " << json_num(rr.mean_nll)
+          std::cout << (i ? ", " : "") << "{\"name\": " << quoted(names[i])
+                    << ", \"tokens\": " << docs[i].size() << ", \"windows\": " << r.windows
+                    << ", \"mean_nll\": " << json_num(r.mean_nll)
+                    << ", \"perplexity\": " << json_num(r.perplexity)
+                    << ", \"ref_mean_nll\": " << json_num(rr.mean_nll)
                     << ", \"ref_perplexity\": " << json_num(rr.perplexity) << "}";
         } else {
-          std::cout << names[i] << ": " << docs[i].size() << " tokens, " << r.windows << " windows, perplexity "
-                    << num(r.perplexity) << " (reference " << num(rr.perplexity) << ")\n";
+          std::cout << names[i] << ": " << docs[i].size() << " tokens, " << r.windows
+                    << " windows, perplexity " << num(r.perplexity) << " (reference " << num(rr.perplexity)
+                    << ")\n";
         }
       }
       const double mean = sum / double(total), ref_mean = ref_sum / double(total);
       if (json) {
         std::cout << "], \"scored\": " << total << ", \"mean_nll\": " << json_num(mean)
-                  << ", \"perplexity\": " << json_num(std::exp(mean)) << ", \"ref_mean_nll\": " << json_num(ref_mean)
+                  << ", \"perplexity\": " << json_num(std::exp(mean))
+                  << ", \"ref_mean_nll\": " << json_num(ref_mean)
                   << ", \"ref_perplexity\": " << json_num(std::exp(ref_mean)) << "}\n";
       } else {
         std::cout << "model " << l.model.config.name << ", plan " << l.plan.name << " vs " << ref.name << ": "
@@ -207,16 +227,24 @@ void register_engine(CLI::App& app, Context& ctx) {
       return;
     }
     const std::vector<int>& tokens = docs.front();
-    const metrics::EvalResult r = metrics::evaluate(l.model, l.plan, ref, tokens, ctx.quantizers(), ctx.gemms());
+    const metrics::EvalResult r =
+        metrics::evaluate(l.model, l.plan, ref, tokens, ctx.quantizers(), ctx.gemms());
     if (!logits_out.empty()) {
       io::write_npy_floats(logits_out, {std::size_t(r.plan_logits.rows()), std::size_t(r.plan_logits.cols())},
                            r.plan_logits.data());
     }
     if (json) {
-      nlohmann::json j = {{"model", l.model.config.name}, {"plan", l.plan.name}, {"reference", ref.name},
-                          {"tokens", tokens.size()}, {"mean_nll", r.mean_nll}, {"perplexity", r.perplexity},
-                          {"ref_mean_nll", r.ref_mean_nll}, {"ref_perplexity", r.ref_perplexity},
-                          {"mean_kl", r.mean_kl}, {"max_kl", r.max_kl}, {"top1_agreement", r.top1_agreement},
+      nlohmann::json j = {{"model", l.model.config.name},
+                          {"plan", l.plan.name},
+                          {"reference", ref.name},
+                          {"tokens", tokens.size()},
+                          {"mean_nll", r.mean_nll},
+                          {"perplexity", r.perplexity},
+                          {"ref_mean_nll", r.ref_mean_nll},
+                          {"ref_perplexity", r.ref_perplexity},
+                          {"mean_kl", r.mean_kl},
+                          {"max_kl", r.max_kl},
+                          {"top1_agreement", r.top1_agreement},
                           {"logits", stats_json(r.logits)}};
       j["residual"] = nlohmann::json::object();
       for (const auto& [name, st] : r.residual) j["residual"][name] = stats_json(st);
@@ -224,8 +252,11 @@ void register_engine(CLI::App& app, Context& ctx) {
       for (const auto& [name, st] : r.points) j["points"][name] = stats_json(st);
       j["per_token"] = nlohmann::json::array();
       for (std::size_t t = 0; t < r.nll.size(); ++t) {
-        j["per_token"].push_back({{"token", r.tokens[t + 1]}, {"nll", r.nll[t]}, {"ref_nll", r.ref_nll[t]},
-                                  {"kl", r.kl[t]}, {"top1_agree", r.top1_agree[t]}});
+        j["per_token"].push_back({{"token", r.tokens[t + 1]},
+                                  {"nll", r.nll[t]},
+                                  {"ref_nll", r.ref_nll[t]},
+                                  {"kl", r.kl[t]},
+                                  {"top1_agree", r.top1_agree[t]}});
       }
       print_json(j);
       return;
@@ -249,7 +280,9 @@ void register_engine(CLI::App& app, Context& ctx) {
     if (per_token) {
       std::cout << "  t  token  piece  nll  ref_nll  kl  top1\n";
       for (std::size_t t = 0; t < r.nll.size(); ++t) {
-        std::cout << "  " << t << "  " << r.tokens[t + 1] << "  " << quoted(l.model.tokenizer.empty() ? std::string() : l.model.tokenizer.piece(r.tokens[t + 1]))
+        std::cout << "  " << t << "  " << r.tokens[t + 1] << "  "
+                  << quoted(l.model.tokenizer.empty() ? std::string()
+                                                      : l.model.tokenizer.piece(r.tokens[t + 1]))
                   << "  " << num(r.nll[t]) << "  " << num(r.ref_nll[t]) << "  " << num(r.kl[t]) << "  "
                   << r.top1_agree[t] << "\n";
       }
@@ -275,11 +308,18 @@ void register_engine(CLI::App& app, Context& ctx) {
     const auto rows = generic ? metrics::replay_linear(acts, l.plan, ctx.quantizers(), ctx.gemms())
                               : metrics::replay(acts, l.model, l.plan, ctx.quantizers(), ctx.gemms());
     if (rp_json) {
-      nlohmann::json j = {{"model", l.model.config.name}, {"plan", l.plan.name}, {"rows", nlohmann::json::array()}};
+      nlohmann::json j = {
+          {"model", l.model.config.name}, {"plan", l.plan.name}, {"rows", nlohmann::json::array()}};
       for (const auto& r : rows) {
-        j["rows"].push_back({{"layer", r.layer}, {"tensor", r.tensor}, {"role", r.role}, {"input", r.input},
-                             {"input_format", r.input_format}, {"weight_format", r.weight_format}, {"gemm", r.gemm},
-                             {"input_error", stats_json(r.input_error)}, {"weight_error", stats_json(r.weight_error)},
+        j["rows"].push_back({{"layer", r.layer},
+                             {"tensor", r.tensor},
+                             {"role", r.role},
+                             {"input", r.input},
+                             {"input_format", r.input_format},
+                             {"weight_format", r.weight_format},
+                             {"gemm", r.gemm},
+                             {"input_error", stats_json(r.input_error)},
+                             {"weight_error", stats_json(r.weight_error)},
                              {"output_error", stats_json(r.output_error)}});
       }
       print_json(j);
@@ -287,14 +327,14 @@ void register_engine(CLI::App& app, Context& ctx) {
     }
     std::printf("model %s, plan %s, activations %s\n", l.model.config.name.c_str(), l.plan.name.c_str(),
                 acts.c_str());
-    std::printf("%5s %-7s %-13s %-10s %-10s %10s %10s %10s %12s\n", "layer", "tensor", "role", "input", "weight",
-                "in_SQNR", "w_SQNR", "out_SQNR", "out_max_err");
+    std::printf("%5s %-7s %-13s %-10s %-10s %10s %10s %10s %12s\n", "layer", "tensor", "role", "input",
+                "weight", "in_SQNR", "w_SQNR", "out_SQNR", "out_max_err");
     for (const auto& r : rows) {
       std::printf("%5s %-7s %-13s %-10s %-10s %10s %10s %10s %12s\n",
                   r.layer < 0 ? "head" : std::to_string(r.layer).c_str(), r.tensor.c_str(), r.role.c_str(),
-                  r.input_format.c_str(), r.weight_format.c_str(),
-                  num(r.input_error.sqnr_db, 4).c_str(), num(r.weight_error.sqnr_db, 4).c_str(),
-                  num(r.output_error.sqnr_db, 4).c_str(), num(r.output_error.max_abs, 3).c_str());
+                  r.input_format.c_str(), r.weight_format.c_str(), num(r.input_error.sqnr_db, 4).c_str(),
+                  num(r.weight_error.sqnr_db, 4).c_str(), num(r.output_error.sqnr_db, 4).c_str(),
+                  num(r.output_error.max_abs, 3).c_str());
     }
   });
 }

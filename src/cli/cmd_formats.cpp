@@ -59,7 +59,8 @@ void show(const format::Format& f, const std::string& origin, bool values) {
     if (f.specials == format::Specials::fnuz) {
       std::cout << " (the only NaN; no -0)";
     } else if (f.specials == format::Specials::fn) {
-      std::cout << (f.is_signed ? " and " + format::hex_code(f, f.nan_code() | f.sign_bit()) : std::string()) +
+      std::cout << (f.is_signed ? " and " + format::hex_code(f, f.nan_code() | f.sign_bit())
+                                : std::string()) +
                        " (all-ones magnitude; no Inf)";
     } else {
       std::cout << " (canonical quiet NaN; every all-ones exponent with a non-zero mantissa is NaN)";
@@ -68,8 +69,9 @@ void show(const format::Format& f, const std::string& origin, bool values) {
   }
   if (f.has_negative_zero()) std::cout << "-0:              " << format::hex_code(f, f.sign_bit()) << "\n";
   if (values) {
-    if (f.bits > 16) throw Error("formats show --values: '" + f.name + "' has " + std::to_string(f.bits) +
-                                 "-bit codes; --values lists formats of at most 16 bits");
+    if (f.bits > 16)
+      throw Error("formats show --values: '" + f.name + "' has " + std::to_string(f.bits) +
+                  "-bit codes; --values lists formats of at most 16 bits");
     std::cout << "\ncode  fielded  value\n";
     for (std::uint64_t c = 0; c <= f.code_mask(); ++c) {
       std::cout << format::hex_code(f, c) << "  " << format::fielded_binary(f, c) << "  "
@@ -93,13 +95,14 @@ void register_formats(CLI::App& app, Context& ctx) {
       std::printf("%-18s %-5d %-44s %s\n", f.name.c_str(), f.bits, format::describe(f).c_str(),
                   format_real(f.max_finite).c_str());
     }
-    std::printf("\n%-22s %-16s %-16s %-20s %s\n", "block format", "element", "scale", "granularity", "scale rule");
+    std::printf("\n%-22s %-16s %-16s %-20s %s\n", "block format", "element", "scale", "granularity",
+                "scale rule");
     const auto& blocks = ctx.blocks();
     for (const auto& name : blocks.names()) {
       const auto& b = blocks.get(name);
       const std::string gran = block::describe_granularity(b), scale = block::describe_scale(b);
-      std::printf("%-22s %-16s %-16s %-20s %s\n", b.name.c_str(), b.element.name.c_str(), scale.c_str(), gran.c_str(),
-                  std::string(block::to_string(b.rule)).c_str());
+      std::printf("%-22s %-16s %-16s %-20s %s\n", b.name.c_str(), b.element.name.c_str(), scale.c_str(),
+                  gran.c_str(), std::string(block::to_string(b.rule)).c_str());
     }
   });
 

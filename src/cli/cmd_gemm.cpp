@@ -20,7 +20,8 @@ struct GemmArgs {
 engine::RowMatrix read_matrix(const std::string& spec, const char* what) {
   const io::Tensor t = io::read_tensor(spec);
   if (t.shape.size() != 2) {
-    throw ShapeError(spec + ": " + what + " has " + std::to_string(t.shape.size()) + " dimensions, expected 2");
+    throw ShapeError(spec + ": " + what + " has " + std::to_string(t.shape.size()) +
+                     " dimensions, expected 2");
   }
   engine::RowMatrix m(static_cast<Eigen::Index>(t.shape[0]), static_cast<Eigen::Index>(t.shape[1]));
   std::copy(t.data.begin(), t.data.end(), m.data());
@@ -39,7 +40,8 @@ void run_gemm(Context& ctx, const GemmArgs& g) {
   engine::RowMatrix b = read_matrix(g.b, "B");
   engine::RowMatrix c;
   if (g.codes) {
-    if (!qa || !qb) throw Error("--codes: A and B are codes; name their formats with --a-format and --b-format");
+    if (!qa || !qb)
+      throw Error("--codes: A and B are codes; name their formats with --a-format and --b-format");
     const auto scales = [](const std::string& spec) {
       return spec.empty() ? std::vector<float>() : io::read_tensor(spec).data;
     };
@@ -56,20 +58,25 @@ void run_gemm(Context& ctx, const GemmArgs& g) {
                std::vector<float>(c.data(), c.data() + c.size())};
   // Never over an operand file, and an existing output only with --force (README "Robustness").
   io::write_tensor(g.out, t, io::OutputPolicy{g.force, {io::tensor_file(g.a), io::tensor_file(g.b)}});
-  std::cout << "wrote [" << c.rows() << ", " << c.cols() << "] float32 to " << g.out << " (" << strategy->name()
-            << ")\n";
+  std::cout << "wrote [" << c.rows() << ", " << c.cols() << "] float32 to " << g.out << " ("
+            << strategy->name() << ")\n";
 }
 
 }  // namespace
 
 void register_gemm(CLI::App& app, Context& ctx) {
   static GemmArgs args;
-  auto* sub = app.add_subcommand("gemm", "C = A·Bᵀ on a datapath (A [M, K], B [N, K]), operands as the engine feeds them");
-  sub->add_option("--datapath", args.datapath, "datapath name (see `lpemu datapath list`) or eigen")->required();
-  sub->add_option("--a-format", args.a_format, "format A is quantised to (block or element); default: fp32 values");
-  sub->add_option("--b-format", args.b_format, "format B is quantised to (block or element); default: fp32 values");
+  auto* sub = app.add_subcommand(
+      "gemm", "C = A·Bᵀ on a datapath (A [M, K], B [N, K]), operands as the engine feeds them");
+  sub->add_option("--datapath", args.datapath, "datapath name (see `lpemu datapath list`) or eigen")
+      ->required();
+  sub->add_option("--a-format", args.a_format,
+                  "format A is quantised to (block or element); default: fp32 values");
+  sub->add_option("--b-format", args.b_format,
+                  "format B is quantised to (block or element); default: fp32 values");
   sub->add_flag("--codes", args.codes, "A and B hold codes of --a-format/--b-format instead of values");
-  sub->add_option("--a-scales", args.a_scales, "with --codes: A's scale codes in block order (FILE.npy or FILE.h5:/ds)");
+  sub->add_option("--a-scales", args.a_scales,
+                  "with --codes: A's scale codes in block order (FILE.npy or FILE.h5:/ds)");
   sub->add_option("--b-scales", args.b_scales, "with --codes: B's scale codes in block order");
   sub->add_option("--a-tensor-scale", args.a_tensor_scale, "with --codes: A's FP32 tensor scale (NVFP4)");
   sub->add_option("--b-tensor-scale", args.b_tensor_scale, "with --codes: B's FP32 tensor scale (NVFP4)");

@@ -18,9 +18,10 @@ void register_import(CLI::App& app, Context& /*ctx*/) {
     const engine::HfCheckpoint ck = engine::import_hf(dir);
     engine::save_hf_checkpoint(ck, out);
     const engine::Config& c = ck.model.config;
-    std::cout << "lpemu: " << ck.architecture << " " << c.name << ": " << c.n_layers << " layers, dim " << c.dim
-              << ", " << c.n_heads << "/" << c.n_kv_heads << " heads, vocab " << c.vocab_size
-              << (ck.model.tokenizer.empty() ? ", no tokenizer" : ", tokenizer.json") << " -> " << out << "\n";
+    std::cout << "lpemu: " << ck.architecture << " " << c.name << ": " << c.n_layers << " layers, dim "
+              << c.dim << ", " << c.n_heads << "/" << c.n_kv_heads << " heads, vocab " << c.vocab_size
+              << (ck.model.tokenizer.empty() ? ", no tokenizer" : ", tokenizer.json") << " -> " << out
+              << "\n";
   });
 }
 

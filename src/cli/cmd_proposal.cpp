@@ -87,9 +87,11 @@ int run_verify(const ProposalArgs& a) {
   std::cout << "checked " << rep.checked << " rows; " << rep.problems.size() << " problems; " << rep.missing
             << " vector rows without a result\n";
   for (const auto& [file, counts] : rep.per_file) {
-    std::cout << "  " << file << ": " << counts.first << " checked, " << counts.second << " without a result\n";
+    std::cout << "  " << file << ": " << counts.first << " checked, " << counts.second
+              << " without a result\n";
   }
-  for (std::size_t i = 0; i < rep.problems.size() && i < a.show; ++i) std::cout << "  " << rep.problems[i] << "\n";
+  for (std::size_t i = 0; i < rep.problems.size() && i < a.show; ++i)
+    std::cout << "  " << rep.problems[i] << "\n";
   if (rep.problems.size() > a.show) std::cout << "  ... " << rep.problems.size() - a.show << " more\n";
   return rep.ok() ? 0 : 1;
 }
@@ -98,24 +100,31 @@ int run_verify(const ProposalArgs& a) {
 
 void register_proposal(CLI::App& app, Context& ctx) {
   static ProposalArgs args;
-  auto* sub = app.add_subcommand("proposal", "write a format proposal package a hardware team can verify against");
+  auto* sub =
+      app.add_subcommand("proposal", "write a format proposal package a hardware team can verify against");
   sub->add_option("FORMAT", args.format, "element or block format: a name or a .toml file");
   sub->add_option("--out", args.out, "output directory");
   sub->add_flag("--force", args.force, "replace the files of an existing package");
   sub->add_option("--seed", args.seed, "seed of the random part of the vectors")->capture_default_str();
-  sub->add_option("--datapath", args.datapath,
-                  "datapath name or .toml: dot-product vectors (inputs replaced by the proposed element format)");
-  sub->add_option("--model", args.model, "model name or path: accuracy and cost vs bf16 and mxfp8 in summary.md");
+  sub->add_option(
+      "--datapath", args.datapath,
+      "datapath name or .toml: dot-product vectors (inputs replaced by the proposed element format)");
+  sub->add_option("--model", args.model,
+                  "model name or path: accuracy and cost vs bf16 and mxfp8 in summary.md");
   sub->add_option("--text", args.text, "text to score (default: paragraph.txt beside the model)");
-  sub->add_option("--target", args.target, "cost-model hardware target (\"\" for none)")->capture_default_str();
+  sub->add_option("--target", args.target, "cost-model hardware target (\"\" for none)")
+      ->capture_default_str();
   sub->add_option("--shape", args.shape, "cost-model model shape")->capture_default_str();
   sub->add_option("--phase", args.phase, "decode | prefill")->capture_default_str();
   sub->add_option("--batch", args.batch, "cost-model batch")->capture_default_str();
   sub->add_option("--context", args.context, "cost-model context length")->capture_default_str();
-  sub->add_option("--max-tokens", args.max_tokens, "score at most this many tokens (0: all)")->capture_default_str();
-  auto* ver = sub->add_subcommand("verify", "compare a vendor's results CSV (file,row,code|scales|packed|decoded|result)");
+  sub->add_option("--max-tokens", args.max_tokens, "score at most this many tokens (0: all)")
+      ->capture_default_str();
+  auto* ver = sub->add_subcommand(
+      "verify", "compare a vendor's results CSV (file,row,code|scales|packed|decoded|result)");
   ver->add_option("DIR", args.verify_dir, "proposal directory")->required();
-  ver->add_option("--results", args.results, "results CSV: file,row and the fields computed (hex)")->required();
+  ver->add_option("--results", args.results, "results CSV: file,row and the fields computed (hex)")
+      ->required();
   ver->add_option("--show", args.show, "problems to print")->capture_default_str();
   ver->callback([] {
     const int rc = run_verify(args);

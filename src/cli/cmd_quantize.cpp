@@ -7,10 +7,10 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
-#include "lpemu/detail/names.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/pack.hpp"
 #include "lpemu/block/quantize.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/hdf5.hpp"
@@ -45,12 +45,19 @@ bool output_exists(const std::string& spec) {
 void print_stats(const metrics::QuantizationStats& s, bool json, const std::string& fmt, std::size_t n,
                  const std::string& out) {
   if (json) {
-    print_json({{"format", fmt}, {"elements", n}, {"output", out},
-                {"stats", {{"sqnr_db", s.sqnr_db()}, {"mse", s.mse()}, {"max_abs_error", s.max_abs},
-                           {"max_rel_error", s.max_rel}, {"clipped", s.fraction(s.clipped)},
-                           {"saturated", s.fraction(s.saturated)},
-                           {"flushed_to_zero", s.fraction(s.flushed)},
-                           {"nonfinite_inputs", s.nonfinite_inputs}, {"nonfinite_outputs", s.nonfinite_outputs}}}});
+    print_json({{"format", fmt},
+                {"elements", n},
+                {"output", out},
+                {"stats",
+                 {{"sqnr_db", s.sqnr_db()},
+                  {"mse", s.mse()},
+                  {"max_abs_error", s.max_abs},
+                  {"max_rel_error", s.max_rel},
+                  {"clipped", s.fraction(s.clipped)},
+                  {"saturated", s.fraction(s.saturated)},
+                  {"flushed_to_zero", s.fraction(s.flushed)},
+                  {"nonfinite_inputs", s.nonfinite_inputs},
+                  {"nonfinite_outputs", s.nonfinite_outputs}}}});
     return;
   }
   std::printf("SQNR            %.4f dB\n", s.sqnr_db());
@@ -65,16 +72,18 @@ void print_stats(const metrics::QuantizationStats& s, bool json, const std::stri
 }
 
 void write_packed(const std::string& file, const io::OutputPolicy& policy, const std::string& fmt_name,
-                  const std::vector<std::size_t>& shape, const std::vector<std::uint8_t>& codes, int code_bits,
-                  const std::vector<std::uint8_t>* scales, int scale_bits, double tensor_scale) {
+                  const std::vector<std::size_t>& shape, const std::vector<std::uint8_t>& codes,
+                  int code_bits, const std::vector<std::uint8_t>* scales, int scale_bits,
+                  double tensor_scale) {
   io::write_h5_atomic(file, policy, false, [&](io::H5File& h) {
     h.write_bytes("/codes", {codes.size()}, codes.data());
     std::vector<std::int64_t> sh(shape.begin(), shape.end());
     h.write_ints("/shape", {sh.size()}, sh.data());
     h.set_attr("/", "format", fmt_name);
     h.set_attr("/", "code_bits", static_cast<std::int64_t>(code_bits));
-    h.set_attr("/", "layout", std::string("codes: little-endian bit stream, code i at bits [i*b, (i+1)*b), row-major "
-                                          "tensor order; scales: same packing, one per block in block order"));
+    h.set_attr("/", "layout",
+               std::string("codes: little-endian bit stream, code i at bits [i*b, (i+1)*b), row-major "
+                           "tensor order; scales: same packing, one per block in block order"));
     if (scales != nullptr) {
       h.write_bytes("/scales", {scales->size()}, scales->data());
       h.set_attr("/", "scale_bits", static_cast<std::int64_t>(scale_bits));
@@ -119,12 +128,13 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
       const block::BlockTensor enc = block::encode(f, t.data, t.shape);
       const int sbits = f.scale_is_pow2 ? 32 : f.scale.bits;
       const auto sc = block::pack_codes(enc.scales, sbits);
-      write_packed(a.packed, policy, f.name, t.shape, block::pack_codes(enc.codes, f.element.bits), f.element.bits,
-                   &sc, sbits, static_cast<double>(enc.tensor_scale));
+      write_packed(a.packed, policy, f.name, t.shape, block::pack_codes(enc.codes, f.element.bits),
+                   f.element.bits, &sc, sbits, static_cast<double>(enc.tensor_scale));
     }
   } else {
     if (a.block || a.axis || !a.scale_rule.empty()) {
-      throw SpecError("--block, --axis and --scale-rule need a block format; '" + a.format + "' is an element format");
+      throw SpecError("--block, --axis and --scale-rule need a block format; '" + a.format +
+                      "' is an element format");
     }
     const format::ConvertOptions o = a.flags.options();
     format::quantize(*ef, std::span<const float>(t.data), std::span<float>(q.data), o);
@@ -133,7 +143,8 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
       if (ef->bits > 32) throw SpecError("--packed: element codes wider than 32 bits are not supported");
       std::vector<std::uint32_t> codes(t.data.size());
       format::encode(*ef, std::span<const float>(t.data), std::span<std::uint32_t>(codes), o);
-      write_packed(a.packed, policy, ef->name, t.shape, block::pack_codes(codes, ef->bits), ef->bits, nullptr, 0, 1.0);
+      write_packed(a.packed, policy, ef->name, t.shape, block::pack_codes(codes, ef->bits), ef->bits, nullptr,
+                   0, 1.0);
     }
   }
   io::write_tensor(a.out, q, policy);
@@ -151,13 +162,15 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
 
 void register_quantize(CLI::App& app, Context& ctx) {
   static QuantizeArgs args;
-  auto* sub = app.add_subcommand("quantize", "fake-quantize a tensor with a block format (MX, NVFP4, ...) or an element format");
+  auto* sub = app.add_subcommand(
+      "quantize", "fake-quantize a tensor with a block format (MX, NVFP4, ...) or an element format");
   sub->add_option("--format", args.format, "block format (see formats/block) or element format")->required();
   sub->add_option("--axis", args.axis, "blocked axis (negative counts from the end); default: the format's");
   sub->add_option("--block", args.block, "block size 1..4096 along the axis; default: the format's")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--scale-rule", args.scale_rule, "ocp | ceil (rceil) | even | amax_over_max | search");
-  sub->add_flag("--stats", args.stats, "print SQNR, MSE, max abs/rel error, fractions clipped/saturated/flushed");
+  sub->add_flag("--stats", args.stats,
+                "print SQNR, MSE, max abs/rel error, fractions clipped/saturated/flushed");
   sub->add_flag("--json", args.json, "machine-readable output");
   sub->add_option("--packed", args.packed, "also write packed codes and scales to this HDF5 file");
   sub->add_flag("--force", args.force, "overwrite OUT (and --packed FILE) if it exists");

@@ -5,9 +5,9 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "lpemu/experiment/study.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/study.hpp"
 #include "lpemu/experiment/sweep.hpp"
 #include "lpemu/format/codec.hpp"
 
@@ -61,8 +61,9 @@ void run(Context& ctx, const SweepArgs& a) {
   opt.shard = i;
   opt.shards = n;
   opt.on_progress = [](const experiment::Progress& p) {
-    std::cerr << "[" << p.done << "/" << p.total << "] " << p.label << (p.resumed ? " (kept from an earlier run)" : "")
-              << "  elapsed " << duration(p.elapsed_s) << ", remaining ~" << duration(p.remaining_s) << "\n";
+    std::cerr << "[" << p.done << "/" << p.total << "] " << p.label
+              << (p.resumed ? " (kept from an earlier run)" : "") << "  elapsed " << duration(p.elapsed_s)
+              << ", remaining ~" << duration(p.remaining_s) << "\n";
   };
   // An accumulator study's generated datapaths join this invocation's datapaths before the plans
   // that name them are built; the sweep writes them beside its results.
@@ -89,10 +90,14 @@ void register_sweep(CLI::App& app, Context& ctx) {
   auto* sub = app.add_subcommand("sweep", "run every plan of an experiment file and write a report");
   sub->add_option("EXPERIMENT", args.experiment, "experiment .toml file");
   sub->add_option("--out", args.out, "output directory (default: the experiment's [output] dir)");
-  sub->add_option("--jobs", args.jobs, "plans evaluated at once")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--shard", args.shard, "run only shard I of N (plans i with i % N == I), e.g. for a Slurm array")
+  sub->add_option("--jobs", args.jobs, "plans evaluated at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--shard", args.shard,
+                  "run only shard I of N (plans i with i % N == I), e.g. for a Slurm array")
       ->capture_default_str();
-  sub->add_flag("--force", args.force, "recompute plans whose results exist (and discard a different experiment's)");
+  sub->add_flag("--force", args.force,
+                "recompute plans whose results exist (and discard a different experiment's)");
   auto* merge = sub->add_subcommand("merge", "join shard output directories into one result set");
   merge->add_option("DIRS", args.merge_dirs, "shard output directories")->required();
   merge->add_option("--out", args.merge_out, "merged output directory")->required();

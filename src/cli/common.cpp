@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "lpemu/error.hpp"
 #include "lpemu/block/block_format.hpp"
+#include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/text.hpp"
 
@@ -22,11 +22,13 @@ void Context::apply_threads() {
 
 void ConvertFlags::add_to(CLI::App* sub, std::string default_overflow) {
   overflow = std::move(default_overflow);
-  sub->add_option("--rounding", rounding,
-                  "nearest_even | nearest_away | toward_zero | toward_positive | toward_negative | stochastic")
+  sub->add_option(
+         "--rounding", rounding,
+         "nearest_even | nearest_away | toward_zero | toward_positive | toward_negative | stochastic")
       ->capture_default_str();
-  sub->add_option("--overflow", overflow,
-                  "saturate (clamp to ±max) | native (the format's Inf/NaN rule; formats without both saturate)")
+  sub->add_option(
+         "--overflow", overflow,
+         "saturate (clamp to ±max) | native (the format's Inf/NaN rule; formats without both saturate)")
       ->capture_default_str();
   sub->add_option("--seed", seed, "stochastic rounding seed")->capture_default_str();
   sub->add_option("--sr-bits", sr_bits, "stochastic rounding random bits, 1..32")->capture_default_str();
@@ -48,7 +50,8 @@ format::ConvertOptions ConvertFlags::options() const {
 
 std::uint64_t parse_code(const std::string& text, const std::string& what) {
   const auto v = io::parse_unsigned(text);
-  if (!v) throw Error(what + " '" + text + "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
+  if (!v)
+    throw Error(what + " '" + text + "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
   return *v;
 }
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <tbb/global_control.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <tbb/global_control.h>
 
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/datapath/datapath.hpp"
@@ -25,7 +25,8 @@ struct Context : experiment::Context {
   int threads = 0;  ///< 0: oneTBB's default (all cores)
 
   /// The CLI's model/plan search directories: the executable's folder and its two parents,
-  /// PREFIX/share/lpemu of an install, the source tree lpemu was built from, $LPEMU_DATA_DIR, the working directory.
+  /// PREFIX/share/lpemu of an install, the source tree lpemu was built from, $LPEMU_DATA_DIR, the working
+  /// directory.
   Context();
   /// Applies --threads for the rest of the process (only the CLI creates tbb::global_control).
   void apply_threads();

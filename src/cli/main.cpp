@@ -32,10 +32,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "lpemu 0.1.0");
   lpemu::cli::Context ctx;
-  app.add_option("--formats-dir", ctx.formats_dirs,
-                 "extra directory of format files (DIR/*.toml, DIR/element, DIR/block, DIR/datapath); repeatable")
+  app.add_option(
+         "--formats-dir", ctx.formats_dirs,
+         "extra directory of format files (DIR/*.toml, DIR/element, DIR/block, DIR/datapath); repeatable")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--threads", ctx.threads, "worker threads (default: all cores)")->check(CLI::Range(1, 65536));
+  app.add_option("--threads", ctx.threads, "worker threads (default: all cores)")
+      ->check(CLI::Range(1, 65536));
   lpemu::cli::register_formats(app, ctx);
   lpemu::cli::register_convert(app, ctx);
   lpemu::cli::register_quantize(app, ctx);

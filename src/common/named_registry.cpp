@@ -4,20 +4,22 @@
 #include <fstream>
 #include <sstream>
 
-#include "lpemu/detail/names.hpp"
 #include "lpemu/detail/embedded.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
-#include "lpemu/io/output.hpp"
 #include "lpemu/format/registry.hpp"
+#include "lpemu/io/output.hpp"
 
 namespace lpemu::detail {
 
 void throw_name_taken(const RegistryKind& kind, const std::string& origin, const std::string& key,
                       const std::string& previous) {
-  throw SpecError(origin + ": " + std::string(kind.noun) + " name '" + key + "' is already defined by " + previous);
+  throw SpecError(origin + ": " + std::string(kind.noun) + " name '" + key + "' is already defined by " +
+                  previous);
 }
 
-void throw_unknown_name(const RegistryKind& kind, std::string_view name, const std::vector<std::string>& known) {
+void throw_unknown_name(const RegistryKind& kind, std::string_view name,
+                        const std::vector<std::string>& known) {
   throw UnknownNameError("unknown " + std::string(kind.noun) + " '" + std::string(name) + "'" +
                          closest_names_hint(name, known) + std::string(kind.list_hint));
 }
@@ -40,7 +42,8 @@ std::vector<std::filesystem::path> user_spec_dirs(const std::vector<std::filesys
 
 void require_spec_dir(const std::filesystem::path& dir) {
   if (!std::filesystem::is_directory(dir)) {
-    throw IoError(dir.string() + ": formats directory does not exist (from --formats-dir or LPEMU_FORMATS_PATH)");
+    throw IoError(dir.string() +
+                  ": formats directory does not exist (from --formats-dir or LPEMU_FORMATS_PATH)");
   }
 }
 
@@ -56,7 +59,8 @@ std::vector<std::filesystem::path> toml_files_in(const std::filesystem::path& di
 
 std::string read_spec_file(const std::filesystem::path& file, std::string_view noun) {
   std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) throw IoError(file.string() + ": cannot open " + std::string(noun) + " file");
+  if (!std::filesystem::exists(file, ec))
+    throw IoError(file.string() + ": cannot open " + std::string(noun) + " file");
   return io::read_input(file, std::size_t{64} << 20);  // bounded: a device or FIFO cannot hang the load
 }
 

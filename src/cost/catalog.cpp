@@ -5,9 +5,9 @@
 
 #include "cost/embedded_data.hpp"
 #include "cost/toml_read.hpp"
-#include "lpemu/detail/names.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/detail/named_registry.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::cost {
@@ -16,9 +16,7 @@ namespace {
 using detail::fail;
 using detail::Reader;
 
-bool is_path(std::string_view name) {
-  return name.size() > 5 && name.substr(name.size() - 5) == ".toml";
-}
+bool is_path(std::string_view name) { return name.size() > 5 && name.substr(name.size() - 5) == ".toml"; }
 
 template <typename Map>
 std::vector<std::string> keys(const Map& m) {
@@ -32,7 +30,8 @@ std::string origin_text(const std::string& origin) {
   constexpr std::string_view kBuiltin = "builtin:data/";
   if (origin.rfind(kBuiltin, 0) == 0) {
     for (const auto& f : detail::embedded_cost_data()) {
-      if (std::string_view(f.path) == std::string_view(origin).substr(kBuiltin.size())) return std::string(f.text);
+      if (std::string_view(f.path) == std::string_view(origin).substr(kBuiltin.size()))
+        return std::string(f.text);
     }
     return {};
   }
@@ -42,11 +41,13 @@ std::string origin_text(const std::string& origin) {
 // A second definition of a hardware target or model shape name: refused, naming both files.
 [[noreturn]] void name_taken(std::string_view what, const std::string& name, const std::string& origin,
                              const std::string& previous) {
-  throw SpecError(origin + ": name = \"" + name + "\": the " + std::string(what) + " '" + name + "' is already defined by " +
-                  previous + "; expected a name of its own (to change a built-in one, copy its file under a new name)");
+  throw SpecError(origin + ": name = \"" + name + "\": the " + std::string(what) + " '" + name +
+                  "' is already defined by " + previous +
+                  "; expected a name of its own (to change a built-in one, copy its file under a new name)");
 }
 
-[[noreturn]] void unknown(std::string_view what, std::string_view name, const std::vector<std::string>& known) {
+[[noreturn]] void unknown(std::string_view what, std::string_view name,
+                          const std::vector<std::string>& known) {
   throw UnknownNameError("unknown " + std::string(what) + " '" + std::string(name) + "'" +
                          lpemu::detail::closest_names_hint(name, known));
 }
@@ -91,13 +92,15 @@ ModelShape parse_shape_toml(std::string_view text, std::string_view origin) {
   s.vocab_size = r.integer("vocab_size", true, 0, 1, kMax, "a positive integer");
   s.tied_embeddings = r.boolean("tied_embeddings", false);
   const std::string mlp = r.str("mlp", false, "gated");
-  if (mlp != "gated" && mlp != "dense") fail(origin, t.get("mlp"), "mlp", "\"" + mlp + "\"", "\"gated\" or \"dense\"");
+  if (mlp != "gated" && mlp != "dense")
+    fail(origin, t.get("mlp"), "mlp", "\"" + mlp + "\"", "\"gated\" or \"dense\"");
   s.gated_mlp = mlp == "gated";
   s.experts = r.integer("experts", false, 0, 0, 1LL << 20, "an integer >= 0 (0: a dense MLP)");
   if (s.experts == 1) fail(origin, t.get("experts"), "experts", "1", "0 (dense) or at least 2 experts");
   s.top_k = r.integer("top_k", s.experts > 0, 0, 1, std::max<long long>(1, s.experts),
                       "an integer from 1 to experts = " + std::to_string(s.experts));
-  if (s.experts == 0 && t.get("top_k") != nullptr) fail(origin, t.get("top_k"), "top_k", std::to_string(s.top_k), "no top_k without experts");
+  if (s.experts == 0 && t.get("top_k") != nullptr)
+    fail(origin, t.get("top_k"), "top_k", std::to_string(s.top_k), "no top_k without experts");
   if (s.dim % s.n_heads != 0) {
     fail(origin, t.get("n_heads"), "n_heads", std::to_string(s.n_heads),
          "a divisor of dim = " + std::to_string(s.dim));
@@ -117,7 +120,8 @@ Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesys
     add_text(path.substr(0, path.find('/')), f.text, "builtin:data/" + std::string(path));
   }
   for (const auto& dir : dirs) {
-    if (!std::filesystem::is_directory(dir)) throw IoError(dir.string() + ": cost data directory does not exist");
+    if (!std::filesystem::is_directory(dir))
+      throw IoError(dir.string() + ": cost data directory does not exist");
     for (const char* kind : {"hardware", "shapes"}) {
       const auto sub = dir / kind;
       if (!std::filesystem::is_directory(sub)) continue;
@@ -126,7 +130,8 @@ Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesys
         if (e.path().extension() == ".toml") files.push_back(e.path());
       }
       std::sort(files.begin(), files.end());
-      for (const auto& file : files) add_text(kind, lpemu::detail::read_spec_file(file, "cost-model"), file.string());
+      for (const auto& file : files)
+        add_text(kind, lpemu::detail::read_spec_file(file, "cost-model"), file.string());
     }
   }
 }
@@ -135,22 +140,26 @@ void Catalog::add_text(std::string_view kind, const std::string& text, const std
   // Names are unique: a user file never silently replaces a built-in (or another user file).
   if (kind == "hardware") {
     const std::string name = name_of(text, origin);
-    if (const auto it = raw_targets_.find(name); it != raw_targets_.end()) name_taken("hardware target", name, origin, it->second.origin);
+    if (const auto it = raw_targets_.find(name); it != raw_targets_.end())
+      name_taken("hardware target", name, origin, it->second.origin);
     raw_targets_[name] = Pending{text, origin};
   } else if (kind == "shapes") {
     ModelShape s = parse_shape_toml(text, origin);
-    if (const auto it = shapes_.find(s.name); it != shapes_.end()) name_taken("model shape", s.name, origin, it->second.origin);
+    if (const auto it = shapes_.find(s.name); it != shapes_.end())
+      name_taken("model shape", s.name, origin, it->second.origin);
     shapes_[s.name] = std::move(s);
   }
 }
 
 const Target& Catalog::target(std::string_view name) {
   if (is_path(name)) {
-    Target t = parse_target_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name);
+    Target t =
+        parse_target_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name);
     const std::string key = t.name;
     // The same file as a built-in (e.g. --target data/hardware/h100_sxm.toml) is that target.
     if (const auto it = raw_targets_.find(key);
-        it != raw_targets_.end() && it->second.text != lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model")) {
+        it != raw_targets_.end() &&
+        it->second.text != lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model")) {
       name_taken("hardware target", key, std::string(name), it->second.origin);
     }
     targets_[key] = std::move(t);
@@ -176,7 +185,8 @@ const Target& Catalog::target(std::string_view name) {
 
 const ModelShape& Catalog::shape(std::string_view name) {
   if (is_path(name)) {
-    ModelShape s = parse_shape_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name);
+    ModelShape s =
+        parse_shape_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "cost-model"), name);
     const std::string key = s.name;
     if (const auto it = shapes_.find(key);
         it != shapes_.end() && origin_text(it->second.origin) != origin_text(std::string(name))) {
@@ -220,8 +230,10 @@ std::vector<std::string> Catalog::datapath_names() const {
 IsoArea iso_area_peak(const Target& target, std::string_view budget_class, const CostFormat& budget_format,
                       const CostFormat& candidate, const MacDatapath& dp) {
   const Rate* budget = target.find_rate(budget_class);
-  if (budget == nullptr || budget->macs_per_clock_per_unit == 0 || target.units == 0 || target.clock_mhz == 0) {
-    throw SpecError("target '" + target.name + "' does not publish units, clock and MACs/clock for rate class '" +
+  if (budget == nullptr || budget->macs_per_clock_per_unit == 0 || target.units == 0 ||
+      target.clock_mhz == 0) {
+    throw SpecError("target '" + target.name +
+                    "' does not publish units, clock and MACs/clock for rate class '" +
                     std::string(budget_class) + "'");
   }
   IsoArea r;
@@ -230,7 +242,8 @@ IsoArea iso_area_peak(const Target& target, std::string_view budget_class, const
   r.budget_macs_per_clock_per_unit = budget->macs_per_clock_per_unit;
   r.macs_per_clock_per_unit =
       iso_area_count(r.candidate, r.budget, static_cast<long long>(budget->macs_per_clock_per_unit));
-  r.tflops = target.units * static_cast<double>(r.macs_per_clock_per_unit) * 2.0 * target.clock_mhz * 1e6 / 1e12;
+  r.tflops =
+      target.units * static_cast<double>(r.macs_per_clock_per_unit) * 2.0 * target.clock_mhz * 1e6 / 1e12;
   return r;
 }
 
@@ -282,7 +295,8 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
     for (const auto& [cls, node] : *rates) {
       const std::string c(cls.str());
       if (std::find(rate_classes().begin(), rate_classes().end(), c) == rate_classes().end()) {
-        fail(origin, &node, "derive.rates." + c, "a table", "a rate class (fp4, int4, fp6, fp8, int8, fp16, bf16, tf32, fp32)");
+        fail(origin, &node, "derive.rates." + c, "a table",
+             "a rate class (fp4, int4, fp6, fp8, int8, fp16, bf16, tf32, fp32)");
       }
       if (!node.is_table()) fail(origin, &node, "derive.rates." + c, detail::show(node), "a table");
       const Reader rr{*node.as_table(), origin, "derive.rates." + c + "."};
@@ -290,8 +304,8 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
       const CostFormat f = format(rr.str("format", true));
       const MacCost m = mac_cost(f, f, dp);
       Rate rate;
-      rate.macs_per_clock_per_unit =
-          static_cast<double>(iso_area_count(m, budget_mac, static_cast<long long>(budget->macs_per_clock_per_unit)));
+      rate.macs_per_clock_per_unit = static_cast<double>(
+          iso_area_count(m, budget_mac, static_cast<long long>(budget->macs_per_clock_per_unit)));
       rate.tflops = copy.units * rate.macs_per_clock_per_unit * 2.0 * copy.clock_mhz * 1e6 / 1e12;
       std::ostringstream why;
       why << "MAC model: floor(" << budget->macs_per_clock_per_unit << " x " << budget_mac.total_fa << " FA ("

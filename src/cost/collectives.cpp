@@ -25,7 +25,8 @@ CollectiveCost add(CollectiveCost a, const CollectiveCost& b) {
 
 void check_group(double bytes, long long p) {
   if (p < 1) throw SpecError("collective group size " + std::to_string(p) + ": expected a positive integer");
-  if (!(bytes >= 0)) throw SpecError("collective of " + std::to_string(bytes) + " bytes: expected bytes >= 0");
+  if (!(bytes >= 0))
+    throw SpecError("collective of " + std::to_string(bytes) + " bytes: expected bytes >= 0");
 }
 
 // Ring sizes along the torus dimensions for a group of p ranks `stride` apart, ranks laid out
@@ -108,14 +109,16 @@ CollectiveCost torus(Collective c, double bytes, const std::vector<long long>& r
 
 CollectiveCost collective(const System& sys, Collective c, double bytes, long long p, long long stride) {
   check_group(bytes, p);
-  if (stride < 1) throw SpecError("collective stride " + std::to_string(stride) + ": expected a positive integer");
+  if (stride < 1)
+    throw SpecError("collective stride " + std::to_string(stride) + ": expected a positive integer");
   if (p == 1) return make(0, 0, "none");
   const long long domain = sys.scale_up_size;
   // Members of the group that share one scale-up domain.
   const long long inner = stride >= domain ? 1 : std::min(p, std::max(1LL, domain / stride));
   const long long outer = (p + inner - 1) / inner;
   auto inside = [&](Collective cc, double b) {
-    if (sys.scale_up_kind == "torus") return torus(cc, b, torus_rings(sys.torus_dims, inner, stride), sys.scale_up);
+    if (sys.scale_up_kind == "torus")
+      return torus(cc, b, torus_rings(sys.torus_dims, inner, stride), sys.scale_up);
     CollectiveCost r = ring(cc, b, inner, sys.scale_up);
     const CollectiveCost t = tree(cc, b, inner, sys.scale_up);
     if (t.time_s < r.time_s) r = t;

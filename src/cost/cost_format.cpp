@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <array>
 
-#include "lpemu/detail/names.hpp"
 #include "lpemu/block/block_format.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::cost {
@@ -15,7 +15,7 @@ struct ClassSpec {
   bool is_float;
   int max_e, max_m;  // float classes: each (e, m) alternative below
   int max_e2, max_m2;
-  int int_bits;      // integer classes: max width; float classes: widest exact integer input
+  int int_bits;  // integer classes: max width; float classes: widest exact integer input
 };
 
 // Narrowest first. A float element (e, m) fits a float class if e <= max_e and m <= max_m (or the
@@ -53,7 +53,8 @@ ElementWidth element_width(const format::Format& f) {
   return w;
 }
 
-CostFormat resolve_format(std::string_view name, const format::Registry& formats, const block::BlockRegistry* blocks) {
+CostFormat resolve_format(std::string_view name, const format::Registry& formats,
+                          const block::BlockRegistry* blocks) {
   const block::BlockRegistry& reg = blocks != nullptr ? *blocks : block::BlockRegistry::builtin();
   CostFormat c;
   c.name = std::string(name);
@@ -63,9 +64,9 @@ CostFormat resolve_format(std::string_view name, const format::Registry& formats
     c.name = b->name;
     c.element_name = b->element.name;
     c.element = element_width(b->element);
-    c.block_size = b->granularity == block::Granularity::block ? b->block_size
+    c.block_size = b->granularity == block::Granularity::block  ? b->block_size
                    : b->granularity == block::Granularity::tile ? b->tile_rows * b->tile_cols
-                                                                 : 0;  // one scale per tensor/row/column
+                                                                : 0;  // one scale per tensor/row/column
     if (c.block_size > 0 && !b->scale_is_pow2) {
       c.scale_name = b->scale.name;
       c.scale = element_width(b->scale);
@@ -99,12 +100,14 @@ const std::vector<std::string>& rate_classes() {
 }
 
 bool fits_class(const ElementWidth& w, std::string_view rate_class) {
-  const auto it = std::find_if(kClasses.begin(), kClasses.end(), [&](const ClassSpec& c) { return rate_class == c.name; });
+  const auto it = std::find_if(kClasses.begin(), kClasses.end(),
+                               [&](const ClassSpec& c) { return rate_class == c.name; });
   if (it == kClasses.end()) return false;
   const int m = w.significand_bits - 1;
   if (it->is_float) {
     if (!w.is_float) return w.bits <= it->int_bits;
-    return (w.exponent_bits <= it->max_e && m <= it->max_m) || (w.exponent_bits <= it->max_e2 && m <= it->max_m2);
+    return (w.exponent_bits <= it->max_e && m <= it->max_m) ||
+           (w.exponent_bits <= it->max_e2 && m <= it->max_m2);
   }
   return !w.is_float && w.bits <= it->int_bits;
 }

@@ -10,8 +10,8 @@ namespace lpemu::cost {
 KernelEstimate gemm_kernel(const System& sys, const Target& target, const std::string& rate_class, double m,
                            double k, double n, double bytes) {
   if (!(m > 0 && k > 0 && n > 0)) {
-    throw SpecError("GEMM shape m = " + std::to_string(m) + ", k = " + std::to_string(k) + ", n = " +
-                    std::to_string(n) + ": expected positive sizes");
+    throw SpecError("GEMM shape m = " + std::to_string(m) + ", k = " + std::to_string(k) +
+                    ", n = " + std::to_string(n) + ": expected positive sizes");
   }
   KernelEstimate e;
   const double tn = static_cast<double>(sys.tile_n);
@@ -23,7 +23,8 @@ KernelEstimate gemm_kernel(const System& sys, const Target& target, const std::s
     const double tiles = std::ceil(m / tm) * std::ceil(n / tn);
     // Split-K: with fewer tiles than units, each tile's k range is shared by several units (at
     // least 128 deep each) whose FP32 partial sums are written and read back once.
-    const double split = tiles < units ? std::max(1.0, std::min(std::floor(units / tiles), std::floor(k / 128))) : 1.0;
+    const double split =
+        tiles < units ? std::max(1.0, std::min(std::floor(units / tiles), std::floor(k / 128))) : 1.0;
     const double waves = std::ceil(tiles * split / units);
     // Every wave costs one full tile (2 tile_m tile_n k/split flops) at one unit's share of the peak.
     const double compute_s = waves * 2.0 * tm * tn * std::ceil(k / split) / unit_peak;

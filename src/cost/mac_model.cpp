@@ -34,8 +34,8 @@ MacCost mac_cost(const CostFormat& a, const CostFormat& b, const MacDatapath& dp
   c.b_format = b.name;
   c.datapath = dp.name;
   const int n = dp.fused_terms;
-  const double per_step = 1.0 / n;               // share of per-step hardware per lane
-  const double tree_share = (n - 1.0) / n;       // an n-term tree has n-1 adders
+  const double per_step = 1.0 / n;          // share of per-step hardware per lane
+  const double tree_share = (n - 1.0) / n;  // an n-term tree has n-1 adders
   const bool floating = a.element.is_float || b.element.is_float;
   const int sa = a.element.significand_bits;
   const int sb = b.element.significand_bits;
@@ -49,7 +49,8 @@ MacCost mac_cost(const CostFormat& a, const CostFormat& b, const MacDatapath& dp
     const double exp_fa = (emax + 1) + ep * (2.0 * n - 1.0) / n;
     c.parts.push_back({"exponent", exp_fa, num(emax + 1) + " + " + num(ep) + " x (2n-1)/n"});
     const int w = dp.alignment_bits;
-    c.parts.push_back({"alignment", kMuxFa * w * clog2(w), num(kMuxFa) + " x " + num(w) + " x " + num(clog2(w))});
+    c.parts.push_back(
+        {"alignment", kMuxFa * w * clog2(w), num(kMuxFa) + " x " + num(w) + " x " + num(clog2(w))});
     tree_w = w;
   } else {
     c.parts.push_back({"exponent", 0, "integer inputs"});
@@ -69,8 +70,8 @@ MacCost mac_cost(const CostFormat& a, const CostFormat& b, const MacDatapath& dp
                        "(" + num(shifter) + " + " + num(aw / 2.0) + " + " + num(acc_sig) + ") / n"});
   } else {
     const int aw = dp.acc.bits;
-    c.parts.push_back({"accumulator", (aw + kFlopFa * aw) * per_step,
-                       "(" + num(aw) + " + " + num(kFlopFa * aw) + ") / n"});
+    c.parts.push_back(
+        {"accumulator", (aw + kFlopFa * aw) * per_step, "(" + num(aw) + " + " + num(kFlopFa * aw) + ") / n"});
     c.parts.push_back({"normalisation", 0, "integer accumulator"});
   }
 
@@ -103,8 +104,8 @@ MacCost mac_cost(const CostFormat& a, const CostFormat& b, const MacDatapath& dp
     const int pw = dp.promotion.is_float ? dp.promotion.significand_bits + 3 : dp.promotion.bits;
     const double shifter = dp.promotion.is_float ? kMuxFa * pw * clog2(pw) : 0.0;
     c.parts.push_back({"promotion", (pw + shifter + kFlopFa * dp.promotion.bits) / dp.promote_every,
-                       "(" + num(pw) + " + " + num(shifter) + " + " + num(kFlopFa * dp.promotion.bits) + ") / " +
-                           num(dp.promote_every)});
+                       "(" + num(pw) + " + " + num(shifter) + " + " + num(kFlopFa * dp.promotion.bits) +
+                           ") / " + num(dp.promote_every)});
   }
 
   for (const auto& p : c.parts) c.total_fa += p.fa;
@@ -146,7 +147,8 @@ MacDatapath mac_datapath(const datapath::Datapath& dp) {
     };
     m.alignment_bits = span(dp.a) + span(dp.b) + dp.a.precision() + dp.b.precision();
   } else {
-    m.alignment_bits = dp.fraction_bits + 1 + (dp.sticky ? 1 : 0);  // the integer bit, F fraction bits, sticky
+    m.alignment_bits =
+        dp.fraction_bits + 1 + (dp.sticky ? 1 : 0);  // the integer bit, F fraction bits, sticky
   }
   m.accumulator = dp.accumulator.name;
   m.acc = element_width(dp.accumulator);

@@ -46,7 +46,8 @@ LayerTimes forward_times(const ModelShape& s, const PlanFormats& pf, const Syste
   // expert rows of its own tokens' share; the weights it reads are its experts that any of the
   // ep x T tokens of its EP group reached.
   const double local_experts =
-      s.moe() ? experts_touched(s.experts, s.top_k, dbl(par.ep) * dbl(micro_batch * local_seq)) / dbl(par.ep) : 1.0;
+      s.moe() ? experts_touched(s.experts, s.top_k, dbl(par.ep) * dbl(micro_batch * local_seq)) / dbl(par.ep)
+              : 1.0;
   LayerTimes out;
   for (const auto& op : w.ops) {
     PassTime& dst = op.count == s.n_layers ? out.layer : out.head;
@@ -103,7 +104,8 @@ struct DeviceParams {
 DeviceParams params_per_device(const ModelShape& s, const Parallel& par) {
   const double emb = dbl(s.vocab_size) * dbl(s.dim);
   const double experts = dbl(s.expert_parameters()) / dbl(s.n_layers);
-  const double per_layer = (dbl(s.parameters()) - emb * (s.tied_embeddings ? 1.0 : 2.0)) / dbl(s.n_layers) - experts;
+  const double per_layer =
+      (dbl(s.parameters()) - emb * (s.tied_embeddings ? 1.0 : 2.0)) / dbl(s.n_layers) - experts;
   const double embeddings = (par.pp == 1 && !s.tied_embeddings) ? 2 * emb : emb;
   const double layers = dbl(s.n_layers) / dbl(par.pp);
   return {(layers * per_layer + embeddings) / dbl(par.tp), layers * experts / dbl(par.tp) / dbl(par.ep)};
@@ -169,12 +171,19 @@ Parallel parse_parallel(std::string_view spec, long long devices) {
     if (v < 0 || (v < 1 && key != "sp" && key != "zero")) {
       throw SpecError("--parallel \"" + s + "\": " + key + " = " + val + ": expected a positive integer");
     }
-    if (key == "tp") p.tp = v;
-    else if (key == "pp") p.pp = v;
-    else if (key == "dp") { p.dp = v; have_dp = true; }
-    else if (key == "cp") p.cp = v;
-    else if (key == "ep") p.ep = v;
-    else if (key == "vpp") p.vpp = v;
+    if (key == "tp")
+      p.tp = v;
+    else if (key == "pp")
+      p.pp = v;
+    else if (key == "dp") {
+      p.dp = v;
+      have_dp = true;
+    } else if (key == "cp")
+      p.cp = v;
+    else if (key == "ep")
+      p.ep = v;
+    else if (key == "vpp")
+      p.vpp = v;
     else if (key == "sp") {
       if (v > 1) throw SpecError("--parallel \"" + s + "\": sp = " + val + ": expected 0 or 1");
       p.sp = v == 1;
@@ -182,20 +191,21 @@ Parallel parse_parallel(std::string_view spec, long long devices) {
       if (v > 3) throw SpecError("--parallel \"" + s + "\": zero = " + val + ": expected 0, 1, 2 or 3");
       p.zero = static_cast<int>(v);
     } else {
-      throw SpecError("--parallel \"" + s + "\": unknown key '" + key + "': expected tp, pp, dp, cp, ep, vpp, sp or zero");
+      throw SpecError("--parallel \"" + s + "\": unknown key '" + key +
+                      "': expected tp, pp, dp, cp, ep, vpp, sp or zero");
     }
   }
   if (devices > 0) {
     const long long rest = p.tp * p.pp * p.cp;
     if (!have_dp) {
       if (devices % rest != 0) {
-        throw SpecError("--devices " + std::to_string(devices) + " is not a multiple of tp x pp x cp = " +
-                        std::to_string(rest));
+        throw SpecError("--devices " + std::to_string(devices) +
+                        " is not a multiple of tp x pp x cp = " + std::to_string(rest));
       }
       p.dp = devices / rest;
     } else if (p.devices() != devices) {
-      throw SpecError("--parallel \"" + s + "\" uses " + std::to_string(p.devices()) + " devices; --devices is " +
-                      std::to_string(devices));
+      throw SpecError("--parallel \"" + s + "\" uses " + std::to_string(p.devices()) +
+                      " devices; --devices is " + std::to_string(devices));
     }
   }
   return p;
@@ -226,12 +236,14 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
                           const MacDatapath& mac, const TrainConfig& c) {
   const Parallel& p = c.par;
   const std::string cfg = "parallel " + p.str() + ", model '" + s.name + "': ";
-  require(p.ep == 1 || s.moe(), cfg + "ep = " + std::to_string(p.ep) + ": the shape is dense (no experts); expected " +
-                                     "ep = 1, or a shape with experts (e.g. mixtral_8x7b)");
+  require(p.ep == 1 || s.moe(), cfg + "ep = " + std::to_string(p.ep) +
+                                    ": the shape is dense (no experts); expected " +
+                                    "ep = 1, or a shape with experts (e.g. mixtral_8x7b)");
   require(!s.moe() || s.experts % p.ep == 0,
           cfg + "ep = " + std::to_string(p.ep) + " must divide experts = " + std::to_string(s.experts));
-  require((p.dp * p.cp) % p.ep == 0, cfg + "ep = " + std::to_string(p.ep) + " must divide dp x cp = " +
-                                         std::to_string(p.dp * p.cp) + " (expert parallelism reuses those ranks)");
+  require((p.dp * p.cp) % p.ep == 0, cfg + "ep = " + std::to_string(p.ep) +
+                                         " must divide dp x cp = " + std::to_string(p.dp * p.cp) +
+                                         " (expert parallelism reuses those ranks)");
   require(s.n_heads % p.tp == 0, cfg + "tp must divide n_heads = " + std::to_string(s.n_heads));
   require(s.n_kv_heads % p.tp == 0 || p.tp % s.n_kv_heads == 0,
           cfg + "tp must divide or be a multiple of n_kv_heads = " + std::to_string(s.n_kv_heads));
@@ -239,8 +251,8 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
           cfg + "pp x vpp must divide n_layers = " + std::to_string(s.n_layers));
   require(c.seq % p.cp == 0, cfg + "cp must divide seq = " + std::to_string(c.seq));
   require(c.global_batch % (p.dp * c.micro_batch) == 0,
-          cfg + "global batch " + std::to_string(c.global_batch) + " is not a multiple of dp x micro-batch = " +
-              std::to_string(p.dp * c.micro_batch));
+          cfg + "global batch " + std::to_string(c.global_batch) +
+              " is not a multiple of dp x micro-batch = " + std::to_string(p.dp * c.micro_batch));
   require(p.vpp == 1 || p.pp > 1, cfg + "vpp > 1 needs pp > 1");
   require(sys.max_devices == 0 || p.devices() <= sys.max_devices,
           cfg + "needs " + std::to_string(p.devices()) + " devices; system '" + sys.name + "' has at most " +
@@ -283,8 +295,8 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   // overlaps them with the attention core; only the excess is exposed).
   double cp_mb = 0;
   if (p.cp > 1) {
-    const double kv = 2.0 * dbl(c.micro_batch) * dbl(c.seq) * dbl(s.kv_dim()) / dbl(std::min(p.tp, s.n_kv_heads)) *
-                      byte_of(f.act_comm);
+    const double kv = 2.0 * dbl(c.micro_batch) * dbl(c.seq) * dbl(s.kv_dim()) /
+                      dbl(std::min(p.tp, s.n_kv_heads)) * byte_of(f.act_comm);
     const double ag = collective(sys, Collective::all_gather, kv, p.cp, p.tp).time_s;
     const double rs = collective(sys, Collective::reduce_scatter, kv, p.cp, p.tp).time_s;
     cp_mb = layers * (std::max(0.0, ag - lt.layer.attention) + std::max(0.0, rs - 2 * lt.layer.attention));
@@ -320,7 +332,8 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
     double reduce = 0, gather = 0;
     // The dense parameters over all dp x cp ranks (stride tp), the experts over their replicas
     // (stride tp x ep: the EP group is the inner part of the DP x CP ranks).
-    for (const auto& [n, group, stride] : {std::tuple{dev.dense, dpg, p.tp}, std::tuple{dev.expert, epg, p.tp * p.ep}}) {
+    for (const auto& [n, group, stride] :
+         {std::tuple{dev.dense, dpg, p.tp}, std::tuple{dev.expert, epg, p.tp * p.ep}}) {
       if (n <= 0 || group <= 1) continue;
       const double g = n * byte_of(f.grad_comm), wbytes = n * byte_of(f.weights);
       if (p.zero <= 1) {
@@ -370,7 +383,8 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   // 1F1B keeps min(m, pp) micro-batches in flight on the first stage; interleaving adds
   // (pp - 1) / (pp vpp) (Narayanan et al. 2021, §2.2.2). Full recomputation also needs one
   // layer's full set while it runs; the last stage holds FP32 logits of its micro-batch.
-  const double in_flight = dbl(std::min(m, p.pp)) * (p.vpp > 1 ? 1.0 + dbl(p.pp - 1) / dbl(p.pp * p.vpp) : 1.0);
+  const double in_flight =
+      dbl(std::min(m, p.pp)) * (p.vpp > 1 ? 1.0 + dbl(p.pp - 1) / dbl(p.pp * p.vpp) : 1.0);
   double acts = layers * in_flight * activation_bytes_per_layer(s, f, c);
   if (c.recompute == Recompute::full) {
     TrainConfig full = c;
@@ -416,24 +430,24 @@ std::vector<TrainResult> search_training(const ModelShape& s, const TrainFormats
         if (devices % rest != 0) continue;
         for (long long mb : {1LL, 2LL, 4LL}) {
           for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
-           for (long long ep = 1; ep <= (s.moe() ? s.experts : 1); ep *= 2) {
-            if (s.moe() && (s.experts % ep != 0 || (devices / rest) % ep != 0)) continue;
-            TrainConfig c = base;
-            c.par.ep = ep;
-            c.par.tp = tp;
-            c.par.pp = pp;
-            c.par.cp = cp;
-            c.par.dp = devices / rest;
-            c.par.sp = tp > 1;
-            c.par.vpp = 1;
-            c.micro_batch = mb;
-            c.recompute = rc;
-            try {
-              out.push_back(training_step(s, f, sys, target, mac, c));
-            } catch (const SpecError&) {
-              // Inconsistent for this model or batch: not a candidate.
+            for (long long ep = 1; ep <= (s.moe() ? s.experts : 1); ep *= 2) {
+              if (s.moe() && (s.experts % ep != 0 || (devices / rest) % ep != 0)) continue;
+              TrainConfig c = base;
+              c.par.ep = ep;
+              c.par.tp = tp;
+              c.par.pp = pp;
+              c.par.cp = cp;
+              c.par.dp = devices / rest;
+              c.par.sp = tp > 1;
+              c.par.vpp = 1;
+              c.micro_batch = mb;
+              c.recompute = rc;
+              try {
+                out.push_back(training_step(s, f, sys, target, mac, c));
+              } catch (const SpecError&) {
+                // Inconsistent for this model or batch: not a candidate.
+              }
             }
-           }
           }
         }
       }
@@ -446,8 +460,9 @@ std::vector<TrainResult> search_training(const ModelShape& s, const TrainFormats
   return out;
 }
 
-std::vector<TrainResult> fewest_devices_for_step(const ModelShape& s, const TrainFormats& f, const System& sys,
-                                                 const Target& target, const MacDatapath& mac, const TrainConfig& base,
+std::vector<TrainResult> fewest_devices_for_step(const ModelShape& s, const TrainFormats& f,
+                                                 const System& sys, const Target& target,
+                                                 const MacDatapath& mac, const TrainConfig& base,
                                                  double max_step_s, long long max_devices) {
   require(max_step_s > 0, "step-time target " + std::to_string(max_step_s) + " s: expected a positive time");
   for (long long n = sys.scale_up_size; n <= max_devices; n *= 2) {
@@ -466,22 +481,23 @@ std::pair<double, double> inference_bytes(const ModelShape& s, const PlanFormats
                                           long long batch, long long context) {
   const double weights = dbl(s.parameters()) * byte_of(f.weights) / dbl(par.tp * par.pp);
   const double kv_split = dbl(std::min(par.tp, s.n_kv_heads));
-  const double kv = 2.0 * dbl(s.n_layers) * dbl(batch) * dbl(context) * dbl(s.kv_dim()) * byte_of(f.kv_cache) /
-                    (kv_split * dbl(par.pp));
+  const double kv = 2.0 * dbl(s.n_layers) * dbl(batch) * dbl(context) * dbl(s.kv_dim()) *
+                    byte_of(f.kv_cache) / (kv_split * dbl(par.pp));
   return {weights, kv};
 }
 
 }  // namespace
 
-InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const System& sys, const Target& target,
-                               const MacDatapath& mac, const Parallel& par, Phase phase, long long batch,
-                               long long context) {
-  require(par.dp == 1 && par.cp == 1 && par.ep == 1,
-          "inference: parallel " + par.str() + ": expected only tp and pp (replicas scale throughput linearly)");
-  require(s.n_heads % par.tp == 0, "inference: tp = " + std::to_string(par.tp) + " must divide n_heads = " +
-                                       std::to_string(s.n_heads));
-  require(s.n_layers % par.pp == 0, "inference: pp = " + std::to_string(par.pp) + " must divide n_layers = " +
-                                        std::to_string(s.n_layers));
+InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const System& sys,
+                               const Target& target, const MacDatapath& mac, const Parallel& par, Phase phase,
+                               long long batch, long long context) {
+  require(
+      par.dp == 1 && par.cp == 1 && par.ep == 1,
+      "inference: parallel " + par.str() + ": expected only tp and pp (replicas scale throughput linearly)");
+  require(s.n_heads % par.tp == 0, "inference: tp = " + std::to_string(par.tp) +
+                                       " must divide n_heads = " + std::to_string(s.n_heads));
+  require(s.n_layers % par.pp == 0, "inference: pp = " + std::to_string(par.pp) +
+                                        " must divide n_layers = " + std::to_string(s.n_layers));
   InferenceResult r;
   r.par = par;
   r.phase = phase;
@@ -496,7 +512,10 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
     double c = 0, mem = 0;
     if (op.kind == "gemm") {
       double k = op.k, n = op.n;
-      if (op.name == "attn.o_proj" || op.name == "mlp.down") k /= t; else n /= t;
+      if (op.name == "attn.o_proj" || op.name == "mlp.down")
+        k /= t;
+      else
+        n /= t;
       // op.weight_copies: the experts this step's tokens reach (1 for a dense op).
       const double bytes = op.weight_copies * (k * n * byte_of(f.weights) + f.weights.tensor_scale_bytes) +
                            op.m * k * byte_of(f.activations) + op.m * n * byte_of(f.activations);
@@ -538,8 +557,8 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
   return r;
 }
 
-long long max_batch_for_kv(const ModelShape& s, const PlanFormats& f, const Target& target, const Parallel& par,
-                           long long context) {
+long long max_batch_for_kv(const ModelShape& s, const PlanFormats& f, const Target& target,
+                           const Parallel& par, long long context) {
   const auto [wb, kv1] = inference_bytes(s, f, par, 1, context);
   const double free = target.capacity_gb * 1e9 - wb;
   if (free < kv1) return 0;

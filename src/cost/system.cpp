@@ -5,8 +5,8 @@
 
 #include "cost/embedded_data.hpp"
 #include "cost/toml_read.hpp"
-#include "lpemu/detail/names.hpp"
 #include "lpemu/detail/named_registry.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/registry.hpp"
 
@@ -25,20 +25,24 @@ Link read_link(const toml::table& t, std::string_view origin, const std::string&
   l.source = r.str("source", true);
   l.unverified = r.boolean("unverified", false);
   l.note = r.str("note", false);
-  if (l.unverified && l.note.empty()) fail(origin, &t, prefix + "note", "(missing)", "a note saying what is unverified");
+  if (l.unverified && l.note.empty())
+    fail(origin, &t, prefix + "note", "(missing)", "a note saying what is unverified");
   return l;
 }
 
 // Every system file by name: built-ins first, then DIR/systems/*.toml in order; a name defined
 // twice (a user file reusing a built-in name) is an error.
-std::map<std::string, std::pair<std::string, std::string>> all_files(const std::vector<std::filesystem::path>& dirs) {
+std::map<std::string, std::pair<std::string, std::string>> all_files(
+    const std::vector<std::filesystem::path>& dirs) {
   std::map<std::string, std::pair<std::string, std::string>> out;
   auto add = [&](const std::string& text, const std::string& origin) {
     const toml::table t = detail::parse(text, origin);
     const std::string name = Reader{t, origin, ""}.str("name", true);
     if (const auto it = out.find(name); it != out.end()) {
-      throw SpecError(origin + ": name = \"" + name + "\": the system '" + name + "' is already defined by " +
-                      it->second.second + "; expected a name of its own (to change a built-in one, copy its file under a new name)");
+      throw SpecError(
+          origin + ": name = \"" + name + "\": the system '" + name + "' is already defined by " +
+          it->second.second +
+          "; expected a name of its own (to change a built-in one, copy its file under a new name)");
     }
     out[name] = {text, origin};
   };
@@ -64,8 +68,8 @@ std::map<std::string, std::pair<std::string, std::string>> all_files(const std::
 System parse_system_toml(std::string_view text, std::string_view origin) {
   const toml::table t = detail::parse(text, origin);
   const Reader r{t, origin, ""};
-  r.only({"name", "display_name", "device", "source", "devices_per_node", "max_devices", "scale_up", "scale_out",
-          "kernel", "description"});
+  r.only({"name", "display_name", "device", "source", "devices_per_node", "max_devices", "scale_up",
+          "scale_out", "kernel", "description"});
   System s;
   s.origin = std::string(origin);
   s.name = r.str("name", true);
@@ -84,7 +88,8 @@ System parse_system_toml(std::string_view text, std::string_view origin) {
   }
   s.scale_up = read_link(*up, origin, "scale_up.");
   if (s.scale_up_kind == "switch") {
-    s.scale_up_size = ur.integer("size", true, 0, 1, kMax, "a positive number of devices per scale-up domain");
+    s.scale_up_size =
+        ur.integer("size", true, 0, 1, kMax, "a positive number of devices per scale-up domain");
     if (up->get("torus_dims") != nullptr) {
       fail(origin, up->get("torus_dims"), "scale_up.torus_dims", detail::show(*up->get("torus_dims")),
            "no torus_dims for kind = \"switch\"");
@@ -135,7 +140,8 @@ System load_system(std::string_view name, const std::vector<std::filesystem::pat
   if (it == files.end()) {
     std::vector<std::string> known;
     for (const auto& [k, v] : files) known.push_back(k);
-    throw UnknownNameError("unknown system '" + std::string(name) + "'" + lpemu::detail::closest_names_hint(name, known));
+    throw UnknownNameError("unknown system '" + std::string(name) + "'" +
+                           lpemu::detail::closest_names_hint(name, known));
   }
   return parse_system_toml(it->second.first, it->second.second);
 }

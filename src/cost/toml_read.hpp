@@ -14,11 +14,13 @@
 
 namespace lpemu::cost::detail {
 
-using io::detail::where;
 using io::detail::fail;
 using io::detail::show;
+using io::detail::where;
 
-inline toml::table parse(std::string_view text, std::string_view origin) { return io::detail::parse(text, origin); }
+inline toml::table parse(std::string_view text, std::string_view origin) {
+  return io::detail::parse(text, origin);
+}
 
 /// Reads fields of one table; `prefix` ("memory.") names nested fields in messages.
 struct Reader {

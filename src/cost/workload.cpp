@@ -23,8 +23,8 @@ struct Builder {
     macs += op.flops / 2.0;
     area_macs += op.flops / 2.0 * op.mac_area_fa;
     for (Op& o : w.ops) {
-      if (o.name == op.name && o.a_format == op.a_format && o.b_format == op.b_format && o.datapath == op.datapath &&
-          o.flops == op.flops && o.bytes == op.bytes) {
+      if (o.name == op.name && o.a_format == op.a_format && o.b_format == op.b_format &&
+          o.datapath == op.datapath && o.flops == op.flops && o.bytes == op.bytes) {
         ++o.count;
         return;
       }
@@ -51,8 +51,8 @@ struct Builder {
 
   // y[m, n] = x[m, k] . W[k, n]: 2mkn flops; reads W once (+ tensor scale) and x, writes y.
   // `stored` weight matrices of this shape exist (experts), `read` of them are read (touched).
-  void gemm(const std::string& name, double m, double k, double n, const GemmPlan& g, const std::string& out_format,
-            double stored = 1, double read = 1) {
+  void gemm(const std::string& name, double m, double k, double n, const GemmPlan& g,
+            const std::string& out_format, double stored = 1, double read = 1) {
     const CostFormat wf = cat.format(g.weights);
     const CostFormat xf = cat.format(g.inputs);
     const CostFormat of = cat.format(out_format);
@@ -63,7 +63,8 @@ struct Builder {
     op.m = m;
     op.k = k;
     op.n = n;
-    op.bytes = read * (bytes_of(wf, k * n) + wf.tensor_scale_bytes) + bytes_of(xf, m * k) + bytes_of(of, m * n);
+    op.bytes =
+        read * (bytes_of(wf, k * n) + wf.tensor_scale_bytes) + bytes_of(xf, m * k) + bytes_of(of, m * n);
     op.weight_copies = read;
     op.a_format = xf.name;
     op.b_format = wf.name;
@@ -72,7 +73,8 @@ struct Builder {
     push(std::move(op));
   }
 
-  void attention(double flops, double bytes, const CostFormat& q, const CostFormat& kv, const std::string& dp) {
+  void attention(double flops, double bytes, const CostFormat& q, const CostFormat& kv,
+                 const std::string& dp) {
     Op op;
     op.name = "attn.sdpa";
     op.kind = "attention";
@@ -179,13 +181,13 @@ std::string gemm_rate_class(const ElementWidth& a, const ElementWidth& b, const 
                   " and " + std::string(b_name) + " (it has: " + have + ")");
 }
 
-Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& target, Catalog& cat, Phase phase,
-                        long long batch, long long context) {
+Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& target, Catalog& cat,
+                        Phase phase, long long batch, long long context) {
   return build_workload(s, p, target, WorkloadResolver::of(cat), phase, batch, context);
 }
 
-Workload build_workload(const ModelShape& s, const PlanFormats& f, const Target& target, const MacDatapath& dp,
-                        Phase phase, long long batch, long long context) {
+Workload build_workload(const ModelShape& s, const PlanFormats& f, const Target& target,
+                        const MacDatapath& dp, Phase phase, long long batch, long long context) {
   const WorkloadResolver r{[&f](const std::string& n) {
                              for (const CostFormat* c : {&f.weights, &f.activations, &f.kv_cache}) {
                                if (c->name == n) return *c;
@@ -193,17 +195,18 @@ Workload build_workload(const ModelShape& s, const PlanFormats& f, const Target&
                              throw SpecError("format '" + n + "' is not one of the plan's three formats");
                            },
                            [&dp](const std::string&) -> const MacDatapath& { return dp; }};
-  const CostPlan p = CostPlan::uniform("uniform", f.weights.name, f.activations.name, f.kv_cache.name, s.n_layers);
+  const CostPlan p =
+      CostPlan::uniform("uniform", f.weights.name, f.activations.name, f.kv_cache.name, s.n_layers);
   return build_workload(s, p, target, r, phase, batch, context);
 }
 
-Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& target, const WorkloadResolver& cat,
-                        Phase phase, long long batch, long long context) {
+Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& target,
+                        const WorkloadResolver& cat, Phase phase, long long batch, long long context) {
   if (batch < 1) throw SpecError("batch = " + std::to_string(batch) + ": expected a positive integer");
   if (context < 1) throw SpecError("context = " + std::to_string(context) + ": expected a positive integer");
   if (static_cast<long long>(p.layers.size()) != s.n_layers) {
-    throw SpecError("plan '" + p.name + "' has " + std::to_string(p.layers.size()) + " blocks; model shape '" + s.name +
-                    "' has n_layers = " + std::to_string(s.n_layers));
+    throw SpecError("plan '" + p.name + "' has " + std::to_string(p.layers.size()) +
+                    " blocks; model shape '" + s.name + "' has n_layers = " + std::to_string(s.n_layers));
   }
   Workload w;
   w.phase = phase;
@@ -235,7 +238,8 @@ Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& ta
     if (phase == Phase::prefill) {
       // Causal: query i attends to i + 1 keys, sum = S(S+1)/2 per head; QK^T and PV each 2 flops/MAC.
       const double macs = 2.0 * B * heads * hd * S * (S + 1) / 2.0;
-      b.attention(2.0 * macs, bytes_of(qf, 2 * T * d) + bytes_of(kvf, 2 * T * kv), qf, kvf, l.attention_datapath);
+      b.attention(2.0 * macs, bytes_of(qf, 2 * T * d) + bytes_of(kvf, 2 * T * kv), qf, kvf,
+                  l.attention_datapath);
     } else {
       // One query per sequence against S cached positions plus itself; the cache is read once.
       const double macs = 2.0 * B * heads * hd * (S + 1);

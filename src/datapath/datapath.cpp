@@ -1,5 +1,5 @@
-#include "io/toml_util.hpp"
 #include "lpemu/datapath/datapath.hpp"
+#include "io/toml_util.hpp"
 
 #include <set>
 
@@ -11,9 +11,9 @@
 namespace lpemu::datapath {
 namespace {
 
-using io::detail::where;
 using io::detail::fail;
 using io::detail::show;
+using io::detail::where;
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -50,7 +50,9 @@ struct Reader {
 
   std::string str_req(std::string_view key) const {
     auto s = str(key);
-    if (!s) fail(origin, t != nullptr ? static_cast<const toml::node*>(t) : parent, field(key), "(missing)", "a string");
+    if (!s)
+      fail(origin, t != nullptr ? static_cast<const toml::node*>(t) : parent, field(key), "(missing)",
+           "a string");
     return *s;
   }
 
@@ -85,7 +87,8 @@ struct Reader {
     const auto s = str(key);
     if (!s) return def;
     if (const auto v = lpemu::detail::enum_value(table, *s)) return *v;
-    fail(origin, node(key), field(key), '"' + *s + '"', "one of " + join(lpemu::detail::enum_spellings(table, "\"")));
+    fail(origin, node(key), field(key), '"' + *s + '"',
+         "one of " + join(lpemu::detail::enum_spellings(table, "\"")));
   }
 
   // A rounding mode by the format layer's names.
@@ -104,7 +107,8 @@ struct Reader {
                                      const format::Registry& formats) const {
     if (const format::Format* f = formats.find(name)) return *f;
     fail(origin, node(key), field(key), '"' + name + '"',
-         "a known element format (see `lpemu formats list`)" + lpemu::detail::closest_names_hint(name, formats.names()));
+         "a known element format (see `lpemu formats list`)" +
+             lpemu::detail::closest_names_hint(name, formats.names()));
   }
 };
 
@@ -122,8 +126,9 @@ constexpr EnumName<Alignment> kAlignmentNames[] = {{"exact", Alignment::exact},
                                                    {"round_down", Alignment::round_down}};
 constexpr EnumName<Order> kOrderNames[] = {
     {"sequential", Order::sequential}, {"pairwise", Order::pairwise}, {"split_k", Order::split_k}};
-constexpr EnumName<ScaleApplication> kScaleApplicationNames[] = {
-    {"none", ScaleApplication::none}, {"product", ScaleApplication::product}, {"group", ScaleApplication::group}};
+constexpr EnumName<ScaleApplication> kScaleApplicationNames[] = {{"none", ScaleApplication::none},
+                                                                 {"product", ScaleApplication::product},
+                                                                 {"group", ScaleApplication::group}};
 constexpr EnumName<Addend> kAddendNames[] = {{"fused", Addend::fused}, {"late", Addend::late}};
 constexpr EnumName<OverflowRule> kOverflowRuleNames[] = {
     {"infinity", OverflowRule::infinity},
@@ -154,8 +159,8 @@ std::string_view to_string(Alignment a) { return lpemu::detail::enum_name(kAlign
 std::string_view to_string(Order o) { return lpemu::detail::enum_name(kOrderNames, o); }
 
 std::string Datapath::summary() const {
-  std::string s = a.name + " x " + b.name + " -> " + output().name + ", n=" +
-                  (fused_terms == 0 ? std::string("K") : std::to_string(fused_terms));
+  std::string s = a.name + " x " + b.name + " -> " + output().name +
+                  ", n=" + (fused_terms == 0 ? std::string("K") : std::to_string(fused_terms));
   if (alignment == Alignment::exact) {
     s += ", exact alignment";
   } else {
@@ -165,15 +170,17 @@ std::string Datapath::summary() const {
   if (accumulator.kind == format::Kind::floating && accumulator_fraction_bits != accumulator.mantissa_bits) {
     s += " (" + std::to_string(accumulator_fraction_bits) + " fraction bits)";
   }
-  if (promote_every > 0) s += ", promoted to " + promotion_format->name + " every " + std::to_string(promote_every);
+  if (promote_every > 0)
+    s += ", promoted to " + promotion_format->name + " every " + std::to_string(promote_every);
   return s;
 }
 
-Datapath parse_datapath_toml(std::string_view text, std::string_view origin, const format::Registry& formats) {
+Datapath parse_datapath_toml(std::string_view text, std::string_view origin,
+                             const format::Registry& formats) {
   const toml::table root = io::detail::parse(text, origin);
   const Reader top{&root, "", origin, nullptr};
-  top.only({"name", "description", "source", "open", "inputs", "products", "block", "alignment", "accumulator",
-            "promotion", "order"});
+  top.only({"name", "description", "source", "open", "inputs", "products", "block", "alignment",
+            "accumulator", "promotion", "order"});
   Datapath d;
   d.name = top.str_req("name");
   if (d.name.empty()) fail(origin, top.node("name"), "name", "\"\"", "a non-empty name");
@@ -204,7 +211,8 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
     // OCP MX v1.0 sec. 5.2: E8M0 shared scales; NVFP4 uses FP8 E4M3 block scales.
     d.scale = in.format_named("scale", in.str("scale").value_or("e8m0"), formats);
   } else if (in.node("scale") != nullptr) {
-    fail(origin, in.node("scale"), "inputs.scale", show(*in.node("scale")), "no scale when scale_application is \"none\"");
+    fail(origin, in.node("scale"), "inputs.scale", show(*in.node("scale")),
+         "no scale when scale_application is \"none\"");
   }
 
   const Reader pr = sub(root, "products", origin);
@@ -212,16 +220,19 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
   if (auto pf = pr.str("format"); pf && *pf != "exact") {
     d.product_format = pr.format_named("format", *pf, formats);
     if (d.product_format->kind != format::Kind::floating) {
-      fail(origin, pr.node("format"), "products.format", '"' + *pf + '"', "\"exact\" or a floating-point format");
+      fail(origin, pr.node("format"), "products.format", '"' + *pf + '"',
+           "\"exact\" or a floating-point format");
     }
     d.product_rounding = pr.rounding("rounding", format::RoundingMode::nearest_even);
     if (d.product_rounding == format::RoundingMode::stochastic) {
-      fail(origin, pr.node("rounding"), "products.rounding", "\"stochastic\"", "a deterministic rounding mode");
+      fail(origin, pr.node("rounding"), "products.rounding", "\"stochastic\"",
+           "a deterministic rounding mode");
     }
   }
 
   const Reader bl = sub(root, "block", origin);
-  bl.only({"fused_terms", "addend", "addend_emin", "late_rounding", "late_sr_bits", "late_seed", "normalisation"});
+  bl.only({"fused_terms", "addend", "addend_emin", "late_rounding", "late_sr_bits", "late_seed",
+           "normalisation"});
   d.fused_terms = bl.integer("fused_terms", 0, 1 << 20).value_or(1);
   d.addend = bl.choice("addend", Addend::fused, kAddendNames);
   d.late_rounding = read_rounding(bl, "late_", format::RoundingMode::nearest_even);
@@ -262,8 +273,9 @@ Datapath parse_datapath_toml(std::string_view text, std::string_view origin, con
     }
     d.fraction_bits = fb ? *fb : mb + *xb;
     if (d.fraction_bits < 0 || d.fraction_bits > 100) {
-      fail(origin, al.node(fb ? "fraction_bits" : "extra_bits"), fb ? "alignment.fraction_bits" : "alignment.extra_bits",
-           std::to_string(fb ? *fb : *xb), "an alignment width F in 0..100 bits");
+      fail(origin, al.node(fb ? "fraction_bits" : "extra_bits"),
+           fb ? "alignment.fraction_bits" : "alignment.extra_bits", std::to_string(fb ? *fb : *xb),
+           "an alignment width F in 0..100 bits");
     }
   }
 
@@ -308,7 +320,8 @@ DatapathRegistry DatapathRegistry::with_user_paths(const std::vector<std::filesy
   // Unlike the format registries, a directory that does not exist is skipped here.
   for (const auto& dir : lpemu::detail::user_spec_dirs(dirs)) {
     for (const auto& f : lpemu::detail::toml_files_in(dir / "datapath")) {
-      r.add(parse_datapath_toml(lpemu::detail::read_spec_file(f, "datapath"), f.string(), formats), f.string());
+      r.add(parse_datapath_toml(lpemu::detail::read_spec_file(f, "datapath"), f.string(), formats),
+            f.string());
     }
   }
   return r;
@@ -319,8 +332,9 @@ void DatapathRegistry::add(Datapath d, std::string origin) {
   // like those would shadow it (or be shadowed), depending on lookup order.
   for (const char* reserved : {"eigen", "fp32", "native", "none"}) {
     if (d.name == reserved) {
-      throw SpecError(origin + ": datapath name '" + d.name +
-                      "' is reserved for the engine's own GEMM (eigen, fp32, native, none); expected another name");
+      throw SpecError(
+          origin + ": datapath name '" + d.name +
+          "' is reserved for the engine's own GEMM (eigen, fp32, native, none); expected another name");
     }
   }
   items_.add(std::move(d), std::move(origin));

@@ -153,7 +153,10 @@ Sum sum_terms(std::span<const Term> terms, const AlignSpec& spec) {
       cpp_int v = cpp_int(static_cast<std::uint64_t>(t.mag >> 64)) << 64;
       v |= cpp_int(static_cast<std::uint64_t>(t.mag));
       v <<= (t.lsb - q);
-      if (t.neg) s -= v; else s += v;
+      if (t.neg)
+        s -= v;
+      else
+        s += v;
     }
     return from_cpp(s, q);
   }
@@ -176,7 +179,10 @@ Sum sum_terms(std::span<const Term> terms, const AlignSpec& spec) {
     const i128 v = align_term(t, q, spec.mode, spec.sticky);
     const u128 m = v < 0 ? static_cast<u128>(-v) : static_cast<u128>(v);
     cpp_int c = (cpp_int(static_cast<std::uint64_t>(m >> 64)) << 64) | cpp_int(static_cast<std::uint64_t>(m));
-    if (v < 0) s -= c; else s += c;
+    if (v < 0)
+      s -= c;
+    else
+      s += c;
   }
   return from_cpp(s, qsum);
 }
@@ -231,7 +237,8 @@ u128 round_at(bool neg, u128 mag, int qexp, int q, const ResultRounding& rr, std
 
 /// Rounds ±mag·2^qexp to p fraction bits, exponent range unbounded above and subnormal
 /// quantum 2^(emin−p) below (the BFMA model).
-Rounded round_float(bool neg, u128 mag, int qexp, int p, int emin, const ResultRounding& rr, std::uint32_t rand) {
+Rounded round_float(bool neg, u128 mag, int qexp, int p, int emin, const ResultRounding& rr,
+                    std::uint32_t rand) {
   Rounded out;
   out.neg = neg;
   if (mag == 0) return out;
@@ -305,7 +312,8 @@ std::uint64_t round_to_code(const Sum& s, bool zero_neg, const OutSpec& o, std::
   const int ev = r.q + o.p;
   if (ev > f.emax) return overflow_code(f, r.neg, o.overflow, o.rounding.mode);
   const std::uint64_t field = static_cast<std::uint64_t>(ev + f.bias);
-  const std::uint64_t mag_code = (field << f.mantissa_bits) | (static_cast<std::uint64_t>(r.r - hidden) << shift);
+  const std::uint64_t mag_code =
+      (field << f.mantissa_bits) | (static_cast<std::uint64_t>(r.r - hidden) << shift);
   if (mag_code > f.max_code) return overflow_code(f, r.neg, o.overflow, o.rounding.mode);
   return sign | mag_code;
 }
@@ -330,16 +338,20 @@ struct Specials {
   }
 };
 
-Term to_term(const Operand& o) {
-  return Term{o.mag, o.lsb, o.e, o.neg};
-}
+Term to_term(const Operand& o) { return Term{o.mag, o.lsb, o.e, o.neg}; }
 
 /// Runs one dot product through the datapath's structure.
 class Engine {
  public:
   Engine(const Datapath& dp, std::span<const Operand> a, std::span<const Operand> b,
          const BlockScales& scales, std::uint64_t index)
-      : dp_(dp), a_(a), b_(b), sa_(scales.a), sb_(scales.b), ma_(scales.a_significand), mb_(scales.b_significand),
+      : dp_(dp),
+        a_(a),
+        b_(b),
+        sa_(scales.a),
+        sb_(scales.b),
+        ma_(scales.a_significand),
+        mb_(scales.b_significand),
         index_(index) {
     acc_.fmt = &dp.accumulator;
     acc_.p = dp.accumulator.kind == format::Kind::floating ? dp.accumulator_fraction_bits : 0;
@@ -373,7 +385,8 @@ class Engine {
  private:
   std::uint64_t run_order(std::size_t lo, std::size_t hi, std::uint64_t c_code) {
     const std::size_t len = hi - lo;
-    const std::size_t n = dp_.fused_terms <= 0 ? std::max<std::size_t>(len, 1) : static_cast<std::size_t>(dp_.fused_terms);
+    const std::size_t n =
+        dp_.fused_terms <= 0 ? std::max<std::size_t>(len, 1) : static_cast<std::size_t>(dp_.fused_terms);
     const std::uint64_t zero = zero_code(dp_.accumulator, false);
     switch (dp_.order) {
       case Order::sequential: {
@@ -460,8 +473,10 @@ class Engine {
         continue;
       }
       if (x.kind == Kind::inf || y.kind == Kind::inf) {
-        if (x.kind == Kind::zero || y.kind == Kind::zero) sp.nan = true;  // Inf·0
-        else sp.add_inf(neg);
+        if (x.kind == Kind::zero || y.kind == Kind::zero)
+          sp.nan = true;  // Inf·0
+        else
+          sp.add_inf(neg);
         continue;
       }
       const int sa = scale_of(sa_, k);
@@ -618,7 +633,8 @@ void check_code(const format::Format& f, std::uint64_t code, const char* what, s
   }
 }
 
-std::uint64_t finish_block(const Datapath& dp, i128 s, int qexp, bool zero_neg, std::uint64_t c_code, bool add_c) {
+std::uint64_t finish_block(const Datapath& dp, i128 s, int qexp, bool zero_neg, std::uint64_t c_code,
+                           bool add_c) {
   OutSpec o{&dp.accumulator, dp.accumulator.kind == format::Kind::floating ? dp.accumulator_fraction_bits : 0,
             dp.accumulator_rounding, dp.overflow, dp.flush_subnormal_outputs};
   if (!add_c) return round_to_code(from_i128(s, qexp), zero_neg, o, 0);
@@ -643,16 +659,18 @@ std::uint64_t dot_decoded(const Datapath& dp, std::span<const Operand> a, std::s
 std::uint64_t dot(const Datapath& dp, std::span<const std::uint64_t> a, std::span<const std::uint64_t> b,
                   std::uint64_t c, const BlockScales& scales, std::uint64_t index) {
   if (a.size() != b.size()) {
-    throw ShapeError("dot: a has " + std::to_string(a.size()) + " elements but b has " + std::to_string(b.size()));
+    throw ShapeError("dot: a has " + std::to_string(a.size()) + " elements but b has " +
+                     std::to_string(b.size()));
   }
   const std::size_t nscales = dp.scale_block > 0 ? (a.size() + static_cast<std::size_t>(dp.scale_block) - 1) /
                                                        static_cast<std::size_t>(dp.scale_block)
                                                  : 0;
-  for (const std::size_t given : {scales.a.size(), scales.b.size(), scales.a_significand.size(),
-                                   scales.b_significand.size()}) {
+  for (const std::size_t given :
+       {scales.a.size(), scales.b.size(), scales.a_significand.size(), scales.b_significand.size()}) {
     if (given != 0 && given != nscales) {
       throw ShapeError("dot: " + std::to_string(given) + " block scales given, expected " +
-                       std::to_string(nscales) + " (one per " + std::to_string(dp.scale_block) + " elements)");
+                       std::to_string(nscales) + " (one per " + std::to_string(dp.scale_block) +
+                       " elements)");
     }
   }
   detail::check_code(dp.output(), c, "c", 0);

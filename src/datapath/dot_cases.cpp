@@ -50,8 +50,9 @@ std::vector<std::string> code_fields(const std::string& field) {
 
 // Block scales of one row: decimal exponents (E8M0, as dot.csv holds them), nan, or 0x-prefixed
 // codes of the datapath's scale format, split into exponent and integer significand.
-void parse_scales(const std::string& field, const Datapath& dp, const std::string& where, const std::string& column,
-                  std::vector<std::int32_t>& exps, std::vector<std::uint32_t>& sigs) {
+void parse_scales(const std::string& field, const Datapath& dp, const std::string& where,
+                  const std::string& column, std::vector<std::int32_t>& exps,
+                  std::vector<std::uint32_t>& sigs) {
   for (const auto& w : code_fields(field)) {
     if (!dp.scale) bad(where, column, w, "no block scales (datapath '" + dp.name + "' has none)");
     if (w.size() > 2 && w[0] == '0' && (w[1] == 'x' || w[1] == 'X')) {
@@ -79,7 +80,8 @@ void parse_scales(const std::string& field, const Datapath& dp, const std::strin
     long e = 0;
     const auto [ptr, ec] = std::from_chars(w.data(), w.data() + w.size(), e, 10);
     if (ec != std::errc() || ptr != w.data() + w.size() || e < -100000 || e > 100000) {
-      bad(where, column, w, "a decimal scale exponent in -100000..100000, nan, or a 0x code of " + dp.scale->name);
+      bad(where, column, w,
+          "a decimal scale exponent in -100000..100000, nan, or a 0x code of " + dp.scale->name);
     }
     exps.push_back(static_cast<std::int32_t>(e));
     sigs.push_back(1);
@@ -99,7 +101,8 @@ DotCaseColumns read_dot_cases(std::istream& in, const std::string& name, const D
                               const std::function<void(const DotCaseColumns&)>& on_header,
                               const std::function<void(const DotCase&)>& on_case) {
   std::string line;
-  if (!std::getline(in, line)) throw SpecError(name + ": empty file: expected a header row with columns a,b,c");
+  if (!std::getline(in, line))
+    throw SpecError(name + ": empty file: expected a header row with columns a,b,c");
   const auto header = split(trim(line), ',');
   std::map<std::string, std::size_t> col;
   for (std::size_t i = 0; i < header.size(); ++i) {
@@ -122,8 +125,8 @@ DotCaseColumns read_dot_cases(std::istream& in, const std::string& name, const D
     const std::string where = name + ":" + std::to_string(row);
     const auto fields = split(line, ',');
     if (fields.size() != header.size()) {
-      throw SpecError(where + ": " + std::to_string(fields.size()) + " fields, expected " + std::to_string(header.size()) +
-                      " (one per header column)");
+      throw SpecError(where + ": " + std::to_string(fields.size()) + " fields, expected " +
+                      std::to_string(header.size()) + " (one per header column)");
     }
     const auto field = [&](const char* c) {
       const auto it = col.find(c);
@@ -150,7 +153,8 @@ DotCaseColumns read_dot_cases(std::istream& in, const std::string& name, const D
     };
     if (all_one(k.scale_a_sig)) k.scale_a_sig.clear();
     if (all_one(k.scale_b_sig)) k.scale_b_sig.clear();
-    if (cols.expected) k.expected = parse_hex(field("expected_result"), dp.output(), where, "expected_result");
+    if (cols.expected)
+      k.expected = parse_hex(field("expected_result"), dp.output(), where, "expected_result");
     if (col.count("row") != 0) k.row = parse_index(field("row"), where, "row");
     on_case(k);
   }

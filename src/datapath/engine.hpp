@@ -43,6 +43,7 @@ std::uint64_t dot_decoded(const Datapath& dp, std::span<const Operand> a, std::s
 
 /// Ends one block: rounds ±|s|·2^qexp (plus c when `c_code` is finite and `add_c`, exactly) into
 /// the accumulator as dp's block rounding does; `zero_neg` is the sign of an all-zero sum.
-std::uint64_t finish_block(const Datapath& dp, i128 s, int qexp, bool zero_neg, std::uint64_t c_code, bool add_c);
+std::uint64_t finish_block(const Datapath& dp, i128 s, int qexp, bool zero_neg, std::uint64_t c_code,
+                           bool add_c);
 
 }  // namespace lpemu::datapath::detail

@@ -114,8 +114,10 @@ ExactValue exact_dot(const format::Format& fa, const format::Format& fb, const f
       continue;
     }
     if (std::isinf(x) || std::isinf(y)) {
-      if (x == 0.0 || y == 0.0) nan = true;
-      else ((std::signbit(x) != std::signbit(y)) ? ninf : pinf) = true;
+      if (x == 0.0 || y == 0.0)
+        nan = true;
+      else
+        ((std::signbit(x) != std::signbit(y)) ? ninf : pinf) = true;
       continue;
     }
     if (x == 0.0 || y == 0.0) continue;
@@ -129,9 +131,12 @@ ExactValue exact_dot(const format::Format& fa, const format::Format& fb, const f
     parts.push_back(Part{m, px.e + py.e + s + t});
   }
   const double cv = format::decode(fc, c);
-  if (std::isnan(cv)) nan = true;
-  else if (std::isinf(cv)) (cv < 0 ? ninf : pinf) = true;
-  else if (cv != 0.0) parts.push_back(split(cv));
+  if (std::isnan(cv))
+    nan = true;
+  else if (std::isinf(cv))
+    (cv < 0 ? ninf : pinf) = true;
+  else if (cv != 0.0)
+    parts.push_back(split(cv));
   ExactValue out;
   if (nan || (pinf && ninf)) {
     out.nan = true;

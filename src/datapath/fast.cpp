@@ -40,9 +40,9 @@ template <typename T>
 using Buffer = std::unique_ptr<T[]>;
 
 struct Packed {
-  Buffer<std::int32_t> m;  // signed significand (0 for zero)
-  Buffer<std::int32_t> e;  // alignment exponent (kZeroExp for zero)
-  Buffer<std::int32_t> l;  // lsb exponent
+  Buffer<std::int32_t> m;     // signed significand (0 for zero)
+  Buffer<std::int32_t> e;     // alignment exponent (kZeroExp for zero)
+  Buffer<std::int32_t> l;     // lsb exponent
   std::vector<char> special;  // per row: holds NaN or Inf
 };
 
@@ -159,8 +159,8 @@ struct AccState {
 
 // Rounds ±|s|·2^q (RZ or RNE at p fraction bits, subnormal quantum
 // 2^(emin − p)), leaving the result decoded; false where the general engine must decide.
-[[gnu::always_inline]] inline bool round_state(const format::Format& f, int p, bool rne, std::int64_t s, int q,
-                                               AccState& st) {
+[[gnu::always_inline]] inline bool round_state(const format::Format& f, int p, bool rne, std::int64_t s,
+                                               int q, AccState& st) {
   const bool neg = s < 0;
   const std::uint64_t mag = neg ? static_cast<std::uint64_t>(-s) : static_cast<std::uint64_t>(s);
   const int e = q + static_cast<int>(std::bit_width(mag)) - 1;
@@ -205,7 +205,8 @@ std::uint64_t encode_state(const format::Format& f, int p, const AccState& st) {
   const std::uint64_t hidden = std::uint64_t{1} << p;
   const int shift = f.mantissa_bits - p;
   if (st.r < hidden) return sign | (st.r << shift);
-  return sign | (static_cast<std::uint64_t>(st.q + p + f.bias) << f.mantissa_bits) | ((st.r - hidden) << shift);
+  return sign | (static_cast<std::uint64_t>(st.q + p + f.bias) << f.mantissa_bits) |
+         ((st.r - hidden) << shift);
 }
 
 struct TruncParams {
@@ -223,9 +224,9 @@ struct TruncParams {
 // One output element of a truncating BFMA datapath (tensor-cores.md §1, steps 1–8), all inlined
 // so each clone vectorises its inner loops. Returns false where the general engine must decide
 // (special values, an all-zero block with zero c, or a rounding round_state defers).
-LPEMU_AVX2_CLONES bool element_trunc(
-    const TruncParams& P, const std::int32_t* am, const std::int32_t* ae, const std::int32_t* bm,
-    const std::int32_t* be, std::size_t k, std::uint64_t c, std::uint64_t& out) {
+LPEMU_AVX2_CLONES bool element_trunc(const TruncParams& P, const std::int32_t* am, const std::int32_t* ae,
+                                     const std::int32_t* bm, const std::int32_t* be, std::size_t k,
+                                     std::uint64_t c, std::uint64_t& out) {
   const Datapath& dp = *P.dp;
   const format::Format& f = dp.accumulator;
   const int pbits = dp.accumulator_fraction_bits;
@@ -361,13 +362,16 @@ struct Avx2Ops {
     return reinterpret_cast<V8>(_mm256_abs_epi32(reinterpret_cast<__m256i>(x)));
   }
   __attribute__((target("avx2"))) static V8 srl(V8 x, V8 s) {
-    return reinterpret_cast<V8>(_mm256_srlv_epi32(reinterpret_cast<__m256i>(x), reinterpret_cast<__m256i>(s)));
+    return reinterpret_cast<V8>(
+        _mm256_srlv_epi32(reinterpret_cast<__m256i>(x), reinterpret_cast<__m256i>(s)));
   }
   __attribute__((target("avx2"))) static V8 sll(V8 x, V8 s) {
-    return reinterpret_cast<V8>(_mm256_sllv_epi32(reinterpret_cast<__m256i>(x), reinterpret_cast<__m256i>(s)));
+    return reinterpret_cast<V8>(
+        _mm256_sllv_epi32(reinterpret_cast<__m256i>(x), reinterpret_cast<__m256i>(s)));
   }
   __attribute__((target("avx2"))) static V8 sign(V8 t, V8 x) {
-    return reinterpret_cast<V8>(_mm256_sign_epi32(reinterpret_cast<__m256i>(t), reinterpret_cast<__m256i>(x)));
+    return reinterpret_cast<V8>(
+        _mm256_sign_epi32(reinterpret_cast<__m256i>(t), reinterpret_cast<__m256i>(x)));
   }
   __attribute__((target("avx2"))) static bool any(V8 m) {
     const auto v = reinterpret_cast<__m256i>(m);
@@ -455,7 +459,8 @@ void rows_trunc(RowsArgs<R>& A) {
       const V8 e_c = vmax(q[r] + bit_width8<Ops>(absr[r]) - 1, addend_emin);
       const V8 c_zero = sr[r] == 0;
       emax[r] = vmax(vmax(raw[r], floor), c_zero ? floor : e_c);
-      bad[r] |= c_zero & (raw[r] < kAllZeroBelow);  // the sign of an all-zero block depends on the zeros' signs
+      bad[r] |=
+          c_zero & (raw[r] < kAllZeroBelow);  // the sign of an all-zero block depends on the zeros' signs
       shift0[r] = emax[r] + P.base_shift32;
     }
     // §1.5: each product truncated toward zero at 2^q (B carries the lift, then one right shift
@@ -528,7 +533,8 @@ void rows_trunc(RowsArgs<R>& A) {
     for (std::size_t l = 0; l < kLanes; ++l) {
       const std::int32_t v = sr[r][l];
       A.ok[r][l] = bad[r][l] == 0;
-      const AccState st{static_cast<std::uint64_t>(v < 0 ? -static_cast<std::int64_t>(v) : v), q[r][l], v < 0};
+      const AccState st{static_cast<std::uint64_t>(v < 0 ? -static_cast<std::int64_t>(v) : v), q[r][l],
+                        v < 0};
       A.out[r][l] = A.ok[r][l] ? encode_state(f, pbits, st) : 0;
     }
   }
@@ -568,9 +574,9 @@ const RowKernels& row_kernels() {
 
 // ideal: Σ of exact products at the smallest possible product lsb (int64); `nz` = 0 when every
 // product is zero (the caller then lets the general engine pick the sign of zero).
-LPEMU_AVX2_CLONES std::int64_t element_exact(
-    const std::int32_t* am, const std::int32_t* al, const std::int32_t* bm, const std::int32_t* bl, std::size_t k,
-    int lmin, std::int64_t& nz) {
+LPEMU_AVX2_CLONES std::int64_t element_exact(const std::int32_t* am, const std::int32_t* al,
+                                             const std::int32_t* bm, const std::int32_t* bl, std::size_t k,
+                                             int lmin, std::int64_t& nz) {
   std::int64_t s = 0;
   std::int64_t any = 0;
   for (std::size_t p = 0; p < k; ++p) {
@@ -587,10 +593,11 @@ bool narrow(const format::Format& f) { return f.kind == format::Kind::floating &
 }  // namespace
 
 bool fast_gemm_applicable(const Datapath& dp, bool no_scales) {
-  if (!no_scales || dp.scale_application != ScaleApplication::none || dp.product_format || dp.promote_every > 0 ||
-      dp.order != Order::sequential || dp.addend != Addend::fused || dp.flush_subnormal_inputs ||
-      dp.accumulator_rounding.mode == format::RoundingMode::stochastic ||
-      dp.accumulator.kind != format::Kind::floating || dp.accumulator.specials != format::Specials::ieee || !narrow(dp.a) || !narrow(dp.b)) {
+  if (!no_scales || dp.scale_application != ScaleApplication::none || dp.product_format ||
+      dp.promote_every > 0 || dp.order != Order::sequential || dp.addend != Addend::fused ||
+      dp.flush_subnormal_inputs || dp.accumulator_rounding.mode == format::RoundingMode::stochastic ||
+      dp.accumulator.kind != format::Kind::floating || dp.accumulator.specials != format::Specials::ieee ||
+      !narrow(dp.a) || !narrow(dp.b)) {
     return false;
   }
   if (dp.alignment == Alignment::truncate) {
@@ -600,7 +607,8 @@ bool fast_gemm_applicable(const Datapath& dp, bool no_scales) {
   }
   if (dp.alignment == Alignment::exact) {
     // int64 fixed point at the smallest product lsb: products span at most this many bits.
-    const int span = (dp.a.emax - dp.a.emin + dp.a.mantissa_bits + 1) + (dp.b.emax - dp.b.emin + dp.b.mantissa_bits + 1) + 2;
+    const int span = (dp.a.emax - dp.a.emin + dp.a.mantissa_bits + 1) +
+                     (dp.b.emax - dp.b.emin + dp.b.mantissa_bits + 1) + 2;
     return dp.fused_terms == 0 && span <= 40;
   }
   return false;
@@ -624,7 +632,8 @@ void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size
   };
   const bool exact = dp.alignment == Alignment::exact;
   // ideal in int64: products span at most `span` bits above lmin, K of them need bit_width(K) more.
-  const int span = (dp.a.emax - dp.a.emin + dp.a.mantissa_bits + 1) + (dp.b.emax - dp.b.emin + dp.b.mantissa_bits + 1) + 2;
+  const int span =
+      (dp.a.emax - dp.a.emin + dp.a.mantissa_bits + 1) + (dp.b.emax - dp.b.emin + dp.b.mantissa_bits + 1) + 2;
   if (exact && span + static_cast<int>(std::bit_width(k)) > 62) {
     tbb::parallel_for(std::size_t{0}, m * n, [&](std::size_t e) { d[e] = general(e / n, e % n); });
     return;
@@ -637,8 +646,8 @@ void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size
   // int32 kernel: products have at most mbsum + 2 bits; lift them to 30 bits; the largest left
   // shift F − mbsum must fit in the lift, and 64 terms of < 2^(F+2) must fit in int32.
   const int lift32 = 30 - (mbsum + 2);
-  const bool use32 = dp.alignment == Alignment::truncate && F - mbsum <= lift32 && F + 2 + 7 <= 31 &&
-                     dp.fused_terms <= 64;
+  const bool use32 =
+      dp.alignment == Alignment::truncate && F - mbsum <= lift32 && F + 2 + 7 <= 31 && dp.fused_terms <= 64;
   const int base_shift32 = mbsum - F + lift32;
   // Normal results up to this exponent are finite (above it round_state checks max_code).
   const format::Format& acc = dp.accumulator;
@@ -806,13 +815,15 @@ void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size
 
 }  // namespace
 
-void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint64_t> a,
-               std::span<const std::uint64_t> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
+               std::span<const std::uint64_t> a, std::span<const std::uint64_t> b,
+               std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
   fast_gemm_codes(dp, m, n, k, a, b, c, d);
 }
 
-void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint8_t> a,
-               std::span<const std::uint8_t> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
+               std::span<const std::uint8_t> a, std::span<const std::uint8_t> b,
+               std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
   fast_gemm_codes(dp, m, n, k, a, b, c, d);
 }
 

@@ -3,8 +3,8 @@
 // tiling over oneTBB threads cannot change any bit.
 #include "lpemu/datapath/gemm.hpp"
 
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <tbb/blocked_range2d.h>
@@ -35,8 +35,10 @@ void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   const std::size_t ns = sb > 0 ? (k + sb - 1) / sb : 0;
   if (!scales.a.empty()) check_size("A's scales", scales.a.size(), m * ns);
   if (!scales.b.empty()) check_size("B's scales", scales.b.size(), ns * n);
-  if (!scales.a_significand.empty()) check_size("A's scale significands", scales.a_significand.size(), m * ns);
-  if (!scales.b_significand.empty()) check_size("B's scale significands", scales.b_significand.size(), ns * n);
+  if (!scales.a_significand.empty())
+    check_size("A's scale significands", scales.a_significand.size(), m * ns);
+  if (!scales.b_significand.empty())
+    check_size("B's scale significands", scales.b_significand.size(), ns * n);
   for (std::size_t i = 0; i < c.size(); ++i) detail::check_code(dp.output(), c[i], "C", i);
 
   if (detail::fast_gemm_applicable(dp, scales.a.empty() && scales.b.empty() && scales.a_significand.empty() &&

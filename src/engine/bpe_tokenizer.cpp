@@ -75,7 +75,8 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   if (from.empty()) return s;
   std::string o;
   std::size_t i = 0;
-  for (std::size_t j; (j = s.find(from, i)) != std::string::npos; i = j + from.size()) o += s.substr(i, j - i) + to;
+  for (std::size_t j; (j = s.find(from, i)) != std::string::npos; i = j + from.size())
+    o += s.substr(i, j - i) + to;
   return o + s.substr(i);
 }
 
@@ -85,13 +86,13 @@ class Regex {
   Regex(const std::string& pattern, const std::string& origin) {
     int err = 0;
     PCRE2_SIZE off = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
-                          &off, nullptr);
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
+                          &err, &off, nullptr);
     if (code_ == nullptr) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);
-      throw SpecError(origin + ": pre_tokenizer regex /" + pattern + "/ at offset " + std::to_string(off) + ": " +
-                      reinterpret_cast<const char*>(msg));
+      throw SpecError(origin + ": pre_tokenizer regex /" + pattern + "/ at offset " + std::to_string(off) +
+                      ": " + reinterpret_cast<const char*>(msg));
     }
   }
   Regex(const Regex&) = delete;
@@ -104,7 +105,8 @@ class Regex {
     pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_, nullptr);
     std::size_t pos = 0, last = 0;
     while (pos <= s.size()) {
-      const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), pos, 0, md, nullptr);
+      const int rc =
+          pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), pos, 0, md, nullptr);
       if (rc < 0) break;
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
       if (ov[1] == ov[0]) {  // empty match: step one code point
@@ -125,7 +127,8 @@ class Regex {
 };
 
 // GPT-2's pre-tokenizer pattern (openai/gpt-2 src/encoder.py), used by ByteLevel with use_regex.
-const char* const kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 struct Step {
   std::string type;
@@ -166,7 +169,9 @@ struct BpeTokenizer::Impl {
     Step s;
     s.type = t;
     if (t == "Sequence") {
-      const char* key = j.contains("normalizers") ? "normalizers" : j.contains("pretokenizers") ? "pretokenizers" : "decoders";
+      const char* key = j.contains("normalizers")     ? "normalizers"
+                        : j.contains("pretokenizers") ? "pretokenizers"
+                                                      : "decoders";
       for (const auto& e : j.at(key)) add_steps(e, field + "." + key, out);
       return;
     }
@@ -198,8 +203,8 @@ struct BpeTokenizer::Impl {
       s.start = j.value("start", 0);
       s.stop = j.value("stop", 0);
     } else {
-      fail(field + ".type", j.value("type", json()), "a supported " + field.substr(0, field.find('.')) +
-                                                        " (see lpemu/engine/bpe_tokenizer.hpp)");
+      fail(field + ".type", j.value("type", json()),
+           "a supported " + field.substr(0, field.find('.')) + " (see lpemu/engine/bpe_tokenizer.hpp)");
     }
     out.push_back(std::move(s));
   }
@@ -231,7 +236,8 @@ struct BpeTokenizer::Impl {
           for (auto& x : p.re->split(w)) next.push_back(std::move(x));
         } else if (p.type == "Metaspace") {
           w = replace_all(w, " ", p.a);
-          if ((p.scheme == "always" || (p.scheme == "first" && first && i == 0)) && !w.starts_with(p.a)) w = p.a + w;
+          if ((p.scheme == "always" || (p.scheme == "first" && first && i == 0)) && !w.starts_with(p.a))
+            w = p.a + w;
           if (!p.flag) {
             next.push_back(w);
             continue;
@@ -298,13 +304,15 @@ struct BpeTokenizer::Impl {
           char name[8];
           std::snprintf(name, sizeof name, "<0x%02X>", c);
           const auto b = vocab.find(name);
-          if (b == vocab.end()) throw SpecError(origin + ": byte_fallback needs piece " + name + ", absent from vocab");
+          if (b == vocab.end())
+            throw SpecError(origin + ": byte_fallback needs piece " + name + ", absent from vocab");
           out.push_back(b->second);
         }
       } else if (unk >= 0) {
         out.push_back(unk);
       } else {
-        throw ShapeError(origin + ": no token for \"" + s + "\" and the model has no unk_token or byte_fallback");
+        throw ShapeError(origin + ": no token for \"" + s +
+                         "\" and the model has no unk_token or byte_fallback");
       }
     }
   }
@@ -329,7 +337,8 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
       const int i = id.get<int>();
       if (i < 0) im->fail("model.vocab." + piece, id, "a non-negative id");
       im->vocab[piece] = i;
-      if (static_cast<std::size_t>(i) >= im->pieces.size()) im->pieces.resize(static_cast<std::size_t>(i) + 1);
+      if (static_cast<std::size_t>(i) >= im->pieces.size())
+        im->pieces.resize(static_cast<std::size_t>(i) + 1);
       im->pieces[static_cast<std::size_t>(i)] = piece;
     }
     int rank = 0;
@@ -338,11 +347,13 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
       if (mg.is_string()) {
         const std::string s = mg.get<std::string>();
         const auto sp = s.find(' ');
-        if (sp == std::string::npos) im->fail("model.merges[" + std::to_string(rank) + "]", mg, "\"left right\"");
+        if (sp == std::string::npos)
+          im->fail("model.merges[" + std::to_string(rank) + "]", mg, "\"left right\"");
         l = s.substr(0, sp);
         r = s.substr(sp + 1);
       } else {
-        if (!mg.is_array() || mg.size() != 2) im->fail("model.merges[" + std::to_string(rank) + "]", mg, "[left, right]");
+        if (!mg.is_array() || mg.size() != 2)
+          im->fail("model.merges[" + std::to_string(rank) + "]", mg, "[left, right]");
         l = mg[0].get<std::string>();
         r = mg[1].get<std::string>();
       }
@@ -367,7 +378,8 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
         const std::string c = a.at("content").get<std::string>();
         im->added.emplace_back(c, id);
         im->vocab[c] = id;
-        if (static_cast<std::size_t>(id) >= im->pieces.size()) im->pieces.resize(static_cast<std::size_t>(id) + 1);
+        if (static_cast<std::size_t>(id) >= im->pieces.size())
+          im->pieces.resize(static_cast<std::size_t>(id) + 1);
         im->pieces[static_cast<std::size_t>(id)] = c;
       }
       std::stable_sort(im->added.begin(), im->added.end(),
@@ -388,7 +400,8 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
     for (const auto& p : procs) {
       const std::string t = p.value("type", "");
       if (t == "ByteLevel") continue;  // only adjusts offsets
-      if (t != "TemplateProcessing") im->fail("post_processor.type", p["type"], "TemplateProcessing or ByteLevel");
+      if (t != "TemplateProcessing")
+        im->fail("post_processor.type", p["type"], "TemplateProcessing or ByteLevel");
       bool seen = false;
       for (const auto& item : p.at("single")) {
         if (item.contains("Sequence")) {
@@ -396,7 +409,8 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
           continue;
         }
         const std::string name = item.at("SpecialToken").at("id").get<std::string>();
-        for (const auto& id : p.at("special_tokens").at(name).at("ids")) (seen ? im->suffix : im->prefix).push_back(id.get<int>());
+        for (const auto& id : p.at("special_tokens").at(name).at("ids"))
+          (seen ? im->suffix : im->prefix).push_back(id.get<int>());
       }
     }
   } catch (const json::exception& e) {
@@ -462,7 +476,8 @@ std::string BpeTokenizer::decode(const std::vector<int>& ids) const {
         for (std::size_t i = 0; i < bytes.size();) {
           const std::size_t n = utf8_len(static_cast<unsigned char>(bytes[i]));
           if ((n == 1 && static_cast<unsigned char>(bytes[i]) >= 0x80) || i + n > bytes.size()) valid = false;
-          for (std::size_t k = 1; valid && k < n; ++k) valid = (static_cast<unsigned char>(bytes[i + k]) & 0xC0) == 0x80;
+          for (std::size_t k = 1; valid && k < n; ++k)
+            valid = (static_cast<unsigned char>(bytes[i + k]) & 0xC0) == 0x80;
           i += n;
         }
         if (valid) {
@@ -508,7 +523,8 @@ std::string BpeTokenizer::decode(const std::vector<int>& ids) const {
 int BpeTokenizer::size() const { return static_cast<int>(impl_->pieces.size()); }
 
 const std::string& BpeTokenizer::piece(int id) const {
-  if (id < 0 || id >= size()) throw ShapeError(impl_->origin + ": token id " + std::to_string(id) + " out of range");
+  if (id < 0 || id >= size())
+    throw ShapeError(impl_->origin + ": token id " + std::to_string(id) + " out of range");
   return impl_->pieces[static_cast<std::size_t>(id)];
 }
 

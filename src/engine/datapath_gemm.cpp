@@ -32,8 +32,8 @@ bool represents(const format::Format& to, const format::Format& from) {
     return true;
   }
   return from.kind == format::Kind::floating && to.kind == format::Kind::floating &&
-         to.mantissa_bits >= from.mantissa_bits && to.emin <= from.emin && to.min_subnormal <= from.min_subnormal &&
-         to.max_finite >= from.max_finite;
+         to.mantissa_bits >= from.mantissa_bits && to.emin <= from.emin &&
+         to.min_subnormal <= from.min_subnormal && to.max_finite >= from.max_finite;
 }
 
 // Scale code → exponent and integer significand (value = significand · 2^exponent).
@@ -60,18 +60,20 @@ struct Side {
   std::vector<float> epilogue;       // FP32 factor per row (empty = 1)
 };
 
-Side prepare(const datapath::Datapath& dp, bool a_side, const EncodedOperand& op, std::size_t rows, std::size_t k,
-             std::string_view site) {
+Side prepare(const datapath::Datapath& dp, bool a_side, const EncodedOperand& op, std::size_t rows,
+             std::size_t k, std::string_view site) {
   const format::Format& in = a_side ? dp.a : dp.b;
   const block::BlockFormat* bf = op.block.get();
   if (const std::string why = datapath_entry_problem(dp, a_side, op.element, bf); !why.empty()) {
-    throw Error("GEMM '" + std::string(site) + "': operand " + (a_side ? "A" : "B") + " in format '" + op.format +
-                "' cannot enter datapath '" + dp.name + "' exactly: " + why +
-                "; quantise it to a format the datapath takes, or ask for a conversion with gemm = { datapath = \"" +
-                dp.name + "\", convert = true }");
+    throw Error(
+        "GEMM '" + std::string(site) + "': operand " + (a_side ? "A" : "B") + " in format '" + op.format +
+        "' cannot enter datapath '" + dp.name + "' exactly: " + why +
+        "; quantise it to a format the datapath takes, or ask for a conversion with gemm = { datapath = \"" +
+        dp.name + "\", convert = true }");
   }
   const block::BlockTensor& t = op.tensor;
-  if (t.codes.size() != rows * k) throw ShapeError("datapath gemm: an operand encoding does not match its values");
+  if (t.codes.size() != rows * k)
+    throw ShapeError("datapath gemm: an operand encoding does not match its values");
   Side s;
   s.codes.resize(rows * k);
   const bool same = in.name == op.element.name;
@@ -85,7 +87,8 @@ Side prepare(const datapath::Datapath& dp, bool a_side, const EncodedOperand& op
   if (bf == nullptr) return s;
   const float g = t.tensor_scale;
   if (bf->granularity == block::Granularity::block) {
-    const std::size_t kb = (k + static_cast<std::size_t>(bf->block_size) - 1) / static_cast<std::size_t>(bf->block_size);
+    const std::size_t kb =
+        (k + static_cast<std::size_t>(bf->block_size) - 1) / static_cast<std::size_t>(bf->block_size);
     s.exps.resize(rows * kb);
     s.sigs.resize(rows * kb);
     bool all_one = true;
@@ -161,7 +164,8 @@ class DatapathGemm final : public Gemm {
           c.data()[i * n + j] = acc;
           continue;
         }
-        const float alpha = (sa.epilogue.empty() ? 1.0F : sa.epilogue[i]) * (sb.epilogue.empty() ? 1.0F : sb.epilogue[j]);
+        const float alpha =
+            (sa.epilogue.empty() ? 1.0F : sa.epilogue[i]) * (sb.epilogue.empty() ? 1.0F : sb.epilogue[j]);
         c.data()[i * n + j] = alpha * acc;
       }
     }
@@ -170,11 +174,12 @@ class DatapathGemm final : public Gemm {
  private:
   // An operand given as values only: element codes of the format it is said to lie on (an
   // element format), or of fp32 when unquantised.
-  static EncodedOperand from_values(const RowMatrix& x, std::string_view fmt, const char* side, const GemmPoint& p) {
+  static EncodedOperand from_values(const RowMatrix& x, std::string_view fmt, const char* side,
+                                    const GemmPoint& p) {
     const format::Format* f = format::Registry::builtin().find(fmt.empty() ? std::string_view("fp32") : fmt);
     if (f == nullptr) {
-      throw Error("GEMM '" + std::string(p.tensor) + "': operand " + side + " in format '" + std::string(fmt) +
-                  "' reaches a datapath without its encoding (codes and scales)");
+      throw Error("GEMM '" + std::string(p.tensor) + "': operand " + side + " in format '" +
+                  std::string(fmt) + "' reaches a datapath without its encoding (codes and scales)");
     }
     return encode_values(x, *f, "GEMM '" + std::string(p.tensor) + "' operand " + side);
   }
@@ -204,7 +209,8 @@ class DatapathGemm final : public Gemm {
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       auto kept = std::static_pointer_cast<const Prepared>(op.prepared);
-      if (kept && kept->dp == &dp_ && kept->dp_name == dp_.name && kept->codes_at == op.tensor.codes.data() && kept->count == op.tensor.codes.size()) {
+      if (kept && kept->dp == &dp_ && kept->dp_name == dp_.name && kept->codes_at == op.tensor.codes.data() &&
+          kept->count == op.tensor.codes.size()) {
         return kept;
       }
     }
@@ -224,18 +230,22 @@ std::string datapath_entry_problem(const datapath::Datapath& dp, bool a_side, co
                                    const block::BlockFormat* block) {
   const format::Format& in = a_side ? dp.a : dp.b;
   if (!represents(in, element)) {
-    return "its values ('" + element.name + "') are not all values of the datapath's input format '" + in.name + "'";
+    return "its values ('" + element.name + "') are not all values of the datapath's input format '" +
+           in.name + "'";
   }
   if (block == nullptr) return {};
-  if (block->granularity == block::Granularity::per_tensor || block->granularity == block::Granularity::per_row) {
+  if (block->granularity == block::Granularity::per_tensor ||
+      block->granularity == block::Granularity::per_row) {
     if (block->scale_is_pow2 || block->scale.bits > 32 || !format::fits_in_float(block->scale)) {
       return "its " + std::string(block::to_string(block->granularity)) + " scales are not FP32 values";
     }
     return {};
   }
-  const bool along_k = block->granularity == block::Granularity::block && (block->axis == -1 || block->axis == 1);
-  if (!along_k) return "its scales vary along K as " + std::string(block::to_string(block->granularity)) +
-                       " blocks, which only a block-scaled datapath with that layout can take";
+  const bool along_k =
+      block->granularity == block::Granularity::block && (block->axis == -1 || block->axis == 1);
+  if (!along_k)
+    return "its scales vary along K as " + std::string(block::to_string(block->granularity)) +
+           " blocks, which only a block-scaled datapath with that layout can take";
   if (dp.scale_application == datapath::ScaleApplication::none || !dp.scale) {
     return "its block scales (" + block->scale_name + " per " + std::to_string(block->block_size) +
            ") need a block-scaled datapath";
@@ -277,14 +287,16 @@ block::BlockFormat conversion_format(const datapath::Datapath& dp, bool a_side) 
   return f;
 }
 
-EncodedOperand operand_from_codes(const Quantizer& q, const RowMatrix& codes, std::span<const float> scale_codes,
-                                  float tensor_scale, RowMatrix& values, std::string_view what) {
+EncodedOperand operand_from_codes(const Quantizer& q, const RowMatrix& codes,
+                                  std::span<const float> scale_codes, float tensor_scale, RowMatrix& values,
+                                  std::string_view what) {
   const format::Format& el = q.element_format();
   const std::string w(what);
   const auto code_of = [&](float v, const format::Format& f, const char* kind, std::size_t i) {
     if (!(v >= 0.0F) || v != std::floor(v) || static_cast<double>(v) > static_cast<double>(f.code_mask())) {
-      throw Error(w + ": " + kind + " " + std::to_string(i) + " = " + std::to_string(v) + ": expected a code of '" +
-                  f.name + "' (an integer in 0.." + std::to_string(f.code_mask()) + ")");
+      throw Error(w + ": " + kind + " " + std::to_string(i) + " = " + std::to_string(v) +
+                  ": expected a code of '" + f.name + "' (an integer in 0.." + std::to_string(f.code_mask()) +
+                  ")");
     }
     return static_cast<std::uint32_t>(v);
   };
@@ -296,7 +308,8 @@ EncodedOperand operand_from_codes(const Quantizer& q, const RowMatrix& codes, st
   values.resize(codes.rows(), codes.cols());
   const block::BlockFormat* bf = q.block_format();
   if (bf == nullptr) {
-    if (!scale_codes.empty() || tensor_scale != 1.0F) throw Error(w + ": element format '" + el.name + "' has no scales");
+    if (!scale_codes.empty() || tensor_scale != 1.0F)
+      throw Error(w + ": element format '" + el.name + "' has no scales");
     std::vector<std::uint32_t> c(n);
     for (std::size_t i = 0; i < n; ++i) c[i] = code_of(codes.data()[i], el, "code", i);
     for (std::size_t i = 0; i < n; ++i) values.data()[i] = static_cast<float>(format::decode(el, c[i]));
@@ -305,7 +318,8 @@ EncodedOperand operand_from_codes(const Quantizer& q, const RowMatrix& codes, st
     return e;
   }
   e.block = std::make_shared<const block::BlockFormat>(*bf);
-  const std::size_t shape[2] = {static_cast<std::size_t>(codes.rows()), static_cast<std::size_t>(codes.cols())};
+  const std::size_t shape[2] = {static_cast<std::size_t>(codes.rows()),
+                                static_cast<std::size_t>(codes.cols())};
   e.tensor.format_name = bf->name;
   e.tensor.layout = block::make_layout(*bf, shape);
   e.tensor.tensor_scale = tensor_scale;
@@ -329,14 +343,16 @@ EncodedOperand operand_from_codes(const Quantizer& q, const RowMatrix& codes, st
 RowMatrix gemm_operands(const Gemm& g, RowMatrix a, RowMatrix b, const Quantizer* qa, const Quantizer* qb,
                         const EncodedOperand* ea, const EncodedOperand* eb) {
   if (a.cols() != b.cols()) {
-    throw ShapeError("gemm: A is [" + std::to_string(a.rows()) + ", " + std::to_string(a.cols()) + "] but B is [" +
-                     std::to_string(b.rows()) + ", " + std::to_string(b.cols()) + "]: both need K columns");
+    throw ShapeError("gemm: A is [" + std::to_string(a.rows()) + ", " + std::to_string(a.cols()) +
+                     "] but B is [" + std::to_string(b.rows()) + ", " + std::to_string(b.cols()) +
+                     "]: both need K columns");
   }
   QuantPoint p;
   p.axis = 1;
   const auto make = [&](const Quantizer* q, RowMatrix& x, const EncodedOperand* given, const char* side) {
     if (given != nullptr) return *given;
-    if (q == nullptr) return encode_values(x, format::Registry::builtin().get("fp32"), std::string("gemm operand ") + side);
+    if (q == nullptr)
+      return encode_values(x, format::Registry::builtin().get("fp32"), std::string("gemm operand ") + side);
     p.tensor = side;
     return q->encode(x, p);
   };

@@ -52,7 +52,8 @@ class HfConfig {
       fail(k, "missing", "an integer");
     }
     const json& v = j_[k];
-    if (v.is_array() && !v.empty() && v[0].is_number_integer()) return v[0].get<int>();  // e.g. eos_token_id list
+    if (v.is_array() && !v.empty() && v[0].is_number_integer())
+      return v[0].get<int>();  // e.g. eos_token_id list
     if (!v.is_number_integer()) fail(k, v.dump(), "an integer");
     return v.get<int>();
   }
@@ -89,7 +90,8 @@ class HfConfig {
 // Every tensor of a checkpoint, found in its safetensors file(s), decoded to float on request.
 class Tensors {
  public:
-  explicit Tensors(const fs::path& dir, std::vector<std::pair<std::string, std::string>>& hashes) : dir_(dir) {
+  explicit Tensors(const fs::path& dir, std::vector<std::pair<std::string, std::string>>& hashes)
+      : dir_(dir) {
     std::vector<fs::path> files;
     const fs::path index = dir / "model.safetensors.index.json";
     if (fs::is_regular_file(index)) {
@@ -100,7 +102,8 @@ class Tensors {
       }
       std::set<std::string> shards;
       for (const auto& [name, shard] : j["weight_map"].items()) {
-        if (!shard.is_string()) throw IoError(index.string() + ": weight_map." + name + ": expected a file name");
+        if (!shard.is_string())
+          throw IoError(index.string() + ": weight_map." + name + ": expected a file name");
         shards.insert(shard.get<std::string>());
       }
       for (const auto& s : shards) files.push_back(dir / s);
@@ -128,8 +131,8 @@ class Tensors {
     const io::SafetensorsFile& f = *it->second;
     const io::SafetensorsEntry& e = f.entry(name);
     if (e.shape != shape) {
-      throw ShapeError(f.path().string() + ": tensor '" + name + "' has shape " + dims(e.shape) + ", expected " +
-                       dims(shape) + " from config.json");
+      throw ShapeError(f.path().string() + ": tensor '" + name + "' has shape " + dims(e.shape) +
+                       ", expected " + dims(shape) + " from config.json");
     }
     const std::vector<std::uint8_t> raw = f.read_bytes(name);
     std::vector<float> out(raw.size() / io::safetensors_dtype_size(e.dtype));
@@ -146,9 +149,11 @@ class Tensors {
     return out;
   }
 
-  RowMatrix matrix(const std::string& name, Eigen::Index rows, Eigen::Index cols, bool transpose = false) const {
-    const std::vector<std::size_t> shape = transpose ? std::vector<std::size_t>{std::size_t(cols), std::size_t(rows)}
-                                                     : std::vector<std::size_t>{std::size_t(rows), std::size_t(cols)};
+  RowMatrix matrix(const std::string& name, Eigen::Index rows, Eigen::Index cols,
+                   bool transpose = false) const {
+    const std::vector<std::size_t> shape =
+        transpose ? std::vector<std::size_t>{std::size_t(cols), std::size_t(rows)}
+                  : std::vector<std::size_t>{std::size_t(rows), std::size_t(cols)};
     const std::vector<float> v = floats(name, shape);
     if (!transpose) return Eigen::Map<const RowMatrix>(v.data(), rows, cols);
     return Eigen::Map<const RowMatrix>(v.data(), cols, rows).transpose();
@@ -200,7 +205,8 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
     const json& rs = h.raw()["rope_scaling"];
     const std::string type = rs.value("rope_type", rs.value("type", std::string("?")));
     if (type != "llama3" && type != "default") {
-      h.fail("rope_scaling.rope_type", "\"" + type + "\"", "\"llama3\" (other RoPE scalings are not supported)");
+      h.fail("rope_scaling.rope_type", "\"" + type + "\"",
+             "\"llama3\" (other RoPE scalings are not supported)");
     }
     if (type == "llama3") {
       c.rope_scaling = "llama3";
@@ -211,7 +217,8 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
     }
   }
   const bool moe = arch == "MixtralForCausalLM";
-  if ((arch == "MistralForCausalLM" || moe) && h.has("sliding_window")) c.sliding_window = h.integer("sliding_window");
+  if ((arch == "MistralForCausalLM" || moe) && h.has("sliding_window"))
+    c.sliding_window = h.integer("sliding_window");
   if (moe) {
     c.n_experts = h.integer("num_local_experts");
     c.n_experts_per_token = h.integer("num_experts_per_tok");
@@ -246,12 +253,14 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
     }
     if (o_bias) w.bo = t.vector(p + "self_attn.o_proj.bias", c.dim);
     w.ffn_norm = t.vector(p + "post_attention_layernorm.weight", c.dim);
-    if (moe) {  // modeling_mixtral.py MixtralSparseMoeBlock: router `gate`, experts w1 (gate), w3 (up), w2 (down)
+    if (moe) {  // modeling_mixtral.py MixtralSparseMoeBlock: router `gate`, experts w1 (gate), w3 (up), w2
+                // (down)
       const std::string b = p + "block_sparse_moe.";
       w.router = t.matrix(b + "gate.weight", c.n_experts, c.dim);
       for (int e = 0; e < c.n_experts; ++e) {
         const std::string q = b + "experts." + std::to_string(e) + ".";
-        w.experts.push_back({t.matrix(q + "w1.weight", c.hidden_dim, c.dim), t.matrix(q + "w2.weight", c.dim, c.hidden_dim),
+        w.experts.push_back({t.matrix(q + "w1.weight", c.hidden_dim, c.dim),
+                             t.matrix(q + "w2.weight", c.dim, c.hidden_dim),
                              t.matrix(q + "w3.weight", c.hidden_dim, c.dim)});
       }
       m.layers.push_back(std::move(w));
@@ -268,8 +277,9 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
     m.layers.push_back(std::move(w));
   }
   m.norm = t.vector("model.norm.weight", c.dim);
-  m.output = (c.tied_embeddings || !t.has("lm_head.weight")) ? m.tok_embeddings
-                                                             : t.matrix("lm_head.weight", c.vocab_size, c.dim);
+  m.output = (c.tied_embeddings || !t.has("lm_head.weight"))
+                 ? m.tok_embeddings
+                 : t.matrix("lm_head.weight", c.vocab_size, c.dim);
   if (!t.has("lm_head.weight")) c.tied_embeddings = true;
 }
 
@@ -298,7 +308,8 @@ void read_gpt2(const HfConfig& h, const Tensors& t, Model& m) {
     h.fail("activation_function", "\"" + act + "\"", "gelu_new, gelu_pytorch_tanh or gelu");
   }
   if (!h.boolean("scale_attn_weights", true)) h.fail("scale_attn_weights", "false", "true");
-  if (h.boolean("scale_attn_by_inverse_layer_idx", false)) h.fail("scale_attn_by_inverse_layer_idx", "true", "false");
+  if (h.boolean("scale_attn_by_inverse_layer_idx", false))
+    h.fail("scale_attn_by_inverse_layer_idx", "true", "false");
   c.bos_id = h.integer("bos_token_id", 50256);
   c.eos_id = h.integer("eos_token_id", 50256);
   c.tied_embeddings = true;
@@ -338,15 +349,18 @@ void read_gpt2(const HfConfig& h, const Tensors& t, Model& m) {
 }  // namespace
 
 std::vector<std::string> hf_architectures() {
-  return {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "MixtralForCausalLM", "GPT2LMHeadModel"};
+  return {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "MixtralForCausalLM",
+          "GPT2LMHeadModel"};
 }
 
 HfCheckpoint import_hf(const fs::path& dir) {
-  if (!fs::is_directory(dir)) throw IoError(dir.string() + ": not a directory (expected a Hugging Face checkpoint folder)");
+  if (!fs::is_directory(dir))
+    throw IoError(dir.string() + ": not a directory (expected a Hugging Face checkpoint folder)");
   HfCheckpoint ck;
   ck.source = dir;
   const fs::path cfg_file = dir / "config.json";
-  if (!fs::is_regular_file(cfg_file)) throw IoError(cfg_file.string() + ": missing (every checkpoint folder has one)");
+  if (!fs::is_regular_file(cfg_file))
+    throw IoError(cfg_file.string() + ": missing (every checkpoint folder has one)");
   ck.config_json = read_text(cfg_file);
   ck.files.emplace_back("config.json", io::sha256_hex(ck.config_json));
   const HfConfig h(cfg_file, parse_json(cfg_file, ck.config_json));

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <span>
-#include <numbers>
 #include <limits>
+#include <numbers>
+#include <span>
 
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
@@ -27,8 +27,8 @@ RowMatrix read_matrix(const io::H5File& f, const std::string& name, Eigen::Index
       static_cast<Eigen::Index>(t.shape[1]) != cols) {
     std::string got;
     for (const auto d : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-    throw ShapeError(file_msg(f, "dataset '" + name + "' has shape [" + got + "], expected [" + std::to_string(rows) +
-                                     ", " + std::to_string(cols) + "]"));
+    throw ShapeError(file_msg(f, "dataset '" + name + "' has shape [" + got + "], expected [" +
+                                     std::to_string(rows) + ", " + std::to_string(cols) + "]"));
   }
   RowMatrix m(rows, cols);
   std::copy(t.data.begin(), t.data.end(), m.data());
@@ -54,7 +54,8 @@ int int_attr(const io::H5File& f, const std::string& name, std::optional<int> de
   const std::int64_t v = f.attr_int("/", name);
   if (v < 0 || v > std::numeric_limits<int>::max()) {
     throw SpecError(file_msg(f, "root attribute '" + name + "' = " + std::to_string(v) +
-                                    ": expected an integer in 0.." + std::to_string(std::numeric_limits<int>::max())));
+                                    ": expected an integer in 0.." +
+                                    std::to_string(std::numeric_limits<int>::max())));
   }
   return static_cast<int>(v);
 }
@@ -93,7 +94,8 @@ std::string narrowest_16bit(const RowMatrix& m) {
 // Weights keep the precision they were given: a matrix whose values are all bf16 (or fp16) values
 // is stored in 16 bits (read back exactly, widened to float).
 void write_matrix(io::H5File& f, const std::string& name, const RowMatrix& m) {
-  const std::vector<std::size_t> shape{static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols())};
+  const std::vector<std::size_t> shape{static_cast<std::size_t>(m.rows()),
+                                       static_cast<std::size_t>(m.cols())};
   const std::string kind = narrowest_16bit(m);
   if (kind.empty()) {
     f.write_floats(name, shape, m.data());
@@ -112,7 +114,8 @@ void write_vector(io::H5File& f, const std::string& name, const Vec<float>& v) {
 std::vector<double> rope_frequencies(const Config& c) {
   const int half = c.head_dim / 2;
   std::vector<double> f(static_cast<std::size_t>(std::max(half, 0)));
-  for (int j = 0; j < half; ++j) f[static_cast<std::size_t>(j)] = std::pow(c.rope_theta, -2.0 * j / c.head_dim);
+  for (int j = 0; j < half; ++j)
+    f[static_cast<std::size_t>(j)] = std::pow(c.rope_theta, -2.0 * j / c.head_dim);
   if (c.rope_scaling == "llama3") {
     // Hugging Face transformers, modeling_rope_utils.py `_compute_llama3_parameters`.
     const double old_len = c.rope_original_max_positions;
@@ -123,13 +126,14 @@ std::vector<double> rope_frequencies(const Config& c) {
       if (wavelen > low_wavelen) {
         v /= c.rope_factor;
       } else if (!(wavelen < high_wavelen)) {
-        const double smooth = (old_len / wavelen - c.rope_low_freq_factor) /
-                              (c.rope_high_freq_factor - c.rope_low_freq_factor);
+        const double smooth =
+            (old_len / wavelen - c.rope_low_freq_factor) / (c.rope_high_freq_factor - c.rope_low_freq_factor);
         v = (1 - smooth) * v / c.rope_factor + smooth * v;
       }
     }
   } else if (c.rope_scaling != "none") {
-    throw SpecError("model '" + c.name + "': rope_scaling \"" + c.rope_scaling + "\": expected none or llama3");
+    throw SpecError("model '" + c.name + "': rope_scaling \"" + c.rope_scaling +
+                    "\": expected none or llama3");
   }
   return f;
 }
@@ -139,11 +143,12 @@ void Model::validate() const {
   const auto need = [](bool ok, const std::string& what) {
     if (!ok) throw ShapeError("model: " + what);
   };
-  need(c.dim > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 && c.vocab_size > 0 &&
-           c.hidden_dim > 0 && c.seq_len > 0,
+  need(c.dim > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 &&
+           c.vocab_size > 0 && c.hidden_dim > 0 && c.seq_len > 0,
        "dim, n_layers, n_heads, n_kv_heads, head_dim, hidden_dim, vocab_size and seq_len must be positive");
   need(c.n_heads % c.n_kv_heads == 0, "n_heads must be a multiple of n_kv_heads");
-  need(tok_embeddings.rows() == c.vocab_size && tok_embeddings.cols() == c.dim, "tok_embeddings is not [vocab, dim]");
+  need(tok_embeddings.rows() == c.vocab_size && tok_embeddings.cols() == c.dim,
+       "tok_embeddings is not [vocab, dim]");
   need(output.rows() == c.vocab_size && output.cols() == c.dim, "output is not [vocab, dim]");
   need(static_cast<int>(layers.size()) == c.n_layers, "layer count disagrees with n_layers");
   const Eigen::Index qd = static_cast<Eigen::Index>(c.n_heads) * c.head_dim;
@@ -165,10 +170,11 @@ void Model::validate() const {
     }
     need(l.w1.rows() == c.hidden_dim && l.w1.cols() == c.dim, "w1 is not [hidden_dim, dim]");
     need(l.w2.rows() == c.dim && l.w2.cols() == c.hidden_dim, "w2 is not [dim, hidden_dim]");
-    need(c.ffn == FfnKind::mlp || (l.w3.rows() == c.hidden_dim && l.w3.cols() == c.dim), "w3 is not [hidden_dim, dim]");
+    need(c.ffn == FfnKind::mlp || (l.w3.rows() == c.hidden_dim && l.w3.cols() == c.dim),
+         "w3 is not [hidden_dim, dim]");
   }
-  need(c.n_experts == 0 || (c.ffn == FfnKind::swiglu && c.n_experts_per_token >= 1 &&
-                            c.n_experts_per_token <= c.n_experts),
+  need(c.n_experts == 0 ||
+           (c.ffn == FfnKind::swiglu && c.n_experts_per_token >= 1 && c.n_experts_per_token <= c.n_experts),
        "a mixture of experts needs ffn = swiglu and 1 <= n_experts_per_token <= n_experts");
   need(c.positions == PositionKind::rope || (pos_embeddings.rows() >= 1 && pos_embeddings.cols() == c.dim),
        "pos_embeddings is not [seq_len, dim]");
@@ -221,10 +227,12 @@ Model load_model(const fs::path& file) {
   const Eigen::Index qd = static_cast<Eigen::Index>(c.n_heads) * c.head_dim;
   const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
   m.tok_embeddings = read_matrix(f, "tok_embeddings", c.vocab_size, c.dim);
-  if (c.positions == PositionKind::learned) m.pos_embeddings = read_matrix(f, "pos_embeddings", c.seq_len, c.dim);
+  if (c.positions == PositionKind::learned)
+    m.pos_embeddings = read_matrix(f, "pos_embeddings", c.seq_len, c.dim);
   if (f.exists("layers") && f.list("layers").size() != static_cast<std::size_t>(c.n_layers)) {
-    throw SpecError(file_msg(f, "root attribute 'n_layers' = " + std::to_string(c.n_layers) + ": the file stores " +
-                                    std::to_string(f.list("layers").size()) + " layers under /layers"));
+    throw SpecError(file_msg(f, "root attribute 'n_layers' = " + std::to_string(c.n_layers) +
+                                    ": the file stores " + std::to_string(f.list("layers").size()) +
+                                    " layers under /layers"));
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "layers/" + std::to_string(l) + "/";
@@ -272,7 +280,7 @@ Model load_model(const fs::path& file) {
     m.tokenizer = Tokenizer(pieces, scores.data, c.bos_id, c.eos_id, off);
   } else if (f.exists("tokenizer/hf_json")) {
     m.tokenizer = Tokenizer::from_hf_json(f.read_strings("tokenizer/hf_json").at(0),
-                                           f.path().string() + ":/tokenizer/hf_json", c.bos_id, c.eos_id);
+                                          f.path().string() + ":/tokenizer/hf_json", c.bos_id, c.eos_id);
   }
   m.validate();
   return m;
@@ -287,10 +295,16 @@ void save_model(const Model& model, const fs::path& file) {
   f.set_attr("/", "schema_version", std::int64_t{1});
   f.set_attr("/", "model_name", c.name);
   f.set_attr("/", "family", c.family);
-  for (const auto& [k, v] : {std::pair<const char*, int>{"dim", c.dim}, {"n_layers", c.n_layers},
-                             {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
-                             {"hidden_dim", c.hidden_dim}, {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
-                             {"tied_embeddings", c.tied_embeddings ? 1 : 0}, {"bos_id", c.bos_id},
+  for (const auto& [k, v] : {std::pair<const char*, int>{"dim", c.dim},
+                             {"n_layers", c.n_layers},
+                             {"n_heads", c.n_heads},
+                             {"n_kv_heads", c.n_kv_heads},
+                             {"head_dim", c.head_dim},
+                             {"hidden_dim", c.hidden_dim},
+                             {"vocab_size", c.vocab_size},
+                             {"seq_len", c.seq_len},
+                             {"tied_embeddings", c.tied_embeddings ? 1 : 0},
+                             {"bos_id", c.bos_id},
                              {"eos_id", c.eos_id}}) {
     f.set_attr("/", k, std::int64_t{v});
   }
@@ -312,9 +326,10 @@ void save_model(const Model& model, const fs::path& file) {
   f.set_attr("/", "rope_style", std::string(c.rope_style == RopeStyle::interleaved ? "interleaved" : "half"));
   f.set_attr("/", "positions", std::string(c.positions == PositionKind::rope ? "rope" : "learned"));
   f.set_attr("/", "ffn", std::string(c.ffn == FfnKind::swiglu ? "swiglu" : "mlp"));
-  f.set_attr("/", "activation", std::string(c.activation == Activation::silu   ? "silu"
-                                            : c.activation == Activation::gelu ? "gelu"
-                                                                               : "gelu_tanh"));
+  f.set_attr("/", "activation",
+             std::string(c.activation == Activation::silu   ? "silu"
+                         : c.activation == Activation::gelu ? "gelu"
+                                                            : "gelu_tanh"));
   write_matrix(f, "tok_embeddings", model.tok_embeddings);
   if (model.pos_embeddings.size() != 0) write_matrix(f, "pos_embeddings", model.pos_embeddings);
   for (std::size_t l = 0; l < model.layers.size(); ++l) {
@@ -370,7 +385,8 @@ fs::path resolve_model_path(const std::string& name_or_path, const std::vector<f
   dirs.push_back(fs::current_path());
   std::string tried;
   for (const auto& d : dirs) {
-    for (const fs::path& c : {d / "data" / "models" / name_or_path / "model.h5", d / "models" / name_or_path / "model.h5"}) {
+    for (const fs::path& c :
+         {d / "data" / "models" / name_or_path / "model.h5", d / "models" / name_or_path / "model.h5"}) {
       if (fs::is_regular_file(c)) return c;
       tried += " " + c.string();
     }

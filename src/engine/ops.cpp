@@ -98,15 +98,18 @@ void layer_norm(const Mat<T>& x, const Vec<T>& w, const Vec<T>& b, double eps, M
 template <class T>
 void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, double theta, RopeStyle style) {
   std::vector<double> inv_freq(static_cast<std::size_t>(std::max(head_dim / 2, 0)));
-  for (int j = 0; j < head_dim / 2; ++j) inv_freq[static_cast<std::size_t>(j)] = std::pow(theta, -2.0 * j / head_dim);
+  for (int j = 0; j < head_dim / 2; ++j)
+    inv_freq[static_cast<std::size_t>(j)] = std::pow(theta, -2.0 * j / head_dim);
   rope(x, n_heads, head_dim, pos0, inv_freq, style);
 }
 
 template <class T>
-void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, const std::vector<double>& inv_freq, RopeStyle style) {
+void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, const std::vector<double>& inv_freq,
+          RopeStyle style) {
   if (x.cols() != static_cast<Eigen::Index>(n_heads) * head_dim || head_dim % 2 != 0 ||
       static_cast<int>(inv_freq.size()) != head_dim / 2) {
-    throw ShapeError("rope: tensor width is not n_heads·head_dim with an even head_dim and head_dim/2 frequencies");
+    throw ShapeError(
+        "rope: tensor width is not n_heads·head_dim with an even head_dim and head_dim/2 frequencies");
   }
   const int half = head_dim / 2;
   for_each_piece(x.rows(), static_cast<double>(x.size()), [&](Eigen::Index r) {
@@ -152,12 +155,8 @@ void activate(Mat<T>& gate, const Mat<T>* up, Activation act) {
       const T z = gate(r, j);
       T a;
       switch (act) {
-        case Activation::silu:
-          a = z / (T{1} + std::exp(-z));
-          break;
-        case Activation::gelu:
-          a = static_cast<T>(0.5) * z * (T{1} + std::erf(z / std::sqrt(T{2})));
-          break;
+        case Activation::silu: a = z / (T{1} + std::exp(-z)); break;
+        case Activation::gelu: a = static_cast<T>(0.5) * z * (T{1} + std::erf(z / std::sqrt(T{2}))); break;
         case Activation::gelu_tanh:
         default: {
           const T k = static_cast<T>(0.7978845608028654);  // sqrt(2/π)
@@ -230,16 +229,17 @@ void attention(const Mat<T>& q, const Mat<T>& k_cache, const Mat<T>& v_cache, in
   });
 }
 
-#define LPEMU_ENGINE_OPS(T)                                                                              \
-  template void linear<T>(const Mat<T>&, const Mat<T>&, const Vec<T>&, Mat<T>&);                          \
-  template void rms_norm<T>(const Mat<T>&, const Vec<T>&, double, Mat<T>&);                               \
-  template void layer_norm<T>(const Mat<T>&, const Vec<T>&, const Vec<T>&, double, Mat<T>&);              \
-  template void rope<T>(Mat<T>&, int, int, int, double, RopeStyle);                                       \
-  template void rope<T>(Mat<T>&, int, int, int, const std::vector<double>&, RopeStyle);                   \
-  template void softmax_prefix<T>(T*, int, int);                                                          \
-  template void activate<T>(Mat<T>&, const Mat<T>*, Activation);                                          \
-  template void attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, int, int, int, int, Mat<T>&,   \
-                             const HeadHook<T>&, const HeadHook<T>&, const HeadGemm<T>&, const HeadGemm<T>&);
+#define LPEMU_ENGINE_OPS(T)                                                                            \
+  template void linear<T>(const Mat<T>&, const Mat<T>&, const Vec<T>&, Mat<T>&);                       \
+  template void rms_norm<T>(const Mat<T>&, const Vec<T>&, double, Mat<T>&);                            \
+  template void layer_norm<T>(const Mat<T>&, const Vec<T>&, const Vec<T>&, double, Mat<T>&);           \
+  template void rope<T>(Mat<T>&, int, int, int, double, RopeStyle);                                    \
+  template void rope<T>(Mat<T>&, int, int, int, const std::vector<double>&, RopeStyle);                \
+  template void softmax_prefix<T>(T*, int, int);                                                       \
+  template void activate<T>(Mat<T>&, const Mat<T>*, Activation);                                       \
+  template void attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, int, int, int, int, Mat<T>&, \
+                             const HeadHook<T>&, const HeadHook<T>&, const HeadGemm<T>&,               \
+                             const HeadGemm<T>&);
 LPEMU_ENGINE_OPS(float)
 LPEMU_ENGINE_OPS(double)
 #undef LPEMU_ENGINE_OPS

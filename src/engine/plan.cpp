@@ -6,16 +6,16 @@
 #include "io/toml.hpp"
 
 #include "io/toml_util.hpp"
-#include "lpemu/detail/names.hpp"
 #include "lpemu/detail/named_registry.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/registry.hpp"
 
 namespace lpemu::engine {
 namespace {
 
-using io::detail::where;
 using io::detail::show;
+using io::detail::where;
 
 [[noreturn]] void fail(std::string_view origin, const toml::node* node, std::string_view key,
                        const std::string& value, std::string_view expected) {
@@ -40,7 +40,8 @@ struct Parser {
     return *n.value<std::string>();
   }
 
-  void read_options(const toml::table& t, std::string_view ctx, format::ConvertOptions& o, bool allow_format) const {
+  void read_options(const toml::table& t, std::string_view ctx, format::ConvertOptions& o,
+                    bool allow_format) const {
     for (const auto& [k, v] : t) {
       const std::string key(k.str());
       const std::string full = std::string(ctx) + "." + key;
@@ -57,7 +58,8 @@ struct Parser {
           fail(origin, &v, full, show(v), "\"saturate\" or \"native\"");
         }
       } else if (key == "seed") {
-        if (!v.is_integer() || *v.value<std::int64_t>() < 0) fail(origin, &v, full, show(v), "an integer ≥ 0");
+        if (!v.is_integer() || *v.value<std::int64_t>() < 0)
+          fail(origin, &v, full, show(v), "an integer ≥ 0");
         o.seed = static_cast<std::uint64_t>(*v.value<std::int64_t>());
       } else if (key == "sr_bits") {
         if (!v.is_integer() || *v.value<std::int64_t>() < 1 || *v.value<std::int64_t>() > 32) {
@@ -93,8 +95,9 @@ struct Parser {
     }
     if (s.format == "none") return std::nullopt;
     if (!quantizers.knows(s.format)) {
-      throw UnknownNameError(where(origin, name_node) + ": plan key '" + std::string(key) + "' = \"" + s.format +
-                             "\": unknown format" + lpemu::detail::closest_names_hint(s.format, quantizers.names()));
+      throw UnknownNameError(where(origin, name_node) + ": plan key '" + std::string(key) + "' = \"" +
+                             s.format + "\": unknown format" +
+                             lpemu::detail::closest_names_hint(s.format, quantizers.names()));
     }
     return s;
   }
@@ -116,23 +119,25 @@ struct Parser {
         }
       }
       name_node = t.get("datapath");
-      if (name_node == nullptr) fail(origin, &v, std::string(key) + ".datapath", "(missing)", "a GEMM datapath name");
+      if (name_node == nullptr)
+        fail(origin, &v, std::string(key) + ".datapath", "(missing)", "a GEMM datapath name");
     }
     const std::string name =
         string_of(*name_node, key, "a GEMM datapath name, \"none\", or { datapath = ..., convert = true }");
     g.datapath = name == "none" ? "eigen" : name;
     if (!gemms.knows(g.datapath)) {
       throw UnknownNameError(where(origin, name_node) + ": plan key '" + std::string(key) + "' = \"" + name +
-                             "\": unknown gemm datapath" + lpemu::detail::closest_names_hint(name, gemms.names()));
+                             "\": unknown gemm datapath" +
+                             lpemu::detail::closest_names_hint(name, gemms.names()));
     }
     return g;
   }
 
   // Reads role entries of a table, skipping `skip` keys; returns the gemm entry if present.
   std::optional<GemmChoice> entries(const toml::table& t, std::string_view ctx,
-                                     std::vector<PrecisionPlan::Entry>& out,
-                                     std::initializer_list<std::string_view> skip,
-                                     std::optional<GemmChoice>& attention_gemm) const {
+                                    std::vector<PrecisionPlan::Entry>& out,
+                                    std::initializer_list<std::string_view> skip,
+                                    std::optional<GemmChoice>& attention_gemm) const {
     std::optional<GemmChoice> g;
     for (const auto& [k, v] : t) {
       const std::string key(k.str());
@@ -146,7 +151,8 @@ struct Parser {
         attention_gemm = gemm(v, full);
         if (attention_gemm->convert) {
           fail(origin, &v, full + ".convert", "true",
-               "false: attention's operands enter as their role formats (q, k, v, kv_cache, probs); quantise them instead");
+               "false: attention's operands enter as their role formats (q, k, v, kv_cache, probs); quantise "
+               "them instead");
         }
         continue;
       }
@@ -155,7 +161,8 @@ struct Parser {
         std::vector<std::string> known = role_names();
         known.emplace_back("gemm");
         known.emplace_back("attention_gemm");
-        throw SpecError(where(origin, &v) + ": plan key '" + full + "': unknown role" + lpemu::detail::closest_names_hint(key, known) +
+        throw SpecError(where(origin, &v) + ": plan key '" + full + "': unknown role" +
+                        lpemu::detail::closest_names_hint(key, known) +
                         "; roles are weights, linear_input, q, k, v, kv_cache, scores, probs, attn_output, "
                         "mlp_hidden, residual, lm_head, lm_head_input, logits, expert_weights, expert_input, "
                         "expert_hidden, router_weights, router_input, router_logits, gemm, attention_gemm");
@@ -201,13 +208,15 @@ std::optional<QuantSpec> PrecisionPlan::resolve(Role role, int layer, LayerKind 
 }
 
 std::string PrecisionPlan::resolve_gemm(int layer, LayerKind kind, int n_layers) const {
-  return resolve_gemm_site(layer, kind, kind == LayerKind::head ? "output" : (kind == LayerKind::mlp ? "w1" : "wq"),
+  return resolve_gemm_site(layer, kind,
+                           kind == LayerKind::head ? "output" : (kind == LayerKind::mlp ? "w1" : "wq"),
                            n_layers)
       .datapath;
 }
 
-GemmChoice PrecisionPlan::resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers) const {
-  constexpr std::string_view kLinear[] = {"wq", "wk", "wv",       "wo",       "w1",       "w2",
+GemmChoice PrecisionPlan::resolve_gemm_site(int layer, LayerKind kind, std::string_view site,
+                                            int n_layers) const {
+  constexpr std::string_view kLinear[] = {"wq", "wk",     "wv",     "wo",        "w1",        "w2",
                                           "w3", "output", "router", "expert_w1", "expert_w2", "expert_w3"};
   if (site == "qk" || site == "pv") {
     GemmChoice out = attention_gemm.value_or(GemmChoice{});
@@ -246,8 +255,8 @@ bool PrecisionPlan::is_reference() const {
   return true;
 }
 
-PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin, const QuantizerFactory& quantizers,
-                              const GemmFactory& gemms) {
+PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
+                              const QuantizerFactory& quantizers, const GemmFactory& gemms) {
   const toml::table doc = io::detail::parse(text, origin);
   PrecisionPlan plan;
   plan.origin = std::string(origin);
@@ -309,7 +318,8 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin, co
         plan.overrides.push_back(std::move(o));
       }
     } else {
-      fail(origin, &v, key, "(unknown key)", "one of name, description, compute, defaults, roles, [[override]]");
+      fail(origin, &v, key, "(unknown key)",
+           "one of name, description, compute, defaults, roles, [[override]]");
     }
   }
   return plan;
@@ -330,8 +340,8 @@ PrecisionPlan builtin_plan(std::string_view name) {
   return p;
 }
 
-PrecisionPlan load_plan(const std::string& name_or_path, const QuantizerFactory& quantizers, const GemmFactory& gemms,
-                        const std::vector<std::string>& search_dirs) {
+PrecisionPlan load_plan(const std::string& name_or_path, const QuantizerFactory& quantizers,
+                        const GemmFactory& gemms, const std::vector<std::string>& search_dirs) {
   namespace fs = std::filesystem;
   fs::path file;
   if (fs::exists(name_or_path) && fs::is_regular_file(name_or_path)) {

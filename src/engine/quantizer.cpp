@@ -1,13 +1,13 @@
 #include "lpemu/engine/quantizer.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <deque>
 #include <functional>
+#include <mutex>
+#include <span>
 #include <string_view>
 #include <type_traits>
-#include <mutex>
-#include <deque>
-#include <cmath>
-#include <span>
 
 #include <tbb/parallel_for.h>
 
@@ -17,20 +17,35 @@
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
 
+#include "engine/datapath_gemm.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/quantize.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/datapath/gemm.hpp"
-#include "engine/datapath_gemm.hpp"
 
 namespace lpemu::engine {
 namespace {
 
-constexpr std::string_view kRoleNames[] = {"weights",  "linear_input", "q",           "k",          "v",
-                                           "kv_cache", "scores",       "probs",       "attn_output",
-                                           "mlp_hidden", "residual",   "lm_head",     "lm_head_input",
-                                           "logits",   "expert_weights", "expert_input", "expert_hidden",
-                                           "router_weights", "router_input", "router_logits"};
+constexpr std::string_view kRoleNames[] = {"weights",
+                                           "linear_input",
+                                           "q",
+                                           "k",
+                                           "v",
+                                           "kv_cache",
+                                           "scores",
+                                           "probs",
+                                           "attn_output",
+                                           "mlp_hidden",
+                                           "residual",
+                                           "lm_head",
+                                           "lm_head_input",
+                                           "logits",
+                                           "expert_weights",
+                                           "expert_input",
+                                           "expert_hidden",
+                                           "router_weights",
+                                           "router_input",
+                                           "router_logits"};
 
 // Each quantisation point gets its own stochastic stream: seeds mixed with the SplitMix64 finaliser.
 using format::mix64;
@@ -71,7 +86,8 @@ class BlockQuantizer final : public Quantizer {
   const format::Format& element_format() const override { return fmt_.element; }
   const block::BlockFormat* block_format() const override { return &fmt_; }
   EncodedOperand encode(RowMatrix& x, const QuantPoint& p) const override {
-    if (p.axis != 1) throw Error("block format '" + fmt_.name + "': GEMM operands are encoded along their last axis");
+    if (p.axis != 1)
+      throw Error("block format '" + fmt_.name + "': GEMM operands are encoded along their last axis");
     const block::BlockFormat f = at(p);
     const std::size_t shape[2] = {static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols())};
     const std::span<float> s(x.data(), static_cast<std::size_t>(x.size()));
@@ -144,7 +160,8 @@ EncodedOperand encode_values(const RowMatrix& x, const format::Format& element, 
   e.tensor.layout.cols = static_cast<std::size_t>(x.cols());
   e.tensor.layout.block_cols = std::max<std::size_t>(e.tensor.layout.cols, 1);
   e.tensor.codes.resize(n);
-  if (element.bits > 32) throw Error(std::string(what) + ": '" + element.name + "' codes are wider than 32 bits");
+  if (element.bits > 32)
+    throw Error(std::string(what) + ": '" + element.name + "' codes are wider than 32 bits");
   const std::span<const float> v(x.data(), n);
   format::encode(element, v, std::span<std::uint32_t>(e.tensor.codes));
   std::vector<float> back(n);
@@ -163,15 +180,11 @@ std::string_view to_string(Role r) { return kRoleNames[static_cast<std::size_t>(
 Role fallback_role(Role r) {
   switch (r) {
     case Role::expert_weights:
-    case Role::router_weights:
-      return Role::weights;
+    case Role::router_weights: return Role::weights;
     case Role::expert_input:
-    case Role::router_input:
-      return Role::linear_input;
-    case Role::expert_hidden:
-      return Role::mlp_hidden;
-    default:
-      return r;
+    case Role::router_input: return Role::linear_input;
+    case Role::expert_hidden: return Role::mlp_hidden;
+    default: return r;
   }
 }
 
@@ -215,12 +228,12 @@ QuantizerFactory QuantizerFactory::with_element_formats(const format::Registry& 
   return q;
 }
 
-QuantizerFactory QuantizerFactory::standard(const format::Registry& formats, const block::BlockRegistry* block_formats) {
+QuantizerFactory QuantizerFactory::standard(const format::Registry& formats,
+                                            const block::BlockRegistry* block_formats) {
   QuantizerFactory q = with_element_formats(formats);
   if (block_formats != nullptr) block::check_no_element_names(*block_formats, formats);
-  auto blocks = std::make_shared<block::BlockRegistry>(block_formats != nullptr
-                                                           ? *block_formats
-                                                           : block::BlockRegistry::with_user_paths(formats, {}));
+  auto blocks = std::make_shared<block::BlockRegistry>(
+      block_formats != nullptr ? *block_formats : block::BlockRegistry::with_user_paths(formats, {}));
   q.add_provider(
       "block format", blocks->names(),
       [blocks](const QuantSpec& spec) {
@@ -240,7 +253,8 @@ void QuantizerFactory::add_provider(std::string kind, std::vector<std::string> n
 }
 
 bool QuantizerFactory::knows(std::string_view name) const {
-  return std::any_of(providers_.begin(), providers_.end(), [&](const Provider& p) { return p.accepts(name); });
+  return std::any_of(providers_.begin(), providers_.end(),
+                     [&](const Provider& p) { return p.accepts(name); });
 }
 
 std::vector<std::string> QuantizerFactory::names() const {
@@ -255,8 +269,8 @@ std::unique_ptr<Quantizer> QuantizerFactory::make(const QuantSpec& spec) const {
   for (const auto& p : providers_) {
     if (p.accepts(spec.format)) return p.maker(spec);
   }
-  std::string msg = (spec.origin.empty() ? std::string() : spec.origin + ": ") + "unknown format '" +
-                    spec.format + "'";
+  std::string msg =
+      (spec.origin.empty() ? std::string() : spec.origin + ": ") + "unknown format '" + spec.format + "'";
   throw UnknownNameError(msg + lpemu::detail::closest_names_hint(spec.format, names()));
 }
 
@@ -290,7 +304,9 @@ void GemmFactory::add_datapath(const datapath::Datapath& dp) {
   add(dp.name, [strategy]() { return std::shared_ptr<const Gemm>(strategy); });
 }
 
-void GemmFactory::add(std::string name, Maker maker) { makers_.emplace_back(std::move(name), std::move(maker)); }
+void GemmFactory::add(std::string name, Maker maker) {
+  makers_.emplace_back(std::move(name), std::move(maker));
+}
 
 bool GemmFactory::knows(std::string_view name) const {
   return std::any_of(makers_.begin(), makers_.end(), [&](const auto& m) { return m.first == name; });

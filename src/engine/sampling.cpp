@@ -13,9 +13,11 @@ using format::splitmix64;
 
 void validate(const SamplingOptions& o) {
   if (!(o.temperature >= 0) || !std::isfinite(o.temperature)) {
-    throw SpecError("sampling: temperature = " + std::to_string(o.temperature) + ": expected a finite number >= 0");
+    throw SpecError("sampling: temperature = " + std::to_string(o.temperature) +
+                    ": expected a finite number >= 0");
   }
-  if (o.top_k < 0) throw SpecError("sampling: top_k = " + std::to_string(o.top_k) + ": expected >= 0 (0 = all)");
+  if (o.top_k < 0)
+    throw SpecError("sampling: top_k = " + std::to_string(o.top_k) + ": expected >= 0 (0 = all)");
   if (!(o.top_p > 0 && o.top_p <= 1)) {
     throw SpecError("sampling: top_p = " + std::to_string(o.top_p) + ": expected a number in (0, 1]");
   }
@@ -27,11 +29,14 @@ int sample_token(std::span<const float> logits, const SamplingOptions& o, double
   if (o.temperature == 0) return best;
   const double m = logits[static_cast<std::size_t>(best)];
   std::vector<double> p(logits.size());
-  for (std::size_t i = 0; i < p.size(); ++i) p[i] = std::exp((static_cast<double>(logits[i]) - m) / o.temperature);
+  for (std::size_t i = 0; i < p.size(); ++i)
+    p[i] = std::exp((static_cast<double>(logits[i]) - m) / o.temperature);
   std::vector<int> order(p.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[std::size_t(a)] > p[std::size_t(b)]; });
-  std::size_t keep = o.top_k > 0 ? std::min<std::size_t>(static_cast<std::size_t>(o.top_k), order.size()) : order.size();
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return p[std::size_t(a)] > p[std::size_t(b)]; });
+  std::size_t keep =
+      o.top_k > 0 ? std::min<std::size_t>(static_cast<std::size_t>(o.top_k), order.size()) : order.size();
   double mass = 0;
   for (std::size_t i = 0; i < keep; ++i) mass += p[std::size_t(order[i])];
   if (o.top_p < 1) {
@@ -54,7 +59,8 @@ int sample_token(std::span<const float> logits, const SamplingOptions& o, double
   return order[keep - 1];
 }
 
-std::vector<int> generate(Session& session, const std::vector<int>& prompt, int steps, const SamplingOptions& o) {
+std::vector<int> generate(Session& session, const std::vector<int>& prompt, int steps,
+                          const SamplingOptions& o) {
   validate(o);
   if (prompt.empty()) throw ShapeError("generate: the prompt needs at least one token (BOS)");
   const int bos = session.model().config.bos_id;
@@ -70,7 +76,8 @@ std::vector<int> generate(Session& session, const std::vector<int>& prompt, int 
       next = prompt[static_cast<std::size_t>(pos)];
     } else {
       const double u = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
-      next = sample_token(std::span<const float>(logits.data(), static_cast<std::size_t>(logits.cols())), o, u);
+      next =
+          sample_token(std::span<const float>(logits.data(), static_cast<std::size_t>(logits.cols())), o, u);
     }
     if (next == bos) break;
     out.push_back(next);

@@ -25,7 +25,6 @@ std::uint64_t point_stream(std::string_view tensor, int layer, int head, Role ro
 
 namespace {
 
-
 template <class T>
 Mat<T> to_t(const RowMatrix& m) {
   if constexpr (std::is_same_v<T, float>) {
@@ -68,7 +67,8 @@ struct LayerT {
   WeightPtr<T> wq, wk, wv, wo, w1, w2, w3;
   WeightPtr<T> router;              ///< mixture of experts: the gate [n_experts, dim]
   std::vector<ExpertT<T>> experts;  ///< mixture of experts
-  std::map<std::string, std::shared_ptr<const EncodedOperand>, std::less<>> encoded;  ///< weights on a datapath
+  std::map<std::string, std::shared_ptr<const EncodedOperand>, std::less<>>
+      encoded;  ///< weights on a datapath
   Vec<T> bq, bk, bv, bo, b1, b2, b3;
   Vec<T> attention_norm, attention_norm_bias, ffn_norm, ffn_norm_bias;
   Mat<T> k_cache, v_cache;
@@ -89,7 +89,8 @@ namespace {
 template <class T>
 class ImplT final : public Session::Impl {
  public:
-  ImplT(const Model& m, const PrecisionPlan& plan, SessionOptions opts) : plan_(plan), opts_(std::move(opts)) {
+  ImplT(const Model& m, const PrecisionPlan& plan, SessionOptions opts)
+      : plan_(plan), opts_(std::move(opts)) {
     model = &m;
     const Config& c = m.config;
     max_tokens = opts_.max_tokens > 0 ? opts_.max_tokens : c.seq_len;
@@ -120,24 +121,32 @@ class ImplT final : public Session::Impl {
       st.gemm = opts_.gemms->make(choice.datapath);
       const bool head = k == LayerKind::head;
       const bool expert = tensor.starts_with("expert_");
-      st.roles[0] = head ? Role::lm_head_input : expert ? Role::expert_input : tensor == "router" ? Role::router_input
-                                                                                                  : Role::linear_input;
-      st.roles[1] = head ? Role::lm_head : expert ? Role::expert_weights : tensor == "router" ? Role::router_weights
-                                                                                              : Role::weights;
+      st.roles[0] = head                 ? Role::lm_head_input
+                    : expert             ? Role::expert_input
+                    : tensor == "router" ? Role::router_input
+                                         : Role::linear_input;
+      st.roles[1] = head                 ? Role::lm_head
+                    : expert             ? Role::expert_weights
+                    : tensor == "router" ? Role::router_weights
+                                         : Role::weights;
       const datapath::Datapath* dp = st.gemm->datapath();
       if (dp != nullptr) {
         const Quantizer* qs[2] = {find(st.roles[0], l, k), find(st.roles[1], l, k)};
         for (int side = 0; side < 2; ++side) {
           const Quantizer* q = qs[side];
-          const std::string why = datapath_entry_problem(*dp, side == 0, q != nullptr ? q->element_format() : fp32(),
-                                                         q != nullptr ? q->block_format() : nullptr);
+          const std::string why =
+              datapath_entry_problem(*dp, side == 0, q != nullptr ? q->element_format() : fp32(),
+                                     q != nullptr ? q->block_format() : nullptr);
           if (why.empty()) continue;
           if (!choice.convert) {
-            throw Error((choice.origin.empty() ? plan_.origin : choice.origin) + ": GEMM '" + std::string(tensor) +
-                        "' (layer " + std::to_string(l) + "): operand " + (side == 0 ? "A" : "B") + " in format '" +
-                        (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" + dp->name +
-                        "' exactly: " + why + "; quantise it to a format the datapath takes, or ask for a conversion "
-                        "with gemm = { datapath = \"" + dp->name + "\", convert = true }");
+            throw Error((choice.origin.empty() ? plan_.origin : choice.origin) + ": GEMM '" +
+                        std::string(tensor) + "' (layer " + std::to_string(l) + "): operand " +
+                        (side == 0 ? "A" : "B") + " in format '" +
+                        (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" +
+                        dp->name + "' exactly: " + why +
+                        "; quantise it to a format the datapath takes, or ask for a conversion "
+                        "with gemm = { datapath = \"" +
+                        dp->name + "\", convert = true }");
           }
           QuantSpec spec;
           spec.options.overflow = format::Overflow::saturate;
@@ -160,12 +169,15 @@ class ImplT final : public Session::Impl {
         const Role roles[2] = {tensor == "qk" ? Role::q : Role::probs, tensor == "qk" ? Role::k : Role::v};
         for (int side = 0; side < 2; ++side) {
           const Quantizer* q = role_q(roles[side]);
-          std::string why = datapath_entry_problem(*dp, side == 0, q != nullptr ? q->element_format() : fp32(), nullptr);
-          if (why.empty() && q != nullptr && q->block_format() != nullptr) why = "attention operands take element formats";
+          std::string why =
+              datapath_entry_problem(*dp, side == 0, q != nullptr ? q->element_format() : fp32(), nullptr);
+          if (why.empty() && q != nullptr && q->block_format() != nullptr)
+            why = "attention operands take element formats";
           if (!why.empty()) {
             throw Error((choice.origin.empty() ? plan_.origin : choice.origin) + ": attention GEMM '" +
-                        std::string(tensor) + "' (layer " + std::to_string(l) + "): operand " + (side == 0 ? "A" : "B") +
-                        " in format '" + (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" +
+                        std::string(tensor) + "' (layer " + std::to_string(l) + "): operand " +
+                        (side == 0 ? "A" : "B") + " in format '" +
+                        (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" +
                         dp->name + "' exactly: " + why);
           }
           st.formats[side] = q != nullptr ? q->element_format().name : std::string("fp32");
@@ -265,15 +277,17 @@ class ImplT final : public Session::Impl {
                        std::to_string(c.sliding_window) + " (sliding-window attention is not emulated)");
     }
     if (c.positions == PositionKind::learned && pos + n > pos_emb_.rows()) {
-      throw ShapeError("session: position " + std::to_string(pos + n - 1) + " has no learned position embedding (" +
-                       model->path.string() + ": pos_embeddings holds " + std::to_string(pos_emb_.rows()) +
+      throw ShapeError("session: position " + std::to_string(pos + n - 1) +
+                       " has no learned position embedding (" + model->path.string() +
+                       ": pos_embeddings holds " + std::to_string(pos_emb_.rows()) +
                        " positions = seq_len); use at most that many tokens");
     }
     const int p0 = pos;
     Mat<T> x(n, c.dim);
     for (int i = 0; i < n; ++i) {
       const int t = tokens[static_cast<std::size_t>(i)];
-      if (t < 0 || t >= c.vocab_size) throw ShapeError("session: token id " + std::to_string(t) + " out of range");
+      if (t < 0 || t >= c.vocab_size)
+        throw ShapeError("session: token id " + std::to_string(t) + " out of range");
       x.row(i) = emb_.row(t);
       if (c.positions == PositionKind::learned) x.row(i) += pos_emb_.row(p0 + i);
     }
@@ -303,10 +317,14 @@ class ImplT final : public Session::Impl {
       HeadHook<T> on_scores;
       HeadHook<T> on_probs;
       if (find(Role::scores, l, LayerKind::attention) != nullptr) {
-        on_scores = [&, l](Mat<T>& s, int h) { quant(s, Role::scores, l, LayerKind::attention, "scores", h, 1, p0); };
+        on_scores = [&, l](Mat<T>& s, int h) {
+          quant(s, Role::scores, l, LayerKind::attention, "scores", h, 1, p0);
+        };
       }
       if (find(Role::probs, l, LayerKind::attention) != nullptr) {
-        on_probs = [&, l](Mat<T>& s, int h) { quant(s, Role::probs, l, LayerKind::attention, "probs", h, 1, p0); };
+        on_probs = [&, l](Mat<T>& s, int h) {
+          quant(s, Role::probs, l, LayerKind::attention, "probs", h, 1, p0);
+        };
       }
       attention(q, w.k_cache, w.v_cache, p0, c.n_heads, c.n_kv_heads, c.head_dim, att, on_scores, on_probs,
                 head_gemm(l, "qk"), head_gemm(l, "pv"));
@@ -428,13 +446,14 @@ class ImplT final : public Session::Impl {
   }
 
   // Role r's quantisation of GEMM operand x, keeping its encoding.
-  std::shared_ptr<const EncodedOperand> operand(Mat<T>& x, Role r, int l, LayerKind k, std::string_view tensor,
-                                                int axis, int row0) {
+  std::shared_ptr<const EncodedOperand> operand(Mat<T>& x, Role r, int l, LayerKind k,
+                                                std::string_view tensor, int axis, int row0) {
     return encode_with(find(r, l, k), x, point(r, l, k, tensor, -1, axis, x.cols(), row0));
   }
 
   // The linear input x of the GEMMs `sites`: quantised, and encoded when one of them runs on a datapath.
-  std::shared_ptr<const EncodedOperand> input(Mat<T>& x, int l, LayerKind k, std::initializer_list<const char*> sites,
+  std::shared_ptr<const EncodedOperand> input(Mat<T>& x, int l, LayerKind k,
+                                              std::initializer_list<const char*> sites,
                                               std::string_view tensor, int row0) {
     const Role r = sites_.at({l, k, std::string(*sites.begin())}).roles[0];
     const bool on_datapath = std::any_of(sites.begin(), sites.end(), [&](const char* s) {
@@ -450,7 +469,8 @@ class ImplT final : public Session::Impl {
   // C = A·Bᵀ + bias at GEMM site `tensor`; `weight` names B (its encoding, conversion cache) when
   // it is not the site's own weight (the experts of a mixture-of-experts block).
   void gemm(const Mat<T>& a, const Mat<T>& b, const Vec<T>& bias, Mat<T>& c, int l, LayerKind k,
-            std::string_view tensor, const EncodedOperand* ea, const LayerT<T>& w, std::string_view weight = {}) {
+            std::string_view tensor, const EncodedOperand* ea, const LayerT<T>& w,
+            std::string_view weight = {}) {
     const std::string_view key = weight.empty() ? tensor : weight;
     const auto it = w.encoded.find(key);
     run_gemm(a, b, c, l, k, tensor, ea, it == w.encoded.end() ? nullptr : it->second.get(), key);
@@ -497,7 +517,8 @@ class ImplT final : public Session::Impl {
       const ExpertT<T>& ex = w.experts[static_cast<std::size_t>(e)];
       const std::string en = expert_name(e);
       xe.resize(static_cast<Eigen::Index>(tokens.size()), c.dim);
-      for (std::size_t r = 0; r < tokens.size(); ++r) xe.row(static_cast<Eigen::Index>(r)) = xb.row(tokens[r].first);
+      for (std::size_t r = 0; r < tokens.size(); ++r)
+        xe.row(static_cast<Eigen::Index>(r)) = xb.row(tokens[r].first);
       const std::string_view in_name = names_.intern(en + "w1_w3_input");
       const auto ein = input(xe, l, kMlp, {"expert_w1", "expert_w3"}, in_name, p0);
       gemm(xe, *ex.w1, Vec<T>(), h1, l, kMlp, "expert_w1", ein.get(), w, names_.intern(en + "w1"));
@@ -544,7 +565,8 @@ class ImplT final : public Session::Impl {
       auto& kept = converted_[{l, k, wname}];
       if (!kept.first) {
         kept.second = std::make_shared<Mat<T>>(b);
-        kept.first = encode_with(st.convert[1].get(), *kept.second, point(st.roles[1], l, k, tb, -1, 1, b.cols(), 0));
+        kept.first =
+            encode_with(st.convert[1].get(), *kept.second, point(st.roles[1], l, k, tb, -1, 1, b.cols(), 0));
       }
       cb = kept.first;
       b2 = *kept.second;
@@ -620,7 +642,8 @@ std::size_t argmax(std::span<const float> x) {
 }
 
 int argmax(const RowMatrix& logits, int row) {
-  return static_cast<int>(argmax(std::span<const float>(&logits(row, 0), static_cast<std::size_t>(logits.cols()))));
+  return static_cast<int>(
+      argmax(std::span<const float>(&logits(row, 0), static_cast<std::size_t>(logits.cols()))));
 }
 
 std::vector<int> generate_greedy(Session& session, const std::vector<int>& prompt, int steps) {
@@ -632,7 +655,8 @@ std::vector<int> generate_greedy(Session& session, const std::vector<int>& promp
   while (pos < steps) {
     const RowMatrix logits = session.forward(std::span<const int>(&token, 1));
     ++pos;
-    const int next = pos < static_cast<int>(prompt.size()) ? prompt[static_cast<std::size_t>(pos)] : argmax(logits, 0);
+    const int next =
+        pos < static_cast<int>(prompt.size()) ? prompt[static_cast<std::size_t>(pos)] : argmax(logits, 0);
     if (next == bos) break;
     out.push_back(next);
     token = next;

@@ -10,7 +10,10 @@ namespace lpemu::engine {
 
 Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores, int bos_id, int eos_id,
                      int byte_offset)
-    : pieces_(std::move(pieces)), scores_(std::move(scores)), bos_id_(bos_id), eos_id_(eos_id),
+    : pieces_(std::move(pieces)),
+      scores_(std::move(scores)),
+      bos_id_(bos_id),
+      eos_id_(eos_id),
       byte_offset_(byte_offset) {
   if (pieces_.size() != scores_.size()) {
     throw SpecError("tokenizer: " + std::to_string(pieces_.size()) + " pieces but " +
@@ -61,14 +64,14 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
     const auto c = static_cast<unsigned char>(text[i]);
     if ((c & 0xC0U) != 0x80U) buf.clear();
     buf.push_back(static_cast<char>(c));
-    const bool next_cont =
-        i + 1 < text.size() && (static_cast<unsigned char>(text[i + 1]) & 0xC0U) == 0x80U;
+    const bool next_cont = i + 1 < text.size() && (static_cast<unsigned char>(text[i + 1]) & 0xC0U) == 0x80U;
     if (next_cont && buf.size() < 4) continue;
     const int id = find(buf);
     if (id >= 0) {
       tokens.push_back(id);
     } else {
-      for (const char b : buf) tokens.push_back(static_cast<int>(static_cast<unsigned char>(b)) + byte_offset_);
+      for (const char b : buf)
+        tokens.push_back(static_cast<int>(static_cast<unsigned char>(b)) + byte_offset_);
     }
     buf.clear();
   }
@@ -140,7 +143,9 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
 std::vector<int> load_token_ids(const std::filesystem::path& file, int vocab_size) {
   std::vector<std::size_t> shape;
   const std::vector<std::int64_t> v = io::read_npy_ints(file, shape);
-  if (shape.size() != 1) throw IoError(file.string() + ": token ids must be a 1-D array, got " + std::to_string(shape.size()) + " dimensions");
+  if (shape.size() != 1)
+    throw IoError(file.string() + ": token ids must be a 1-D array, got " + std::to_string(shape.size()) +
+                  " dimensions");
   std::vector<int> ids;
   ids.reserve(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) {

@@ -66,7 +66,8 @@ const engine::GemmFactory& Context::gemms() {
 
 cost::Catalog& Context::costs() {
   if (!costs_) {
-    costs_ = std::make_unique<cost::Catalog>(formats(), std::vector<std::filesystem::path>{}, &blocks(), &datapaths());
+    costs_ = std::make_unique<cost::Catalog>(formats(), std::vector<std::filesystem::path>{}, &blocks(),
+                                             &datapaths());
   }
   return *costs_;
 }

@@ -17,8 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void fail(const fs::path& origin, const toml::node* n, const std::string& field, const std::string& value,
-                       const std::string& expected) {
+[[noreturn]] void fail(const fs::path& origin, const toml::node* n, const std::string& field,
+                       const std::string& value, const std::string& expected) {
   io::detail::fail(origin.string(), n, field, value, expected);
 }
 
@@ -35,8 +35,8 @@ void check_keys(const toml::table& t, const fs::path& origin, const std::string&
   }
 }
 
-std::string get_string(const toml::table& t, const fs::path& origin, const std::string& key, const std::string& prefix,
-                       const std::string& def, bool required = false) {
+std::string get_string(const toml::table& t, const fs::path& origin, const std::string& key,
+                       const std::string& prefix, const std::string& def, bool required = false) {
   const toml::node* n = t.get(key);
   if (n == nullptr) {
     if (required) fail(origin, &t, prefix + key, "(missing)", "a string");
@@ -95,14 +95,14 @@ std::string datapath_variant_name(const std::string& base, const DatapathVariant
 
 std::string Experiment::fingerprint() const {
   std::ostringstream s;
-  s << "cost=" << cost.target << "|" << cost.shape << "|" << cost.phase << "|" << cost.batch << "|" << cost.context;
+  s << "cost=" << cost.target << "|" << cost.shape << "|" << cost.phase << "|" << cost.batch << "|"
+    << cost.context;
   if (!cost.system.empty()) {
     s << "|" << cost.system << "|" << cost.devices << "|" << cost.parallel << "|" << cost.search << "|"
       << cost.global_batch << "|" << cost.micro_batch << "|" << cost.recompute << "|" << cost.gradients << "|"
       << cost.optimizer_states << "|" << cost.master_weights << "|" << cost.comm;
   }
-  s
-    << "\nmodel=" << model << "\nreference=" << reference << "\nmax_tokens=" << max_tokens
+  s << "\nmodel=" << model << "\nreference=" << reference << "\nmax_tokens=" << max_tokens
     << "\nattribution=" << attribution << "\n";
   if (layer_attribution_all || !layer_attribution.empty()) {
     s << "layer_attribution=" << layer_attribution_all;
@@ -111,7 +111,8 @@ std::string Experiment::fingerprint() const {
   }
   if (!text.empty() && fs::exists(text)) s << "text=" << io::sha256_file(text) << "\n";
   if (!tokens.empty() && fs::exists(tokens)) s << "tokens=" << io::sha256_file(tokens) << "\n";
-  if (!activations.empty() && fs::exists(activations)) s << "activations=" << io::sha256_file(activations) << "\n";
+  if (!activations.empty() && fs::exists(activations))
+    s << "activations=" << io::sha256_file(activations) << "\n";
   for (const auto& p : plans) s << "plan " << p.label << "|" << p.plan << "|" << p.inline_toml << "\n";
   return io::sha256_hex(s.str());
 }
@@ -129,15 +130,18 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   x.model = get_string(*src, origin, "model", "source.", "stories260K");
   if (src->contains("tokens")) {
     // Token ids instead of a text, for any tokenizer the user trusts.
-    if (src->contains("text")) fail(origin, src->get("tokens"), "source.tokens", "(with source.text)", "text or tokens, not both");
+    if (src->contains("text"))
+      fail(origin, src->get("tokens"), "source.tokens", "(with source.text)", "text or tokens, not both");
     x.tokens = resolve_input(origin, get_string(*src, origin, "tokens", "source.", "", true));
     if (!fs::is_regular_file(x.tokens)) {  // a device or FIFO would hang the fingerprint's hash
-      fail(origin, src->get("tokens"), "source.tokens", '"' + x.tokens.string() + '"', "an existing .npy file of token ids");
+      fail(origin, src->get("tokens"), "source.tokens", '"' + x.tokens.string() + '"',
+           "an existing .npy file of token ids");
     }
   } else {
     x.text = resolve_input(origin, get_string(*src, origin, "text", "source.", "", true));
     if (!fs::is_regular_file(x.text)) {  // a device or FIFO (/dev/zero) would hang the fingerprint's hash
-      fail(origin, src->get("text"), "source.text", '"' + x.text.string() + '"', "an existing regular text file");
+      fail(origin, src->get("text"), "source.text", '"' + x.text.string() + '"',
+           "an existing regular text file");
     }
   }
   x.activations = resolve_input(origin, get_string(*src, origin, "activations", "source.", ""));
@@ -146,7 +150,8 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
          "an existing HDF5 file");
   }
   if (const toml::node* n = src->get("max_tokens")) {
-    if (!n->is_integer() || *n->value<std::int64_t>() < 0) fail(origin, n, "source.max_tokens", show(*n), "an integer ≥ 0");
+    if (!n->is_integer() || *n->value<std::int64_t>() < 0)
+      fail(origin, n, "source.max_tokens", show(*n), "an integer ≥ 0");
     x.max_tokens = static_cast<int>(*n->value<std::int64_t>());
   }
   if (const toml::table* o = t["output"].as_table()) {
@@ -178,13 +183,15 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   if (const toml::table* c = t["cost"].as_table()) {
     check_keys(*c, origin, "cost.",
                {"target", "shape", "phase", "batch", "context", "system", "devices", "parallel", "search",
-                "global_batch", "micro_batch", "recompute", "gradients", "optimizer_states", "master_weights", "comm"});
+                "global_batch", "micro_batch", "recompute", "gradients", "optimizer_states", "master_weights",
+                "comm"});
     x.cost.system = get_string(*c, origin, "system", "cost.", "");
     // With a system, its device is the target unless one is named.
     x.cost.target = get_string(*c, origin, "target", "cost.", "", x.cost.system.empty());
     x.cost.shape = get_string(*c, origin, "shape", "cost.", x.model);
     x.cost.phase = get_string(*c, origin, "phase", "cost.", "decode");
-    if (x.cost.phase != "decode" && x.cost.phase != "prefill" && (x.cost.phase != "train" || x.cost.system.empty())) {
+    if (x.cost.phase != "decode" && x.cost.phase != "prefill" &&
+        (x.cost.phase != "train" || x.cost.system.empty())) {
       fail(origin, c->get("phase"), "cost.phase", '"' + x.cost.phase + '"',
            x.cost.system.empty() ? "\"decode\" or \"prefill\" (\"train\" needs cost.system)"
                                  : "\"decode\", \"prefill\" or \"train\"");
@@ -192,7 +199,8 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     x.cost.parallel = get_string(*c, origin, "parallel", "cost.", "");
     x.cost.recompute = get_string(*c, origin, "recompute", "cost.", "selective");
     if (x.cost.recompute != "none" && x.cost.recompute != "selective" && x.cost.recompute != "full") {
-      fail(origin, c->get("recompute"), "cost.recompute", '"' + x.cost.recompute + '"', "none, selective or full");
+      fail(origin, c->get("recompute"), "cost.recompute", '"' + x.cost.recompute + '"',
+           "none, selective or full");
     }
     x.cost.gradients = get_string(*c, origin, "gradients", "cost.", "fp32");
     x.cost.optimizer_states = get_string(*c, origin, "optimizer_states", "cost.", "fp32");
@@ -202,14 +210,17 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
       if (!n->is_boolean()) fail(origin, n, "cost.search", show(*n), "true or false");
       x.cost.search = *n->value<bool>();
     }
-    for (const char* key : {"devices", "parallel", "search", "global_batch", "micro_batch", "recompute", "gradients",
-                            "optimizer_states", "master_weights", "comm"}) {
+    for (const char* key : {"devices", "parallel", "search", "global_batch", "micro_batch", "recompute",
+                            "gradients", "optimizer_states", "master_weights", "comm"}) {
       if (x.cost.system.empty() && c->get(key) != nullptr) {
-        fail(origin, c->get(key), std::string("cost.") + key, show(*c->get(key)), "cost.system to be set as well");
+        fail(origin, c->get(key), std::string("cost.") + key, show(*c->get(key)),
+             "cost.system to be set as well");
       }
     }
-    for (const auto& [key, dst] : {std::pair<const char*, long long*>{"batch", &x.cost.batch}, {"context", &x.cost.context},
-                                   {"devices", &x.cost.devices}, {"global_batch", &x.cost.global_batch},
+    for (const auto& [key, dst] : {std::pair<const char*, long long*>{"batch", &x.cost.batch},
+                                   {"context", &x.cost.context},
+                                   {"devices", &x.cost.devices},
+                                   {"global_batch", &x.cost.global_batch},
                                    {"micro_batch", &x.cost.micro_batch}}) {
       if (const toml::node* n = c->get(key)) {
         if (!n->is_integer() || *n->value<std::int64_t>() < 1) {
@@ -224,7 +235,8 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   }
   std::set<std::string> labels;
   const auto add_plan = [&](PlanSpec p, const toml::node* n) {
-    if (!labels.insert(p.label).second) fail(origin, n, "plan.label", '"' + p.label + '"', "a label not used before");
+    if (!labels.insert(p.label).second)
+      fail(origin, n, "plan.label", '"' + p.label + '"', "a label not used before");
     x.plans.push_back(std::move(p));
   };
   if (const toml::node* pn = t.get("plan")) {
@@ -239,7 +251,8 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
       body.erase("label");
       body.erase("plan");
       if (p.plan.empty() == body.empty()) {
-        fail(origin, pt, "plan", "a table", "either plan = \"NAME or file\" or an inline plan ([plan.roles], ...), not both");
+        fail(origin, pt, "plan", "a table",
+             "either plan = \"NAME or file\" or an inline plan ([plan.roles], ...), not both");
       }
       p.label = get_string(*pt, origin, "label", "plan.", p.plan);
       if (p.label.empty()) fail(origin, pt, "plan.label", "(missing)", "a label for an inline plan");
@@ -254,7 +267,8 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   }
   if (const toml::table* g = t["grid"].as_table()) {
     check_keys(*g, origin, "grid.",
-               {"formats", "roles", "gemms", "native", "others", "keep", "keep_format", "keep_gemm", "label", "datapath"});
+               {"formats", "roles", "gemms", "native", "others", "keep", "keep_format", "keep_gemm", "label",
+                "datapath"});
     const auto formats = get_strings(*g, origin, "formats", "grid.");
     auto roles = get_strings(*g, origin, "roles", "grid.");
     auto gemms = get_strings(*g, origin, "gemms", "grid.");
@@ -268,7 +282,8 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     std::map<std::string, std::vector<std::string>> native;
     if (const toml::node* n = g->get("native")) {
       const toml::table* nt = n->as_table();
-      if (nt == nullptr) fail(origin, n, "grid.native", show(*n), "a table of format = \"datapath\" (or [\"d1\", ...])");
+      if (nt == nullptr)
+        fail(origin, n, "grid.native", show(*n), "a table of format = \"datapath\" (or [\"d1\", ...])");
       for (const auto& [k, v] : *nt) {
         const std::string f(k.str());
         if (std::find(formats.begin(), formats.end(), f) == formats.end()) {
@@ -313,7 +328,8 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
       if (gemm != "eigen") s << "[[override]]\ngemm = \"" << gemm << "\"\n";
       if (!keep_layers.empty()) {
         s << "[[override]]\nlayers = [";
-        for (std::size_t i = 0; i < keep_layers.size(); ++i) s << (i ? ", " : "") << '"' << keep_layers[i] << '"';
+        for (std::size_t i = 0; i < keep_layers.size(); ++i)
+          s << (i ? ", " : "") << '"' << keep_layers[i] << '"';
         s << "]\n";
         for (const auto& r : roles) s << r << " = \"" << keep_format << "\"\n";
         if (gemm != "eigen") s << "gemm = \"" << keep_gemm << "\"\n";
@@ -344,11 +360,14 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
       st.promote_every = get_ints(*dt, origin, "promote_every", "grid.datapath.", 0, 1 << 24);
       st.formats = get_strings(*dt, origin, "formats", "grid.datapath.");
       if (st.formats.empty()) st.formats = formats;
-      if (st.fused_terms.empty() && st.fraction_bits.empty() && st.accumulator.empty() && st.promote_every.empty()) {
+      if (st.fused_terms.empty() && st.fraction_bits.empty() && st.accumulator.empty() &&
+          st.promote_every.empty()) {
         fail(origin, dt, "grid.datapath", "(no axis)",
              "at least one of fused_terms, fraction_bits, accumulator, promote_every");
       }
-      const auto axis = [](const auto& v, auto none) { return v.empty() ? std::vector<decltype(none)>{none} : v; };
+      const auto axis = [](const auto& v, auto none) {
+        return v.empty() ? std::vector<decltype(none)>{none} : v;
+      };
       for (const int nt : axis(st.fused_terms, -1)) {
         for (const int fb : axis(st.fraction_bits, -1)) {
           for (const std::string& acc : axis(st.accumulator, std::string())) {
@@ -371,12 +390,15 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
       const toml::node* n = t["options"]["layer_attribution"].node();
       std::string known;
       for (const auto& p : x.plans) known += (known.empty() ? "" : ", ") + p.label;
-      fail(origin, n, "options.layer_attribution", '"' + l + '"', "a plan label of this experiment (" + known + ")");
+      fail(origin, n, "options.layer_attribution", '"' + l + '"',
+           "a plan label of this experiment (" + known + ")");
     }
   }
   return x;
 }
 
-Experiment load_experiment(const fs::path& file) { return parse_experiment_toml(lpemu::detail::read_spec_file(file, "experiment"), file); }
+Experiment load_experiment(const fs::path& file) {
+  return parse_experiment_toml(lpemu::detail::read_spec_file(file, "experiment"), file);
+}
 
 }  // namespace lpemu::experiment

@@ -13,7 +13,9 @@ namespace {
 using engine::LayerKind;
 using engine::Role;
 
-bool is_default_gemm(const std::string& g) { return g.empty() || g == "eigen" || g == "fp32" || g == "native"; }
+bool is_default_gemm(const std::string& g) {
+  return g.empty() || g == "eigen" || g == "fp32" || g == "native";
+}
 
 }  // namespace
 
@@ -58,13 +60,15 @@ cost::CostPlan cost_plan(const engine::PrecisionPlan& plan, long long n_layers) 
     lp.kv_cache = fmt({Role::kv_cache, Role::k}, l, at);
     c.layers.push_back(lp);
   }
-  c.lm_head = cost::GemmPlan{fmt({Role::lm_head}, -1, LayerKind::head), fmt({Role::lm_head_input}, -1, LayerKind::head),
-                             dp(-1, LayerKind::head, "output")};
+  c.lm_head =
+      cost::GemmPlan{fmt({Role::lm_head}, -1, LayerKind::head),
+                     fmt({Role::lm_head_input}, -1, LayerKind::head), dp(-1, LayerKind::head, "output")};
   return c;
 }
 
-Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& shape, const cost::Target& target,
-                   cost::Catalog& catalog, cost::Phase phase, long long batch, long long context) {
+Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
+                   const cost::Target& target, cost::Catalog& catalog, cost::Phase phase, long long batch,
+                   long long context) {
   Pricing p;
   p.plan = cost_plan(plan, shape.n_layers);
   p.workload = cost::build_workload(shape, p.plan, target, catalog, phase, batch, context);
@@ -94,8 +98,10 @@ Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& sh
   }
   // The MAC array a plan needs is the one that carries most of its MACs.
   const double bf16_fa = cost::mac_cost(catalog.datapath(target.datapath_for("bf16"))).total_fa;
-  if (!p.datapath.empty()) p.mac_area_rel_bf16 = cost::mac_cost(catalog.datapath(p.datapath)).total_fa / bf16_fa;
-  std::stable_sort(shares.begin(), shares.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (!p.datapath.empty())
+    p.mac_area_rel_bf16 = cost::mac_cost(catalog.datapath(p.datapath)).total_fa / bf16_fa;
+  std::stable_sort(shares.begin(), shares.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   for (const auto& [key, m] : shares) {
     char pct[32];
     std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * m / macs);
@@ -113,11 +119,12 @@ ClusterFormats cluster_formats(const engine::PrecisionPlan& plan, const cost::Mo
                       cat.format(c.kv_cache.empty() ? mid.kv_cache : c.kv_cache)},
                      ""};
   const cost::PlanFormats& pf = out.formats;
-  out.datapath = !c.datapath.empty()        ? c.datapath
-                 : !mid.gate.datapath.empty() ? mid.gate.datapath
-                                              : target.datapath_for(cost::gemm_rate_class(
-                                                    pf.weights.element, pf.activations.element, target,
-                                                    pf.weights.name, pf.activations.name));
+  out.datapath =
+      !c.datapath.empty() ? c.datapath
+      : !mid.gate.datapath.empty()
+          ? mid.gate.datapath
+          : target.datapath_for(cost::gemm_rate_class(pf.weights.element, pf.activations.element, target,
+                                                      pf.weights.name, pf.activations.name));
   return out;
 }
 
@@ -155,7 +162,8 @@ ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost:
       if (c.devices < 1) throw SpecError("cluster pricing: search needs devices >= 1");
       if (!c.parallel.empty()) cfg.par = cost::parse_parallel(c.parallel);
       const auto all = cost::search_training(shape, f, sys, t, dp, c.devices, cfg);
-      if (all.empty()) throw SpecError("no consistent configuration on " + std::to_string(c.devices) + " devices");
+      if (all.empty())
+        throw SpecError("no consistent configuration on " + std::to_string(c.devices) + " devices");
       r = all.front();
     } else {
       cfg.par = cost::parse_parallel(c.parallel.empty() ? "tp=1" : c.parallel, c.devices);
@@ -175,12 +183,12 @@ ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost:
   }
   const cost::Parallel par = cost::parse_parallel(c.parallel.empty() ? "tp=1" : c.parallel);
   if (c.devices > 0 && par.devices() != c.devices) {
-    throw SpecError("parallel " + par.str() + " uses " + std::to_string(par.devices()) + " devices; devices is " +
-                    std::to_string(c.devices));
+    throw SpecError("parallel " + par.str() + " uses " + std::to_string(par.devices()) +
+                    " devices; devices is " + std::to_string(c.devices));
   }
   const auto r = cost::inference_step(shape, cf.formats, sys, t, dp, par,
-                                      c.phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode, c.batch,
-                                      c.context);
+                                      c.phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode,
+                                      c.batch, c.context);
   out.parallel = par.str();
   out.step_s = r.step_s;
   out.tokens_per_s = r.tokens_per_s;

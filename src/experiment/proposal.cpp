@@ -13,12 +13,12 @@
 #include <sstream>
 #include <system_error>
 
+#include "experiment/proposal_detail.hpp"
 #include "lpemu/error.hpp"
-#include "lpemu/io/output.hpp"
 #include "lpemu/format/codec.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/io/sha256.hpp"
 #include "lpemu/io/text.hpp"
-#include "experiment/proposal_detail.hpp"
 
 namespace lpemu::experiment {
 namespace detail {
@@ -95,7 +95,8 @@ std::vector<double> anchor_values(const Format& f, std::uint64_t seed) {
   const std::uint64_t n = f.code_mask() + 1;
   const auto add_code = [&](std::uint64_t c) {
     const double v = format::decode(f, c);
-    if (std::isfinite(v) && v >= 0 && std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max())) {
+    if (std::isfinite(v) && v >= 0 &&
+        std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max())) {
       vals.insert(v);
     }
   };
@@ -125,9 +126,11 @@ format::Format bf16_format() { return format::make_float("bf16", 8, 7, 127, form
 
 const char* specials_words(format::Specials s) {
   switch (s) {
-    case format::Specials::ieee: return "IEEE-like: exponent all ones encodes ±Inf (mantissa 0) and NaN (otherwise)";
+    case format::Specials::ieee:
+      return "IEEE-like: exponent all ones encodes ±Inf (mantissa 0) and NaN (otherwise)";
     case format::Specials::fn: return "finite: no Inf; the all-ones magnitude code is NaN (one per sign)";
-    case format::Specials::fnuz: return "finite, unsigned zero: no Inf, no -0; the sign bit alone (-0's code) is the only NaN";
+    case format::Specials::fnuz:
+      return "finite, unsigned zero: no Inf, no -0; the sign bit alone (-0's code) is the only NaN";
     case format::Specials::none: return "none: every code is a finite number";
   }
   return "";
@@ -140,25 +143,32 @@ std::string element_markdown(const Format& f) {
   if (!f.source.empty()) s << "Source: " << f.source << "\n\n";
   s << "### Encoding\n\n| field | value |\n|---|---|\n";
   if (f.kind == Kind::floating) {
-    s << "| layout | " << (f.is_signed ? "1 sign bit, " : "unsigned, ") << f.exponent_bits << " exponent bits, "
-      << f.mantissa_bits << " mantissa bits (" << f.bits << " bits) |\n";
+    s << "| layout | " << (f.is_signed ? "1 sign bit, " : "unsigned, ") << f.exponent_bits
+      << " exponent bits, " << f.mantissa_bits << " mantissa bits (" << f.bits << " bits) |\n";
     s << "| bias | " << f.bias << " |\n";
     s << "| specials | " << specials_words(f.specials) << " |\n";
-    s << "| subnormals | " << (f.subnormals ? "yes: exponent field 0 is (0.m)·2^" + std::to_string(f.emin) : std::string("no")) << " |\n";
-    s << "| zero | " << (f.has_zero ? "yes" : "no: exponent field 0 is the binade 2^" + std::to_string(f.emin)) << " |\n";
+    s << "| subnormals | "
+      << (f.subnormals ? "yes: exponent field 0 is (0.m)·2^" + std::to_string(f.emin) : std::string("no"))
+      << " |\n";
+    s << "| zero | "
+      << (f.has_zero ? "yes" : "no: exponent field 0 is the binade 2^" + std::to_string(f.emin)) << " |\n";
     s << "| value of a normal code | (-1)^s · (1.m) · 2^(e − " << f.bias << ") |\n";
     s << "| max finite | " << real(f.max_finite) << " (" << hex(f.max_code, (f.bits + 3) / 4) << ") |\n";
     s << "| min normal | " << real(f.min_normal) << " = 2^" << f.emin << " |\n";
     s << "| min subnormal | " << real(f.min_subnormal) << " |\n";
-    s << "| precision | " << f.mantissa_bits + 1 << " significand bits, epsilon 2^-" << f.mantissa_bits << " |\n";
+    s << "| precision | " << f.mantissa_bits + 1 << " significand bits, epsilon 2^-" << f.mantissa_bits
+      << " |\n";
     s << "| dynamic range | " << real(std::log2(f.max_finite / f.min_subnormal)) << " binades |\n";
   } else {
-    s << "| layout | " << f.bits << "-bit " << (f.is_signed ? "two's complement" : "unsigned") << " integer |\n";
+    s << "| layout | " << f.bits << "-bit " << (f.is_signed ? "two's complement" : "unsigned")
+      << " integer |\n";
     s << "| value | code · 2^" << -f.fraction_bits << " |\n";
-    s << "| range | " << real(f.lowest) << " .. " << real(f.max_finite) << (f.symmetric ? " (symmetric)" : "") << " |\n";
+    s << "| range | " << real(f.lowest) << " .. " << real(f.max_finite) << (f.symmetric ? " (symmetric)" : "")
+      << " |\n";
   }
   s << "\n### Conversion rules\n\n"
-       "- Rounding modes: nearest_even, nearest_away, toward_zero, toward_positive, toward_negative, stochastic.\n"
+       "- Rounding modes: nearest_even, nearest_away, toward_zero, toward_positive, toward_negative, "
+       "stochastic.\n"
        "  Rounding is exact: the input's exact value is rounded to the format's value set.\n"
        "- Stochastic rounding with r random bits R: the magnitude rounds up when the r leading bits of the\n"
        "  discarded fraction plus R carry out of r bits. Vectors give r (`sr_bits`) and R (`random`).\n"
@@ -181,31 +191,42 @@ std::string element_markdown(const Format& f) {
 std::string files_markdown(const ProposalRequest& req) {
   std::ostringstream s;
   s << "## Files\n\n"
-       "- `format.toml`: the " << (req.block ? "block " : "") << "format as lpemu reads it"
-    << (req.block ? "; `element.toml`: its element format" : "") << ".\n"
-       "- `conversion_float32.csv`, `conversion_bf16.csv`: element conversion vectors. Columns: row, input_format, "
-       "input_bits (hex), input_value, rounding, overflow, sr_bits, random, expected_code (hex), expected_value.\n";
+       "- `format.toml`: the "
+    << (req.block ? "block " : "") << "format as lpemu reads it"
+    << (req.block ? "; `element.toml`: its element format" : "")
+    << ".\n"
+       "- `conversion_float32.csv`, `conversion_bf16.csv`: element conversion vectors. Columns: row, "
+       "input_format, "
+       "input_bits (hex), input_value, rounding, overflow, sr_bits, random, expected_code (hex), "
+       "expected_value.\n";
   if (req.block) {
-    s << "- `blocks.csv`: block vectors. Columns: row, case, shape, inputs (float32 bits, hex, space-separated, "
-         "row-major), tensor_scale (float32 bits), expected_scales (scale codes in block order), expected_packed "
+    s << "- `blocks.csv`: block vectors. Columns: row, case, shape, inputs (float32 bits, hex, "
+         "space-separated, "
+         "row-major), tensor_scale (float32 bits), expected_scales (scale codes in block order), "
+         "expected_packed "
          "(element bytes, hex, space-separated), expected_decoded (float32 bits of the decoded tensor).\n";
   }
   if (req.datapath) {
-    s << "- `datapath.toml`: the datapath as lpemu reads it; `dot.csv`: dot-product vectors. Columns: row, case, k, "
+    s << "- `datapath.toml`: the datapath as lpemu reads it; `dot.csv`: dot-product vectors. Columns: row, "
+         "case, k, "
          "a, b (codes, hex, space-separated), c (code), scale_a, scale_b (block scale exponents, decimal, "
          "space-separated; empty without block scales), expected_result (code of the output format), "
          "expected_value, exact_value (the exact c + Σ a·b).\n";
   }
   if (req.accuracy) {
-    s << "- `summary.md`: accuracy on " << req.accuracy->model << " and cost against bf16 and mxfp8; "
+    s << "- `summary.md`: accuracy on " << req.accuracy->model
+      << " and cost against bf16 and mxfp8; "
          "`accuracy/`: the sweep behind it (report.md, results.csv, results.h5, plots, experiment.toml).\n";
   }
   s << "- `MANIFEST`: SHA-256 of every file (`sha256sum -c MANIFEST` checks it).\n\n"
        "### Checking an implementation\n\n"
-       "Compute each vector row and write one CSV with the header `file,row,code,scales,packed,decoded,result` "
+       "Compute each vector row and write one CSV with the header "
+       "`file,row,code,scales,packed,decoded,result` "
        "(columns you do not produce may be left out or empty): `code` for `conversion_*.csv` rows (hex), "
-       "`scales`, `packed` and `decoded` for `blocks.csv` rows (space-separated hex as in the vectors), `result` "
-       "for `dot.csv` rows (hex). Then run `lpemu proposal verify DIR --results THEIR.csv`: it checks the MANIFEST "
+       "`scales`, `packed` and `decoded` for `blocks.csv` rows (space-separated hex as in the vectors), "
+       "`result` "
+       "for `dot.csv` rows (hex). Then run `lpemu proposal verify DIR --results THEIR.csv`: it checks the "
+       "MANIFEST "
        "and lists every mismatch with its file, row and field. Decoded NaNs match any NaN.\n";
   return s.str();
 }
@@ -279,8 +300,8 @@ std::vector<ConversionVector> conversion_vectors(const Format& f, bool bf16_inpu
   std::vector<ConversionVector> rows;
   std::uint64_t row = 0;
   for (const float x : inputs) {
-    const std::uint32_t in_bits = bf16_inputs ? static_cast<std::uint32_t>(format::encode(bf16, x))
-                                              : std::bit_cast<std::uint32_t>(x);
+    const std::uint32_t in_bits =
+        bf16_inputs ? static_cast<std::uint32_t>(format::encode(bf16, x)) : std::bit_cast<std::uint32_t>(x);
     for (const auto mode : format::kAllRoundingModes) {
       for (const auto ov : format::kAllOverflowPolicies) {
         format::ConvertOptions o;
@@ -322,12 +343,14 @@ std::string format_to_toml(const Format& f) {
   if (!f.source.empty()) s << "source = \"" << f.source << "\"\n";
   if (f.kind == Kind::floating) {
     s << "kind = \"float\"\nexponent_bits = " << f.exponent_bits << "\nmantissa_bits = " << f.mantissa_bits
-      << "\nbias = " << f.bias << "\nspecials = \"" << format::to_string(f.specials) << "\"\nsubnormals = "
-      << (f.subnormals ? "true" : "false") << "\nsigned = " << (f.is_signed ? "true" : "false")
-      << "\nzero = " << (f.has_zero ? "true" : "false") << "\n";
+      << "\nbias = " << f.bias << "\nspecials = \"" << format::to_string(f.specials)
+      << "\"\nsubnormals = " << (f.subnormals ? "true" : "false")
+      << "\nsigned = " << (f.is_signed ? "true" : "false") << "\nzero = " << (f.has_zero ? "true" : "false")
+      << "\n";
   } else {
     s << "kind = \"int\"\nbits = " << f.bits << "\nsigned = " << (f.is_signed ? "true" : "false")
-      << "\nfraction_bits = " << f.fraction_bits << "\nsymmetric = " << (f.symmetric ? "true" : "false") << "\n";
+      << "\nfraction_bits = " << f.fraction_bits << "\nsymmetric = " << (f.symmetric ? "true" : "false")
+      << "\n";
   }
   return s.str();
 }
@@ -335,7 +358,8 @@ std::string format_to_toml(const Format& f) {
 std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req) {
   namespace fs = std::filesystem;
   if (fs::exists(req.out) && !fs::is_empty(req.out) && !req.force) {
-    throw IoError(req.out.string() + ": directory exists and is not empty; pass --force to replace its files");
+    throw IoError(req.out.string() +
+                  ": directory exists and is not empty; pass --force to replace its files");
   }
   fs::create_directories(req.out);
   const Format& f = req.format;
@@ -363,7 +387,8 @@ std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req) {
     const auto rows = conversion_vectors(f, bf16, req.seed);
     const fs::path p = req.out / (bf16 ? "conversion_bf16.csv" : "conversion_float32.csv");
     std::ostringstream out;
-    out << "row,input_format,input_bits,input_value,rounding,overflow,sr_bits,random,expected_code,expected_value\n";
+    out << "row,input_format,input_bits,input_value,rounding,overflow,sr_bits,random,expected_code,expected_"
+           "value\n";
     const int code_digits = (f.bits + 3) / 4;
     for (const auto& v : rows) {
       out << v.row << ',' << (bf16 ? "bf16" : "fp32") << ',' << hex(v.input_bits, bf16 ? 4 : 8) << ','
@@ -423,7 +448,9 @@ bool parse_hex_list(const std::string& text, std::vector<std::uint64_t>& out) {
   return true;
 }
 
-bool is_float_nan(std::uint64_t bits) { return (bits & 0x7f800000U) == 0x7f800000U && (bits & 0x7fffffU) != 0; }
+bool is_float_nan(std::uint64_t bits) {
+  return (bits & 0x7f800000U) == 0x7f800000U && (bits & 0x7fffffU) != 0;
+}
 
 // Compares a given value with the expected one; empty string when they match, else why not.
 std::string compare_field(const CheckField& f, const std::string& want, const std::string& got) {
@@ -453,7 +480,8 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
   namespace fs = std::filesystem;
   VerifyReport rep;
   const fs::path manifest = dir / "MANIFEST";
-  if (!fs::exists(manifest)) throw IoError(manifest.string() + ": cannot open (is " + dir.string() + " a proposal directory?)");
+  if (!fs::exists(manifest))
+    throw IoError(manifest.string() + ": cannot open (is " + dir.string() + " a proposal directory?)");
   std::istringstream mf(io::read_input(manifest, std::size_t{1} << 20));
   std::string line;
   std::vector<std::string> vector_files;
@@ -464,7 +492,8 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
     const std::string want = line.substr(0, sep);
     const std::string name = line.substr(sep + 2);
     if (want.size() != 64 || want.find_first_not_of("0123456789abcdef") != std::string::npos) {
-      throw IoError(manifest.string() + ": line '" + line + "': expected 64 lowercase hex digits (SHA-256), two spaces, a file name");
+      throw IoError(manifest.string() + ": line '" + line +
+                    "': expected 64 lowercase hex digits (SHA-256), two spaces, a file name");
     }
     // Only files inside the package: never an absolute path or one that climbs out with "..".
     const fs::path rel(name);
@@ -479,10 +508,13 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
       rep.problems.push_back("MANIFEST: " + name + " is missing");
       continue;
     }
-    if (io::sha256_file(dir / name) != want) rep.problems.push_back("MANIFEST: " + name + " does not match its SHA-256");
-    const bool vectors = std::any_of(std::begin(kCheckFields), std::end(kCheckFields), [&](const CheckField& c) {
-      return name.rfind(c.file_prefix, 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".csv";
-    });
+    if (io::sha256_file(dir / name) != want)
+      rep.problems.push_back("MANIFEST: " + name + " does not match its SHA-256");
+    const bool vectors =
+        std::any_of(std::begin(kCheckFields), std::end(kCheckFields), [&](const CheckField& c) {
+          return name.rfind(c.file_prefix, 0) == 0 && name.size() > 4 &&
+                 name.substr(name.size() - 4) == ".csv";
+        });
     if (vectors) vector_files.push_back(name);
   }
   // Expected fields by (file, row).
@@ -496,7 +528,8 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
     for (const auto& cf : kCheckFields) {
       if (name.rfind(cf.file_prefix, 0) != 0) continue;
       const auto it = std::find(header.begin(), header.end(), cf.expected_column);
-      if (it == header.end()) throw IoError(path.string() + ": header lacks column '" + cf.expected_column + "'");
+      if (it == header.end())
+        throw IoError(path.string() + ": header lacks column '" + cf.expected_column + "'");
       cols.emplace_back(&cf, static_cast<std::size_t>(it - header.begin()));
     }
     std::size_t line_no = 1;
@@ -518,8 +551,8 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
       std::uint64_t index = 0;
       const auto [end, ec] = std::from_chars(c[0].data(), c[0].data() + c[0].size(), index);
       if (ec != std::errc() || end != c[0].data() + c[0].size() || c[0].empty()) {
-        throw IoError(path.string() + ":" + std::to_string(line_no) + ": column '" + header[0] + "' = '" + c[0] +
-                      "': expected a row number");
+        throw IoError(path.string() + ":" + std::to_string(line_no) + ": column '" + header[0] + "' = '" +
+                      c[0] + "': expected a row number");
       }
       expected[{name, index}] = std::move(row);
     }
@@ -535,13 +568,15 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
   };
   const auto cf = find_col("file");
   const auto cr = find_col("row");
-  if (!cf || !cr) throw IoError(results.string() + ": header lacks column 'file' or 'row' (expected file,row,code,...)");
+  if (!cf || !cr)
+    throw IoError(results.string() + ": header lacks column 'file' or 'row' (expected file,row,code,...)");
   std::vector<std::pair<const CheckField*, std::size_t>> given;  // field, its column in the results
   for (const auto& chk : kCheckFields) {
     if (const auto k = find_col(chk.field)) given.emplace_back(&chk, *k);
   }
   if (given.empty()) {
-    throw IoError(results.string() + ": header has none of the result columns code, scales, packed, decoded, result");
+    throw IoError(results.string() +
+                  ": header has none of the result columns code, scales, packed, decoded, result");
   }
   std::set<std::pair<std::string, std::uint64_t>> seen;
   std::size_t line_no = 1;
@@ -578,8 +613,8 @@ VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesy
       any = true;
       const std::string why = compare_field(*chk, want->second, c[k]);
       if (!why.empty()) {
-        rep.problems.push_back(c[*cf] + " row " + std::to_string(row) + " field " + field + ": " + why + " (" +
-                               it->second.context + ")");
+        rep.problems.push_back(c[*cf] + " row " + std::to_string(row) + " field " + field + ": " + why +
+                               " (" + it->second.context + ")");
       }
     }
     if (any) {

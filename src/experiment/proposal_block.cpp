@@ -42,7 +42,8 @@ double scale_overflow_amax(const block::BlockFormat& f) {
 std::vector<std::size_t> unit_shape(const block::BlockFormat& f) {
   switch (f.granularity) {
     case block::Granularity::block: return {static_cast<std::size_t>(f.block_size)};
-    case block::Granularity::tile: return {static_cast<std::size_t>(f.tile_rows), static_cast<std::size_t>(f.tile_cols)};
+    case block::Granularity::tile:
+      return {static_cast<std::size_t>(f.tile_rows), static_cast<std::size_t>(f.tile_cols)};
     default: return {4, 8};
   }
 }
@@ -96,7 +97,7 @@ std::vector<Case> make_cases(const block::BlockFormat& f, std::uint64_t seed) {
   add("all_zero", std::vector<float>(n, 0.0F));
   add("signed_zeros", fill(0.0, [](std::size_t i) { return i % 2 ? -0.0 : 0.0; }));
   // Every element value (both signs) times 2^3, with the block's amax at max·2^3: decodes exactly.
-  for (std::size_t start = 0; start < vals.size(); start += n / 2 > 0 ? n / 2 : 1) {
+  for (std::size_t start = 0; start<vals.size(); start += n / 2> 0 ? n / 2 : 1) {
     add("element_values", fill(emax_val * 8, [&](std::size_t i) {
           const double v = vals[(start + i / 2) % vals.size()] * 8;
           return i % 2 ? -v : v;
@@ -121,23 +122,29 @@ std::vector<Case> make_cases(const block::BlockFormat& f, std::uint64_t seed) {
         fill(std::nextafter(static_cast<float>(p), 0.0F), [&](std::size_t) { return p * normal(rng) / 4; }));
   }
   // amax just above max·2^s: under the OCP rule the largest elements clamp to ±max.
-  add("amax_above_max", fill(emax_val * 1.0625 * 16, [&](std::size_t i) { return emax_val * 16 * (i % 3 ? 1.03 : -1.07); }));
+  add("amax_above_max",
+      fill(emax_val * 1.0625 * 16, [&](std::size_t i) { return emax_val * 16 * (i % 3 ? 1.03 : -1.07); }));
   add("nan_inside", fill(1.0, [&](std::size_t i) { return i == n / 2 ? std::nan("") : normal(rng); }));
-  add("inf_inside", fill(1.0, [&](std::size_t i) { return i == n / 2 ? static_cast<double>(kInf) : normal(rng); }));
-  add("neg_inf_inside", fill(1.0, [&](std::size_t i) { return i == n / 3 ? -static_cast<double>(kInf) : normal(rng); }));
+  add("inf_inside",
+      fill(1.0, [&](std::size_t i) { return i == n / 2 ? static_cast<double>(kInf) : normal(rng); }));
+  add("neg_inf_inside",
+      fill(1.0, [&](std::size_t i) { return i == n / 3 ? -static_cast<double>(kInf) : normal(rng); }));
   const double reach = scale_overflow_amax(f);
   if (reach < static_cast<double>(std::numeric_limits<float>::max())) {
     add("scale_overflow", fill(reach, [&](std::size_t) { return reach * normal(rng) / 4; }));
   }
-  add("max_float32", fill(std::numeric_limits<float>::max(), [&](std::size_t) { return 1e38 * normal(rng); }));
-  add("scale_underflow", fill(std::ldexp(1.0, -140), [&](std::size_t) { return std::ldexp(normal(rng), -141); }));
+  add("max_float32",
+      fill(std::numeric_limits<float>::max(), [&](std::size_t) { return 1e38 * normal(rng); }));
+  add("scale_underflow",
+      fill(std::ldexp(1.0, -140), [&](std::size_t) { return std::ldexp(normal(rng), -141); }));
   add("float32_subnormals", fill(std::ldexp(1.0, -130), [&](std::size_t i) {
-        return static_cast<double>(std::numeric_limits<float>::denorm_min()) * static_cast<double>(i * 37 % 1000) *
-               (i % 2 ? -1 : 1);
+        return static_cast<double>(std::numeric_limits<float>::denorm_min()) *
+               static_cast<double>(i * 37 % 1000) * (i % 2 ? -1 : 1);
       }));
   add("outlier", fill(1e4, [&](std::size_t) { return 1e-3 * normal(rng); }));
   for (const double sigma : {1.0, 1e-20, 1e20, 3e-3}) {
-    add("normal_sigma_" + real(sigma), fill(sigma * normal(rng), [&](std::size_t) { return sigma * normal(rng); }));
+    add("normal_sigma_" + real(sigma),
+        fill(sigma * normal(rng), [&](std::size_t) { return sigma * normal(rng); }));
   }
   // Multi-unit tensors: blocks of very different magnitude share one tensor (two-level scaling).
   {
@@ -165,11 +172,15 @@ std::vector<Case> make_cases(const block::BlockFormat& f, std::uint64_t seed) {
 
 const char* rule_words(block::ScaleRule r) {
   switch (r) {
-    case block::ScaleRule::ocp: return "2^(floor(log2 amax) − emax_elem) (the OCP MX v1.0 shared-scale computation)";
+    case block::ScaleRule::ocp:
+      return "2^(floor(log2 amax) − emax_elem) (the OCP MX v1.0 shared-scale computation)";
     case block::ScaleRule::ceil: return "the smallest 2^s with amax ≤ max_elem·2^s (nothing saturates)";
-    case block::ScaleRule::even: return "the ocp rule applied to amax rounded half-up to the element's precision";
-    case block::ScaleRule::amax_over_max: return "amax / max_elem (/ tensor scale) rounded to the scale format";
-    case block::ScaleRule::search: return "the least-squared-error candidate among the base scale and its neighbours";
+    case block::ScaleRule::even:
+      return "the ocp rule applied to amax rounded half-up to the element's precision";
+    case block::ScaleRule::amax_over_max:
+      return "amax / max_elem (/ tensor scale) rounded to the scale format";
+    case block::ScaleRule::search:
+      return "the least-squared-error candidate among the base scale and its neighbours";
   }
   return "";
 }
@@ -178,7 +189,8 @@ const char* rule_words(block::ScaleRule r) {
 
 std::vector<BlockVector> block_vectors(const block::BlockFormat& fmt, std::uint64_t seed) {
   const block::BlockFormat f = vector_format(fmt);
-  if (f.element.bits > 32) throw SpecError("block format '" + f.name + "': elements wider than 32 bits cannot be packed");
+  if (f.element.bits > 32)
+    throw SpecError("block format '" + f.name + "': elements wider than 32 bits cannot be packed");
   std::vector<BlockVector> rows;
   for (auto& c : make_cases(f, seed)) {
     BlockVector v;
@@ -204,16 +216,18 @@ std::string block_spec_markdown(const block::BlockFormat& f) {
   s << "## Block format: " << f.name << "\n\n";
   if (!f.source.empty()) s << "Source: " << f.source << "\n\n";
   if (!f.description.empty()) s << f.description << "\n\n";
-  s << "value = element × block scale" << (f.tensor_scale == block::TensorScale::fp32 ? " × tensor scale" : "")
+  s << "value = element × block scale"
+    << (f.tensor_scale == block::TensorScale::fp32 ? " × tensor scale" : "")
     << "\n\n| field | value |\n|---|---|\n";
-  s << "| element | " << f.element.name << " (" << f.element.bits << " bits, max " << real(f.element.max_finite)
-    << ", emax_elem " << f.element_emax() << "; section below) |\n";
+  s << "| element | " << f.element.name << " (" << f.element.bits << " bits, max "
+    << real(f.element.max_finite) << ", emax_elem " << f.element_emax() << "; section below) |\n";
   s << "| block scale | "
     << (f.scale_is_pow2 ? std::string("an unbounded power of two, stored as its int32 exponent")
                         : f.scale.name + " (" + std::to_string(f.scale.bits) + " bits)")
     << " |\n";
   s << "| granularity | " << block::to_string(f.granularity);
-  if (f.granularity == block::Granularity::block) s << ": " << f.block_size << " consecutive elements along axis " << f.axis;
+  if (f.granularity == block::Granularity::block)
+    s << ": " << f.block_size << " consecutive elements along axis " << f.axis;
   if (f.granularity == block::Granularity::tile) s << ": " << f.tile_rows << "×" << f.tile_cols << " tiles";
   s << " |\n";
   s << "| scale rule | " << block::to_string(f.rule) << ": " << rule_words(f.rule) << " |\n";
@@ -223,20 +237,27 @@ std::string block_spec_markdown(const block::BlockFormat& f) {
   s << "| scale overflow | " << block::to_string(f.scale_overflow)
     << (reach < static_cast<double>(std::numeric_limits<float>::max())
             ? " (row `scale_overflow` reaches it)"
-            : " (unreachable from float32 inputs: the scale's range, with the tensor scale if any, covers FLT_MAX; "
+            : " (unreachable from float32 inputs: the scale's range, with the tensor scale if any, covers "
+              "FLT_MAX; "
               "row `max_float32` is the largest input)")
     << " |\n";
   s << "| float32 subnormal inputs | " << block::to_string(f.subnormal_inputs) << " |\n";
   s << "| signed zero | " << block::to_string(f.signed_zero) << " |\n";
   s << "| tensor scale | " << block::to_string(f.tensor_scale)
-    << (f.tensor_scale == block::TensorScale::fp32 ? ": g = fp32(amax_tensor / (max_elem · max_scale))" : "") << " |\n";
+    << (f.tensor_scale == block::TensorScale::fp32 ? ": g = fp32(amax_tensor / (max_elem · max_scale))" : "")
+    << " |\n";
   s << "\n### Packed layout\n\n"
-       "Element codes in row-major tensor order form a little-endian bit stream: code i of width b occupies stream "
-       "bits [i·b, (i+1)·b), stream bit k being bit k mod 8 of byte ⌊k/8⌋. FP4 thus puts element 0 in the low "
+       "Element codes in row-major tensor order form a little-endian bit stream: code i of width b occupies "
+       "stream "
+       "bits [i·b, (i+1)·b), stream bit k being bit k mod 8 of byte ⌊k/8⌋. FP4 thus puts element 0 in the "
+       "low "
        "nibble of byte 0 (as NVIDIA's `__nv_fp4x2_e2m1` and `cvt.rn.f16x2.e2m1x2` read a byte), FP6 packs 4 "
-       "elements in 3 bytes, 8-bit codes are one byte each, wider codes little-endian. Scales are stored apart, one "
-       "code per block in block order (row-major over [outer, block row, block col]); the FP32 tensor scale on "
-       "its own. In `blocks.csv` each row is one small tensor; blocked formats are cut along its last axis.\n";
+       "elements in 3 bytes, 8-bit codes are one byte each, wider codes little-endian. Scales are stored "
+       "apart, one "
+       "code per block in block order (row-major over [outer, block row, block col]); the FP32 tensor scale "
+       "on "
+       "its own. In `blocks.csv` each row is one small tensor; blocked formats are cut along its last "
+       "axis.\n";
   return s.str();
 }
 

@@ -46,6 +46,7 @@ std::string datapath_spec_markdown(const datapath::Datapath& dp);
 std::filesystem::path write_dot_vectors(const std::filesystem::path& dir, const datapath::Datapath& dp,
                                         std::uint64_t seed);
 /// Runs the accuracy sweep into dir/accuracy and writes dir/summary.md; returns the files written.
-std::vector<std::filesystem::path> write_accuracy(const std::filesystem::path& dir, const ProposalRequest& req);
+std::vector<std::filesystem::path> write_accuracy(const std::filesystem::path& dir,
+                                                  const ProposalRequest& req);
 
 }  // namespace lpemu::experiment::detail

@@ -7,7 +7,6 @@
 #include <random>
 #include <sstream>
 
-
 #include "experiment/proposal_detail.hpp"
 #include "io/toml_util.hpp"
 #include "lpemu/datapath/dot.hpp"
@@ -45,12 +44,13 @@ class DotCases {
       a.push_back(format::encode(dp_.a, x, sat_));
       b.push_back(format::encode(dp_.b, y, sat_));
     }
-    add_codes(std::move(name), std::move(a), std::move(b), format::encode(dp_.output(), c), std::move(sa), std::move(sb));
+    add_codes(std::move(name), std::move(a), std::move(b), format::encode(dp_.output(), c), std::move(sa),
+              std::move(sb));
   }
 
   /// Adds a row from codes.
-  void add_codes(std::string name, std::vector<std::uint64_t> a, std::vector<std::uint64_t> b, std::uint64_t c,
-                 std::vector<std::int32_t> sa = {}, std::vector<std::int32_t> sb = {}) {
+  void add_codes(std::string name, std::vector<std::uint64_t> a, std::vector<std::uint64_t> b,
+                 std::uint64_t c, std::vector<std::int32_t> sa = {}, std::vector<std::int32_t> sb = {}) {
     if (dp_.scale_application != datapath::ScaleApplication::none && sa.empty()) {
       const std::size_t blocks = (a.size() + dp_.scale_block - 1) / dp_.scale_block;
       sa.assign(blocks, 0);
@@ -145,7 +145,8 @@ class DotCases {
   // scale blocks), and c where the addend is fused. Signed variants show truncation toward zero.
   void alignment() {
     const int t_small = std::ilogb(dp_.a.min_normal) + std::ilogb(dp_.b.min_normal) + 1;
-    const bool scaled = dp_.scale_application != datapath::ScaleApplication::none && n_ >= 2 * dp_.scale_block;
+    const bool scaled =
+        dp_.scale_application != datapath::ScaleApplication::none && n_ >= 2 * dp_.scale_block;
     std::pair<double, double> top;
     const int t_top = ea_max_ + eb_max_ - 1;
     const bool have_top = product(t_top, 1.0, top);
@@ -200,7 +201,8 @@ class DotCases {
       const std::string tag = dp_.promote_every > 0 && k % dp_.promote_every <= 1 && k >= dp_.promote_every
                                   ? "promotion_k"
                                   : "fused_boundary_k";
-      add_codes(tag + std::to_string(k), a, b, format::encode(dp_.output(), 1000.0), random_scales(k), random_scales(k));
+      add_codes(tag + std::to_string(k), a, b, format::encode(dp_.output(), 1000.0), random_scales(k),
+                random_scales(k));
     }
   }
 
@@ -209,7 +211,8 @@ class DotCases {
     if (fa.kind != format::Kind::floating || !fa.subnormals) return;
     const double sub = fa.min_subnormal;
     add("subnormal_inputs", std::vector<std::pair<double, double>>(n_, {sub, 1.0}), 0.0);
-    add("subnormal_times_subnormal", std::vector<std::pair<double, double>>(n_, {sub, dp_.b.min_subnormal}), 0.0);
+    add("subnormal_times_subnormal", std::vector<std::pair<double, double>>(n_, {sub, dp_.b.min_subnormal}),
+        0.0);
     add("subnormal_with_normal", {{sub * 3, 1.0}, {fa.min_normal, 1.0}, {-sub, 1.0}}, 0.0);
     const format::Format& o = dp_.output();
     if (o.kind == format::Kind::floating && o.subnormals) {
@@ -251,7 +254,8 @@ class DotCases {
     if (o.has_nan()) add("nan_addend", t, nan);
     if (o.has_inf()) add("inf_addend", t, inf);
     add("overflow", std::vector<std::pair<double, double>>(n_, {fa.max_finite, fb.max_finite}), o.max_finite);
-    add("overflow_negative", std::vector<std::pair<double, double>>(n_, {-fa.max_finite, fb.max_finite}), -o.max_finite);
+    add("overflow_negative", std::vector<std::pair<double, double>>(n_, {-fa.max_finite, fb.max_finite}),
+        -o.max_finite);
   }
 
   std::vector<std::int32_t> random_scales(int k) {
@@ -292,7 +296,8 @@ std::string rounding_words(const datapath::ResultRounding& r) {
 
 std::string join_ints(std::span<const std::int32_t> v) {
   std::string out;
-  for (const auto e : v) out += (out.empty() ? "" : " ") + (e == datapath::kNanScale ? std::string("nan") : std::to_string(e));
+  for (const auto e : v)
+    out += (out.empty() ? "" : " ") + (e == datapath::kNanScale ? std::string("nan") : std::to_string(e));
   return out;
 }
 
@@ -308,8 +313,8 @@ datapath::Datapath retarget_datapath(const datapath::Datapath& dp, const format:
   if (dp.a.name == element.name && dp.b.name == element.name) return dp;
   datapath::Datapath r = dp;
   r.name = dp.name + "." + element.name;
-  r.description = dp.description + " — inputs " + element.name + " (proposed; preset inputs " + dp.a.name + " x " +
-                  dp.b.name + ")";
+  r.description = dp.description + " — inputs " + element.name + " (proposed; preset inputs " + dp.a.name +
+                  " x " + dp.b.name + ")";
   r.a = element;
   r.b = element;
   return r;
@@ -322,19 +327,25 @@ std::string datapath_spec_markdown(const datapath::Datapath& dp) {
   s << "## Datapath: " << dp.name << "\n\n" << dp.description << "\n\n";
   if (!dp.source.empty()) s << "Source: " << dp.source << "\n\n";
   s << "d = c + Σ a_i·b_i as a block fused multiply-add: exact products, alignment of every term to the "
-       "quantum 2^(E−F) below the block's largest exponent E, an exact fixed-point sum, one normalisation and one "
+       "quantum 2^(E−F) below the block's largest exponent E, an exact fixed-point sum, one normalisation "
+       "and one "
        "rounding per block, blocks chained along K.\n\n| parameter | value |\n|---|---|\n";
-  s << "| inputs | a: " << dp.a.name << ", b: " << dp.b.name << (dp.flush_subnormal_inputs ? " (subnormals flushed)" : "")
-    << " |\n";
+  s << "| inputs | a: " << dp.a.name << ", b: " << dp.b.name
+    << (dp.flush_subnormal_inputs ? " (subnormals flushed)" : "") << " |\n";
   if (dp.scale_application != datapath::ScaleApplication::none) {
     s << "| block scales | power of two per " << dp.scale_block << " products, applied "
       << (dp.scale_application == datapath::ScaleApplication::product ? "to each product's exponent"
-                                                                       : "to each group's exact sum")
+                                                                      : "to each group's exact sum")
       << " |\n";
   }
-  s << "| products | " << (dp.product_format ? dp.product_format->name + " (rounded)" : std::string("exact")) << " |\n";
-  s << "| fused terms n | " << (dp.fused_terms == 0 ? std::string("all of K") : std::to_string(dp.fused_terms)) << " |\n";
-  s << "| addend c | " << (dp.addend == datapath::Addend::fused ? "fused into the aligned sum" : "added after the block sum, second rounding") << " |\n";
+  s << "| products | " << (dp.product_format ? dp.product_format->name + " (rounded)" : std::string("exact"))
+    << " |\n";
+  s << "| fused terms n | "
+    << (dp.fused_terms == 0 ? std::string("all of K") : std::to_string(dp.fused_terms)) << " |\n";
+  s << "| addend c | "
+    << (dp.addend == datapath::Addend::fused ? "fused into the aligned sum"
+                                             : "added after the block sum, second rounding")
+    << " |\n";
   s << "| alignment | " << datapath::to_string(dp.alignment);
   if (dp.alignment != datapath::Alignment::exact) s << ", F = " << dp.fraction_bits << " bits below E";
   if (dp.exponent_floor) s << ", E ≥ " << *dp.exponent_floor;
@@ -342,11 +353,12 @@ std::string datapath_spec_markdown(const datapath::Datapath& dp) {
   s << " |\n";
   s << "| accumulator | " << dp.accumulator.name;
   if (dp.accumulator_fraction_bits > 0) s << " keeping " << dp.accumulator_fraction_bits << " fraction bits";
-  s << ", " << rounding_words(dp.accumulator_rounding) << (dp.flush_subnormal_outputs ? ", subnormal results flushed" : "")
-    << " |\n";
-  s << "| overflow | " << (dp.overflow == datapath::OverflowRule::infinity ? "infinity (±Inf whatever the rounding)"
-                           : dp.overflow == datapath::OverflowRule::ieee ? "IEEE 754 §7.4"
-                                                                          : "saturate")
+  s << ", " << rounding_words(dp.accumulator_rounding)
+    << (dp.flush_subnormal_outputs ? ", subnormal results flushed" : "") << " |\n";
+  s << "| overflow | "
+    << (dp.overflow == datapath::OverflowRule::infinity ? "infinity (±Inf whatever the rounding)"
+        : dp.overflow == datapath::OverflowRule::ieee   ? "IEEE 754 §7.4"
+                                                        : "saturate")
     << " |\n";
   if (dp.promote_every > 0 && dp.promotion_format) {
     s << "| promotion | every " << dp.promote_every << " products into " << dp.promotion_format->name << ", "
@@ -369,10 +381,11 @@ std::filesystem::path write_dot_vectors(const std::filesystem::path& dir, const 
   const int db = (dp.b.bits + 3) / 4;
   const int dout = (dp.output().bits + 3) / 4;
   for (const auto& v : rows) {
-    out << v.row << ',' << v.name << ',' << v.a.size() << ',' << hex_list(std::span<const std::uint64_t>(v.a), da)
-        << ',' << hex_list(std::span<const std::uint64_t>(v.b), db)
-        << ',' << hex(v.c, dout) << ',' << join_ints(v.scale_a) << ',' << join_ints(v.scale_b) << ','
-        << hex(v.expected, dout) << ',' << real(format::decode(dp.output(), v.expected)) << ',' << v.exact << '\n';
+    out << v.row << ',' << v.name << ',' << v.a.size() << ','
+        << hex_list(std::span<const std::uint64_t>(v.a), da) << ','
+        << hex_list(std::span<const std::uint64_t>(v.b), db) << ',' << hex(v.c, dout) << ','
+        << join_ints(v.scale_a) << ',' << join_ints(v.scale_b) << ',' << hex(v.expected, dout) << ','
+        << real(format::decode(dp.output(), v.expected)) << ',' << v.exact << '\n';
   }
   write_text(p, out.str());
   return p;
@@ -380,7 +393,8 @@ std::filesystem::path write_dot_vectors(const std::filesystem::path& dir, const 
 
 }  // namespace detail
 
-std::string retarget_datapath_toml(std::string_view text, std::string_view origin, const datapath::Datapath& dp) {
+std::string retarget_datapath_toml(std::string_view text, std::string_view origin,
+                                   const datapath::Datapath& dp) {
   toml::table t = io::detail::parse(text, origin);
   t.insert_or_assign("name", dp.name);
   t.insert_or_assign("description", dp.description);
@@ -389,7 +403,8 @@ std::string retarget_datapath_toml(std::string_view text, std::string_view origi
     in->insert_or_assign("b", dp.b.name);
   }
   std::ostringstream s;
-  s << "# " << dp.name << ": written by `lpemu proposal` from " << origin << " with the inputs replaced.\n" << t << "\n";
+  s << "# " << dp.name << ": written by `lpemu proposal` from " << origin << " with the inputs replaced.\n"
+    << t << "\n";
   return s.str();
 }
 

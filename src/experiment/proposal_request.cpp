@@ -19,8 +19,8 @@ bool is_toml_path(const std::string& s) { return std::filesystem::path(s).extens
 
 }  // namespace
 
-ProposalRequest proposal_request(Context& ctx, const std::string& format_name, const std::string& datapath_name,
-                                 bool register_new) {
+ProposalRequest proposal_request(Context& ctx, const std::string& format_name,
+                                 const std::string& datapath_name, bool register_new) {
   ProposalRequest req;
   // The proposed format: an element or block format, by name or file.
   if (is_toml_path(format_name)) {
@@ -28,10 +28,12 @@ ProposalRequest proposal_request(Context& ctx, const std::string& format_name, c
     const toml::table t = io::detail::parse(req.format_toml, format_name);
     if (t.contains("element")) {
       req.block = block::parse_block_format_toml(req.format_toml, format_name, ctx.formats());
-      if (register_new && ctx.blocks().find(req.block->name) == nullptr) ctx.add_block(*req.block, format_name);
+      if (register_new && ctx.blocks().find(req.block->name) == nullptr)
+        ctx.add_block(*req.block, format_name);
     } else {
       req.format = format::parse_format_toml(req.format_toml, format_name);
-      if (register_new && ctx.formats().find(req.format.name) == nullptr) ctx.add_format(req.format, format_name);
+      if (register_new && ctx.formats().find(req.format.name) == nullptr)
+        ctx.add_format(req.format, format_name);
     }
   } else if (const block::BlockFormat* b = ctx.blocks().find(format_name)) {
     req.block = *b;
@@ -40,7 +42,8 @@ ProposalRequest proposal_request(Context& ctx, const std::string& format_name, c
     std::vector<std::string> known = ctx.formats().names();
     for (const auto& n : ctx.blocks().names()) known.push_back(n);
     throw UnknownNameError("unknown element or block format '" + format_name + "'" +
-                           lpemu::detail::closest_names_hint(format_name, known) + " (see `lpemu formats list`)");
+                           lpemu::detail::closest_names_hint(format_name, known) +
+                           " (see `lpemu formats list`)");
   } else {
     req.format = ctx.formats().get(format_name);
     req.format_toml = spec_text(ctx.formats().origin(req.format.name));

@@ -58,18 +58,21 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
   const fs::path out = fs::absolute(dir / "accuracy");
   std::ostringstream t;
   t << "# Written by `lpemu proposal`: the proposed formats against fp32, bf16 and mxfp8_e4m3 on the\n"
-       "# linear layers' weights and inputs. Re-run with `lpemu sweep " << (out / "experiment.toml").string() << "`.\n";
+       "# linear layers' weights and inputs. Re-run with `lpemu sweep "
+    << (out / "experiment.toml").string() << "`.\n";
   t << "name = \"proposal\"\ndescription = " << quoted("format proposal " + acc.formats.front()) << "\n";
-  t << "[source]\nmodel = " << quoted(acc.model) << "\ntext = " << quoted(fs::absolute(acc.text).string()) << "\n";
+  t << "[source]\nmodel = " << quoted(acc.model) << "\ntext = " << quoted(fs::absolute(acc.text).string())
+    << "\n";
   if (acc.max_tokens > 0) t << "max_tokens = " << acc.max_tokens << "\n";
   t << "[output]\ndir = " << quoted(out.string()) << "\n[options]\nreference = \"fp32\"\n";
   if (!acc.cost.target.empty()) {
     t << "[cost]\ntarget = " << quoted(acc.cost.target) << "\n";
     if (!acc.cost.shape.empty()) t << "shape = " << quoted(acc.cost.shape) << "\n";
-    t << "phase = " << quoted(acc.cost.phase) << "\nbatch = " << acc.cost.batch << "\ncontext = " << acc.cost.context
-      << "\n";
+    t << "phase = " << quoted(acc.cost.phase) << "\nbatch = " << acc.cost.batch
+      << "\ncontext = " << acc.cost.context << "\n";
   }
-  t << plan_toml("fp32", "", "") << plan_toml("bf16", "bf16", "") << plan_toml("mxfp8_e4m3", "mxfp8_e4m3", "");
+  t << plan_toml("fp32", "", "") << plan_toml("bf16", "bf16", "")
+    << plan_toml("mxfp8_e4m3", "mxfp8_e4m3", "");
   for (const auto& f : acc.formats) t << plan_toml(f, f, "");
   if (!acc.gemm.empty()) {
     for (const auto& f : acc.formats) t << plan_toml(f + "+" + acc.gemm, f, acc.gemm);
@@ -88,7 +91,8 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
   write_text(out / "experiment.toml", t.str());  // after the sweep, which refuses folders it did not start
 
   const std::vector<PlanResult>& results = files.plans;
-  if (results.size() != exp.plans.size()) throw Error("proposal: the accuracy sweep did not finish every plan");
+  if (results.size() != exp.plans.size())
+    throw Error("proposal: the accuracy sweep did not finish every plan");
   const auto by_label = [&](const std::string& l) -> const PlanResult& {
     for (const auto& r : results) {
       if (r.label == l) return r;
@@ -99,7 +103,8 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
   const PlanResult& ref = by_label("fp32");
   s << "# Accuracy and cost: " << acc.formats.front() << " on " << acc.model << "\n\n";
   s << "Linear layers' weights and inputs in each format (overflow saturating), every other tensor fp32; "
-    << ref.eval.tokens.size() << " tokens of `" << acc.text.filename().string() << "` scored against the fp32 "
+    << ref.eval.tokens.size() << " tokens of `" << acc.text.filename().string()
+    << "` scored against the fp32 "
     << "reference (perplexity " << num(ref.eval.perplexity) << ").";
   if (!acc.cost.target.empty()) {
     s << " Cost: " << acc.cost.target << ", " << (acc.cost.shape.empty() ? acc.model : acc.cost.shape) << " "
@@ -107,11 +112,14 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
       << " (lpemu cost model: roofline time and energy per token, MAC area relative to a bf16 MAC).";
   }
   if (!acc.gemm.empty()) {
-    s << " Plans `+" << acc.gemm << "` run the blocks' linear layers on that datapath, bit-exact; operands enter it "
-      << "with their scales moved out in powers of two (per row, or per block for block-scaled datapaths), so "
+    s << " Plans `+" << acc.gemm
+      << "` run the blocks' linear layers on that datapath, bit-exact; operands enter it "
+      << "with their scales moved out in powers of two (per row, or per block for block-scaled datapaths), "
+         "so "
       << "formats with non-power-of-two scales (per-tensor FP32) are re-rounded once on the way in.";
   }
-  s << "\n\n| plan | bits/weight | mean KL vs fp32 | Δ NLL (nats/token) | perplexity | top-1 agreement | tokens/s | "
+  s << "\n\n| plan | bits/weight | mean KL vs fp32 | Δ NLL (nats/token) | perplexity | top-1 agreement | "
+       "tokens/s | "
        "J/token | MAC area vs bf16 |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : results) {
     s << "| " << r.label << " | " << num(r.weight_bits, "%.3g") << " | " << num(r.eval.mean_kl) << " | "
@@ -119,15 +127,16 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
       << num(100 * r.eval.top1_agreement, "%.1f%%") << " | " << num(r.cost.tokens_per_s, "%.0f") << " | "
       << num(r.cost.joules_per_token, "%.3g") << " | " << num(r.cost.mac_area_rel_bf16, "%.3g") << " |\n";
   }
-  s << "\n## Against the baselines\n\n| proposal | vs | KL ratio | bits/weight ratio | tokens/s ratio | J/token ratio | "
+  s << "\n## Against the baselines\n\n| proposal | vs | KL ratio | bits/weight ratio | tokens/s ratio | "
+       "J/token ratio | "
        "MAC area ratio |\n|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 3; i < results.size(); ++i) {
     const PlanResult& p = results[i];
     for (const char* base : {"bf16", "mxfp8_e4m3"}) {
       const PlanResult& b = by_label(base);
       s << "| " << p.label << " | " << base << " | " << ratio(p.eval.mean_kl, b.eval.mean_kl) << " | "
-        << ratio(p.weight_bits, b.weight_bits) << " | " << ratio(p.cost.tokens_per_s, b.cost.tokens_per_s) << " | "
-        << ratio(p.cost.joules_per_token, b.cost.joules_per_token) << " | "
+        << ratio(p.weight_bits, b.weight_bits) << " | " << ratio(p.cost.tokens_per_s, b.cost.tokens_per_s)
+        << " | " << ratio(p.cost.joules_per_token, b.cost.joules_per_token) << " | "
         << ratio(p.cost.mac_area_rel_bf16, b.cost.mac_area_rel_bf16) << " |\n";
     }
   }
@@ -138,8 +147,8 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
        "`results.csv`, `results.h5`); `accuracy/experiment.toml` re-runs it.\n";
   write_text(dir / "summary.md", s.str());
 
-  std::vector<fs::path> written{dir / "summary.md", out / "experiment.toml", files.results_csv, files.results_h5,
-                                files.report_md};
+  std::vector<fs::path> written{dir / "summary.md", out / "experiment.toml", files.results_csv,
+                                files.results_h5, files.report_md};
   written.insert(written.end(), files.plots.begin(), files.plots.end());
   written.insert(written.end(), files.plan_files.begin(), files.plan_files.end());
   return written;

@@ -58,12 +58,15 @@ std::string short_residual_name(const std::string& residual_name) {
 
 std::vector<Column> ranked_columns(const std::vector<PlanResult>& plans) {
   auto text = [](std::string h, std::string PlanResult::*field) {
-    return Column{std::move(h), false, [field](const PlanResult& p, std::size_t, bool) { return p.*field; }, nullptr};
+    return Column{std::move(h), false, [field](const PlanResult& p, std::size_t, bool) { return p.*field; },
+                  nullptr};
   };
   auto number = [](std::string h, std::function<double(const PlanResult&)> f, int digits, double scale = 1,
                    std::string unit = "") {
     return Column{std::move(h), true,
-                  [f, digits, scale, unit](const PlanResult& p, std::size_t, bool) { return num(scale * f(p), digits) + unit; },
+                  [f, digits, scale, unit](const PlanResult& p, std::size_t, bool) {
+                    return num(scale * f(p), digits) + unit;
+                  },
                   [f](const PlanResult& p, std::size_t) { return f(p); }};
   };
   std::vector<Column> c;
@@ -71,29 +74,45 @@ std::vector<Column> ranked_columns(const std::vector<PlanResult>& plans) {
                [](const PlanResult&, std::size_t r) { return static_cast<double>(r); }});
   c.push_back(text("plan", &PlanResult::label));
   c.push_back(text("weights", &PlanResult::weight_format));
-  c.push_back(number("bits/weight", [](const PlanResult& p) { return p.weight_bits; }, 4));
+  c.push_back(number(
+      "bits/weight", [](const PlanResult& p) { return p.weight_bits; }, 4));
   c.push_back(text("GEMM", &PlanResult::gemm));
-  c.push_back(number("perplexity", [](const PlanResult& p) { return p.eval.perplexity; }, 6));
-  c.push_back(number("Δ perplexity", [](const PlanResult& p) { return p.eval.perplexity - p.eval.ref_perplexity; }, 4));
-  c.push_back(number("mean KL", [](const PlanResult& p) { return p.eval.mean_kl; }, 4));
-  c.push_back(number("max KL", [](const PlanResult& p) { return p.eval.max_kl; }, 4));
-  c.push_back(number("top-1 agree", [](const PlanResult& p) { return p.eval.top1_agreement; }, 4, 100, "%"));
-  c.push_back(number("logits SQNR (dB)", [](const PlanResult& p) { return p.eval.logits.sqnr_db; }, 4));
+  c.push_back(number(
+      "perplexity", [](const PlanResult& p) { return p.eval.perplexity; }, 6));
+  c.push_back(number(
+      "Δ perplexity", [](const PlanResult& p) { return p.eval.perplexity - p.eval.ref_perplexity; }, 4));
+  c.push_back(number(
+      "mean KL", [](const PlanResult& p) { return p.eval.mean_kl; }, 4));
+  c.push_back(number(
+      "max KL", [](const PlanResult& p) { return p.eval.max_kl; }, 4));
+  c.push_back(number(
+      "top-1 agree", [](const PlanResult& p) { return p.eval.top1_agreement; }, 4, 100, "%"));
+  c.push_back(number(
+      "logits SQNR (dB)", [](const PlanResult& p) { return p.eval.logits.sqnr_db; }, 4));
   if (has_cost(plans)) {
-    c.push_back(number("tokens/s", [](const PlanResult& p) { return p.cost.tokens_per_s; }, 5));
-    c.push_back(number("J/token", [](const PlanResult& p) { return p.cost.joules_per_token; }, 4));
-    c.push_back(number("MAC area vs bf16", [](const PlanResult& p) { return p.cost.mac_area_rel_bf16; }, 3));
-    c.push_back({"Pareto", false, [](const PlanResult&, std::size_t, bool on) { return std::string(on ? "★" : ""); },
+    c.push_back(number(
+        "tokens/s", [](const PlanResult& p) { return p.cost.tokens_per_s; }, 5));
+    c.push_back(number(
+        "J/token", [](const PlanResult& p) { return p.cost.joules_per_token; }, 4));
+    c.push_back(number(
+        "MAC area vs bf16", [](const PlanResult& p) { return p.cost.mac_area_rel_bf16; }, 3));
+    c.push_back({"Pareto", false,
+                 [](const PlanResult&, std::size_t, bool on) { return std::string(on ? "★" : ""); },
                  nullptr});
   }
-  const bool cluster = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.cost.cluster_system.empty(); });
+  const bool cluster =
+      std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.cost.cluster_system.empty(); });
   if (cluster) {
-    c.push_back({"cluster parallel", false, [](const PlanResult& p, std::size_t, bool) { return p.cost.cluster_parallel; },
-                 nullptr});
-    c.push_back(number("cluster step s", [](const PlanResult& p) { return p.cost.cluster_step_s; }, 4));
-    c.push_back(number("cluster tokens/s", [](const PlanResult& p) { return p.cost.cluster_tokens_per_s; }, 5));
-    c.push_back(number("MFU", [](const PlanResult& p) { return p.cost.cluster_mfu; }, 3, 100, "%"));
-    c.push_back(number("GB/device", [](const PlanResult& p) { return p.cost.cluster_memory_gb; }, 4));
+    c.push_back({"cluster parallel", false,
+                 [](const PlanResult& p, std::size_t, bool) { return p.cost.cluster_parallel; }, nullptr});
+    c.push_back(number(
+        "cluster step s", [](const PlanResult& p) { return p.cost.cluster_step_s; }, 4));
+    c.push_back(number(
+        "cluster tokens/s", [](const PlanResult& p) { return p.cost.cluster_tokens_per_s; }, 5));
+    c.push_back(number(
+        "MFU", [](const PlanResult& p) { return p.cost.cluster_mfu; }, 3, 100, "%"));
+    c.push_back(number(
+        "GB/device", [](const PlanResult& p) { return p.cost.cluster_memory_gb; }, 4));
   }
   return c;
 }
@@ -143,8 +162,9 @@ std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
   }
   for (const auto& [name, s] : e.residual) m.emplace_back("residual_sqnr_db/" + name, s.sqnr_db);
   for (const auto& row : r.replay) {
-    m.emplace_back("replay_output_sqnr_db/" + (row.layer < 0 ? std::string("head") : "layers/" + std::to_string(row.layer)) +
-                       "/" + row.tensor,
+    m.emplace_back("replay_output_sqnr_db/" +
+                       (row.layer < 0 ? std::string("head") : "layers/" + std::to_string(row.layer)) + "/" +
+                       row.tensor,
                    row.output_error.sqnr_db);
   }
   for (const auto& a : r.attribution) {
@@ -236,10 +256,13 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
     }
     if (!c.cluster_system.empty()) {
       md << "\nCluster columns: each plan priced on system `" << c.cluster_system
-         << "` by the cluster-level model (README \"Cluster level\"), as `lpemu cost --system` prices the plan file "
-            "`plans/NNNN.toml`: step time, tokens/s of the whole job, MFU (training) and memory per device.\n";
+         << "` by the cluster-level model (README \"Cluster level\"), as `lpemu cost --system` prices the "
+            "plan file "
+            "`plans/NNNN.toml`: step time, tokens/s of the whole job, MFU (training) and memory per "
+            "device.\n";
       for (const auto& p : plans) {
-        if (!p.cost.cluster_note.empty()) md << "- " << p.label << ": cluster: " << p.cost.cluster_note << "\n";
+        if (!p.cost.cluster_note.empty())
+          md << "- " << p.label << ": cluster: " << p.cost.cluster_note << "\n";
       }
     }
     md << "\n## What each plan computes, and the datapath priced\n\n"
@@ -250,12 +273,14 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
           "the MACs)\"; bits/weight is the parameter-weighted mean over the quantised weights of the "
           "priced shape.\n\n| plan | operands computed (A x B on datapath, share of MACs) |\n|---|---|\n";
     for (const auto& p : plans) {
-      md << "| " << p.label << " | " << (p.cost.computed.empty() ? "(not priced)" : p.cost.computed) << " |\n";
+      md << "| " << p.label << " | " << (p.cost.computed.empty() ? "(not priced)" : p.cost.computed)
+         << " |\n";
     }
   }
   if (!plans.empty() && !plans.front().eval.residual.empty()) {
     md << "\n## Residual-stream SQNR per layer (dB)\n\n| plan |";
-    for (const auto& [n, s] : plans.front().eval.residual) md << ' ' << report::short_residual_name(n) << " |";
+    for (const auto& [n, s] : plans.front().eval.residual)
+      md << ' ' << report::short_residual_name(n) << " |";
     md << "\n|---|";
     for (std::size_t i = 0; i < plans.front().eval.residual.size(); ++i) md << "---:|";
     md << "\n";
@@ -265,21 +290,25 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
       md << "\n";
     }
   }
-  const bool any_attr = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.attribution.empty(); });
+  const bool any_attr =
+      std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.attribution.empty(); });
   if (any_attr) {
     md << "\n## Most damaging quantisation points (one point quantised at a time)\n\n";
-    md << "| plan | point | format | mean KL alone | Δ NLL alone | share of the plan's KL |\n|---|---|---|---:|---:|---:|\n";
+    md << "| plan | point | format | mean KL alone | Δ NLL alone | share of the plan's KL "
+          "|\n|---|---|---|---:|---:|---:|\n";
     for (const auto i : order) {
       auto a = plans[i].attribution;
-      std::stable_sort(a.begin(), a.end(), [](const auto& x, const auto& y) { return x.mean_kl > y.mean_kl; });
+      std::stable_sort(a.begin(), a.end(),
+                       [](const auto& x, const auto& y) { return x.mean_kl > y.mean_kl; });
       for (std::size_t k = 0; k < a.size() && k < 3; ++k) {
         const double share = plans[i].eval.mean_kl > 0 ? a[k].mean_kl / plans[i].eval.mean_kl : 0.0;
-        md << "| " << plans[i].label << " | " << a[k].role << " | " << a[k].format << " | " << num(a[k].mean_kl, 4)
-           << " | " << num(a[k].delta_nll, 4) << " | " << pct(share) << " |\n";
+        md << "| " << plans[i].label << " | " << a[k].role << " | " << a[k].format << " | "
+           << num(a[k].mean_kl, 4) << " | " << num(a[k].delta_nll, 4) << " | " << pct(share) << " |\n";
       }
     }
   }
-  const bool any_replay = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.replay.empty(); });
+  const bool any_replay =
+      std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.replay.empty(); });
   if (any_replay) {
     struct Worst {
       std::string plan, where;
@@ -289,12 +318,15 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
     for (const auto& p : plans) {
       for (const auto& r : p.replay) {
         if (std::isfinite(r.output_error.sqnr_db)) {
-          worst.push_back({p.label, (r.layer < 0 ? std::string("head") : "layer " + std::to_string(r.layer)) + " " + r.tensor,
-                           r.output_error.sqnr_db});
+          worst.push_back(
+              {p.label,
+               (r.layer < 0 ? std::string("head") : "layer " + std::to_string(r.layer)) + " " + r.tensor,
+               r.output_error.sqnr_db});
         }
       }
     }
-    std::stable_sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) { return a.sqnr < b.sqnr; });
+    std::stable_sort(worst.begin(), worst.end(),
+                     [](const auto& a, const auto& b) { return a.sqnr < b.sqnr; });
     md << "\n## Linear layers with the lowest output SQNR on recorded activations\n\n";
     md << "| plan | layer | output SQNR (dB) |\n|---|---|---:|\n";
     for (std::size_t k = 0; k < worst.size() && k < 10; ++k) {
@@ -303,11 +335,14 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
   }
   md << "\n## Figures\n\n";
   for (const auto& f : figures) {
-    if (f.group.empty()) md << "### " << f.caption << "\n\n" << f.how_to_read << "\n\n![" << f.caption << "](" << f.file << ")\n\n";
+    if (f.group.empty())
+      md << "### " << f.caption << "\n\n"
+         << f.how_to_read << "\n\n![" << f.caption << "](" << f.file << ")\n\n";
   }
   std::vector<std::string> groups;
   for (const auto& f : figures) {
-    if (!f.group.empty() && std::find(groups.begin(), groups.end(), f.group) == groups.end()) groups.push_back(f.group);
+    if (!f.group.empty() && std::find(groups.begin(), groups.end(), f.group) == groups.end())
+      groups.push_back(f.group);
   }
   for (const auto& g : groups) {
     md << "### Per plan: " << g << "\n\n";

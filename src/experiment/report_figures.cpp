@@ -9,7 +9,6 @@
 #include "experiment/report_detail.hpp"
 #include "lpemu/experiment/figures.hpp"
 
-
 namespace lpemu::experiment {
 
 io::BarChart cost_breakdown_chart(const cost::Workload& w, const std::string& title) {
@@ -21,17 +20,21 @@ io::BarChart cost_breakdown_chart(const cost::Workload& w, const std::string& ti
   for (const auto& op : w.ops) {
     const auto n = static_cast<double>(op.count);
     // The same op in other formats (e.g. kept first/last blocks) is told apart by its weight format.
-    const bool repeated = std::count_if(w.ops.begin(), w.ops.end(), [&](const cost::Op& o) { return o.name == op.name; }) > 1;
+    const bool repeated =
+        std::count_if(w.ops.begin(), w.ops.end(), [&](const cost::Op& o) { return o.name == op.name; }) > 1;
     const std::string name = repeated ? op.name + " (" + op.b_format + ")" : op.name;
     c.categories.push_back(op.count > 1 ? name + " ×" + std::to_string(op.count) : name);
     time.values.push_back(n * op.time_s * 1e6);
     bytes.values.push_back(n * op.bytes / 1e6);
     energy.values.push_back(n * op.energy_j * 1e3);
-    c.classes.push_back(op.kind == "memory" ? "memory only" : op.compute_bound ? "compute-bound" : "memory-bound");
+    c.classes.push_back(op.kind == "memory" ? "memory only"
+                        : op.compute_bound  ? "compute-bound"
+                                            : "memory-bound");
   }
   c.panels = {time, bytes, energy};
-  c.notes.push_back("Roofline per op: time = max(compute time at the rate class's peak, DRAM bytes / bandwidth); "
-                    "colour = which of the two limits it.");
+  c.notes.push_back(
+      "Roofline per op: time = max(compute time at the rate class's peak, DRAM bytes / bandwidth); "
+      "colour = which of the two limits it.");
   return c;
 }
 
@@ -44,7 +47,8 @@ void layer_axes(const PlanResult& p, std::vector<int>& layers, std::vector<std::
     if (std::find(layers.begin(), layers.end(), a.layer) == layers.end()) layers.push_back(a.layer);
     if (std::find(points.begin(), points.end(), a.role) == points.end()) points.push_back(a.role);
   }
-  std::sort(layers.begin(), layers.end(), [](int x, int y) { return (x < 0 ? 1 << 30 : x) < (y < 0 ? 1 << 30 : y); });
+  std::sort(layers.begin(), layers.end(),
+            [](int x, int y) { return (x < 0 ? 1 << 30 : x) < (y < 0 ? 1 << 30 : y); });
 }
 
 std::string layer_name(int layer) { return layer < 0 ? "LM head" : "block " + std::to_string(layer); }
@@ -73,10 +77,11 @@ io::HeatMap layer_attribution_heatmap(const PlanResult& plan) {
     hm.rows.push_back(layer_name(l));
     for (const auto& pt : points) hm.values.push_back(layer_value(plan, l, pt));
   }
-  hm.notes.push_back("Each cell: only that point quantised, only in that layer, as the plan quantises it there; "
-                     "everything else and every GEMM at the reference.");
-  hm.notes.push_back("The whole plan (every point in every layer, on its GEMM): mean KL " + report::num(plan.eval.mean_kl, 3) +
-                     ".");
+  hm.notes.push_back(
+      "Each cell: only that point quantised, only in that layer, as the plan quantises it there; "
+      "everything else and every GEMM at the reference.");
+  hm.notes.push_back("The whole plan (every point in every layer, on its GEMM): mean KL " +
+                     report::num(plan.eval.mean_kl, 3) + ".");
   return hm;
 }
 
@@ -92,7 +97,8 @@ io::BarChart layer_attribution_bars(const PlanResult& plan) {
     for (const int l : layers) panel.values.push_back(layer_value(plan, l, pt));
     c.panels.push_back(std::move(panel));
   }
-  c.notes.push_back("Longer bar = more damage from that point in that layer alone; no bar: not quantised there.");
+  c.notes.push_back(
+      "Longer bar = more damage from that point in that layer alone; no bar: not quantised there.");
   return c;
 }
 
@@ -177,7 +183,8 @@ io::Plot kl_scatter(const std::vector<PlanResult>& plans, const std::vector<doub
       why = "no value on this axis" + (p.cost.note.empty() ? std::string() : " (" + p.cost.note + ")");
     }
     if (p.eval.mean_kl == 0 && !std::isfinite(x[i])) why += "; no value on this axis";
-    if (!why.empty()) pl.notes.push_back("Not drawn: rank " + std::to_string(rank[i]) + " " + p.label + ": " + why + ".");
+    if (!why.empty())
+      pl.notes.push_back("Not drawn: rank " + std::to_string(rank[i]) + " " + p.label + ": " + why + ".");
   }
   return pl;
 }
@@ -190,11 +197,14 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
   const auto order = ranked(plans);
   std::vector<double> bits;
   for (const auto& p : plans) bits.push_back(p.weight_bits);
-  out.push_back({"kl_vs_bits.svg", "Accuracy loss against bits per weight.",
-                 "Lower is better on both axes: down and to the left. The line joins the plans no other plan beats "
-                 "on both (the Pareto front); a plan above it pays bits for nothing.",
-                 io::layout(kl_scatter(plans, bits, true, false, "Accuracy loss vs bits per weight",
-                                       "bits per weight element (block-scale overhead included)")), {}});
+  out.push_back(
+      {"kl_vs_bits.svg",
+       "Accuracy loss against bits per weight.",
+       "Lower is better on both axes: down and to the left. The line joins the plans no other plan beats "
+       "on both (the Pareto front); a plan above it pays bits for nothing.",
+       io::layout(kl_scatter(plans, bits, true, false, "Accuracy loss vs bits per weight",
+                             "bits per weight element (block-scale overhead included)")),
+       {}});
   if (has_cost(plans)) {
     const std::string target = plans.front().cost.target;
     std::vector<double> area, tps, jpt;
@@ -203,22 +213,32 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
       tps.push_back(p.cost.tokens_per_s);
       jpt.push_back(p.cost.joules_per_token * 1e3);
     }
-    out.push_back({"kl_vs_cost.svg", "Accuracy loss against MAC lane area.",
-                   "MAC area from the MAC model, relative to a bf16 MAC on the same datapath (45 nm constants: compare "
-                   "plans, not absolute values). Down and to the left is better; the line is the Pareto front.",
-                   io::layout(kl_scatter(plans, area, true, false, "Accuracy loss vs MAC area (" + target + ")",
-                                         "MAC lane area relative to bf16 (×)")), {}});
-    out.push_back({"kl_vs_tokens_per_s.svg", "Accuracy loss against decode throughput.",
-                   "Throughput from the roofline of the priced workload. Down and to the right is better; the line "
-                   "is the Pareto front (more tokens/s for less loss).",
-                   io::layout(kl_scatter(plans, tps, false, false, "Accuracy loss vs throughput (" + target + ")",
-                                         "tokens per second (roofline)")), {}});
-    out.push_back({"kl_vs_energy.svg", "Accuracy loss against energy per token.",
-                   "Energy per token from the roofline of the priced workload. Down and to the left is better.",
-                   io::layout(kl_scatter(plans, jpt, true, false, "Accuracy loss vs energy per token (" + target + ")",
-                                         "energy per token (mJ)")), {}});
+    out.push_back(
+        {"kl_vs_cost.svg",
+         "Accuracy loss against MAC lane area.",
+         "MAC area from the MAC model, relative to a bf16 MAC on the same datapath (45 nm constants: compare "
+         "plans, not absolute values). Down and to the left is better; the line is the Pareto front.",
+         io::layout(kl_scatter(plans, area, true, false, "Accuracy loss vs MAC area (" + target + ")",
+                               "MAC lane area relative to bf16 (×)")),
+         {}});
+    out.push_back(
+        {"kl_vs_tokens_per_s.svg",
+         "Accuracy loss against decode throughput.",
+         "Throughput from the roofline of the priced workload. Down and to the right is better; the line "
+         "is the Pareto front (more tokens/s for less loss).",
+         io::layout(kl_scatter(plans, tps, false, false, "Accuracy loss vs throughput (" + target + ")",
+                               "tokens per second (roofline)")),
+         {}});
+    out.push_back(
+        {"kl_vs_energy.svg",
+         "Accuracy loss against energy per token.",
+         "Energy per token from the roofline of the priced workload. Down and to the left is better.",
+         io::layout(kl_scatter(plans, jpt, true, false, "Accuracy loss vs energy per token (" + target + ")",
+                               "energy per token (mJ)")),
+         {}});
   }
-  const bool any_residual = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.eval.residual.empty(); });
+  const bool any_residual =
+      std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.eval.residual.empty(); });
   if (any_residual) {
     io::Plot pl;
     pl.title = "Residual-stream SQNR per layer";
@@ -232,7 +252,8 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
       for (std::size_t k = 0; k < p.eval.residual.size(); ++k) {
         s.x.push_back(static_cast<double>(k));
         s.y.push_back(p.eval.residual[k].second.sqnr_db);
-        if (pl.x_tick_labels.size() <= k) pl.x_tick_labels.push_back(short_residual_name(p.eval.residual[k].first));
+        if (pl.x_tick_labels.size() <= k)
+          pl.x_tick_labels.push_back(short_residual_name(p.eval.residual[k].first));
       }
       if (std::any_of(s.y.begin(), s.y.end(), [](double v) { return std::isfinite(v); })) {
         pl.series.push_back(std::move(s));
@@ -240,10 +261,13 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
         pl.notes.push_back(p.label + ": equal to the reference everywhere (SQNR +inf), not drawn.");
       }
     }
-    out.push_back({"residual_sqnr.svg", "Error per layer: residual-stream SQNR of each plan.",
-                   "Higher is better. A steady fall with depth is error accumulating; a sudden drop points at one "
-                   "block. Legend in rank order.",
-                   io::layout(pl), {}});
+    out.push_back(
+        {"residual_sqnr.svg",
+         "Error per layer: residual-stream SQNR of each plan.",
+         "Higher is better. A steady fall with depth is error accumulating; a sudden drop points at one "
+         "block. Legend in rank order.",
+         io::layout(pl),
+         {}});
   }
   // Attribution: plan x quantisation point heat map and per-point bars.
   std::vector<std::string> points;
@@ -276,16 +300,23 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
         bars.panels[j].values.push_back(v);
       }
     }
-    hm.notes.push_back("Each cell: the plan with only that point quantised (every other tensor and the GEMM at the "
-                       "reference), in every layer at once; layer by layer: options.layer_attribution.");
+    hm.notes.push_back(
+        "Each cell: the plan with only that point quantised (every other tensor and the GEMM at the "
+        "reference), in every layer at once; layer by layer: options.layer_attribution.");
     bars.notes.push_back("Missing bar: the plan does not quantise that point.");
-    out.push_back({"attribution_heatmap.svg", "Attribution: which quantisation point costs how much, plan by plan.",
-                   "Brighter is worse. Compare a row's cells to see which point to keep wider; compare a column to see "
-                   "which format hurts that point least.",
-                   io::layout(hm), {}});
-    out.push_back({"attribution_bars.svg", "Attribution as bars, one panel per quantisation point.",
-                   "Longer bar = more damage from that point alone. The panels share the plan rows (rank order).",
-                   io::layout(bars), {}});
+    out.push_back(
+        {"attribution_heatmap.svg",
+         "Attribution: which quantisation point costs how much, plan by plan.",
+         "Brighter is worse. Compare a row's cells to see which point to keep wider; compare a column to see "
+         "which format hurts that point least.",
+         io::layout(hm),
+         {}});
+    out.push_back(
+        {"attribution_bars.svg",
+         "Attribution as bars, one panel per quantisation point.",
+         "Longer bar = more damage from that point alone. The panels share the plan rows (rank order).",
+         io::layout(bars),
+         {}});
   }
   // Per plan: attribution by layer (layer x point) and where the priced cost goes, op by op.
   for (const auto i : order) {
@@ -293,26 +324,31 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
     char idx[16];
     std::snprintf(idx, sizeof idx, "%04zu", p.index);
     if (!p.layer_attribution.empty()) {
-      out.push_back({std::string("attribution_layers_") + idx + ".svg", "Attribution by layer × point: " + p.label + ".",
-                     "Brighter is worse. Each cell quantises one point in one layer alone; a bright row is a layer "
-                     "to keep wider, a bright column a point to keep wider everywhere.",
-                     io::layout(layer_attribution_heatmap(p)), "attribution by layer (heat map)"});
-      out.push_back({std::string("attribution_layers_bars_") + idx + ".svg", "Attribution by layer, as bars: " + p.label + ".",
+      out.push_back(
+          {std::string("attribution_layers_") + idx + ".svg",
+           "Attribution by layer × point: " + p.label + ".",
+           "Brighter is worse. Each cell quantises one point in one layer alone; a bright row is a layer "
+           "to keep wider, a bright column a point to keep wider everywhere.",
+           io::layout(layer_attribution_heatmap(p)), "attribution by layer (heat map)"});
+      out.push_back({std::string("attribution_layers_bars_") + idx + ".svg",
+                     "Attribution by layer, as bars: " + p.label + ".",
                      "Longer bar = more damage from that point in that layer alone; one panel per point.",
                      io::layout(layer_attribution_bars(p)), "attribution by layer (bars)"});
     }
     if (!p.cost.ops.empty()) {
       cost::Workload w;
       w.ops = p.cost.ops;
-      out.push_back({std::string("cost_ops_") + idx + ".svg", "Where the cost goes, op by op: " + p.label + ".",
-                     "Time, DRAM traffic and MAC + DRAM energy of each op of the priced workload (all its layers), "
-                     "coloured by what bounds it; the same chart as `lpemu cost --plot` for this plan.",
-                     io::layout(cost_breakdown_chart(w, "Cost per op: " + p.label + " (" + p.cost.target + ")")),
-                     "per-op cost"});
+      out.push_back(
+          {std::string("cost_ops_") + idx + ".svg", "Where the cost goes, op by op: " + p.label + ".",
+           "Time, DRAM traffic and MAC + DRAM energy of each op of the priced workload (all its layers), "
+           "coloured by what bounds it; the same chart as `lpemu cost --plot` for this plan.",
+           io::layout(cost_breakdown_chart(w, "Cost per op: " + p.label + " (" + p.cost.target + ")")),
+           "per-op cost"});
     }
   }
   // Per-layer error on recorded activations: linear layer x plan.
-  const bool any_replay = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.replay.empty(); });
+  const bool any_replay =
+      std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.replay.empty(); });
   if (any_replay) {
     io::HeatMap hm;
     hm.title = "Linear-layer output SQNR on recorded activations";
@@ -325,7 +361,8 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
       if (plans[i].replay.empty() || plans[i].eval.mean_kl == 0) continue;  // the reference: exact to fp32
       cols.push_back(i);
       for (const auto& r : plans[i].replay) {
-        const std::string key = (r.layer < 0 ? std::string("head") : "layer " + std::to_string(r.layer)) + " " + r.tensor;
+        const std::string key =
+            (r.layer < 0 ? std::string("head") : "layer " + std::to_string(r.layer)) + " " + r.tensor;
         if (row_of.emplace(key, hm.rows.size()).second) hm.rows.push_back(key);
       }
     }
@@ -336,7 +373,8 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
     hm.values.assign(hm.rows.size() * cols.size(), std::nan(""));
     for (std::size_t k = 0; k < cols.size(); ++k) {
       for (const auto& r : plans[cols[k]].replay) {
-        const std::string key = (r.layer < 0 ? std::string("head") : "layer " + std::to_string(r.layer)) + " " + r.tensor;
+        const std::string key =
+            (r.layer < 0 ? std::string("head") : "layer " + std::to_string(r.layer)) + " " + r.tensor;
         hm.values[row_of[key] * cols.size() + k] = r.output_error.sqnr_db;
       }
     }
@@ -350,12 +388,16 @@ std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans) {
       std::sort(finite.begin(), finite.end());
       hm.clip_hi = finite[finite.size() * 9 / 10];
     }
-    hm.notes.push_back("Output of each linear layer under the plan's quantisers and GEMM, fed the recorded input, "
-                       "against the exact product; the reference plan is left out. Grey: exact (SQNR +inf) or not run.");
-    out.push_back({"replay_sqnr_heatmap.svg", "Error per linear layer on recorded activations.",
-                   "Brighter is better (higher SQNR). A dark row is a layer that needs a wider format under every "
-                   "plan; a dark column is a plan that fails everywhere.",
-                   io::layout(hm), {}});
+    hm.notes.push_back(
+        "Output of each linear layer under the plan's quantisers and GEMM, fed the recorded input, "
+        "against the exact product; the reference plan is left out. Grey: exact (SQNR +inf) or not run.");
+    out.push_back(
+        {"replay_sqnr_heatmap.svg",
+         "Error per linear layer on recorded activations.",
+         "Brighter is better (higher SQNR). A dark row is a layer that needs a wider format under every "
+         "plan; a dark column is a plan that fails everywhere.",
+         io::layout(hm),
+         {}});
   }
   return out;
 }

@@ -75,7 +75,9 @@ void write_html(const std::filesystem::path& file, const std::string& name, cons
        "hardware. Made by lpemu from the experiment's plan results; every figure and number below is in "
        "<code>results.h5</code> beside this file.</p>\n";
   o << "<h2>Experiment</h2>\n<dl class=\"inputs\">\n";
-  auto item = [&](const std::string& k, const std::string& v) { o << "<dt>" << html(k) << "</dt><dd>" << html(v) << "</dd>\n"; };
+  auto item = [&](const std::string& k, const std::string& v) {
+    o << "<dt>" << html(k) << "</dt><dd>" << html(v) << "</dd>\n";
+  };
   item("experiment", name);
   item("model", model);
   item("fingerprint", fingerprint);
@@ -88,18 +90,25 @@ void write_html(const std::filesystem::path& file, const std::string& name, cons
   o << "</dl>\n";
   o << "<h2>How to read this</h2>\n<ul>\n"
        "<li><b>Mean KL</b> is KL(reference ‖ plan) of the next-token distribution, averaged over the scored "
-       "tokens, in nats: 0 means the plan predicts exactly what the reference predicts. The table is ranked by it.</li>\n"
-       "<li><b>Δ perplexity</b> and <b>top-1 agree</b> say the same in terms of the model's task; <b>SQNR</b> is "
+       "tokens, in nats: 0 means the plan predicts exactly what the reference predicts. The table is ranked "
+       "by it.</li>\n"
+       "<li><b>Δ perplexity</b> and <b>top-1 agree</b> say the same in terms of the model's task; "
+       "<b>SQNR</b> is "
        "10·log10(signal power / error power) in dB (higher is better, +inf is exact).</li>\n"
-       "<li><b>Cost columns</b> come from lpemu's cost model: tokens/s and J/token from a roofline of the priced "
-       "workload on the target, MAC area relative to a bf16 MAC on the same datapath (45 nm constants: compare "
+       "<li><b>Cost columns</b> come from lpemu's cost model: tokens/s and J/token from a roofline of the "
+       "priced "
+       "workload on the target, MAC area relative to a bf16 MAC on the same datapath (45 nm constants: "
+       "compare "
        "plans, not absolute values). ★ marks the Pareto front of mean KL against MAC area.</li>\n"
-       "<li>Click a column heading to sort the table by it. The numbers in the scatter plots are the ranks in "
+       "<li>Click a column heading to sort the table by it. The numbers in the scatter plots are the ranks "
+       "in "
        "this table.</li>\n</ul>\n";
 
-  o << "<h2>Plans ranked by mean KL</h2>\n<div class=\"scroll\"><table class=\"sortable\" id=\"ranked\">\n<thead><tr>";
+  o << "<h2>Plans ranked by mean KL</h2>\n<div class=\"scroll\"><table class=\"sortable\" "
+       "id=\"ranked\">\n<thead><tr>";
   const auto columns = ranked_columns(plans);
-  for (const auto& c : columns) o << "<th" << (c.numeric ? " class=\"num\"" : "") << ">" << html(c.header) << "</th>";
+  for (const auto& c : columns)
+    o << "<th" << (c.numeric ? " class=\"num\"" : "") << ">" << html(c.header) << "</th>";
   o << "</tr></thead>\n<tbody>\n";
   const auto order = ranked(plans);
   const auto front = has_cost(plans) ? area_front(plans) : std::vector<std::size_t>{};
@@ -119,7 +128,8 @@ void write_html(const std::filesystem::path& file, const std::string& name, cons
   }
   o << "</tbody>\n</table></div>\n";
   for (const auto& p : plans) {
-    if (!p.cost.note.empty()) o << "<p class=\"note\">" << html(p.label) << ": not priced: " << html(p.cost.note) << "</p>\n";
+    if (!p.cost.note.empty())
+      o << "<p class=\"note\">" << html(p.label) << ": not priced: " << html(p.cost.note) << "</p>\n";
   }
 
   o << "<h2>Figures</h2>\n";
@@ -128,8 +138,8 @@ void write_html(const std::filesystem::path& file, const std::string& name, cons
     o << "<figure id=\"" << html(f.file.substr(0, dot)) << "\">\n";
     // Inline SVG: the document's own <svg> element, without the XML prolog (there is none).
     o << f.figure.svg;
-    o << "<figcaption><b>" << html(f.caption) << "</b> " << html(f.how_to_read) << " <span class=\"note\">(" << html(f.file)
-      << ")</span></figcaption>\n</figure>\n";
+    o << "<figcaption><b>" << html(f.caption) << "</b> " << html(f.how_to_read) << " <span class=\"note\">("
+      << html(f.file) << ")</span></figcaption>\n</figure>\n";
   };
   std::vector<std::string> groups;
   for (const auto& f : figures) {
@@ -149,9 +159,12 @@ void write_html(const std::filesystem::path& file, const std::string& name, cons
       o << "</details>\n";
     }
   }
-  o << "<h2>Files beside this report</h2>\n<ul>\n<li><code>report.md</code>: the same tables in Markdown</li>\n"
-       "<li><code>results.h5</code>: everything (per-token NLL and KL, per-layer errors, replay, attribution)</li>\n"
-       "<li><code>results.csv</code>: one row per plan × metric</li>\n<li><code>*.svg</code>: the figures</li>\n"
+  o << "<h2>Files beside this report</h2>\n<ul>\n<li><code>report.md</code>: the same tables in "
+       "Markdown</li>\n"
+       "<li><code>results.h5</code>: everything (per-token NLL and KL, per-layer errors, replay, "
+       "attribution)</li>\n"
+       "<li><code>results.csv</code>: one row per plan × metric</li>\n<li><code>*.svg</code>: the "
+       "figures</li>\n"
        "<li><code>plans/NNNN.h5</code>: one file per plan</li>\n</ul>\n";
   o << "<script>" << kScript << "</script>\n</body>\n</html>\n";
   detail::write_text(file, o.str());

@@ -12,18 +12,18 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include "experiment/proposal_detail.hpp"
+#include "experiment/sweep_detail.hpp"
 #include "lpemu/cost/mac_model.hpp"
 #include "lpemu/cost/system.hpp"
 #include "lpemu/cost/workload.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/engine/model.hpp"
-#include "lpemu/experiment/pricing.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/pricing.hpp"
 #include "lpemu/io/hdf5.hpp"
 #include "lpemu/io/output.hpp"
 #include "lpemu/io/sha256.hpp"
-#include "experiment/proposal_detail.hpp"
-#include "experiment/sweep_detail.hpp"
 
 namespace lpemu::experiment {
 namespace {
@@ -63,10 +63,14 @@ Manifest read_manifest(const fs::path& dir) {
     const auto sp = line.find(' ');
     const std::string key = line.substr(0, sp);
     const std::string val = sp == std::string::npos ? "" : line.substr(sp + 1);
-    if (key == "fingerprint") m.fingerprint = val;
-    else if (key == "name") m.name = val;
-    else if (key == "model") m.model = val;
-    else if (key == "plan") m.labels.push_back(val);
+    if (key == "fingerprint")
+      m.fingerprint = val;
+    else if (key == "name")
+      m.name = val;
+    else if (key == "model")
+      m.model = val;
+    else if (key == "plan")
+      m.labels.push_back(val);
   }
   if (m.fingerprint.empty()) throw IoError((dir / kManifest).string() + ": malformed (no fingerprint)");
   return m;
@@ -85,7 +89,8 @@ engine::PrecisionPlan build_plan(const PlanSpec& spec, const Toolbox& tools, con
 std::string plan_text(const PlanSpec& spec, const engine::PrecisionPlan& plan) {
   if (!spec.inline_toml.empty()) return spec.inline_toml;  // carries name = label
   if (plan.origin.rfind("builtin:", 0) == 0) {
-    return "name = \"" + plan.name + "\"\n" + (plan.compute == engine::Compute::fp64 ? "compute = \"fp64\"\n" : "");
+    return "name = \"" + plan.name + "\"\n" +
+           (plan.compute == engine::Compute::fp64 ? "compute = \"fp64\"\n" : "");
   }
   return lpemu::detail::read_spec_file(plan.origin, "plan");
 }
@@ -119,17 +124,19 @@ engine::PrecisionPlan without_gemms(const engine::PrecisionPlan& plan) {
 
 // The plan with only `role` quantised and only in block `layer` (-1: the LM head), as the plan
 // resolves it there; every GEMM on fp32 accumulation. nullopt when the role is not quantised there.
-std::optional<engine::PrecisionPlan> only_role_at(const engine::PrecisionPlan& plan, engine::Role role, int layer,
-                                                  int n_layers) {
+std::optional<engine::PrecisionPlan> only_role_at(const engine::PrecisionPlan& plan, engine::Role role,
+                                                  int layer, int n_layers) {
   // The LM head quantises only its own roles; blocks never use them.
-  const bool head_role = role == engine::Role::lm_head || role == engine::Role::lm_head_input || role == engine::Role::logits;
+  const bool head_role =
+      role == engine::Role::lm_head || role == engine::Role::lm_head_input || role == engine::Role::logits;
   if (head_role != (layer < 0)) return std::nullopt;
   engine::PrecisionPlan p;
   p.name = plan.name;
   p.compute = plan.compute;
   p.origin = plan.origin;
-  const auto kinds = layer < 0 ? std::vector<engine::LayerKind>{engine::LayerKind::head}
-                               : std::vector<engine::LayerKind>{engine::LayerKind::attention, engine::LayerKind::mlp};
+  const auto kinds =
+      layer < 0 ? std::vector<engine::LayerKind>{engine::LayerKind::head}
+                : std::vector<engine::LayerKind>{engine::LayerKind::attention, engine::LayerKind::mlp};
   for (const auto kind : kinds) {
     const auto spec = plan.resolve(role, layer, kind, n_layers);
     if (!spec) continue;
@@ -147,8 +154,9 @@ std::optional<engine::PrecisionPlan> only_role_at(const engine::PrecisionPlan& p
 // in models with experts (elsewhere they would repeat their fallback role's points).
 bool role_in_model(engine::Role role, const engine::Config& config) {
   using engine::Role;
-  const bool moe = role == Role::expert_weights || role == Role::expert_input || role == Role::expert_hidden ||
-                   role == Role::router_weights || role == Role::router_input || role == Role::router_logits;
+  const bool moe = role == Role::expert_weights || role == Role::expert_input ||
+                   role == Role::expert_hidden || role == Role::router_weights ||
+                   role == Role::router_input || role == Role::router_logits;
   return config.n_experts > 0 || !moe;
 }
 
@@ -232,10 +240,10 @@ PlanCost price_plan(const engine::PrecisionPlan& plan, const Experiment& exp, co
   try {
     // Single device: the phase priced (training: the forward pass of one micro-batch, as a prefill).
     const bool prefill = exp.cost.phase != "decode";
-    const Pricing p = experiment::price_plan(plan, cat.shape(exp.cost.shape), cat.target(c.target), cat,
-                                             prefill ? cost::Phase::prefill : cost::Phase::decode,
-                                             exp.cost.phase == "train" ? exp.cost.micro_batch : exp.cost.batch,
-                                             exp.cost.context);
+    const Pricing p = experiment::price_plan(
+        plan, cat.shape(exp.cost.shape), cat.target(c.target), cat,
+        prefill ? cost::Phase::prefill : cost::Phase::decode,
+        exp.cost.phase == "train" ? exp.cost.micro_batch : exp.cost.batch, exp.cost.context);
     c.datapath = p.datapath;
     c.computed = p.computed;
     c.bits_per_weight = p.workload.bits_per_weight;
@@ -290,18 +298,20 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
       const auto only = only_role(plan, role);
       const auto e = metrics::evaluate(model, only, reference, tokens, *tools.quantizers, *tools.gemms);
       const auto spec0 = plan.resolve(role, 0, engine::LayerKind::attention, n_layers);
-      r.attribution.push_back({std::string(engine::to_string(role)), spec0 ? spec0->format : "(per layer)", e.mean_kl,
-                               e.mean_nll - e.ref_mean_nll});
+      r.attribution.push_back({std::string(engine::to_string(role)), spec0 ? spec0->format : "(per layer)",
+                               e.mean_kl, e.mean_nll - e.ref_mean_nll});
     }
     if (r.gemm != "eigen") {
       // The accumulation's own share: the plan against the same plan on fp32 accumulation (the
       // operands are rounded the same way in both), so it never mixes in operand rounding.
-      const auto e = metrics::evaluate(model, without_gemms(plan), reference, tokens, *tools.quantizers, *tools.gemms);
+      const auto e =
+          metrics::evaluate(model, without_gemms(plan), reference, tokens, *tools.quantizers, *tools.gemms);
       r.attribution.push_back({"gemm", r.gemm, r.eval.mean_kl - e.mean_kl, r.eval.mean_nll - e.mean_nll});
     }
   }
-  const bool by_layer = exp.layer_attribution_all || std::find(exp.layer_attribution.begin(), exp.layer_attribution.end(),
-                                                               spec.label) != exp.layer_attribution.end();
+  const bool by_layer = exp.layer_attribution_all ||
+                        std::find(exp.layer_attribution.begin(), exp.layer_attribution.end(), spec.label) !=
+                            exp.layer_attribution.end();
   if (by_layer && !plan.is_reference()) {
     for (const auto role : engine::kAllRoles) {
       if (!role_in_model(role, model.config)) continue;
@@ -310,7 +320,8 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
         const auto only = only_role_at(plan, role, layer, n_layers);
         if (!only) continue;
         const auto e = metrics::evaluate(model, *only, reference, tokens, *tools.quantizers, *tools.gemms);
-        r.layer_attribution.push_back({std::string(engine::to_string(role)), layer, e.mean_kl, e.mean_nll - e.ref_mean_nll});
+        r.layer_attribution.push_back(
+            {std::string(engine::to_string(role)), layer, e.mean_kl, e.mean_nll - e.ref_mean_nll});
       }
     }
   }
@@ -360,7 +371,8 @@ std::vector<double> as_doubles(const std::vector<T>& v) {
 
 }  // namespace
 
-void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult& r, const std::string& fingerprint) {
+void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult& r,
+                     const std::string& fingerprint) {
   const std::string g = prefix.empty() ? "/" : prefix;
   if (!prefix.empty()) f.ensure_group(prefix);
   {
@@ -578,7 +590,8 @@ PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
     const auto fmt = f.read_strings("/attribution/format");
     const auto kl = f.read_doubles("/attribution/mean_kl");
     const auto dn = f.read_doubles("/attribution/delta_nll");
-    for (std::size_t i = 0; i < role.size(); ++i) r.attribution.push_back({role[i], fmt.at(i), kl.at(i), dn.at(i)});
+    for (std::size_t i = 0; i < role.size(); ++i)
+      r.attribution.push_back({role[i], fmt.at(i), kl.at(i), dn.at(i)});
   }
   if (f.exists("/layer_attribution/role")) {
     const auto role = f.read_strings("/layer_attribution/role");
@@ -628,7 +641,8 @@ void check_cost_setup(const Experiment& exp, cost::Catalog& catalog) {
 }
 
 SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOptions& opt) {
-  if (tools.quantizers == nullptr || tools.gemms == nullptr) throw Error("run_sweep: toolbox has no factories");
+  if (tools.quantizers == nullptr || tools.gemms == nullptr)
+    throw Error("run_sweep: toolbox has no factories");
   // A [cost] name the catalog does not know fails here, before any plan runs (not as NaN costs).
   if (tools.costs != nullptr) check_cost_setup(exp, *tools.costs);
   if (opt.shards < 1 || opt.shard < 0 || opt.shard >= opt.shards) {
@@ -639,13 +653,15 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
   io::check_output_dir(out, kManifest);
   fs::create_directories(out / "plans");
   if (!opt.datapath_files.empty()) fs::create_directories(out / "datapath");
-  for (const auto& [name, text] : opt.datapath_files) detail::write_text(out / "datapath" / (name + ".toml"), text);
+  for (const auto& [name, text] : opt.datapath_files)
+    detail::write_text(out / "datapath" / (name + ".toml"), text);
   Manifest m{exp.fingerprint(), exp.name, exp.model, {}};
   for (const auto& p : exp.plans) m.labels.push_back(p.label);
   if (fs::exists(out / kManifest)) {
     const Manifest old = read_manifest(out);
     if (old.fingerprint != m.fingerprint && !opt.force) {
-      throw IoError(out.string() + ": holds results of a different experiment (or of an edited one); use another "
+      throw IoError(out.string() +
+                    ": holds results of a different experiment (or of an edited one); use another "
                     "--out, or --force to discard them");
     }
     if (old.fingerprint != m.fingerprint) {
@@ -657,14 +673,16 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
   std::vector<fs::path> dirs(tools.search_dirs.begin(), tools.search_dirs.end());
   const engine::Model model = engine::load_model(engine::resolve_model_path(exp.model, dirs));
   if (model.tokenizer.empty() && exp.tokens.empty()) {
-    throw IoError(model.path.string() + ": model has no tokenizer to read the text with (give source.tokens)");
+    throw IoError(model.path.string() +
+                  ": model has no tokenizer to read the text with (give source.tokens)");
   }
   std::vector<int> tokens = !exp.tokens.empty()
                                 ? engine::load_token_ids(exp.tokens, model.config.vocab_size)
                                 : model.tokenizer.encode(lpemu::detail::read_spec_file(exp.text, "text"));
   if (exp.max_tokens > model.config.seq_len) {
     throw SpecError(exp.origin.string() + ": max_tokens = " + std::to_string(exp.max_tokens) + ": model '" +
-                    exp.model + "' has seq_len = " + std::to_string(model.config.seq_len) + "; expected at most that");
+                    exp.model + "' has seq_len = " + std::to_string(model.config.seq_len) +
+                    "; expected at most that");
   }
   const auto limit = static_cast<std::size_t>(exp.max_tokens > 0 ? exp.max_tokens : model.config.seq_len);
   if (tokens.size() > limit) tokens.resize(limit);
@@ -691,7 +709,8 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
     }
     double secs = 0;
     if (!resumed || !fs::exists(fs::path(file).replace_extension(".toml"))) {
-      detail::write_text(fs::path(file).replace_extension(".toml"), plan_text(exp.plans[i], build_plan(exp.plans[i], tools, exp.origin)));
+      detail::write_text(fs::path(file).replace_extension(".toml"),
+                         plan_text(exp.plans[i], build_plan(exp.plans[i], tools, exp.origin)));
     }
     if (!resumed) {
       const PlanResult r = evaluate_plan(i, exp.plans[i], exp, tools, model, reference, tokens);
@@ -720,9 +739,7 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
     for (std::size_t k = 0; k < mine.size(); ++k) one(k);
   } else {
     tbb::task_arena arena(opt.jobs);
-    arena.execute([&] {
-      tbb::parallel_for(std::size_t{0}, mine.size(), [&](std::size_t k) { one(k); });
-    });
+    arena.execute([&] { tbb::parallel_for(std::size_t{0}, mine.size(), [&](std::size_t k) { one(k); }); });
   }
   for (std::size_t i = 0; i < exp.plans.size(); ++i) {
     if (!fs::exists(out / "plans" / plan_file_name(i))) {
@@ -761,7 +778,8 @@ SweepFiles merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out) 
       }
     }
     if (have.empty()) {
-      throw IoError("sweep merge: plan " + std::to_string(i) + " ('" + m.labels[i] + "') is in none of the directories");
+      throw IoError("sweep merge: plan " + std::to_string(i) + " ('" + m.labels[i] +
+                    "') is in none of the directories");
     }
   }
   return write_summary(out);

@@ -137,7 +137,8 @@ Converted convert(const Format& f, double x, const ConvertOptions& o, std::uint6
       v = std::ldexp(static_cast<double>(n), qe);
     }
     if (v > f.max_finite) {
-      const bool to_max = o.overflow == Overflow::saturate || !f.has_nan() || toward_zero_for(o.rounding, neg);
+      const bool to_max =
+          o.overflow == Overflow::saturate || !f.has_nan() || toward_zero_for(o.rounding, neg);
       if (to_max) return special(f, max_code());
       return special(f, f.has_inf() ? (f.inf_code() | sign) : signed_nan());
     }
@@ -211,7 +212,8 @@ double decode(const Format& f, std::uint64_t code) {
     if (field == 0 && f.has_zero) {
       v = f.subnormals ? std::ldexp(static_cast<double>(frac), f.emin - m) : 0.0;
     } else {
-      v = std::ldexp(static_cast<double>(frac | (std::uint64_t{1} << m)), static_cast<int>(field) - f.bias - m);
+      v = std::ldexp(static_cast<double>(frac | (std::uint64_t{1} << m)),
+                     static_cast<int>(field) - f.bias - m);
     }
   }
   return neg ? -v : v;

@@ -67,7 +67,8 @@ void check_code_width(const Format& f, int width, const char* what) {
 // them through a reference inside the loop would block vectorisation.
 template <RoundingMode M, class Out>
 [[gnu::always_inline]] inline void fast_encode_span(const Fast& params, const float* __restrict in,
-                                                   Out* __restrict out, std::size_t n, std::uint64_t index0) {
+                                                    Out* __restrict out, std::size_t n,
+                                                    std::uint64_t index0) {
   const Fast p = params;
   for (std::size_t i = 0; i < n; ++i) {
     out[i] = static_cast<Out>(fast_encode_one<M>(p, std::bit_cast<std::uint32_t>(in[i]), index0 + i));
@@ -77,7 +78,8 @@ template <RoundingMode M, class Out>
 // Values of the codes, NaN and Inf included.
 template <RoundingMode M>
 [[gnu::always_inline]] inline void fast_quantize_span(const Fast& params, const float* __restrict in,
-                                                     float* __restrict out, std::size_t n, std::uint64_t index0) {
+                                                      float* __restrict out, std::size_t n,
+                                                      std::uint64_t index0) {
   const Fast p = params;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t code = fast_encode_one<M>(p, std::bit_cast<std::uint32_t>(in[i]), index0 + i);
@@ -85,22 +87,28 @@ template <RoundingMode M>
   }
 }
 
-#if defined(__clang__) || !(defined(__x86_64__) || defined(__i386__))  // non-x86, or clang 14 cannot multiversion templates (fuzz preset): one generic build
+#if defined(__clang__) ||    \
+    !(defined(__x86_64__) || \
+      defined(               \
+          __i386__))  // non-x86, or clang 14 cannot multiversion templates (fuzz preset): one generic build
 #define LPEMU_CLONES
 #else
 #define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
 
 template <RoundingMode M>
-LPEMU_CLONES void encode_u8(const Fast& p, const float* in, std::uint8_t* out, std::size_t n, std::uint64_t i0) {
+LPEMU_CLONES void encode_u8(const Fast& p, const float* in, std::uint8_t* out, std::size_t n,
+                            std::uint64_t i0) {
   fast_encode_span<M>(p, in, out, n, i0);
 }
 template <RoundingMode M>
-LPEMU_CLONES void encode_u16(const Fast& p, const float* in, std::uint16_t* out, std::size_t n, std::uint64_t i0) {
+LPEMU_CLONES void encode_u16(const Fast& p, const float* in, std::uint16_t* out, std::size_t n,
+                             std::uint64_t i0) {
   fast_encode_span<M>(p, in, out, n, i0);
 }
 template <RoundingMode M>
-LPEMU_CLONES void encode_u32(const Fast& p, const float* in, std::uint32_t* out, std::size_t n, std::uint64_t i0) {
+LPEMU_CLONES void encode_u32(const Fast& p, const float* in, std::uint32_t* out, std::size_t n,
+                             std::uint64_t i0) {
   fast_encode_span<M>(p, in, out, n, i0);
 }
 template <RoundingMode M>
@@ -111,7 +119,8 @@ LPEMU_CLONES void quantize_f32(const Fast& p, const float* in, float* out, std::
 #undef LPEMU_CLONES
 
 template <class Code>
-void encode_generic(const Format& f, std::span<const float> in, std::span<Code> out, const ConvertOptions& o) {
+void encode_generic(const Format& f, std::span<const float> in, std::span<Code> out,
+                    const ConvertOptions& o) {
   for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = lo; i < hi; ++i) {
       out[i] = static_cast<Code>(
@@ -216,14 +225,16 @@ Fast make_fast(const Format& f, const ConvertOptions& o, std::uint64_t index0) {
 
 }  // namespace detail
 
-void quantize(const Format& fmt, std::span<const float> in, std::span<float> out, const ConvertOptions& opts) {
+void quantize(const Format& fmt, std::span<const float> in, std::span<float> out,
+              const ConvertOptions& opts) {
   validate(opts);
   check_sizes(in.size(), out.size(), "quantize");
   if (!fast_eligible(fmt)) {
     for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
       for (std::size_t i = lo; i < hi; ++i) {
         out[i] = static_cast<float>(
-            detail::convert(fmt, in[i], opts, opts.index_offset + i, std::numeric_limits<float>::min()).value);
+            detail::convert(fmt, in[i], opts, opts.index_offset + i, std::numeric_limits<float>::min())
+                .value);
       }
     });
     return;
@@ -236,37 +247,43 @@ void quantize(const Format& fmt, std::span<const float> in, std::span<float> out
   });
 }
 
-void quantize(const Format& fmt, std::span<const double> in, std::span<double> out, const ConvertOptions& opts) {
+void quantize(const Format& fmt, std::span<const double> in, std::span<double> out,
+              const ConvertOptions& opts) {
   validate(opts);
   check_sizes(in.size(), out.size(), "quantize");
   for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = lo; i < hi; ++i) {
-      out[i] = detail::convert(fmt, in[i], opts, opts.index_offset + i, std::numeric_limits<double>::min()).value;
+      out[i] =
+          detail::convert(fmt, in[i], opts, opts.index_offset + i, std::numeric_limits<double>::min()).value;
     }
   });
 }
 
-void encode(const Format& fmt, std::span<const float> in, std::span<std::uint8_t> out, const ConvertOptions& opts) {
-  encode_fast_or_generic(fmt, in, out, opts, [&](const Fast& p, const float* i, std::uint8_t* o, std::size_t n,
-                                                std::uint64_t i0) {
-    dispatch_mode(opts.rounding, [&]<RoundingMode M>() { encode_u8<M>(p, i, o, n, i0); });
-  });
+void encode(const Format& fmt, std::span<const float> in, std::span<std::uint8_t> out,
+            const ConvertOptions& opts) {
+  encode_fast_or_generic(
+      fmt, in, out, opts,
+      [&](const Fast& p, const float* i, std::uint8_t* o, std::size_t n, std::uint64_t i0) {
+        dispatch_mode(opts.rounding, [&]<RoundingMode M>() { encode_u8<M>(p, i, o, n, i0); });
+      });
 }
 
 void encode(const Format& fmt, std::span<const float> in, std::span<std::uint16_t> out,
             const ConvertOptions& opts) {
-  encode_fast_or_generic(fmt, in, out, opts, [&](const Fast& p, const float* i, std::uint16_t* o, std::size_t n,
-                                                std::uint64_t i0) {
-    dispatch_mode(opts.rounding, [&]<RoundingMode M>() { encode_u16<M>(p, i, o, n, i0); });
-  });
+  encode_fast_or_generic(
+      fmt, in, out, opts,
+      [&](const Fast& p, const float* i, std::uint16_t* o, std::size_t n, std::uint64_t i0) {
+        dispatch_mode(opts.rounding, [&]<RoundingMode M>() { encode_u16<M>(p, i, o, n, i0); });
+      });
 }
 
 void encode(const Format& fmt, std::span<const float> in, std::span<std::uint32_t> out,
             const ConvertOptions& opts) {
-  encode_fast_or_generic(fmt, in, out, opts, [&](const Fast& p, const float* i, std::uint32_t* o, std::size_t n,
-                                                std::uint64_t i0) {
-    dispatch_mode(opts.rounding, [&]<RoundingMode M>() { encode_u32<M>(p, i, o, n, i0); });
-  });
+  encode_fast_or_generic(
+      fmt, in, out, opts,
+      [&](const Fast& p, const float* i, std::uint32_t* o, std::size_t n, std::uint64_t i0) {
+        dispatch_mode(opts.rounding, [&]<RoundingMode M>() { encode_u32<M>(p, i, o, n, i0); });
+      });
 }
 
 void encode(const Format& fmt, std::span<const double> in, std::span<std::uint64_t> out,
@@ -275,7 +292,8 @@ void encode(const Format& fmt, std::span<const double> in, std::span<std::uint64
   check_sizes(in.size(), out.size(), "encode");
   for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = lo; i < hi; ++i) {
-      out[i] = detail::convert(fmt, in[i], opts, opts.index_offset + i, std::numeric_limits<double>::min()).code;
+      out[i] =
+          detail::convert(fmt, in[i], opts, opts.index_offset + i, std::numeric_limits<double>::min()).code;
     }
   });
 }

@@ -63,7 +63,7 @@ struct Fast {
   std::uint32_t nan_code[2], inf_code[2], ovf_code[2], neg_code;
   std::uint32_t sr_bits;
   std::uint64_t seed, index0;
-  float sub_quantum;  // 2^(emin - m): value of subnormal code 1
+  float sub_quantum;         // 2^(emin - m): value of subnormal code 1
   std::uint32_t sub_fields;  // exponent fields decoded as frac·sub_quantum: 1, or 0 (see make_fast)
   // Decoding specials: the Inf magnitude (~0 if none), whether magnitudes above max_code are NaN
   // (ieee, fn), whether the bare sign bit is NaN (fnuz), and the sign mask of NaN results.
@@ -94,7 +94,8 @@ struct FastRounded {
   std::uint32_t tiny;  // all ones when tiny
 };
 
-/// Rounds float32 magnitude bits `a` (sign bit `s`) to the format's grid under M; `index` drives stochastic rounding.
+/// Rounds float32 magnitude bits `a` (sign bit `s`) to the format's grid under M; `index` drives stochastic
+/// rounding.
 template <RoundingMode M>
 [[gnu::always_inline]] inline FastRounded fast_round(const Fast& p, std::uint32_t a, std::uint32_t s,
                                                      std::uint64_t index) {
@@ -105,7 +106,7 @@ template <RoundingMode M>
   const bool tiny = ex < p.emin;
   const std::int32_t tiny_qe = p.subnormals != 0 ? p.emin - p.m : p.emin;  // loop-invariant
   const std::int32_t qe = tiny ? tiny_qe : ex - p.m;
-  const std::int32_t true_shift = qe - (fe1 - 150);  // >= 1 because m <= 22
+  const std::int32_t true_shift = qe - (fe1 - 150);              // >= 1 because m <= 22
   const std::int32_t shift = true_shift < 31 ? true_shift : 31;  // past 24 every bit is discarded anyway
   const std::uint32_t n = sig >> shift;
   const std::uint32_t rem = sig & ((1U << shift) - 1U);
@@ -130,7 +131,8 @@ template <RoundingMode M>
 /// Rounds float32 bits `u` to a code of the format (the definition is convert()'s); `index` is the
 /// element's stochastic-rounding index.
 template <RoundingMode M>
-[[gnu::always_inline]] inline std::uint32_t fast_encode_one(const Fast& p, std::uint32_t u, std::uint64_t index) {
+[[gnu::always_inline]] inline std::uint32_t fast_encode_one(const Fast& p, std::uint32_t u,
+                                                            std::uint64_t index) {
   const std::uint32_t s = u >> 31;
   const std::uint32_t negm = 0U - s;  // all ones for negative inputs
   std::uint32_t a = u & 0x7fffffffU;
@@ -157,7 +159,8 @@ template <RoundingMode M>
   const std::uint32_t frac = mag & (p.sub_limit - 1U);
   // Normal: rebuild float bits directly; subnormal: frac · 2^(emin-m), an exact product.
   const std::uint32_t normal_bits =
-      (static_cast<std::uint32_t>(static_cast<std::int32_t>(field) - p.bias + 127) << 23) | (frac << (23 - p.m));
+      (static_cast<std::uint32_t>(static_cast<std::int32_t>(field) - p.bias + 127) << 23) |
+      (frac << (23 - p.m));
   const float sub = static_cast<float>(static_cast<std::int32_t>(frac)) * p.sub_quantum;
   const std::uint32_t sub_bits = std::bit_cast<std::uint32_t>(sub) & mask(p.subnormals != 0);
   std::uint32_t bits = selm(mask(field < p.sub_fields), sub_bits, normal_bits) | (s << 31);

@@ -58,7 +58,8 @@ void DecodeCodes(const Fast& p, std::uint32_t code_mask, const Code* HWY_RESTRIC
     const VU mag = hn::And(code, mag_mask);
     const VU field = hn::ShiftRightSame(mag, m);
     const VU frac = hn::And(mag, frac_mask);
-    const VU normal_bits = hn::Or(hn::ShiftLeft<23>(hn::Add(field, exp_adjust)), hn::ShiftLeftSame(frac, 23 - m));
+    const VU normal_bits =
+        hn::Or(hn::ShiftLeft<23>(hn::Add(field, exp_adjust)), hn::ShiftLeftSame(frac, 23 - m));
     const auto sub = hn::Mul(hn::ConvertTo(df, hn::BitCast(di, frac)), quantum);
     const VU sub_bits = hn::And(hn::BitCast(du, sub), sub_keep);
     const VU sign = hn::ShiftLeft<31>(s);

@@ -9,7 +9,8 @@
 
 namespace lpemu::format::detail {
 
-/// Decodes n codes (bits outside `mask` ignored) of a fast-kernel format (p = make_fast) to float32, as fast_decode_one.
+/// Decodes n codes (bits outside `mask` ignored) of a fast-kernel format (p = make_fast) to float32, as
+/// fast_decode_one.
 void simd_decode(const Fast& p, std::uint32_t mask, const std::uint8_t* in, float* out, std::size_t n);
 /// As above, for 16-bit code storage.
 void simd_decode(const Fast& p, std::uint32_t mask, const std::uint16_t* in, float* out, std::size_t n);

@@ -11,8 +11,8 @@ namespace {
 
 [[noreturn]] void bad_field(const Format& f, std::string_view field, const std::string& value,
                             std::string_view expected) {
-  throw SpecError("format '" + f.name + "': field '" + std::string(field) + "' = " + value +
-                  ": expected " + std::string(expected));
+  throw SpecError("format '" + f.name + "': field '" + std::string(field) + "' = " + value + ": expected " +
+                  std::string(expected));
 }
 
 // Double-carrier limits: every value of a format must be an exact, normal-or-subnormal double.
@@ -37,8 +37,8 @@ std::string_view to_string(Kind k) { return lpemu::detail::enum_name(kKindNames,
 
 std::string describe(const Format& f) {
   if (f.kind == Kind::integer) {
-    return std::string(f.is_signed ? "signed" : "unsigned") + " integer, " + std::to_string(f.bits) + " bits" +
-           (f.fraction_bits != 0 ? ", scale 2^" + std::to_string(-f.fraction_bits) : "") +
+    return std::string(f.is_signed ? "signed" : "unsigned") + " integer, " + std::to_string(f.bits) +
+           " bits" + (f.fraction_bits != 0 ? ", scale 2^" + std::to_string(-f.fraction_bits) : "") +
            (f.symmetric ? ", symmetric" : "");
   }
   return "E" + std::to_string(f.exponent_bits) + "M" + std::to_string(f.mantissa_bits) + ", bias " +
@@ -62,9 +62,7 @@ std::uint64_t Format::nan_code() const {
   return 0;
 }
 
-std::uint64_t Format::inf_code() const {
-  return ((std::uint64_t{1} << exponent_bits) - 1) << mantissa_bits;
-}
+std::uint64_t Format::inf_code() const { return ((std::uint64_t{1} << exponent_bits) - 1) << mantissa_bits; }
 
 void Format::finalize() {
   if (name.empty()) bad_field(*this, "name", "\"\"", "a non-empty name");
@@ -98,14 +96,16 @@ void Format::finalize() {
     bad_field(*this, "mantissa_bits", std::to_string(mantissa_bits), "0..52");
   }
   bits = (is_signed ? 1 : 0) + exponent_bits + mantissa_bits;
-  if (bits < 2) bad_field(*this, "exponent_bits", std::to_string(exponent_bits), "a format of at least 2 bits");
+  if (bits < 2)
+    bad_field(*this, "exponent_bits", std::to_string(exponent_bits), "a format of at least 2 bits");
   if (specials == Specials::ieee && exponent_bits < 2) {
     bad_field(*this, "exponent_bits", std::to_string(exponent_bits),
               "at least 2 with specials = \"ieee\" (all-ones exponent is reserved)");
   }
   if (specials == Specials::ieee && mantissa_bits == 0) {
     // Exponent all ones with mantissa 0 is Inf; no code would be left for NaN.
-    bad_field(*this, "mantissa_bits", "0", "at least 1 with specials = \"ieee\" (NaN needs a non-zero mantissa)");
+    bad_field(*this, "mantissa_bits", "0",
+              "at least 1 with specials = \"ieee\" (NaN needs a non-zero mantissa)");
   }
   if (specials == Specials::fnuz && !is_signed) {
     bad_field(*this, "specials", "\"fnuz\"", "a signed format (fnuz NaN is the sign bit alone)");
@@ -136,7 +136,8 @@ void Format::finalize() {
                   std::to_string(emax) + ", emin " + std::to_string(emin));
   }
   const std::uint64_t top_frac = max_code & ((std::uint64_t{1} << mantissa_bits) - 1);
-  max_finite = std::ldexp(static_cast<double>((std::uint64_t{1} << mantissa_bits) + top_frac), emax - mantissa_bits);
+  max_finite =
+      std::ldexp(static_cast<double>((std::uint64_t{1} << mantissa_bits) + top_frac), emax - mantissa_bits);
   min_normal = std::ldexp(1.0, emin);
   min_subnormal = subnormals ? std::ldexp(1.0, emin - mantissa_bits) : min_normal;
   lowest = is_signed ? -max_finite : (has_zero ? 0.0 : min_normal);

@@ -1,5 +1,5 @@
-#include "io/toml_util.hpp"
 #include "lpemu/format/registry.hpp"
+#include "io/toml_util.hpp"
 
 #include <algorithm>
 #include <set>
@@ -12,9 +12,9 @@
 namespace lpemu::format {
 namespace {
 
-using io::detail::where;
 using io::detail::fail;
 using io::detail::show;
+using io::detail::where;
 
 struct Reader {
   const toml::table& t;
@@ -52,11 +52,11 @@ struct Reader {
   }
 };
 
-const std::set<std::string, std::less<>> kFloatKeys = {"name", "aliases", "source", "kind", "exponent_bits",
-                                                       "mantissa_bits", "bias", "specials", "subnormals",
-                                                       "signed", "zero", "description"};
-const std::set<std::string, std::less<>> kIntKeys = {"name",   "aliases",       "source",    "kind", "bits",
-                                                     "signed", "fraction_bits", "symmetric", "description"};
+const std::set<std::string, std::less<>> kFloatKeys = {
+    "name", "aliases",  "source",     "kind",   "exponent_bits", "mantissa_bits",
+    "bias", "specials", "subnormals", "signed", "zero",          "description"};
+const std::set<std::string, std::less<>> kIntKeys = {
+    "name", "aliases", "source", "kind", "bits", "signed", "fraction_bits", "symmetric", "description"};
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> prev(b.size() + 1);
@@ -83,7 +83,8 @@ Format parse_format_toml(std::string_view text, std::string_view origin) {
   if (f.name.empty()) fail(origin, r.node("name"), "name", "\"\"", "a non-empty name");
   f.source = r.str("source", false);
   const std::string kind = r.str("kind", false, "float");
-  if (kind != "float" && kind != "int") fail(origin, r.node("kind"), "kind", '"' + kind + '"', "\"float\" or \"int\"");
+  if (kind != "float" && kind != "int")
+    fail(origin, r.node("kind"), "kind", '"' + kind + '"', "\"float\" or \"int\"");
   f.kind = kind == "float" ? Kind::floating : Kind::integer;
   const auto& allowed = f.kind == Kind::floating ? kFloatKeys : kIntKeys;
   for (const auto& [key, value] : t) {
@@ -112,7 +113,8 @@ Format parse_format_toml(std::string_view text, std::string_view origin) {
     f.bias = r.integer("bias", false, ieee_bias, -100000, 100000, "an integer");
     const std::string sp = r.str("specials", false, "ieee");
     if (sp != "ieee" && sp != "fn" && sp != "fnuz" && sp != "none") {
-      fail(origin, r.node("specials"), "specials", '"' + sp + '"', "one of \"ieee\", \"fn\", \"fnuz\", \"none\"");
+      fail(origin, r.node("specials"), "specials", '"' + sp + '"',
+           "one of \"ieee\", \"fn\", \"fnuz\", \"none\"");
     }
     f.specials = parse_specials(sp);
     f.subnormals = r.boolean("subnormals", true);
@@ -138,7 +140,8 @@ Format parse_format_toml(std::string_view text, std::string_view origin) {
   return f;
 }
 
-std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& known, std::size_t n) {
+std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& known,
+                                       std::size_t n) {
   std::vector<std::pair<std::size_t, std::string>> scored;
   scored.reserve(known.size());
   for (const auto& k : known) {

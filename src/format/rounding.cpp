@@ -15,7 +15,8 @@ constexpr EnumName<RoundingMode> kRoundingNames[] = {
     {"toward_zero", RoundingMode::toward_zero},         {"toward_positive", RoundingMode::toward_positive},
     {"toward_negative", RoundingMode::toward_negative}, {"stochastic", RoundingMode::stochastic}};
 
-constexpr EnumName<Overflow> kOverflowNames[] = {{"saturate", Overflow::saturate}, {"native", Overflow::native}};
+constexpr EnumName<Overflow> kOverflowNames[] = {{"saturate", Overflow::saturate},
+                                                 {"native", Overflow::native}};
 
 }  // namespace
 

@@ -117,7 +117,8 @@ struct H5File::Impl {
     if (logical > room) {
       fail(name, "declares " + std::to_string(n) + " elements of " + std::to_string(item) + " bytes (" +
                      std::to_string(logical) + " bytes) but the file holds " + std::to_string(file_bytes) +
-                     (chunked ? " (" + std::to_string(stored) + " stored)" : std::string()) + " (corrupt or truncated file?)");
+                     (chunked ? " (" + std::to_string(stored) + " stored)" : std::string()) +
+                     " (corrupt or truncated file?)");
     }
     return n;
   }
@@ -151,16 +152,19 @@ struct H5File::Impl {
     };
     const auto le = [](const std::string& b, std::size_t off, std::size_t len) {
       std::uint64_t v = 0;
-      for (std::size_t i = 0; i < len; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(b[off + i])) << (8 * i);
+      for (std::size_t i = 0; i < len; ++i)
+        v |= static_cast<std::uint64_t>(static_cast<unsigned char>(b[off + i])) << (8 * i);
       return v;
     };
     const std::string refs = read_at(base + at, n * kRef);
     std::map<std::uint64_t, std::map<std::uint64_t, std::uint64_t>> collections;  // address -> index -> size
     for (std::size_t i = 0; i < n; ++i) {
-      const std::uint64_t len = le(refs, i * kRef, 4), addr = le(refs, i * kRef + 4, 8), index = le(refs, i * kRef + 12, 4);
+      const std::uint64_t len = le(refs, i * kRef, 4), addr = le(refs, i * kRef + 4, 8),
+                          index = le(refs, i * kRef + 12, 4);
       if (len == 0 && addr == 0) continue;  // an empty (null) string
       const std::string where = "string " + std::to_string(i);
-      if (addr > file_bytes - base || file_bytes - base - addr < 16) fail(name, where + ": heap address outside the file (corrupt file?)");
+      if (addr > file_bytes - base || file_bytes - base - addr < 16)
+        fail(name, where + ": heap address outside the file (corrupt file?)");
       auto [it, fresh] = collections.try_emplace(addr);
       if (fresh) {
         const std::string head = read_at(base + addr, 16);
@@ -172,7 +176,9 @@ struct H5File::Impl {
         for (std::uint64_t pos = 16; pos + 16 <= size;) {
           const std::uint64_t idx = le(heap, pos, 2), obj = le(heap, pos + 8, 8);
           if (idx == 0) break;  // free space: the rest of the collection
-          if (obj > size - pos - 16) fail(name, where + ": heap object " + std::to_string(idx) + " overruns its collection (corrupt file?)");
+          if (obj > size - pos - 16)
+            fail(name,
+                 where + ": heap object " + std::to_string(idx) + " overruns its collection (corrupt file?)");
           it->second[idx] = obj;
           pos += 16 + ((obj + 7) / 8) * 8;
         }
@@ -254,7 +260,8 @@ struct H5File::Impl {
   // (that would delete everything under it).
   void unlink_dataset(const std::string& name) {
     if (!exists(name)) return;
-    if (file.childObjType(name) != H5O_TYPE_DATASET) fail(name, "is a group, not a dataset; refusing to replace it");
+    if (file.childObjType(name) != H5O_TYPE_DATASET)
+      fail(name, "is a group, not a dataset; refusing to replace it");
     file.unlink(name);
   }
 };
@@ -307,9 +314,7 @@ void H5File::close() {
 
 bool H5File::exists(const std::string& name) const {
   std::lock_guard lock(h5_mutex());
-  return impl_->guard(name, [&] {
-    return impl_->exists(name);
-  });
+  return impl_->guard(name, [&] { return impl_->exists(name); });
 }
 
 std::vector<std::string> H5File::list(const std::string& group) const {
@@ -330,9 +335,7 @@ std::vector<std::string> H5File::list(const std::string& group) const {
 
 std::vector<std::size_t> H5File::shape(const std::string& dataset) const {
   std::lock_guard lock(h5_mutex());
-  return impl_->guard(dataset, [&] {
-    return dims_of(impl_->dataset(dataset).getSpace());
-  });
+  return impl_->guard(dataset, [&] { return dims_of(impl_->dataset(dataset).getSpace()); });
 }
 
 Tensor H5File::read_floats(const std::string& dataset) const {
@@ -372,7 +375,8 @@ std::vector<double> H5File::read_doubles(const std::string& dataset, std::vector
   });
 }
 
-std::vector<std::int64_t> H5File::read_ints(const std::string& dataset, std::vector<std::size_t>* shape) const {
+std::vector<std::int64_t> H5File::read_ints(const std::string& dataset,
+                                            std::vector<std::size_t>* shape) const {
   std::lock_guard lock(h5_mutex());
   return impl_->guard(dataset, [&] {
     H5::DataSet ds = impl_->dataset(dataset);
@@ -468,17 +472,19 @@ std::string H5File::attr_string(const std::string& obj, const std::string& name)
   });
 }
 
-void H5File::write_floats(const std::string& dataset, const std::vector<std::size_t>& shape, const float* data) {
+void H5File::write_floats(const std::string& dataset, const std::vector<std::size_t>& shape,
+                          const float* data) {
   std::lock_guard lock(h5_mutex());
   return impl_->guard(dataset, [&] {
     impl_->write(dataset, shape, data, H5::PredType::NATIVE_FLOAT, H5::PredType::IEEE_F32LE);
   });
 }
 
-void H5File::write_floats16(const std::string& dataset, const std::vector<std::size_t>& shape, const float* data,
-                            const std::string& kind) {
+void H5File::write_floats16(const std::string& dataset, const std::vector<std::size_t>& shape,
+                            const float* data, const std::string& kind) {
   if (kind != "bf16" && kind != "fp16") {
-    throw IoError(path().string() + ": dataset '" + dataset + "': 16-bit kind '" + kind + "': expected bf16 or fp16");
+    throw IoError(path().string() + ": dataset '" + dataset + "': 16-bit kind '" + kind +
+                  "': expected bf16 or fp16");
   }
   std::lock_guard lock(h5_mutex());
   return impl_->guard(dataset, [&] {
@@ -501,10 +507,12 @@ void H5File::write_floats16(const std::string& dataset, const std::vector<std::s
 
 int H5File::stored_bits(const std::string& dataset) const {
   std::lock_guard lock(h5_mutex());
-  return impl_->guard(dataset, [&] { return static_cast<int>(impl_->dataset(dataset).getDataType().getSize() * 8); });
+  return impl_->guard(dataset,
+                      [&] { return static_cast<int>(impl_->dataset(dataset).getDataType().getSize() * 8); });
 }
 
-void H5File::write_doubles(const std::string& dataset, const std::vector<std::size_t>& shape, const double* data) {
+void H5File::write_doubles(const std::string& dataset, const std::vector<std::size_t>& shape,
+                           const double* data) {
   std::lock_guard lock(h5_mutex());
   return impl_->guard(dataset, [&] {
     impl_->write(dataset, shape, data, H5::PredType::NATIVE_DOUBLE, H5::PredType::IEEE_F64LE);
@@ -545,9 +553,7 @@ void H5File::write_strings(const std::string& dataset, const std::vector<std::st
 
 void H5File::ensure_group(const std::string& group) {
   std::lock_guard lock(h5_mutex());
-  return impl_->guard(group, [&] {
-    impl_->ensure_group(group);
-  });
+  return impl_->guard(group, [&] { impl_->ensure_group(group); });
 }
 
 void H5File::set_attr(const std::string& obj, const std::string& name, const std::string& value) {
@@ -636,7 +642,8 @@ void write_tensor(const std::string& spec, const Tensor& t, const OutputPolicy& 
     file_policy.force = true;
     file_policy.inputs.clear();
     write_h5_atomic(ref->file, file_policy, true, [&](H5File& f) {
-      if (f.exists(ref->dataset) && !policy.force) throw IoError(spec + ": dataset exists; pass --force to replace it");
+      if (f.exists(ref->dataset) && !policy.force)
+        throw IoError(spec + ": dataset exists; pass --force to replace it");
       f.write_floats(ref->dataset, t.shape, t.data.data());
     });
     return;

@@ -64,7 +64,8 @@ void parse_header_dict(const std::string& text, const std::string& name, NpyHead
       if (text.compare(i, 5, "False") == 0) {
         i += 5;
       } else if (text.compare(i, 4, "True") == 0) {
-        throw IoError(name + ": Fortran-order .npy arrays are not supported (save with np.ascontiguousarray)");
+        throw IoError(name +
+                      ": Fortran-order .npy arrays are not supported (save with np.ascontiguousarray)");
       } else {
         throw bad("'fortran_order' must be True or False");
       }
@@ -127,7 +128,8 @@ std::size_t NpyHeader::count() const {
 
 std::size_t NpyHeader::item_size() const {
   std::size_t bytes = 0;
-  for (std::size_t i = 2; i < dtype.size(); ++i) bytes = bytes * 10 + static_cast<std::size_t>(dtype[i] - '0');
+  for (std::size_t i = 2; i < dtype.size(); ++i)
+    bytes = bytes * 10 + static_cast<std::size_t>(dtype[i] - '0');
   return bytes;
 }
 
@@ -150,9 +152,11 @@ NpyHeader read_npy_header(std::istream& in, const std::string& name) {
   } else {
     throw IoError(name + ": unsupported .npy version " + std::to_string(major));
   }
-  if (hlen > (1U << 20)) throw IoError(name + ": .npy header length " + std::to_string(hlen) + " is implausible");
+  if (hlen > (1U << 20))
+    throw IoError(name + ": .npy header length " + std::to_string(hlen) + " is implausible");
   std::string header(hlen, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(hlen))) throw IoError(name + ": truncated .npy header");
+  if (!in.read(header.data(), static_cast<std::streamsize>(hlen)))
+    throw IoError(name + ": truncated .npy header");
   NpyHeader h;
   h.data_offset = (major == 1 ? 10 : 12) + hlen;
   parse_header_dict(header, name, h);
@@ -160,12 +164,14 @@ NpyHeader read_npy_header(std::istream& in, const std::string& name) {
       std::string("fiu").find(h.dtype[1]) == std::string::npos ||
       h.dtype.find_first_not_of("0123456789", 2) != std::string::npos || h.dtype.size() > 3 ||
       std::string("1248").find(h.dtype[2]) == std::string::npos) {
-    throw IoError(name + ": .npy dtype '" + h.dtype + "': expected a little-endian numeric dtype such as <f4");
+    throw IoError(name + ": .npy dtype '" + h.dtype +
+                  "': expected a little-endian numeric dtype such as <f4");
   }
   std::size_t bytes = h.item_size();
   for (const auto d : h.shape) {
     if (__builtin_mul_overflow(bytes, d, &bytes)) {
-      throw IoError(name + ": .npy shape " + shape_text(h.shape) + " of " + h.dtype + " overflows the address space");
+      throw IoError(name + ": .npy shape " + shape_text(h.shape) + " of " + h.dtype +
+                    " overflows the address space");
     }
   }
   // A seekable input (a file) must hold the declared data: check before anyone allocates for it.
@@ -186,7 +192,8 @@ NpyHeader read_npy_header(std::istream& in, const std::string& name) {
 
 void write_npy_header(std::ostream& out, const std::string& dtype, const std::vector<std::size_t>& shape) {
   std::string dict = "{'descr': '" + dtype + "', 'fortran_order': False, 'shape': (";
-  for (std::size_t i = 0; i < shape.size(); ++i) dict += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    dict += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
   dict += "), }";
   const std::size_t total = kHeaderPad;
   if (dict.size() + 11 > total) throw IoError(".npy header too long for shape");
@@ -234,7 +241,8 @@ std::vector<std::int64_t> read_npy_ints(const std::filesystem::path& file, std::
   const NpyHeader h = read_npy_header(in, file.string());
   static const char* const kInts[] = {"|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8"};
   if (std::find(std::begin(kInts), std::end(kInts), h.dtype) == std::end(kInts)) {
-    throw IoError(file.string() + ": dtype '" + h.dtype + "': expected a little-endian integer dtype (e.g. <i4, <i8)");
+    throw IoError(file.string() + ": dtype '" + h.dtype +
+                  "': expected a little-endian integer dtype (e.g. <i4, <i8)");
   }
   shape = h.shape;
   const std::size_t n = h.count();
@@ -257,8 +265,8 @@ std::vector<std::int64_t> read_npy_ints(const std::filesystem::path& file, std::
   return out;
 }
 
-void write_npy_floats(const std::filesystem::path& file, const std::vector<std::size_t>& shape, const float* data,
-                      const OutputPolicy& policy) {
+void write_npy_floats(const std::filesystem::path& file, const std::vector<std::size_t>& shape,
+                      const float* data, const OutputPolicy& policy) {
   AtomicFile f(file, policy);
   write_npy_header(f.stream(), "<f4", shape);
   std::size_t n = 1;

@@ -44,7 +44,8 @@ void check_output(const fs::path& target, const OutputPolicy& policy) {
   if (target.empty()) throw IoError("output path is empty");
   for (const auto& in : policy.inputs) {
     if (!in.empty() && same_file(in, target)) {
-      throw IoError(target.string() + ": is also an input of this command; refusing to overwrite it (even with --force)");
+      throw IoError(target.string() +
+                    ": is also an input of this command; refusing to overwrite it (even with --force)");
     }
   }
   std::error_code ec;
@@ -67,7 +68,8 @@ AtomicFile::AtomicFile(fs::path target, const OutputPolicy& policy) : target_(st
     return;
   }
   const fs::path dir = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec)) throw IoError(target_.string() + ": folder " + dir.string() + " does not exist");
+  if (!fs::is_directory(dir, ec))
+    throw IoError(target_.string() + ": folder " + dir.string() + " does not exist");
   std::string tmpl = (dir / ("." + target_.filename().string() + ".lpemu-tmp-XXXXXX")).string();
   const int fd = ::mkstemp(tmpl.data());
   if (fd < 0) throw IoError(target_.string() + ": cannot create a temporary file beside it: " + errno_text());
@@ -142,7 +144,8 @@ std::ifstream open_input(const fs::path& file) {
   std::error_code ec;
   const auto st = fs::status(file, ec);
   if (!fs::exists(st)) throw IoError(file.string() + ": cannot open input: no such file");
-  if (fs::is_directory(st)) throw IoError(file.string() + ": cannot open input: is a directory; expected a file");
+  if (fs::is_directory(st))
+    throw IoError(file.string() + ": cannot open input: is a directory; expected a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw IoError(file.string() + ": cannot open for reading: " + errno_text());
   return in;

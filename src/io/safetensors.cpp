@@ -15,7 +15,9 @@ namespace fs = std::filesystem;
 // caps the header at 100 MB: safetensors/src/tensor.rs, MAX_HEADER_SIZE).
 constexpr std::uint64_t kMaxHeader = 100'000'000;
 
-[[noreturn]] void fail(const fs::path& f, const std::string& what) { throw IoError(f.string() + ": " + what); }
+[[noreturn]] void fail(const fs::path& f, const std::string& what) {
+  throw IoError(f.string() + ": " + what);
+}
 
 }  // namespace
 

@@ -59,7 +59,8 @@ class Sha256 {
   void compress() {
     std::array<std::uint32_t, 64> w{};
     for (int i = 0; i < 16; ++i) {
-      w[i] = (static_cast<std::uint32_t>(block_[4 * i]) << 24) | (static_cast<std::uint32_t>(block_[4 * i + 1]) << 16) |
+      w[i] = (static_cast<std::uint32_t>(block_[4 * i]) << 24) |
+             (static_cast<std::uint32_t>(block_[4 * i + 1]) << 16) |
              (static_cast<std::uint32_t>(block_[4 * i + 2]) << 8) | block_[4 * i + 3];
     }
     for (int i = 16; i < 64; ++i) {
@@ -69,9 +70,10 @@ class Sha256 {
     }
     auto [a, b, c, d, e, f, g, h] = h_;
     for (int i = 0; i < 64; ++i) {
-      const std::uint32_t t1 = h + (std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25)) + ((e & f) ^ (~e & g)) +
-                               kK[static_cast<std::size_t>(i)] + w[i];
-      const std::uint32_t t2 = (std::rotr(a, 2) ^ std::rotr(a, 13) ^ std::rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+      const std::uint32_t t1 = h + (std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25)) +
+                               ((e & f) ^ (~e & g)) + kK[static_cast<std::size_t>(i)] + w[i];
+      const std::uint32_t t2 =
+          (std::rotr(a, 2) ^ std::rotr(a, 13) ^ std::rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
       h = g;
       g = f;
       f = e;

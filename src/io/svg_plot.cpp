@@ -39,7 +39,6 @@ constexpr std::array<std::array<double, 3>, 9> kViridis = {{{0.267, 0.005, 0.329
                                                             {0.678, 0.864, 0.190},
                                                             {0.993, 0.906, 0.144}}};
 
-
 std::string fmt(double v) { return format_number(v, NumberStyle::trimmed, 2); }
 
 std::size_t glyphs(const std::string& s) {
@@ -143,16 +142,25 @@ std::string marker_path(int m, double x, double y, double r) {
       break;
     case 1: {
       const double s = r * 0.88;
-      o << "M" << fmt(x - s) << "," << fmt(y - s) << " h" << fmt(2 * s) << " v" << fmt(2 * s) << " h" << fmt(-2 * s)
-        << "Z";
+      o << "M" << fmt(x - s) << "," << fmt(y - s) << " h" << fmt(2 * s) << " v" << fmt(2 * s) << " h"
+        << fmt(-2 * s) << "Z";
       break;
     }
-    case 2: o << "M" << fmt(x) << "," << fmt(y - r * 1.15) << " L" << fmt(x + r) << "," << fmt(y + r * 0.8) << " L" << fmt(x - r) << "," << fmt(y + r * 0.8) << "Z"; break;
-    case 3: o << "M" << fmt(x) << "," << fmt(y - r * 1.2) << " L" << fmt(x + r) << "," << fmt(y) << " L" << fmt(x) << "," << fmt(y + r * 1.2) << " L" << fmt(x - r) << "," << fmt(y) << "Z"; break;
-    case 4: o << "M" << fmt(x) << "," << fmt(y + r * 1.15) << " L" << fmt(x + r) << "," << fmt(y - r * 0.8) << " L" << fmt(x - r) << "," << fmt(y - r * 0.8) << "Z"; break;
+    case 2:
+      o << "M" << fmt(x) << "," << fmt(y - r * 1.15) << " L" << fmt(x + r) << "," << fmt(y + r * 0.8) << " L"
+        << fmt(x - r) << "," << fmt(y + r * 0.8) << "Z";
+      break;
+    case 3:
+      o << "M" << fmt(x) << "," << fmt(y - r * 1.2) << " L" << fmt(x + r) << "," << fmt(y) << " L" << fmt(x)
+        << "," << fmt(y + r * 1.2) << " L" << fmt(x - r) << "," << fmt(y) << "Z";
+      break;
+    case 4:
+      o << "M" << fmt(x) << "," << fmt(y + r * 1.15) << " L" << fmt(x + r) << "," << fmt(y - r * 0.8) << " L"
+        << fmt(x - r) << "," << fmt(y - r * 0.8) << "Z";
+      break;
     default:
-      o << "M" << fmt(x - r) << "," << fmt(y) << " h" << fmt(2 * r) << " M" << fmt(x) << "," << fmt(y - r) << " v"
-        << fmt(2 * r);
+      o << "M" << fmt(x - r) << "," << fmt(y) << " h" << fmt(2 * r) << " M" << fmt(x) << "," << fmt(y - r)
+        << " v" << fmt(2 * r);
   }
   return o.str();
 }
@@ -167,11 +175,13 @@ class Canvas {
             const std::string& extra = "") {
     if (s.empty()) return;
     const double w = text_width(s, size);
-    if (anchor[0] == 'm') x = std::max(x, 4 + w / 2);  // a centred title wider than its axes stays on the canvas
+    if (anchor[0] == 'm')
+      x = std::max(x, 4 + w / 2);  // a centred title wider than its axes stays on the canvas
     const double x0 = anchor[0] == 's' ? x : anchor[0] == 'm' ? x - w / 2 : x - w;
     fig.texts.push_back({x0, y - 0.8 * size, x0 + w, y + 0.25 * size});
-    body << "<text x=\"" << fmt(x) << "\" y=\"" << fmt(y) << "\"" << (anchor[0] == 's' ? "" : " text-anchor=\"")
-         << (anchor[0] == 's' ? "" : anchor) << (anchor[0] == 's' ? "" : "\"");
+    body << "<text x=\"" << fmt(x) << "\" y=\"" << fmt(y) << "\""
+         << (anchor[0] == 's' ? "" : " text-anchor=\"") << (anchor[0] == 's' ? "" : anchor)
+         << (anchor[0] == 's' ? "" : "\"");
     if (size != kFont) body << " font-size=\"" << fmt(size) << "\"";
     body << extra << ">" << xml_escape(s) << "</text>\n";
   }
@@ -181,19 +191,21 @@ class Canvas {
     if (s.empty()) return;
     const double w = text_width(s, size);
     fig.texts.push_back({x - 0.8 * size, y - w / 2, x + 0.25 * size, y + w / 2});
-    body << "<text transform=\"translate(" << fmt(x) << "," << fmt(y) << ") rotate(-90)\" text-anchor=\"middle\">"
-         << xml_escape(s) << "</text>\n";
+    body << "<text transform=\"translate(" << fmt(x) << "," << fmt(y)
+         << ") rotate(-90)\" text-anchor=\"middle\">" << xml_escape(s) << "</text>\n";
   }
 
   void line(double x0, double y0, double x1, double y1, const char* stroke, double width = 1) {
-    body << "<line x1=\"" << fmt(x0) << "\" y1=\"" << fmt(y0) << "\" x2=\"" << fmt(x1) << "\" y2=\"" << fmt(y1)
-         << "\" stroke=\"" << stroke << "\"" << (width != 1 ? " stroke-width=\"" + fmt(width) + "\"" : "") << "/>\n";
+    body << "<line x1=\"" << fmt(x0) << "\" y1=\"" << fmt(y0) << "\" x2=\"" << fmt(x1) << "\" y2=\""
+         << fmt(y1) << "\" stroke=\"" << stroke << "\""
+         << (width != 1 ? " stroke-width=\"" + fmt(width) + "\"" : "") << "/>\n";
   }
 
   void rect(const Box& b, const std::string& fill, const char* stroke = "none") {
     fig.marks.push_back(b);
-    body << "<rect x=\"" << fmt(b.x0) << "\" y=\"" << fmt(b.y0) << "\" width=\"" << fmt(b.x1 - b.x0) << "\" height=\""
-         << fmt(b.y1 - b.y0) << "\" fill=\"" << fill << "\" stroke=\"" << stroke << "\"/>\n";
+    body << "<rect x=\"" << fmt(b.x0) << "\" y=\"" << fmt(b.y0) << "\" width=\"" << fmt(b.x1 - b.x0)
+         << "\" height=\"" << fmt(b.y1 - b.y0) << "\" fill=\"" << fill << "\" stroke=\"" << stroke
+         << "\"/>\n";
   }
 
   void marker(const Style& st, double x, double y, double r = 4) {
@@ -251,7 +263,8 @@ class Canvas {
 };
 
 // Tries the places around a point for a label box; returns false if none is free.
-bool place_label(const Box& area, double px, double py, double w, double h, const std::vector<Box>& taken, Box* out) {
+bool place_label(const Box& area, double px, double py, double w, double h, const std::vector<Box>& taken,
+                 Box* out) {
   for (const double d : {1.0, 2.0, 3.5}) {
     const double g = 6 * d;
     const std::array<std::pair<double, double>, 8> offs = {{{g, -h / 2},
@@ -342,7 +355,8 @@ Style series_style(std::size_t i) {
           static_cast<int>((i / kColors.size()) % kDashes.size())};
 }
 
-std::vector<std::size_t> pareto_front(const std::vector<double>& x, const std::vector<double>& y, bool x_lower_better) {
+std::vector<std::size_t> pareto_front(const std::vector<double>& x, const std::vector<double>& y,
+                                      bool x_lower_better) {
   std::vector<std::size_t> idx;
   for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
     if (std::isfinite(x[i]) && std::isfinite(y[i])) idx.push_back(i);
@@ -377,7 +391,9 @@ Figure layout(const Plot& plot) {
         ys.push_back(s.y[i]);
       } else {
         const std::string who =
-            i < s.point_labels.size() ? s.point_labels[i] : s.label + " at " + (okx ? "x = " + short_num(s.x[i]) : "point " + std::to_string(i));
+            i < s.point_labels.size()
+                ? s.point_labels[i]
+                : s.label + " at " + (okx ? "x = " + short_num(s.x[i]) : "point " + std::to_string(i));
         bad.push_back(who + " (" + (okx ? "y" : "x") + " = " + short_num(okx ? s.y[i] : s.x[i]) + ")");
       }
     }
@@ -479,8 +495,8 @@ Figure layout(const Plot& plot) {
       path += (path.empty() ? "M" : " L") + fmt(px(se.x[i])) + "," + fmt(py(se.y[i]));
     }
     if (se.lines && !path.empty()) {
-      c.body << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << kColors[static_cast<std::size_t>(st.color)]
-             << "\" stroke-width=\"1.8\"";
+      c.body << "<path d=\"" << path << "\" fill=\"none\" stroke=\""
+             << kColors[static_cast<std::size_t>(st.color)] << "\" stroke-width=\"1.8\"";
       if (st.dash) c.body << " stroke-dasharray=\"" << kDashes[static_cast<std::size_t>(st.dash)] << "\"";
       c.body << "/>\n";
     }
@@ -500,7 +516,8 @@ Figure layout(const Plot& plot) {
     std::vector<Box> taken = c.fig.texts;
     taken.insert(taken.end(), c.fig.marks.begin(), c.fig.marks.end());
     Box b;
-    if (place_label(area, px(plot.series[s].x[i]), py(plot.series[s].y[i]), w, kSmallFont * 1.05, taken, &b)) {
+    if (place_label(area, px(plot.series[s].x[i]), py(plot.series[s].y[i]), w, kSmallFont * 1.05, taken,
+                    &b)) {
       c.text(b.x0, b.y0 + 0.8 * kSmallFont, lab, kSmallFont, "start", " fill=\"#222\"");
     } else {
       unplaced.push_back(lab);
@@ -514,8 +531,9 @@ Figure layout(const Plot& plot) {
       const Style st = c.fig.styles[s];
       const double lx = x1 + 16;
       if (plot.series[s].lines) {
-        c.body << "<line x1=\"" << fmt(lx) << "\" y1=\"" << fmt(ly) << "\" x2=\"" << fmt(lx + 28) << "\" y2=\""
-               << fmt(ly) << "\" stroke=\"" << kColors[static_cast<std::size_t>(st.color)] << "\" stroke-width=\"1.8\"";
+        c.body << "<line x1=\"" << fmt(lx) << "\" y1=\"" << fmt(ly) << "\" x2=\"" << fmt(lx + 28)
+               << "\" y2=\"" << fmt(ly) << "\" stroke=\"" << kColors[static_cast<std::size_t>(st.color)]
+               << "\" stroke-width=\"1.8\"";
         if (st.dash) c.body << " stroke-dasharray=\"" << kDashes[static_cast<std::size_t>(st.dash)] << "\"";
         c.body << "/>\n";
       }
@@ -526,7 +544,9 @@ Figure layout(const Plot& plot) {
   }
   std::vector<std::string> notes = plot.notes;
   if (!dropped.empty()) {
-    std::string n = std::string("Not drawn (") + (plot.log_x || plot.log_y ? "zero, negative or non-finite on a log axis" : "non-finite") + "): ";
+    std::string n = std::string("Not drawn (") +
+                    (plot.log_x || plot.log_y ? "zero, negative or non-finite on a log axis" : "non-finite") +
+                    "): ";
     for (std::size_t i = 0; i < dropped.size(); ++i) n += (i ? "; " : "") + dropped[i];
     notes.push_back(n + ".");
   }
@@ -593,14 +613,15 @@ Figure layout(const BarChart& chart) {
       const double e = px(p.values[i]);
       std::size_t k = 0;
       if (i < chart.classes.size()) {
-        k = static_cast<std::size_t>(std::find(classes.begin(), classes.end(), chart.classes[i]) - classes.begin());
+        k = static_cast<std::size_t>(std::find(classes.begin(), classes.end(), chart.classes[i]) -
+                                     classes.begin());
       }
       const Style st = series_style(k);
       c.rect({std::min(base, e), y, std::max(base, e) + (e == base ? 1 : 0), y + kRow - 6},
              kColors[static_cast<std::size_t>(st.color)]);
     }
-    c.body << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(top) << "\" width=\"" << fmt(kPanelW) << "\" height=\""
-           << fmt(n * kRow) << "\" fill=\"none\" stroke=\"black\"/>\n";
+    c.body << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(top) << "\" width=\"" << fmt(kPanelW)
+           << "\" height=\"" << fmt(n * kRow) << "\" fill=\"none\" stroke=\"black\"/>\n";
     c.text(x + kPanelW / 2, bottom + 38, p.x_label, kFont, "middle");
     panel_x1 = x + kPanelW;
     x += kPanelW + 36;
@@ -608,14 +629,16 @@ Figure layout(const BarChart& chart) {
   for (std::size_t i = 0; i < chart.categories.size(); ++i) {
     c.text(xl - 6, top + static_cast<double>(i) * kRow + kRow / 2 + 4, chart.categories[i], kFont, "end");
   }
-  c.text((kPad + panel_x1) / 2, kPad + kTitleFont, chart.title, kTitleFont, "middle", " font-weight=\"bold\"");
+  c.text((kPad + panel_x1) / 2, kPad + kTitleFont, chart.title, kTitleFont, "middle",
+         " font-weight=\"bold\"");
   double width = panel_x1 + kPad;
   double ly = top + 10;
   if (!classes.empty()) {
     double lw = 0;
     for (const auto& k : classes) lw = std::max(lw, text_width(k, kFont));
     for (std::size_t k = 0; k < classes.size(); ++k) {
-      c.rect({panel_x1 + 16, ly - 6, panel_x1 + 28, ly + 6}, kColors[static_cast<std::size_t>(c.fig.styles[k].color)]);
+      c.rect({panel_x1 + 16, ly - 6, panel_x1 + 28, ly + 6},
+             kColors[static_cast<std::size_t>(c.fig.styles[k].color)]);
       c.text(panel_x1 + 34, ly + 4, classes[k], kFont);
       ly += 18;
     }
@@ -666,7 +689,8 @@ Figure layout(const HeatMap& map) {
     c.text(xl - 6, y + kCellH / 2 + 4, map.rows[i], kFont, "end");
     for (std::size_t j = 0; j < nc; ++j) {
       const double v = map.values[i * nc + j];
-      const Box b{xl + static_cast<double>(j) * cell_w, y, xl + static_cast<double>(j + 1) * cell_w, y + kCellH};
+      const Box b{xl + static_cast<double>(j) * cell_w, y, xl + static_cast<double>(j + 1) * cell_w,
+                  y + kCellH};
       if (!a.ok(v)) {
         missing = true;
         c.rect(b, "#f2f2f2", "white");
@@ -686,8 +710,9 @@ Figure layout(const HeatMap& map) {
   constexpr int kSteps = 32;
   for (int s = 0; s < kSteps; ++s) {
     const double f0 = static_cast<double>(s) / kSteps;
-    c.body << "<rect x=\"" << fmt(bx) << "\" y=\"" << fmt(top + bh * (1 - f0 - 1.0 / kSteps)) << "\" width=\"14\" height=\""
-           << fmt(bh / kSteps + 0.5) << "\" fill=\"" << viridis(f0 + 0.5 / kSteps) << "\"/>\n";
+    c.body << "<rect x=\"" << fmt(bx) << "\" y=\"" << fmt(top + bh * (1 - f0 - 1.0 / kSteps))
+           << "\" width=\"14\" height=\"" << fmt(bh / kSteps + 0.5) << "\" fill=\""
+           << viridis(f0 + 0.5 / kSteps) << "\"/>\n";
   }
   c.fig.marks.push_back({bx, top, bx + 14, top + bh});
   double tw = 0;
@@ -704,7 +729,9 @@ Figure layout(const HeatMap& map) {
   const double width = bx + 21 + tw + 22 + kPad;
   std::vector<std::string> notes = map.notes;
   if (clip) notes.push_back("Cells at or above " + short_num(map.clip_hi) + " take the top colour.");
-  if (missing) notes.push_back("Grey cells: not measured" + std::string(map.log ? " or zero (no place on the log colour scale)." : "."));
+  if (missing)
+    notes.push_back("Grey cells: not measured" +
+                    std::string(map.log ? " or zero (no place on the log colour scale)." : "."));
   const double after = c.notes(notes, kPad, top + std::max(gh + 28, bh) + 18, width - 2 * kPad);
   c.finish(width, after + kPad - 4);
   return c.fig;

@@ -14,11 +14,11 @@ namespace lpemu::io::detail {
 inline thread_local const char* toml_broken_check = nullptr;
 }  // namespace lpemu::io::detail
 
-#define TOML_ASSERT(expr)                                                                    \
-  ((expr) ? static_cast<void>(0)                                                             \
-          : static_cast<void>(::lpemu::io::detail::toml_broken_check =                       \
-                                  ::lpemu::io::detail::toml_broken_check != nullptr          \
-                                      ? ::lpemu::io::detail::toml_broken_check               \
+#define TOML_ASSERT(expr)                                                           \
+  ((expr) ? static_cast<void>(0)                                                    \
+          : static_cast<void>(::lpemu::io::detail::toml_broken_check =              \
+                                  ::lpemu::io::detail::toml_broken_check != nullptr \
+                                      ? ::lpemu::io::detail::toml_broken_check      \
                                       : #expr))
 
 #include <string>
@@ -34,8 +34,9 @@ toml::table parse(std::string_view text, std::string_view origin) {
   const auto broken = [&]() -> SpecError {
     const char* check = toml_broken_check;
     toml_broken_check = nullptr;
-    return SpecError(std::string(origin) + ": not valid TOML: the parser met a malformed construct (toml++ check '" +
-                     check + "' failed)");
+    return SpecError(std::string(origin) +
+                     ": not valid TOML: the parser met a malformed construct (toml++ check '" + check +
+                     "' failed)");
   };
   try {
     toml::table t = toml::parse(text, origin);

@@ -33,26 +33,42 @@ inline void check_ascii_outside_strings(std::string_view text, std::string_view 
           throw SpecError(std::string(origin) + ":" + std::to_string(line) +
                           ": not valid TOML: a non-ASCII character outside a string or comment");
         }
-        if (c == '#') state = In::comment;
-        else if (starts("\"\"\"")) { state = In::ml_basic; i += 2; }
-        else if (starts("'''")) { state = In::ml_literal; i += 2; }
-        else if (c == '"') state = In::basic;
-        else if (c == '\'') state = In::literal;
+        if (c == '#')
+          state = In::comment;
+        else if (starts("\"\"\"")) {
+          state = In::ml_basic;
+          i += 2;
+        } else if (starts("'''")) {
+          state = In::ml_literal;
+          i += 2;
+        } else if (c == '"')
+          state = In::basic;
+        else if (c == '\'')
+          state = In::literal;
         break;
       case In::comment: break;
       case In::basic:
-        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') ++i;
-        else if (c == '"') state = In::code;
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n')
+          ++i;
+        else if (c == '"')
+          state = In::code;
         break;
       case In::literal:
         if (c == '\'') state = In::code;
         break;
       case In::ml_basic:
-        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') ++i;
-        else if (starts("\"\"\"")) { state = In::code; i += 2; }
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n')
+          ++i;
+        else if (starts("\"\"\"")) {
+          state = In::code;
+          i += 2;
+        }
         break;
       case In::ml_literal:
-        if (starts("'''")) { state = In::code; i += 2; }
+        if (starts("'''")) {
+          state = In::code;
+          i += 2;
+        }
         break;
     }
   }
@@ -66,7 +82,8 @@ toml::table parse(std::string_view text, std::string_view origin);
 /// "origin:line" of a node (just origin when the node has no position).
 inline std::string where(std::string_view origin, const toml::node* node) {
   std::string out(origin);
-  if (node != nullptr && node->source().begin.line > 0) out += ":" + std::to_string(node->source().begin.line);
+  if (node != nullptr && node->source().begin.line > 0)
+    out += ":" + std::to_string(node->source().begin.line);
   return out;
 }
 

@@ -36,8 +36,9 @@ QuantizationStats quantization_stats(std::span<const float> x, std::span<const f
                                      std::span<const double> limit, std::span<const std::uint8_t> at_max) {
   check_sizes(x, q);
   if (limit.size() != x.size() || at_max.size() != x.size()) {
-    throw ShapeError("metrics: " + std::to_string(x.size()) + " elements but " + std::to_string(limit.size()) +
-                     " limits and " + std::to_string(at_max.size()) + " saturation flags");
+    throw ShapeError("metrics: " + std::to_string(x.size()) + " elements but " +
+                     std::to_string(limit.size()) + " limits and " + std::to_string(at_max.size()) +
+                     " saturation flags");
   }
   QuantizationStats s;
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -65,8 +66,8 @@ QuantizationStats quantization_stats(std::span<const float> x, std::span<const f
   return s;
 }
 
-QuantizationStats quantization_stats(const block::BlockFormat& f, std::span<const float> x, std::span<const float> q,
-                                     std::span<const std::size_t> shape) {
+QuantizationStats quantization_stats(const block::BlockFormat& f, std::span<const float> x,
+                                     std::span<const float> q, std::span<const std::size_t> shape) {
   const block::BlockTensor t = block::encode(f, x, shape);
   const block::BlockLayout& L = t.layout;
   std::vector<double> limit(L.element_count());
@@ -74,17 +75,20 @@ QuantizationStats quantization_stats(const block::BlockFormat& f, std::span<cons
   for (std::size_t i = 0; i < limit.size(); ++i) {
     const std::size_t a = i / (L.rows * L.cols), r = (i / L.cols) % L.rows, c = i % L.cols;
     const std::size_t b = (a * L.grid_rows() + r / L.block_rows) * L.grid_cols() + c / L.block_cols;
-    limit[i] = f.element.max_finite * block::scale_value(f, t.scales[b]) * static_cast<double>(t.tensor_scale);
+    limit[i] =
+        f.element.max_finite * block::scale_value(f, t.scales[b]) * static_cast<double>(t.tensor_scale);
     at_max[i] = std::fabs(format::decode(f.element, t.codes[i])) == f.element.max_finite ? 1 : 0;
   }
   return quantization_stats(x, q, limit, at_max);
 }
 
-QuantizationStats quantization_stats(const format::Format& f, std::span<const float> x, std::span<const float> q) {
+QuantizationStats quantization_stats(const format::Format& f, std::span<const float> x,
+                                     std::span<const float> q) {
   check_sizes(x, q);
   const std::vector<double> limit(x.size(), f.max_finite);
   std::vector<std::uint8_t> at_max(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) at_max[i] = std::fabs(static_cast<double>(q[i])) == f.max_finite ? 1 : 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    at_max[i] = std::fabs(static_cast<double>(q[i])) == f.max_finite ? 1 : 0;
   return quantization_stats(x, q, limit, at_max);
 }
 
@@ -122,8 +126,8 @@ double log_sum_exp(std::span<const float> logits) {
 
 double nll(std::span<const float> logits, int target) {
   if (target < 0 || static_cast<std::size_t>(target) >= logits.size()) {
-    throw ShapeError("metrics: target " + std::to_string(target) + " outside " + std::to_string(logits.size()) +
-                     " logits");
+    throw ShapeError("metrics: target " + std::to_string(target) + " outside " +
+                     std::to_string(logits.size()) + " logits");
   }
   return log_sum_exp(logits) - static_cast<double>(logits[static_cast<std::size_t>(target)]);
 }

@@ -127,9 +127,9 @@ namespace {
 // One linear layer fed with a recorded input: quantise input and weight as the plan says, multiply
 // with the plan's GEMM, and compare with the exact (double) product of the unquantised operands.
 ReplayRow replay_one(int layer, engine::LayerKind kind, const std::string& tensor, const std::string& input,
-                   const RowMatrix& x, const RowMatrix& w, engine::Role in_role, engine::Role w_role,
-                   const engine::PrecisionPlan& plan, int n_layers, const engine::QuantizerFactory& quantizers,
-                   const engine::GemmFactory& gemms) {
+                     const RowMatrix& x, const RowMatrix& w, engine::Role in_role, engine::Role w_role,
+                     const engine::PrecisionPlan& plan, int n_layers,
+                     const engine::QuantizerFactory& quantizers, const engine::GemmFactory& gemms) {
   ReplayRow r;
   r.layer = layer;
   r.tensor = tensor;
@@ -165,7 +165,8 @@ ReplayRow replay_one(int layer, engine::LayerKind kind, const std::string& tenso
   }
   const std::string af = in_spec ? in_spec->format : std::string();
   const std::string bf = w_spec ? w_spec->format : std::string();
-  if (strategy->datapath() == nullptr) strategy->nt(xq, wq, y, engine::GemmPoint{layer, kind, tensor, af, bf});
+  if (strategy->datapath() == nullptr)
+    strategy->nt(xq, wq, y, engine::GemmPoint{layer, kind, tensor, af, bf});
   const engine::RowMatrixD xd = x.cast<double>();
   const engine::RowMatrixD wd = w.cast<double>();
   engine::RowMatrixD yd;
@@ -188,7 +189,8 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
   auto read = [&](const std::string& name, Eigen::Index cols) {
     const io::Tensor t = f.read_floats(name);
     if (t.shape.size() != 2 || static_cast<Eigen::Index>(t.shape[1]) != cols) {
-      throw ShapeError(activations.string() + ": dataset '" + name + "' is not [tokens, " + std::to_string(cols) + "]");
+      throw ShapeError(activations.string() + ": dataset '" + name + "' is not [tokens, " +
+                       std::to_string(cols) + "]");
     }
     RowMatrix m(static_cast<Eigen::Index>(t.shape[0]), cols);
     std::copy(t.data.begin(), t.data.end(), m.data());
@@ -196,7 +198,8 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
   };
   auto one = [&](int layer, engine::LayerKind kind, const std::string& tensor, const std::string& input,
                  const RowMatrix& x, const RowMatrix& w, engine::Role in_role, engine::Role w_role) {
-    rows.push_back(replay_one(layer, kind, tensor, input, x, w, in_role, w_role, plan, n_layers, quantizers, gemms));
+    rows.push_back(
+        replay_one(layer, kind, tensor, input, x, w, in_role, w_role, plan, n_layers, quantizers, gemms));
     rows.back().role = tensor == "wq"   ? "attention.q"
                        : tensor == "wk" ? "attention.k"
                        : tensor == "wv" ? "attention.v"
@@ -213,19 +216,23 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
     const std::string p = "layers/" + std::to_string(l) + "/";
     const Eigen::Index dim = model.config.dim;
     const RowMatrix qkv = read(p + "attention/qkv_input", dim);
-    one(l, LayerKind::attention, "wq", p + "attention/qkv_input", qkv, w.wq, Role::linear_input, Role::weights);
-    one(l, LayerKind::attention, "wk", p + "attention/qkv_input", qkv, w.wk, Role::linear_input, Role::weights);
-    one(l, LayerKind::attention, "wv", p + "attention/qkv_input", qkv, w.wv, Role::linear_input, Role::weights);
-    one(l, LayerKind::attention, "wo", p + "attention/wo_input", read(p + "attention/wo_input", w.wo.cols()), w.wo,
-        Role::linear_input, Role::weights);
+    one(l, LayerKind::attention, "wq", p + "attention/qkv_input", qkv, w.wq, Role::linear_input,
+        Role::weights);
+    one(l, LayerKind::attention, "wk", p + "attention/qkv_input", qkv, w.wk, Role::linear_input,
+        Role::weights);
+    one(l, LayerKind::attention, "wv", p + "attention/qkv_input", qkv, w.wv, Role::linear_input,
+        Role::weights);
+    one(l, LayerKind::attention, "wo", p + "attention/wo_input", read(p + "attention/wo_input", w.wo.cols()),
+        w.wo, Role::linear_input, Role::weights);
     if (!w.experts.empty()) continue;  // mixture-of-experts blocks: attention only (no dense FFN to replay)
     const RowMatrix ff = read(p + "feed_forward/w1_w3_input", dim);
     one(l, LayerKind::mlp, "w1", p + "feed_forward/w1_w3_input", ff, w.w1, Role::linear_input, Role::weights);
     if (w.w3.size() != 0) {
-      one(l, LayerKind::mlp, "w3", p + "feed_forward/w1_w3_input", ff, w.w3, Role::linear_input, Role::weights);
+      one(l, LayerKind::mlp, "w3", p + "feed_forward/w1_w3_input", ff, w.w3, Role::linear_input,
+          Role::weights);
     }
-    one(l, LayerKind::mlp, "w2", p + "feed_forward/w2_input", read(p + "feed_forward/w2_input", w.w2.cols()), w.w2,
-        Role::linear_input, Role::weights);
+    one(l, LayerKind::mlp, "w2", p + "feed_forward/w2_input", read(p + "feed_forward/w2_input", w.w2.cols()),
+        w.w2, Role::linear_input, Role::weights);
   }
   if (f.exists("output_input")) {
     one(-1, LayerKind::head, "output", "output_input", read("output_input", model.config.dim), model.output,
@@ -239,11 +246,14 @@ bool is_linear_activations(const std::filesystem::path& activations) {
   return f.exists("/linear");
 }
 
-std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, const engine::PrecisionPlan& plan,
-                                     const engine::QuantizerFactory& quantizers, const engine::GemmFactory& gemms) {
+std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations,
+                                     const engine::PrecisionPlan& plan,
+                                     const engine::QuantizerFactory& quantizers,
+                                     const engine::GemmFactory& gemms) {
   const io::H5File f = io::H5File::open(activations);
   if (!f.exists("/linear")) {
-    throw IoError(activations.string() + ": no /linear group (schema lpemu-linear-activations, data/README.md)");
+    throw IoError(activations.string() +
+                  ": no /linear group (schema lpemu-linear-activations, data/README.md)");
   }
   struct Item {
     std::string name;
@@ -272,7 +282,8 @@ std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, c
     const io::Tensor x = f.read_floats(g + "/input");
     const io::Tensor w = f.read_floats(g + "/weight");
     if (x.shape.size() != 2 || w.shape.size() != 2 || x.shape[1] != w.shape[1]) {
-      throw ShapeError(activations.string() + ":" + g + ": input [tokens, in] and weight [out, in] disagree (input " +
+      throw ShapeError(activations.string() + ":" + g +
+                       ": input [tokens, in] and weight [out, in] disagree (input " +
                        std::to_string(x.shape.size() == 2 ? x.shape[1] : 0) + " features, weight " +
                        std::to_string(w.shape.size() == 2 ? w.shape[1] : 0) + ")");
     }
@@ -298,7 +309,8 @@ std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, c
     }
     rows.push_back(replay_one(it.layer, it.kind, it.name, g + "/input", xm, wm,
                               head ? engine::Role::lm_head_input : engine::Role::linear_input,
-                              head ? engine::Role::lm_head : engine::Role::weights, plan, n_layers, quantizers, gemms));
+                              head ? engine::Role::lm_head : engine::Role::weights, plan, n_layers,
+                              quantizers, gemms));
     rows.back().role = it.role;
   }
   return rows;

@@ -12,7 +12,8 @@
 namespace lpemu::metrics {
 
 PerplexityResult sliding_perplexity(const engine::Model& model, const engine::PrecisionPlan& plan,
-                                    const std::vector<int>& tokens, const engine::QuantizerFactory& quantizers,
+                                    const std::vector<int>& tokens,
+                                    const engine::QuantizerFactory& quantizers,
                                     const engine::GemmFactory& gemms, const PerplexityOptions& options) {
   const int n = static_cast<int>(tokens.size());
   const int context = options.context > 0 ? options.context : model.config.seq_len;
@@ -23,8 +24,8 @@ PerplexityResult sliding_perplexity(const engine::Model& model, const engine::Pr
                      std::to_string(model.config.seq_len) + " (the model's seq_len)");
   }
   if (stride > context) {
-    throw ShapeError("perplexity: stride " + std::to_string(stride) + ": expected 1.." + std::to_string(context) +
-                     " (a larger stride would leave tokens unscored)");
+    throw ShapeError("perplexity: stride " + std::to_string(stride) + ": expected 1.." +
+                     std::to_string(context) + " (a larger stride would leave tokens unscored)");
   }
   engine::SessionOptions o;
   o.quantizers = &quantizers;

@@ -14,19 +14,19 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
-#include "lpemu/detail/names.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/pack.hpp"
 #include "lpemu/block/quantize.hpp"
 #include "lpemu/cost/workload.hpp"
-#include "lpemu/experiment/pricing.hpp"
 #include "lpemu/datapath/dot.hpp"
 #include "lpemu/datapath/gemm.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/engine/session.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/context.hpp"
 #include "lpemu/experiment/datapath_error.hpp"
 #include "lpemu/experiment/experiment.hpp"
+#include "lpemu/experiment/pricing.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/metrics/model_eval.hpp"
 
@@ -72,19 +72,22 @@ py::dict stats_dict(const metrics::ErrorStats& s) {
 
 engine::LayerKind parse_kind(const std::string& k) {
   engine::LayerKind kind{};
-  if (!engine::parse_layer_kind(k, kind)) throw Error("layer kind '" + k + "': expected attention, mlp or head");
+  if (!engine::parse_layer_kind(k, kind))
+    throw Error("layer kind '" + k + "': expected attention, mlp or head");
   return kind;
 }
 
 engine::Role parse_role_name(const std::string& r) {
   engine::Role role{};
-  if (!engine::parse_role(r, role)) throw UnknownNameError("role '" + r + "': unknown (plan-file role names)");
+  if (!engine::parse_role(r, role))
+    throw UnknownNameError("role '" + r + "': unknown (plan-file role names)");
   return role;
 }
 
 engine::RowMatrix to_matrix(const CArray<float>& x) {
   if (x.ndim() != 2) {
-    throw ShapeError("expected a 2-D float32 array [rows, cols], got " + std::to_string(x.ndim()) + " dimensions");
+    throw ShapeError("expected a 2-D float32 array [rows, cols], got " + std::to_string(x.ndim()) +
+                     " dimensions");
   }
   return Eigen::Map<const engine::RowMatrix>(x.data(), x.shape(0), x.shape(1));
 }
@@ -108,7 +111,8 @@ class PyPlan {
 
   const engine::PrecisionPlan& plan() const { return plan_; }
 
-  std::optional<std::string> format(const std::string& role, int layer, const std::string& kind, int n_layers) const {
+  std::optional<std::string> format(const std::string& role, int layer, const std::string& kind,
+                                    int n_layers) const {
     const auto spec = plan_.resolve(parse_role_name(role), layer, parse_kind(kind), n_layers);
     if (!spec) return std::nullopt;
     return spec->format;
@@ -142,11 +146,12 @@ class PyPlan {
     return from_matrix(m);
   }
 
-  py::array_t<float> linear(const CArray<float>& a, const CArray<float>& b, int layer, const std::string& kind,
-                            const std::string& tensor, int n_layers) {
+  py::array_t<float> linear(const CArray<float>& a, const CArray<float>& b, int layer,
+                            const std::string& kind, const std::string& tensor, int n_layers) {
     const engine::LayerKind k = parse_kind(kind);
     const bool head = k == engine::LayerKind::head;
-    const auto qa = plan_.resolve(head ? engine::Role::lm_head_input : engine::Role::linear_input, layer, k, n_layers);
+    const auto qa =
+        plan_.resolve(head ? engine::Role::lm_head_input : engine::Role::linear_input, layer, k, n_layers);
     const auto qb = plan_.resolve(head ? engine::Role::lm_head : engine::Role::weights, layer, k, n_layers);
     const std::string fa = qa ? qa->format : std::string(), fb = qb ? qb->format : std::string();
     const engine::RowMatrix am = to_matrix(a), bm = to_matrix(b);
@@ -378,7 +383,8 @@ class ContextHandle {
   }
 
   py::dict datapath_error(const std::vector<std::string>& names, const std::vector<std::size_t>& ks,
-                          const std::string& dist, int trials, std::uint64_t seed, const std::string& inputs) {
+                          const std::string& dist, int trials, std::uint64_t seed,
+                          const std::string& inputs) {
     experiment::DatapathErrorConfig c;
     for (const auto& n : names) {
       datapath::Datapath dp = ctx_->datapaths().get(n);
@@ -410,13 +416,15 @@ class ContextHandle {
   }
 
   py::array_t<std::uint64_t> gemm(const std::string& name, const CArray<std::uint64_t>& a,
-                                  const CArray<std::uint64_t>& b, const std::optional<CArray<std::uint64_t>>& c,
+                                  const CArray<std::uint64_t>& b,
+                                  const std::optional<CArray<std::uint64_t>>& c,
                                   const std::optional<CArray<std::int32_t>>& sa,
                                   const std::optional<CArray<std::int32_t>>& sb) {
     const datapath::Datapath& dp = ctx_->datapaths().get(name);
     if (a.ndim() != 2 || b.ndim() != 2 || a.shape(1) != b.shape(0)) {
-      throw ShapeError("gemm: expected A [M, K] and B [K, N] code arrays, got A with " + std::to_string(a.ndim()) +
-                       " dimensions and B with " + std::to_string(b.ndim()) + " (or K disagrees)");
+      throw ShapeError("gemm: expected A [M, K] and B [K, N] code arrays, got A with " +
+                       std::to_string(a.ndim()) + " dimensions and B with " + std::to_string(b.ndim()) +
+                       " (or K disagrees)");
     }
     const auto m = static_cast<std::size_t>(a.shape(0)), k = static_cast<std::size_t>(a.shape(1)),
                n = static_cast<std::size_t>(b.shape(1));
@@ -434,20 +442,25 @@ class ContextHandle {
     return d;
   }
 
-  PyModel load_model(const std::string& name) { return {std::make_shared<engine::Model>(ctx_->load_model(name))}; }
+  PyModel load_model(const std::string& name) {
+    return {std::make_shared<engine::Model>(ctx_->load_model(name))};
+  }
 
   PyPlan load_plan(const std::string& name) { return PyPlan(ctx_, ctx_->load_plan(name)); }
 
-  py::dict evaluate(const PyModel& m, const PyPlan& plan, const std::vector<int>& tokens, const PyPlan& reference) {
+  py::dict evaluate(const PyModel& m, const PyPlan& plan, const std::vector<int>& tokens,
+                    const PyPlan& reference) {
     metrics::EvalResult r;
     {
       py::gil_scoped_release release;
-      r = metrics::evaluate(*m.model, plan.plan(), reference.plan(), tokens, ctx_->quantizers(), ctx_->gemms());
+      r = metrics::evaluate(*m.model, plan.plan(), reference.plan(), tokens, ctx_->quantizers(),
+                            ctx_->gemms());
     }
     return eval_dict(r);
   }
 
-  py::list replay(const std::filesystem::path& activations, const PyPlan& plan, const std::optional<PyModel>& m) {
+  py::list replay(const std::filesystem::path& activations, const PyPlan& plan,
+                  const std::optional<PyModel>& m) {
     std::vector<metrics::ReplayRow> rows;
     if (metrics::is_linear_activations(activations)) {
       rows = metrics::replay_linear(activations, plan.plan(), ctx_->quantizers(), ctx_->gemms());
@@ -491,10 +504,12 @@ class ContextHandle {
     const cost::ModelShape& m = cat.shape(model_shape);
     engine::PrecisionPlan plan = ctx_->load_plan(plan_name);
     if (!datapath.empty()) {
-      plan.gemm = engine::GemmChoice{datapath, false, "lpemu.cost(datapath=...)"};  // as `lpemu cost --datapath`
+      plan.gemm =
+          engine::GemmChoice{datapath, false, "lpemu.cost(datapath=...)"};  // as `lpemu cost --datapath`
       for (auto& o : plan.overrides) o.gemm.reset();
     }
-    if (phase != "prefill" && phase != "decode") throw Error("phase '" + phase + "': expected prefill or decode");
+    if (phase != "prefill" && phase != "decode")
+      throw Error("phase '" + phase + "': expected prefill or decode");
     const experiment::Pricing p = experiment::price_plan(
         plan, m, t, cat, phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode, batch, context);
     const cost::Workload& w = p.workload;
@@ -525,8 +540,7 @@ class ContextHandle {
                           py::arg("flops") = op.flops, py::arg("bytes") = op.bytes,
                           py::arg("rate_class") = op.rate_class, py::arg("a_format") = op.a_format,
                           py::arg("b_format") = op.b_format, py::arg("datapath") = op.datapath,
-                          py::arg("time_s") = op.time_s,
-                          py::arg("energy_j") = op.energy_j,
+                          py::arg("time_s") = op.time_s, py::arg("energy_j") = op.energy_j,
                           py::arg("bound") = op.compute_bound ? "compute" : "memory"));
     }
     d["ops"] = ops;
@@ -543,7 +557,8 @@ class ContextHandle {
   }
 
   template <typename Code>
-  py::array encode_as_code(const format::Format& f, const CArray<float>& in, const format::ConvertOptions& o) {
+  py::array encode_as_code(const format::Format& f, const CArray<float>& in,
+                           const format::ConvertOptions& o) {
     py::array_t<Code> out(shape_of(in));
     auto ov = std::span<Code>(out.mutable_data(), static_cast<std::size_t>(out.size()));
     {
@@ -563,7 +578,8 @@ class ContextHandle {
   static void check_codes(const format::Format& f, std::span<const Code> codes) {
     for (std::size_t i = 0; i < codes.size(); ++i) {
       if ((static_cast<std::uint64_t>(codes[i]) & ~f.code_mask()) != 0) {
-        format::require_code_fits(f, static_cast<std::uint64_t>(codes[i]), "codes[" + std::to_string(i) + "]");
+        format::require_code_fits(f, static_cast<std::uint64_t>(codes[i]),
+                                  "codes[" + std::to_string(i) + "]");
       }
     }
   }
@@ -661,12 +677,17 @@ PYBIND11_MODULE(_lpemu, m) {
       .def_property_readonly("dim", [](const PyModel& x) { return x.model->config.dim; })
       .def_property_readonly("vocab_size", [](const PyModel& x) { return x.model->config.vocab_size; })
       .def_property_readonly("seq_len", [](const PyModel& x) { return x.model->config.seq_len; })
-      .def("encode", [](const PyModel& x, const std::string& text) { return x.model->tokenizer.encode(text); },
-           "Token ids of `text`, BOS first (llama2.c tokenizer)", py::arg("text"))
-      .def("decode", [](const PyModel& x, const std::vector<int>& ids) { return x.model->tokenizer.decode(ids); },
-           "Text of token ids", py::arg("ids"))
-      .def("eval_tokens", [](const PyModel& x, const std::string& text) { return metrics::eval_tokens(*x.model, text); },
-           "The tokens `lpemu eval` scores for a text", py::arg("text"));
+      .def(
+          "encode", [](const PyModel& x, const std::string& text) { return x.model->tokenizer.encode(text); },
+          "Token ids of `text`, BOS first (llama2.c tokenizer)", py::arg("text"))
+      .def(
+          "decode",
+          [](const PyModel& x, const std::vector<int>& ids) { return x.model->tokenizer.decode(ids); },
+          "Text of token ids", py::arg("ids"))
+      .def(
+          "eval_tokens",
+          [](const PyModel& x, const std::string& text) { return metrics::eval_tokens(*x.model, text); },
+          "The tokens `lpemu eval` scores for a text", py::arg("text"));
 
   py::class_<PyPlan>(m, "Plan", "A precision plan bound to the context that resolved its names")
       .def_property_readonly("name", [](const PyPlan& p) { return p.plan().name; })
@@ -676,8 +697,9 @@ PYBIND11_MODULE(_lpemu, m) {
            py::arg("layer"), py::arg("kind"), py::arg("n_layers"))
       .def("gemm", &PyPlan::gemm, "GEMM strategy name at (layer, kind)", py::arg("layer"), py::arg("kind"),
            py::arg("n_layers"))
-      .def("quantize", &PyPlan::quantize, "A copy of 2-D float32 x quantised as the plan's role at that point",
-           py::arg("x"), py::arg("role"), py::arg("layer"), py::arg("kind"), py::arg("tensor"), py::arg("n_layers"),
+      .def("quantize", &PyPlan::quantize,
+           "A copy of 2-D float32 x quantised as the plan's role at that point", py::arg("x"),
+           py::arg("role"), py::arg("layer"), py::arg("kind"), py::arg("tensor"), py::arg("n_layers"),
            py::arg("head") = -1, py::arg("axis") = 1, py::arg("row0") = 0)
       .def("linear", &PyPlan::linear, "C = A·Bᵀ on the plan's GEMM strategy at (layer, kind)", py::arg("a"),
            py::arg("b"), py::arg("layer"), py::arg("kind"), py::arg("tensor"), py::arg("n_layers"));
@@ -689,37 +711,45 @@ PYBIND11_MODULE(_lpemu, m) {
       .def("formats", &ContextHandle::formats, "Element formats, then block formats, as `lpemu formats list`")
       .def("encode", &ContextHandle::encode, "Codes of x", py::arg("name"), py::arg("x"), py::arg("options"))
       .def("decode", &ContextHandle::decode, "Values of codes", py::arg("name"), py::arg("codes"))
-      .def("quantize", &ContextHandle::quantize, "Fake-quantised x", py::arg("name"), py::arg("x"), py::arg("overrides"),
-           py::arg("options"))
-      .def("block_encode", &ContextHandle::block_encode, "Codes and scales of x", py::arg("name"), py::arg("x"),
-           py::arg("overrides"), py::arg("options"), py::arg("packed"))
+      .def("quantize", &ContextHandle::quantize, "Fake-quantised x", py::arg("name"), py::arg("x"),
+           py::arg("overrides"), py::arg("options"))
+      .def("block_encode", &ContextHandle::block_encode, "Codes and scales of x", py::arg("name"),
+           py::arg("x"), py::arg("overrides"), py::arg("options"), py::arg("packed"))
       .def("datapath", &ContextHandle::datapath_info, "A datapath's formats and summary", py::arg("name"))
-      .def("datapath_error", &ContextHandle::datapath_error, "Relative error of datapaths versus K (lpemu datapath-error)",
-           py::arg("datapaths"), py::arg("ks"), py::arg("dist"), py::arg("trials"), py::arg("seed"), py::arg("inputs"))
+      .def("datapath_error", &ContextHandle::datapath_error,
+           "Relative error of datapaths versus K (lpemu datapath-error)", py::arg("datapaths"), py::arg("ks"),
+           py::arg("dist"), py::arg("trials"), py::arg("seed"), py::arg("inputs"))
       .def("dot", &ContextHandle::dot, "d = c + sum a_i*b_i under a datapath", py::arg("name"), py::arg("a"),
            py::arg("b"), py::arg("c"), py::arg("scales_a"), py::arg("scales_b"), py::arg("index"))
-      .def("gemm", &ContextHandle::gemm, "D = C + A*B under a datapath", py::arg("name"), py::arg("a"), py::arg("b"),
-           py::arg("c"), py::arg("scales_a"), py::arg("scales_b"))
+      .def("gemm", &ContextHandle::gemm, "D = C + A*B under a datapath", py::arg("name"), py::arg("a"),
+           py::arg("b"), py::arg("c"), py::arg("scales_a"), py::arg("scales_b"))
       .def("load_model", &ContextHandle::load_model, "A model by path or shipped name", py::arg("name"))
-      .def("load_plan", &ContextHandle::load_plan, "A plan by path, fp32/fp64 or shipped name", py::arg("name"))
-      .def("evaluate", &ContextHandle::evaluate, "Scores tokens under a plan against a reference", py::arg("model"),
-           py::arg("plan"), py::arg("tokens"), py::arg("reference"))
-      .def("replay", &ContextHandle::replay, "Replays recorded linear inputs under a plan", py::arg("activations"),
-           py::arg("plan"), py::arg("model"))
-      .def("sweep", &ContextHandle::sweep, "Runs an experiment's plans", py::arg("experiment"), py::arg("options"))
+      .def("load_plan", &ContextHandle::load_plan, "A plan by path, fp32/fp64 or shipped name",
+           py::arg("name"))
+      .def("evaluate", &ContextHandle::evaluate, "Scores tokens under a plan against a reference",
+           py::arg("model"), py::arg("plan"), py::arg("tokens"), py::arg("reference"))
+      .def("replay", &ContextHandle::replay, "Replays recorded linear inputs under a plan",
+           py::arg("activations"), py::arg("plan"), py::arg("model"))
+      .def("sweep", &ContextHandle::sweep, "Runs an experiment's plans", py::arg("experiment"),
+           py::arg("options"))
       .def("cost", &ContextHandle::cost, "Prices a plan on a target", py::arg("plan"), py::arg("target"),
-           py::arg("model_shape"), py::arg("phase"), py::arg("batch"), py::arg("context"), py::arg("datapath"));
+           py::arg("model_shape"), py::arg("phase"), py::arg("batch"), py::arg("context"),
+           py::arg("datapath"));
 
-  m.def("read_sweep", [](const std::filesystem::path& dir) {
-    py::list out;
-    std::vector<std::filesystem::path> files;
-    const auto plans = dir / "plans";
-    if (!std::filesystem::is_directory(plans)) throw IoError(dir.string() + ": no plans/ folder (not a sweep output)");
-    for (const auto& e : std::filesystem::directory_iterator(plans)) {
-      if (e.path().extension() == ".h5") files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) out.append(plan_result_dict(experiment::load_plan_result(f)));
-    return out;
-  }, "Every plan result of a sweep's output directory, in plan order", py::arg("dir"));
+  m.def(
+      "read_sweep",
+      [](const std::filesystem::path& dir) {
+        py::list out;
+        std::vector<std::filesystem::path> files;
+        const auto plans = dir / "plans";
+        if (!std::filesystem::is_directory(plans))
+          throw IoError(dir.string() + ": no plans/ folder (not a sweep output)");
+        for (const auto& e : std::filesystem::directory_iterator(plans)) {
+          if (e.path().extension() == ".h5") files.push_back(e.path());
+        }
+        std::sort(files.begin(), files.end());
+        for (const auto& f : files) out.append(plan_result_dict(experiment::load_plan_result(f)));
+        return out;
+      },
+      "Every plan result of a sweep's output directory, in plan order", py::arg("dir"));
 }

@@ -54,10 +54,10 @@ struct Scratch {
 // Runs `lpemu ARGS` through the shell, capturing stdout, stderr and the exit status.
 Run lpemu(const std::string& args) {
   static int counter = 0;
-  const fs::path base = fs::temp_directory_path() / ("lpemu_cli_run_" + std::to_string(::getpid()) + "_" +
-                                                     std::to_string(counter++));
-  const std::string cmd = "'" + lpemu::test::lpemu_binary() + "' " + args + " >'" + base.string() + ".out' 2>'" +
-                          base.string() + ".err'";
+  const fs::path base = fs::temp_directory_path() /
+                        ("lpemu_cli_run_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  const std::string cmd = "'" + lpemu::test::lpemu_binary() + "' " + args + " >'" + base.string() +
+                          ".out' 2>'" + base.string() + ".err'";
   Run r;
   const int raw = std::system(cmd.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -75,7 +75,8 @@ void write_bytes(const fs::path& p, const void* data, std::size_t n) {
 
 // A minimal NumPy .npy (format 1.0) writer and reader, independent of lpemu's io layer.
 void write_npy_f4(const fs::path& p, const std::vector<float>& v) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }";
+  std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string bytes = "\x93NUMPY";
@@ -99,13 +100,24 @@ Npy read_npy(const fs::path& p) {
   const std::string all = slurp(p);
   REQUIRE(all.size() >= 10);
   REQUIRE(all.substr(0, 6) == "\x93NUMPY");
-  const std::size_t hlen = static_cast<unsigned char>(all[8]) | (static_cast<std::size_t>(static_cast<unsigned char>(all[9])) << 8);
+  const std::size_t hlen = static_cast<unsigned char>(all[8]) |
+                           (static_cast<std::size_t>(static_cast<unsigned char>(all[9])) << 8);
   REQUIRE(all.size() >= 10 + hlen);
   return {all.substr(10, hlen), all.substr(10 + hlen)};
 }
 
-const std::vector<float> kInputs = {0.0F, -0.0F, 1.0F, 1.3F, 448.0F, 464.0F, 465.0F, -1e9F, 0.001F, 1e-6F,
-                                    std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+const std::vector<float> kInputs = {0.0F,
+                                    -0.0F,
+                                    1.0F,
+                                    1.3F,
+                                    448.0F,
+                                    464.0F,
+                                    465.0F,
+                                    -1e9F,
+                                    0.001F,
+                                    1e-6F,
+                                    std::numeric_limits<float>::infinity(),
+                                    std::numeric_limits<float>::quiet_NaN()};
 
 std::vector<std::uint8_t> reference_codes(const char* format, const std::vector<float>& in,
                                           lpemu::test::ref::Options o = {}) {
@@ -163,7 +175,8 @@ TEST_CASE("lpemu encode and decode print hex, fielded binary and value", "[cli]"
 TEST_CASE("lpemu convert fp32 -> fp8_e4m3 -> fp32 on raw files matches the reference", "[cli]") {
   Scratch s("raw");
   write_bytes(s / "in.f32", kInputs.data(), kInputs.size() * sizeof(float));
-  Run r = lpemu("convert --from fp32 --to fp8_e4m3 '" + (s / "in.f32").string() + "' '" + (s / "out.u8").string() + "'");
+  Run r = lpemu("convert --from fp32 --to fp8_e4m3 '" + (s / "in.f32").string() + "' '" +
+                (s / "out.u8").string() + "'");
   REQUIRE(r.status == 0);
   CHECK_THAT(r.err, Contains("converted 12 elements from fp32 to fp8_e4m3"));
   const std::string codes = slurp(s / "out.u8");
@@ -177,13 +190,14 @@ TEST_CASE("lpemu convert fp32 -> fp8_e4m3 -> fp32 on raw files matches the refer
   r = lpemu("convert --from fp32 --to fp8_e4m3 --overflow saturate '" + (s / "in.f32").string() + "' '" +
             (s / "sat.u8").string() + "'");
   REQUIRE(r.status == 0);
-  const auto want_sat =
-      reference_codes("fp8_e4m3", kInputs, {lpemu::format::RoundingMode::nearest_even, lpemu::format::Overflow::saturate});
+  const auto want_sat = reference_codes(
+      "fp8_e4m3", kInputs, {lpemu::format::RoundingMode::nearest_even, lpemu::format::Overflow::saturate});
   const std::string sat = slurp(s / "sat.u8");
   REQUIRE(sat.size() == want_sat.size());
   for (std::size_t i = 0; i < want_sat.size(); ++i) CHECK(static_cast<unsigned char>(sat[i]) == want_sat[i]);
   // And back to float32: the reference values of the codes.
-  r = lpemu("convert --from fp8_e4m3 --to fp32 '" + (s / "out.u8").string() + "' '" + (s / "back.f32").string() + "'");
+  r = lpemu("convert --from fp8_e4m3 --to fp32 '" + (s / "out.u8").string() + "' '" +
+            (s / "back.f32").string() + "'");
   REQUIRE(r.status == 0);
   const std::string back = slurp(s / "back.f32");
   REQUIRE(back.size() == 4 * want.size());
@@ -204,7 +218,8 @@ TEST_CASE("lpemu convert fp32 -> fp8_e4m3 -> fp32 on raw files matches the refer
 TEST_CASE("lpemu convert reads and writes .npy files", "[cli]") {
   Scratch s("npy");
   write_npy_f4(s / "in.npy", kInputs);
-  const Run r = lpemu("convert --to fp8_e4m3 '" + (s / "in.npy").string() + "' '" + (s / "out.npy").string() + "'");
+  const Run r =
+      lpemu("convert --to fp8_e4m3 '" + (s / "in.npy").string() + "' '" + (s / "out.npy").string() + "'");
   REQUIRE(r.status == 0);
   const Npy out = read_npy(s / "out.npy");
   CHECK_THAT(out.header, Contains("'descr': '|u1'"));
@@ -228,7 +243,8 @@ TEST_CASE("lpemu convert --packed puts fp4 code 0 in the low nibble", "[cli]") {
   CHECK(static_cast<unsigned char>(packed[1]) == 0x49);
   CHECK(static_cast<unsigned char>(packed[2]) == 0x05);
   // Unpacked: one code per byte.
-  r = lpemu("convert --from fp32 --to fp4_e2m1 '" + (s / "in.f32").string() + "' '" + (s / "one.bin").string() + "'");
+  r = lpemu("convert --from fp32 --to fp4_e2m1 '" + (s / "in.f32").string() + "' '" +
+            (s / "one.bin").string() + "'");
   REQUIRE(r.status == 0);
   CHECK(slurp(s / "one.bin") == std::string("\x02\x07\x09\x04\x05", 5));
   // And back from packed codes.
@@ -248,7 +264,8 @@ TEST_CASE("lpemu convert refuses to overwrite without --force", "[cli]") {
   Scratch s("force");
   write_bytes(s / "in.f32", kInputs.data(), kInputs.size() * sizeof(float));
   write_bytes(s / "out.u8", "keep", 4);
-  const std::string args = "--from fp32 --to fp8_e4m3 '" + (s / "in.f32").string() + "' '" + (s / "out.u8").string() + "'";
+  const std::string args =
+      "--from fp32 --to fp8_e4m3 '" + (s / "in.f32").string() + "' '" + (s / "out.u8").string() + "'";
   Run r = lpemu("convert " + args);
   CHECK(r.status != 0);
   CHECK_THAT(r.err, Contains((s / "out.u8").string() + ": output exists; pass --force to overwrite it"));
@@ -270,11 +287,14 @@ TEST_CASE("bad command-line inputs give a non-zero exit and a message", "[cli]")
            {"encode fp8_e4m3 abc", "value 'abc': expected a real number"},
            {"encode fp8_e4m3 1 --rounding nearest", "rounding mode 'nearest': expected one of nearest_even"},
            {"encode fp8_e4m3 1 --overflow clamp", "overflow policy 'clamp': expected saturate or native"},
-           {"encode fp8_e4m3 1 --rounding stochastic --sr-bits 33", "sr_bits = 33: expected 1..32 random bits"},
+           {"encode fp8_e4m3 1 --rounding stochastic --sr-bits 33",
+            "sr_bits = 33: expected 1..32 random bits"},
            {"decode fp8_e4m3 zz", "expected an unsigned integer code"},
-           {"convert --from fp32 --to fp8_e4m3 '" + (s / "missing.f32").string() + "' '" + (s / "o").string() + "'",
+           {"convert --from fp32 --to fp8_e4m3 '" + (s / "missing.f32").string() + "' '" +
+                (s / "o").string() + "'",
             "cannot open input"},
-           {"convert --from fp32 --to fp8_e4m3 '" + (s / "odd.f32").string() + "' '" + (s / "o2").string() + "'",
+           {"convert --from fp32 --to fp8_e4m3 '" + (s / "odd.f32").string() + "' '" + (s / "o2").string() +
+                "'",
             "5 bytes is not a whole number of 4-byte 'fp32' codes"},
            {"convert --to fp8_e4m3 '" + (s / "odd.f32").string() + "' '" + (s / "o3").string() + "'",
             "--from is required for raw input"},

@@ -28,8 +28,9 @@ std::string slurp(const fs::path& p) {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() /
-                     ("lpemu_" + name + "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  const fs::path d =
+      fs::temp_directory_path() /
+      ("lpemu_" + name + "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   fs::create_directories(d);
   return d;
 }
@@ -52,9 +53,11 @@ std::string load_in_chromium(const fs::path& page, const fs::path& png, const fs
   const fs::path log = work / "chromium.log";
   const std::string cmd = "timeout 180 " + chromium() +
                           " --headless --disable-gpu --no-sandbox --no-first-run --disable-extensions"
-                          " --user-data-dir=" + (work / "profile").string() +
+                          " --user-data-dir=" +
+                          (work / "profile").string() +
                           " --enable-logging=stderr --v=0 --window-size=1280,2400 --virtual-time-budget=5000"
-                          " --screenshot=" + png.string() + " file://" + fs::absolute(page).string() + " > " +
+                          " --screenshot=" +
+                          png.string() + " file://" + fs::absolute(page).string() + " > " +
                           (work / "chromium.out").string() + " 2> " + log.string();
   const int rc = run(cmd);
   INFO("chromium exit status " << rc << "\n" << slurp(log));
@@ -67,19 +70,21 @@ bool is_png(const fs::path& p) {
   return s.size() > 1000 && s.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0;
 }
 
-TEST_CASE("lpemu sweep writes a self-contained report.html that headless Chromium loads without console errors",
-          "[cli][report]") {
+TEST_CASE(
+    "lpemu sweep writes a self-contained report.html that headless Chromium loads without console errors",
+    "[cli][report]") {
   REQUIRE_FALSE(chromium().empty());  // Debian `chromium`: `make test` installs it (Makefile TEST_PACKAGES)
   const fs::path work = fresh_dir("report_html");
   const std::string data = lpemu::test::source_path("data/models/stories260K");
   const fs::path exp = work / "small.toml";
-  std::ofstream(exp) << "name = \"small\"\n[source]\nmodel = \"stories260K\"\ntext = \"" << data
-                     << "/paragraph.txt\"\nactivations = \"" << data << "/activations.h5\"\nmax_tokens = 24\n"
-                     << "[options]\nreference = \"fp32\"\nattribution = true\n"
-                     << "[cost]\ntarget = \"h100_sxm\"\nshape = \"llama3_8b\"\nphase = \"decode\"\nbatch = 8\n"
-                     << "context = 4096\n[[plan]]\nlabel = \"fp32\"\nplan = \"fp32\"\n"
-                     << "[grid]\nformats = [\"mxfp8_e4m3\", \"mxfp4\"]\nroles = [\"weights\", \"linear_input\"]\n"
-                     << "[grid.native]\nmxfp8_e4m3 = \"b200_mxfp8_fp32\"\nmxfp4 = \"b200_mxfp4_fp32\"\n";
+  std::ofstream(exp)
+      << "name = \"small\"\n[source]\nmodel = \"stories260K\"\ntext = \"" << data
+      << "/paragraph.txt\"\nactivations = \"" << data << "/activations.h5\"\nmax_tokens = 24\n"
+      << "[options]\nreference = \"fp32\"\nattribution = true\n"
+      << "[cost]\ntarget = \"h100_sxm\"\nshape = \"llama3_8b\"\nphase = \"decode\"\nbatch = 8\n"
+      << "context = 4096\n[[plan]]\nlabel = \"fp32\"\nplan = \"fp32\"\n"
+      << "[grid]\nformats = [\"mxfp8_e4m3\", \"mxfp4\"]\nroles = [\"weights\", \"linear_input\"]\n"
+      << "[grid.native]\nmxfp8_e4m3 = \"b200_mxfp8_fp32\"\nmxfp4 = \"b200_mxfp4_fp32\"\n";
   const fs::path out = work / "out";
   REQUIRE(run(lpemu::test::lpemu_binary() + " sweep " + exp.string() + " --out " + out.string() + " > " +
               (work / "sweep.log").string() + " 2>&1") == 0);
@@ -98,7 +103,8 @@ TEST_CASE("lpemu sweep writes a self-contained report.html that headless Chromiu
   }
   const std::regex external(R"((src|href)\s*=\s*"(?!data:|#))");
   CHECK_FALSE(std::regex_search(page, external));
-  std::string without_svg_ns = std::regex_replace(page, std::regex(R"(xmlns="http://www\.w3\.org/2000/svg")"), "");
+  std::string without_svg_ns =
+      std::regex_replace(page, std::regex(R"(xmlns="http://www\.w3\.org/2000/svg")"), "");
   CHECK(without_svg_ns.find("http://") == std::string::npos);
   CHECK(without_svg_ns.find("https://") == std::string::npos);
   // The ranked table: a row per plan (5), sortable numeric cells.
@@ -117,8 +123,9 @@ TEST_CASE("lpemu sweep writes a self-contained report.html that headless Chromiu
 
   // Control: the same check sees a script error.
   const fs::path bad = work / "bad.html";
-  std::ofstream(bad) << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">"
-                        "<title>x</title></head><body><p>x</p><script>undefined_function();</script></body></html>\n";
+  std::ofstream(bad)
+      << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">"
+         "<title>x</title></head><body><p>x</p><script>undefined_function();</script></body></html>\n";
   const std::string bad_log = load_in_chromium(bad, work / "bad.png", work);
   CHECK(bad_log.find("CONSOLE") != std::string::npos);
   fs::remove_all(work);
@@ -126,7 +133,8 @@ TEST_CASE("lpemu sweep writes a self-contained report.html that headless Chromiu
 
 TEST_CASE("lpemu cost --plot draws each phase's per-op breakdown", "[cli][report]") {
   const fs::path work = fresh_dir("cost_plot");
-  REQUIRE(run(lpemu::test::lpemu_binary() + " cost --target h100_sxm --model llama3_8b --plan fp8 --phase both --plot " +
+  REQUIRE(run(lpemu::test::lpemu_binary() +
+              " cost --target h100_sxm --model llama3_8b --plan fp8 --phase both --plot " +
               (work / "figs").string() + " > " + (work / "out.txt").string() + " 2>&1") == 0);
   for (const char* ph : {"prefill", "decode"}) {
     const std::string svg = slurp(work / "figs" / ("cost_" + std::string(ph) + ".svg"));
@@ -139,23 +147,28 @@ TEST_CASE("lpemu cost --plot draws each phase's per-op breakdown", "[cli][report
   fs::remove_all(work);
 }
 
-TEST_CASE("a sweep's cluster-level cost equals lpemu cost --system for the same plan and job", "[cli][report]") {
+TEST_CASE("a sweep's cluster-level cost equals lpemu cost --system for the same plan and job",
+          "[cli][report]") {
   const fs::path work = fresh_dir("sweep_cluster");
   const std::string data = lpemu::test::source_path("data/models/stories260K");
-  std::ofstream(work / "e.toml") << "name = \"cluster\"\n[source]\nmodel = \"stories260K\"\ntext = \"" << data
-                                  << "/paragraph.txt\"\nmax_tokens = 16\n[cost]\nsystem = \"dgx_h100\"\n"
-                                     "shape = \"llama3_70b\"\nphase = \"train\"\ndevices = 1024\n"
-                                     "parallel = \"tp=8,pp=4,sp=1,zero=1\"\ncontext = 8192\nglobal_batch = 512\n"
-                                     "comm = \"fp8_e4m3\"\n[grid]\nformats = [\"bf16\", \"fp8_e4m3\"]\n";
-  REQUIRE(run(lpemu::test::lpemu_binary() + " sweep " + (work / "e.toml").string() + " --out " + (work / "out").string() +
-              " > " + (work / "sweep.txt").string() + " 2>&1") == 0);
+  std::ofstream(work / "e.toml")
+      << "name = \"cluster\"\n[source]\nmodel = \"stories260K\"\ntext = \"" << data
+      << "/paragraph.txt\"\nmax_tokens = 16\n[cost]\nsystem = \"dgx_h100\"\n"
+         "shape = \"llama3_70b\"\nphase = \"train\"\ndevices = 1024\n"
+         "parallel = \"tp=8,pp=4,sp=1,zero=1\"\ncontext = 8192\nglobal_batch = 512\n"
+         "comm = \"fp8_e4m3\"\n[grid]\nformats = [\"bf16\", \"fp8_e4m3\"]\n";
+  REQUIRE(run(lpemu::test::lpemu_binary() + " sweep " + (work / "e.toml").string() + " --out " +
+              (work / "out").string() + " > " + (work / "sweep.txt").string() + " 2>&1") == 0);
   const std::string csv = slurp(work / "out" / "results.csv");
   for (const char* idx : {"0000", "0001"}) {
     INFO(idx);
     const fs::path json = work / (std::string(idx) + ".json");
-    REQUIRE(run(lpemu::test::lpemu_binary() + " cost --system dgx_h100 --model llama3_70b --phase train --devices 1024 "
-                "--parallel tp=8,pp=4,sp=1,zero=1 --context 8192 --global-batch 512 --comm fp8_e4m3 --json --plan " +
-                (work / "out" / "plans" / (std::string(idx) + ".toml")).string() + " > " + json.string()) == 0);
+    REQUIRE(run(lpemu::test::lpemu_binary() +
+                " cost --system dgx_h100 --model llama3_70b --phase train --devices 1024 "
+                "--parallel tp=8,pp=4,sp=1,zero=1 --context 8192 --global-batch 512 --comm fp8_e4m3 --json "
+                "--plan " +
+                (work / "out" / "plans" / (std::string(idx) + ".toml")).string() + " > " + json.string()) ==
+            0);
     const std::string j = slurp(json);
     const std::regex step("\"step_s\": ([0-9.eE+-]+)"), tps("\"tokens_per_s\": ([0-9.eE+-]+)");
     std::smatch ms, mt;
@@ -163,7 +176,8 @@ TEST_CASE("a sweep's cluster-level cost equals lpemu cost --system for the same 
     REQUIRE(std::regex_search(j, mt, tps));
     const std::string plan = std::string(idx) == "0000" ? "bf16" : "fp8_e4m3";
     const std::regex row(std::to_string(std::stoi(idx)) + "," + plan + ",cluster_step_s,([0-9.eE+-]+)");
-    const std::regex row_t(std::to_string(std::stoi(idx)) + "," + plan + ",cluster_tokens_per_s,([0-9.eE+-]+)");
+    const std::regex row_t(std::to_string(std::stoi(idx)) + "," + plan +
+                           ",cluster_tokens_per_s,([0-9.eE+-]+)");
     std::smatch cs, ct;
     REQUIRE(std::regex_search(csv, cs, row));
     REQUIRE(std::regex_search(csv, ct, row_t));

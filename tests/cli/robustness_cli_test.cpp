@@ -49,11 +49,12 @@ struct Scratch {
 // Runs `lpemu ARGS` with stdout sent to `stdout_to` (a file of ours unless given), with a 60 s limit.
 Run run_lpemu(const std::string& args, const std::string& stdout_to = "") {
   static int counter = 0;
-  const std::string base = (fs::temp_directory_path() / ("lpemu_robust_run_" + std::to_string(::getpid()) + "_" +
-                                                         std::to_string(counter++))).string();
+  const std::string base = (fs::temp_directory_path() / ("lpemu_robust_run_" + std::to_string(::getpid()) +
+                                                         "_" + std::to_string(counter++)))
+                               .string();
   const std::string out = stdout_to.empty() ? base + ".out" : stdout_to;
-  const std::string cmd = "timeout 60 '" + lpemu::test::lpemu_binary() + "' " + args + " >'" + out + "' 2>'" +
-                          base + ".err'";
+  const std::string cmd =
+      "timeout 60 '" + lpemu::test::lpemu_binary() + "' " + args + " >'" + out + "' 2>'" + base + ".err'";
   Run r;
   const int raw = std::system(cmd.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -74,19 +75,22 @@ TEST_CASE("bad .npy headers are errors naming the file, and nothing is written",
     const char* file;
     const char* says;
   };
-  for (const Case c : {Case{"npy_shape_overflow.npy", "overflows the address space"},
-                       Case{"npy_dim_wraps.npy", "does not fit in 64 bits"},
-                       Case{"npy_negative_dim.npy", "non-negative integers"},
-                       Case{"npy_float_dim.npy", "non-negative integers"},
-                       Case{"npy_fortran_one.npy", "'fortran_order' must be True or False"},
-                       Case{"npy_declares_5e8.npy", "declares 2000000000 data bytes but the file holds 16"},
-                       Case{"npy_declares_1e12.npy", "declares 4000000000000 data bytes but the file holds 16"}}) {
+  for (const Case c :
+       {Case{"npy_shape_overflow.npy", "overflows the address space"},
+        Case{"npy_dim_wraps.npy", "does not fit in 64 bits"},
+        Case{"npy_negative_dim.npy", "non-negative integers"},
+        Case{"npy_float_dim.npy", "non-negative integers"},
+        Case{"npy_fortran_one.npy", "'fortran_order' must be True or False"},
+        Case{"npy_declares_5e8.npy", "declares 2000000000 data bytes but the file holds 16"},
+        Case{"npy_declares_1e12.npy", "declares 4000000000000 data bytes but the file holds 16"}}) {
     INFO(c.file);
-    const Run r = run_lpemu("quantize --format fp8_e4m3 '" + regression(c.file) + "' '" + (s / "o.npy").string() + "'");
+    const Run r =
+        run_lpemu("quantize --format fp8_e4m3 '" + regression(c.file) + "' '" + (s / "o.npy").string() + "'");
     CHECK(r.status == 2);
     CHECK_THAT(r.err, Contains(c.file) && Contains(c.says));
     CHECK_FALSE(fs::exists(s / "o.npy"));
-    const Run v = run_lpemu("convert --to fp8_e4m3 '" + regression(c.file) + "' '" + (s / "o.npy").string() + "'");
+    const Run v =
+        run_lpemu("convert --to fp8_e4m3 '" + regression(c.file) + "' '" + (s / "o.npy").string() + "'");
     CHECK(v.status == 2);
     CHECK_THAT(v.err, Contains(c.file));
     CHECK_FALSE(fs::exists(s / "o.npy"));
@@ -192,7 +196,8 @@ TEST_CASE("inputs that are not regular files are refused or bounded", "[cli][reg
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("/dev/zero"));
   Scratch s("dir");
-  const Run d = run_lpemu("quantize --format fp8_e4m3 '" + s.dir.string() + "/.npy' '" + (s / "o.npy").string() + "'");
+  const Run d =
+      run_lpemu("quantize --format fp8_e4m3 '" + s.dir.string() + "/.npy' '" + (s / "o.npy").string() + "'");
   CHECK(d.status == 2);
 }
 
@@ -202,10 +207,11 @@ TEST_CASE("JSON output is valid and writes non-finite numbers as null", "[cli][r
   std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
   while ((10 + h.size() + 1) % 64 != 0) h += ' ';
   h += '\n';
-  std::string file = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size()) + '\0' + h + std::string(16, '\0');
+  std::string file =
+      std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size()) + '\0' + h + std::string(16, '\0');
   std::ofstream(s / "z.npy", std::ios::binary) << file;
   const Run r = run_lpemu("quantize --stats --json --format fp8_e4m3 '" + (s / "z.npy").string() + "' '" +
-                      (s / "o\"q.npy").string() + "'");
+                          (s / "o\"q.npy").string() + "'");
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out);
   CHECK(j["stats"]["sqnr_db"].is_null());
@@ -229,13 +235,15 @@ TEST_CASE("proposal verify reads only files inside the package", "[cli][regressi
   std::ofstream(s / "results.csv") << "file,row,code\n";
   for (const std::string name : {"/etc/hostname", "../outside.csv", "a/../../outside.csv"}) {
     std::ofstream(s / "MANIFEST", std::ios::trunc) << sha_of_empty << "  " << name << "\n";
-    const Run r = run_lpemu("proposal verify '" + s.dir.string() + "' --results '" + (s / "results.csv").string() + "'");
+    const Run r = run_lpemu("proposal verify '" + s.dir.string() + "' --results '" +
+                            (s / "results.csv").string() + "'");
     INFO(name);
     CHECK(r.status == 2);
     CHECK_THAT(r.err, Contains("expected a path inside"));
   }
   std::ofstream(s / "MANIFEST", std::ios::trunc) << "xyz  spec.md\n";
-  const Run r = run_lpemu("proposal verify '" + s.dir.string() + "' --results '" + (s / "results.csv").string() + "'");
+  const Run r =
+      run_lpemu("proposal verify '" + s.dir.string() + "' --results '" + (s / "results.csv").string() + "'");
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("MANIFEST: line 'xyz  spec.md': expected 64 lowercase hex digits"));
 }
@@ -251,7 +259,8 @@ TEST_CASE("quantize --stats counts finite inputs that became NaN as unbounded er
   CHECK(j["stats"]["sqnr_db"].is_null());  // -inf
   CHECK(j["stats"]["max_abs_error"].is_null());
   CHECK(j["stats"]["nonfinite_outputs"] == 1);
-  r = run_lpemu("quantize --stats --overflow native --format fp8_e4m3 '" + in + "' '" + (s / "p.npy").string() + "'");
+  r = run_lpemu("quantize --stats --overflow native --format fp8_e4m3 '" + in + "' '" +
+                (s / "p.npy").string() + "'");
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Contains("SQNR            -inf dB") && Contains("non-finite outputs of finite inputs 1"));
 }
@@ -269,8 +278,8 @@ TEST_CASE("quantize --stats counts saturation from the element codes, whatever t
   Scratch s("saturated");
   // NVFP4: E4M3 block scales (not powers of two). Every block's largest element reaches the FP4
   // maximum 6 (the scale is amax / 6 rounded to E4M3, within 6.25 %), so at least 1 in 16 saturates.
-  const Run r = run_lpemu("quantize --stats --json --format nvfp4 '" + regression("npy_normal_64x64.npy") + "' '" +
-                          (s / "o.npy").string() + "'");
+  const Run r = run_lpemu("quantize --stats --json --format nvfp4 '" + regression("npy_normal_64x64.npy") +
+                          "' '" + (s / "o.npy").string() + "'");
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out);
   CHECK(j["stats"]["saturated"].get<double>() >= 1.0 / 16.0);
@@ -283,9 +292,11 @@ TEST_CASE("an experiment's [cost] names are checked before any plan runs", "[cli
     const char* file;
     const char* says;
   };
-  for (const Case c : {Case{"experiment_cost_target_nope.toml", "cost.target = \"nope\": unknown target 'nope'"},
-                       Case{"experiment_cost_shape_nope.toml", "cost.shape = \"nope\": unknown model shape 'nope'"},
-                       Case{"experiment_cost_phase_nope.toml", "'cost.phase' = \"nope\": expected \"decode\" or \"prefill\""}}) {
+  for (const Case c :
+       {Case{"experiment_cost_target_nope.toml", "cost.target = \"nope\": unknown target 'nope'"},
+        Case{"experiment_cost_shape_nope.toml", "cost.shape = \"nope\": unknown model shape 'nope'"},
+        Case{"experiment_cost_phase_nope.toml",
+             "'cost.phase' = \"nope\": expected \"decode\" or \"prefill\""}}) {
     INFO(c.file);
     const Run r = run_lpemu("sweep '" + regression(c.file) + "' --out '" + (s / "out").string() + "'");
     CHECK(r.status == 2);
@@ -293,7 +304,8 @@ TEST_CASE("an experiment's [cost] names are checked before any plan runs", "[cli
     CHECK_FALSE(fs::exists(s / "out" / "plans" / "0000.h5"));  // nothing ran
   }
   // The message lists the closest valid names.
-  const Run r = run_lpemu("sweep '" + regression("experiment_cost_target_nope.toml") + "' --out '" + (s / "o").string() + "'");
+  const Run r = run_lpemu("sweep '" + regression("experiment_cost_target_nope.toml") + "' --out '" +
+                          (s / "o").string() + "'");
   CHECK_THAT(r.err, Contains("closest known names: "));
 }
 
@@ -303,17 +315,21 @@ TEST_CASE("codes wider than their format are errors wherever codes are read", "[
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("CODE = '0xff': code 0xff is wider than format 'fp4_e2m1' (4 bits)"));
   // Raw stream, one code per byte: element 2 is 0xff.
-  r = run_lpemu("convert --from fp4_e2m1 --to fp32 '" + regression("fp4_codes_0xff.bin") + "' '" + (s / "o.f32").string() + "'");
+  r = run_lpemu("convert --from fp4_e2m1 --to fp32 '" + regression("fp4_codes_0xff.bin") + "' '" +
+                (s / "o.f32").string() + "'");
   CHECK(r.status == 2);
-  CHECK_THAT(r.err, Contains("fp4_codes_0xff.bin: element 2") && Contains("code 0xff is wider than format 'fp4_e2m1'"));
+  CHECK_THAT(r.err, Contains("fp4_codes_0xff.bin: element 2") &&
+                        Contains("code 0xff is wider than format 'fp4_e2m1'"));
   CHECK_FALSE(fs::exists(s / "o.f32"));
   // .npy of uint8 codes.
-  r = run_lpemu("convert --from fp4_e2m1 --to fp32 '" + regression("fp4_codes_0xff.npy") + "' '" + (s / "o.npy").string() + "'");
+  r = run_lpemu("convert --from fp4_e2m1 --to fp32 '" + regression("fp4_codes_0xff.npy") + "' '" +
+                (s / "o.npy").string() + "'");
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("fp4_codes_0xff.npy: element 2") && Contains("0xff is wider"));
   CHECK_FALSE(fs::exists(s / "o.npy"));
   // Packed input has no spare bits: the same bytes are 8 valid codes.
-  r = run_lpemu("convert --packed --from fp4_e2m1 --to fp32 '" + regression("fp4_codes_0xff.bin") + "' '" + (s / "p.f32").string() + "'");
+  r = run_lpemu("convert --packed --from fp4_e2m1 --to fp32 '" + regression("fp4_codes_0xff.bin") + "' '" +
+                (s / "p.f32").string() + "'");
   CHECK(r.status == 0);
   CHECK(fs::file_size(s / "p.f32") == 8 * 4);
 }
@@ -321,7 +337,9 @@ TEST_CASE("codes wider than their format are errors wherever codes are read", "[
 TEST_CASE("element, block and datapath names never shadow each other", "[cli][regression]") {
   Run r = run_lpemu("--formats-dir '" + regression("formats_block_alias_shadows_element") + "' formats list");
   CHECK(r.status == 2);
-  CHECK_THAT(r.err, Contains("my_e4m3_block.toml: block format alias 'e4m3' is already the element format 'fp8_e4m3'"));
+  CHECK_THAT(
+      r.err,
+      Contains("my_e4m3_block.toml: block format alias 'e4m3' is already the element format 'fp8_e4m3'"));
   r = run_lpemu("--formats-dir '" + regression("formats_element_named_like_block") + "' formats list");
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("block format name 'mxfp4' is already the element format 'mxfp4'") &&
@@ -333,16 +351,20 @@ TEST_CASE("element, block and datapath names never shadow each other", "[cli][re
 
 TEST_CASE("a user hardware or shape file never replaces a built-in one", "[cli][regression]") {
   const std::string common = " --model stories260K --plan fp32";
-  Run r = run_lpemu("cost --cost-dir '" + regression("cost_dir_reuses_h100_sxm") + "' --target h100_sxm" + common);
+  Run r = run_lpemu("cost --cost-dir '" + regression("cost_dir_reuses_h100_sxm") + "' --target h100_sxm" +
+                    common);
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("cost_dir_reuses_h100_sxm/hardware/h100_sxm.toml: name = \"h100_sxm\"") &&
                         Contains("already defined by builtin:data/hardware/h100_sxm.toml"));
-  r = run_lpemu("cost --target '" + regression("cost_dir_reuses_h100_sxm/hardware/h100_sxm.toml") + "'" + common);
+  r = run_lpemu("cost --target '" + regression("cost_dir_reuses_h100_sxm/hardware/h100_sxm.toml") + "'" +
+                common);
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("already defined by builtin:data/hardware/h100_sxm.toml"));
   r = run_lpemu("cost --cost-dir '" + regression("cost_dir_reuses_shape") + "' --target h100_sxm" + common);
   CHECK(r.status == 2);
-  CHECK_THAT(r.err, Contains("the model shape 'stories260K' is already defined by builtin:data/shapes/stories260K.toml"));
+  CHECK_THAT(
+      r.err,
+      Contains("the model shape 'stories260K' is already defined by builtin:data/shapes/stories260K.toml"));
   // The shipped file itself, by path, is the built-in target.
   r = run_lpemu("cost --target '" + lpemu::test::source_path("data/hardware/h100_sxm.toml") + "'" + common);
   CHECK(r.status == 0);
@@ -350,12 +372,14 @@ TEST_CASE("a user hardware or shape file never replaces a built-in one", "[cli][
 
 TEST_CASE("an experiment whose text is a device fails instead of hanging", "[cli][regression]") {
   Scratch s("devzero");
-  const Run r = run_lpemu("sweep '" + regression("experiment_text_dev_zero.toml") + "' --out '" + (s / "out").string() + "'");
+  const Run r = run_lpemu("sweep '" + regression("experiment_text_dev_zero.toml") + "' --out '" +
+                          (s / "out").string() + "'");
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("source.text' = \"/dev/zero\": expected an existing regular text file"));
 }
 
-TEST_CASE("encode takes a negative number without --, also for formats without infinities", "[cli][regression]") {
+TEST_CASE("encode takes a negative number without --, also for formats without infinities",
+          "[cli][regression]") {
   // fp8_e4m3 has no infinity: -inf becomes its NaN by default (1'1111'111).
   const Run r = run_lpemu("encode fp8_e4m3 -inf");
   CHECK(r.status == 0);
@@ -364,9 +388,14 @@ TEST_CASE("encode takes a negative number without --, also for formats without i
 
 TEST_CASE("more commands fail when stdout cannot be written", "[cli][regression]") {
   CHECK(run_lpemu("cost --target h100_sxm --model stories260K --plan fp32", "/dev/full").status == 2);
-  CHECK(run_lpemu("quantize --json --format fp8_e4m3 '" + regression("npy_ok4.npy") + "' /dev/null", "/dev/full").status == 2);
+  CHECK(run_lpemu("quantize --json --format fp8_e4m3 '" + regression("npy_ok4.npy") + "' /dev/null",
+                  "/dev/full")
+            .status == 2);
   CHECK(run_lpemu("datapath list", "/dev/full").status == 2);
-  CHECK(run_lpemu("eval --model stories260K --plan fp32 --text '" + lpemu::test::source_path("data/models/stories260K/paragraph.txt") + "'", "/dev/full").status == 2);
+  CHECK(run_lpemu("eval --model stories260K --plan fp32 --text '" +
+                      lpemu::test::source_path("data/models/stories260K/paragraph.txt") + "'",
+                  "/dev/full")
+            .status == 2);
 }
 
 TEST_CASE("sweep merge never writes into a folder lpemu did not create", "[cli][regression]") {
@@ -374,7 +403,8 @@ TEST_CASE("sweep merge never writes into a folder lpemu did not create", "[cli][
   fs::create_directories(s / "shard");
   fs::create_directories(s / "mine");
   std::ofstream(s / "mine" / "results.csv") << "my own table\n";
-  const Run r = run_lpemu("sweep merge '" + (s / "shard").string() + "' --out '" + (s / "mine").string() + "'");
+  const Run r =
+      run_lpemu("sweep merge '" + (s / "shard").string() + "' --out '" + (s / "mine").string() + "'");
   CHECK(r.status == 2);
   CHECK(slurp(s / "mine" / "results.csv") == "my own table\n");
 }
@@ -394,7 +424,8 @@ TEST_CASE("run sizes the KV cache by --steps, not by the model's seq_len", "[cli
   CHECK(r.status == 0);
 }
 
-TEST_CASE("a corrupt tokenizer string heap in model.h5 is an error, not a crash inside libhdf5", "[cli][regression]") {
+TEST_CASE("a corrupt tokenizer string heap in model.h5 is an error, not a crash inside libhdf5",
+          "[cli][regression]") {
   Scratch s("heap");
   const std::string bytes = slurp(lpemu::test::source_path("data/models/stories260K/model.h5"));
   // The global heap collection holding /tokenizer/pieces starts at byte 1088512; these bytes are

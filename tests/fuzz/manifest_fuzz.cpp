@@ -11,7 +11,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace fs = std::filesystem;
-  static const fs::path dir = fs::temp_directory_path() / ("lpemu_fuzz_manifest_" + std::to_string(::getpid()));
+  static const fs::path dir =
+      fs::temp_directory_path() / ("lpemu_fuzz_manifest_" + std::to_string(::getpid()));
   static const bool made = fs::create_directories(dir) || true;
   (void)made;
   std::ofstream(dir / "MANIFEST", std::ios::binary | std::ios::trunc)

@@ -7,9 +7,10 @@
 #include "lpemu/format/registry.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const auto quantizers =
-      lpemu::engine::QuantizerFactory::standard(lpemu::format::Registry::builtin(), &lpemu::block::BlockRegistry::builtin());
-  static const auto gemms = lpemu::engine::GemmFactory::with_datapaths(lpemu::datapath::DatapathRegistry::builtin());
+  static const auto quantizers = lpemu::engine::QuantizerFactory::standard(
+      lpemu::format::Registry::builtin(), &lpemu::block::BlockRegistry::builtin());
+  static const auto gemms =
+      lpemu::engine::GemmFactory::with_datapaths(lpemu::datapath::DatapathRegistry::builtin());
   lpemu::test::expect_clean([&] {
     (void)lpemu::engine::parse_plan_toml(lpemu::test::as_text(data, size), "fuzz.toml", quantizers, gemms);
   });

@@ -5,7 +5,9 @@
 
 namespace lpemu::test {
 
-std::string source_path(const std::string& relative) { return std::string(LPEMU_SOURCE_DIR) + "/" + relative; }
+std::string source_path(const std::string& relative) {
+  return std::string(LPEMU_SOURCE_DIR) + "/" + relative;
+}
 
 std::string lpemu_binary() { return LPEMU_BINARY; }
 

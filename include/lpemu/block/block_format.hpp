@@ -64,22 +64,22 @@ enum class TensorScale : std::uint8_t { none, fp32 };
 struct BlockFormat {
   std::string name;
   std::vector<std::string> aliases;
-  std::string source;       ///< the spec the format follows
+  std::string source;  ///< the spec the format follows
   std::string description;
 
-  format::Format element;   ///< resolved element format
-  std::string scale_name;   ///< "pow2" or an element-format name (e8m0, fp8_e4m3, fp32, ...)
+  format::Format element;      ///< resolved element format
+  std::string scale_name;      ///< "pow2" or an element-format name (e8m0, fp8_e4m3, fp32, ...)
   bool scale_is_pow2 = false;  ///< "pow2": an unbounded power of two, stored as its int32 exponent
-  format::Format scale;     ///< resolved scale format (unused when scale_is_pow2)
+  format::Format scale;        ///< resolved scale format (unused when scale_is_pow2)
 
   Granularity granularity = Granularity::block;
-  int block_size = 32;      ///< 1..4096 (granularity block)
-  int axis = -1;            ///< blocked axis, negative counts from the end (granularity block)
-  int tile_rows = 0;        ///< tile extents, 1..4096 (granularity tile)
+  int block_size = 32;  ///< 1..4096 (granularity block)
+  int axis = -1;        ///< blocked axis, negative counts from the end (granularity block)
+  int tile_rows = 0;    ///< tile extents, 1..4096 (granularity tile)
   int tile_cols = 0;
 
   ScaleRule rule = ScaleRule::ocp;
-  int search_radius = 1;    ///< scale rule search: candidates base−r..base+r (1..8)
+  int search_radius = 1;  ///< scale rule search: candidates base−r..base+r (1..8)
   format::RoundingMode scale_rounding = format::RoundingMode::nearest_even;  ///< amax_over_max
   format::ConvertOptions element_options{};  ///< element rounding/seed/sr_bits; overflow saturates
 
@@ -126,9 +126,9 @@ std::string describe_scale(const BlockFormat& f);
 /// What a caller may change in a block format for one call (`lpemu quantize`, the Python
 /// module): unset fields keep the format's own values.
 struct BlockOverrides {
-  std::optional<int> axis;        ///< blocked axis (negative counts from the end)
-  std::optional<int> block_size;  ///< makes the format block-granular with this size
-  std::string scale_rule;         ///< empty: the format's rule
+  std::optional<int> axis;                   ///< blocked axis (negative counts from the end)
+  std::optional<int> block_size;             ///< makes the format block-granular with this size
+  std::string scale_rule;                    ///< empty: the format's rule
   format::ConvertOptions element_options{};  ///< rounding, seed, sr_bits, daz; overflow must saturate
 };
 

@@ -5,8 +5,8 @@
 // configurations, the kernel takes the tile height tile_m or tile_m/2 that finishes first (both
 // run at the unit's full rate: a Hopper warp-group MMA is 64 rows, CUTLASS ships 128- and 64-row
 // tiles); smaller tiles would lose operand reuse, which this model does not price. With fewer
-// tiles than units the k range is split over units (split-K, as cuBLAS and CUTLASS do). DRAM traffic is the workload's (each operand once: on-chip memory captures
-// the tile re-reads).
+// tiles than units the k range is split over units (split-K, as cuBLAS and CUTLASS do). DRAM traffic is the
+// workload's (each operand once: on-chip memory captures the tile re-reads).
 #pragma once
 
 #include <string>
@@ -20,11 +20,11 @@ namespace lpemu::cost {
 struct KernelEstimate {
   long long tile_m = 0, tile_n = 0;  ///< the tile chosen
   long long tiles = 0, waves = 0;
-  long long split_k = 1;          ///< units sharing one tile's k range
-  double partial_bytes = 0;       ///< FP32 partial sums written and read back by split-K
-  double wave_efficiency = 1;     ///< tiles / (waves x units)
-  double padding_efficiency = 1;  ///< m n / (tiles x tile_m x tile_n)
-  double achievable_fraction = 1; ///< of the rate class's peak: wave x padding efficiency
+  long long split_k = 1;           ///< units sharing one tile's k range
+  double partial_bytes = 0;        ///< FP32 partial sums written and read back by split-K
+  double wave_efficiency = 1;      ///< tiles / (waves x units)
+  double padding_efficiency = 1;   ///< m n / (tiles x tile_m x tile_n)
+  double achievable_fraction = 1;  ///< of the rate class's peak: wave x padding efficiency
   double compute_s = 0, memory_s = 0, time_s = 0;
   bool compute_bound = false;
 };

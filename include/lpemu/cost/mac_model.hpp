@@ -50,14 +50,14 @@ inline constexpr double kHorowitzInt8MulPj = 0.2;  ///< 8-bit integer multiply
 struct MacDatapath {
   std::string name;
   std::string source;
-  CostFormat a, b;           ///< the record's input formats, with its block scales (scale_block, scale)
-  int fused_terms = 4;       ///< n: products summed per step (a record's 0 = all of K is priced as 64)
-  int alignment_bits = 27;   ///< W: F + 1 (+ 1 with a sticky bit); exact alignment: the span of every product
+  CostFormat a, b;          ///< the record's input formats, with its block scales (scale_block, scale)
+  int fused_terms = 4;      ///< n: products summed per step (a record's 0 = all of K is priced as 64)
+  int alignment_bits = 27;  ///< W: F + 1 (+ 1 with a sticky bit); exact alignment: the span of every product
   std::string accumulator = "fp32";
-  ElementWidth acc;          ///< accumulator widths (fraction bits as the record keeps them)
-  int promote_every = 0;     ///< products per promotion into `promotion` (0: none)
-  ElementWidth promotion;    ///< the wider accumulator promoted into
-  bool unverified = false;   ///< the record lists parameters its sources leave open
+  ElementWidth acc;         ///< accumulator widths (fraction bits as the record keeps them)
+  int promote_every = 0;    ///< products per promotion into `promotion` (0: none)
+  ElementWidth promotion;   ///< the wider accumulator promoted into
+  bool unverified = false;  ///< the record lists parameters its sources leave open
 };
 
 /// The MAC model's view of a datapath record (n, W, accumulator, promotion, inputs and scales).

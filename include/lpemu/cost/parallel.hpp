@@ -61,13 +61,13 @@ struct TrainConfig {
 
 /// Where one step's time goes on the slowest (critical) device, seconds per step.
 struct StepTime {
-  double compute_s = 0;    ///< compute-bound kernels (forward, backward, recomputation)
-  double memory_s = 0;     ///< memory-bound kernels
+  double compute_s = 0;  ///< compute-bound kernels (forward, backward, recomputation)
+  double memory_s = 0;   ///< memory-bound kernels
   double tp_s = 0, cp_s = 0, pp_s = 0, dp_s = 0;  ///< exposed communication per parallel dimension
-  double ep_s = 0;         ///< expert-parallel all-to-alls (MoE shapes)
-  double bubble_s = 0;     ///< pipeline fill and drain
-  double optimizer_s = 0;  ///< the optimizer step (memory bound)
-  double step_s = 0;       ///< total
+  double ep_s = 0;                                ///< expert-parallel all-to-alls (MoE shapes)
+  double bubble_s = 0;                            ///< pipeline fill and drain
+  double optimizer_s = 0;                         ///< the optimizer step (memory bound)
+  double step_s = 0;                              ///< total
 };
 
 /// Bytes held per device at the peak.
@@ -84,10 +84,10 @@ struct TrainResult {
   std::string rate_class;      ///< the GEMMs' peak-rate class
   StepTime time;
   DeviceMemory memory;
-  double model_flops = 0;         ///< forward + backward flops of the model per step, no recomputation
+  double model_flops = 0;  ///< forward + backward flops of the model per step, no recomputation
   double tokens_per_s = 0;
-  double tflops_per_device = 0;   ///< model_flops / step / devices
-  double mfu = 0;                 ///< tflops_per_device / peak of rate_class
+  double tflops_per_device = 0;  ///< model_flops / step / devices
+  double mfu = 0;                ///< tflops_per_device / peak of rate_class
 };
 
 /// Pipeline bubble as a share of the step: (p - 1) / (v m + p - 1) for p stages, m micro-batches
@@ -96,8 +96,8 @@ double bubble_fraction(long long p, long long m, long long v = 1);
 
 /// Prices one training step of `shape` on `sys` (device `target`); throws SpecError if the
 /// configuration is inconsistent (degrees that do not divide the model, batch or system).
-TrainResult training_step(const ModelShape& shape, const TrainFormats& f, const System& sys, const Target& target,
-                          const MacDatapath& dp, const TrainConfig& cfg);
+TrainResult training_step(const ModelShape& shape, const TrainFormats& f, const System& sys,
+                          const Target& target, const MacDatapath& dp, const TrainConfig& cfg);
 
 /// Every consistent configuration on `devices` devices (TP inside one scale-up domain, PP over
 /// divisors of the layer count, CP, micro-batch, recomputation), best tokens/s first; those
@@ -109,8 +109,9 @@ std::vector<TrainResult> search_training(const ModelShape& shape, const TrainFor
 /// The fewest devices (scale-up domain size x 1, 2, 4, ... up to `max_devices`) whose best
 /// fitting configuration from `search_training` steps in at most `max_step_s`; returns that
 /// search (empty if no device count up to `max_devices` meets the target).
-std::vector<TrainResult> fewest_devices_for_step(const ModelShape& shape, const TrainFormats& f, const System& sys,
-                                                 const Target& target, const MacDatapath& dp, const TrainConfig& base,
+std::vector<TrainResult> fewest_devices_for_step(const ModelShape& shape, const TrainFormats& f,
+                                                 const System& sys, const Target& target,
+                                                 const MacDatapath& dp, const TrainConfig& base,
                                                  double max_step_s, long long max_devices);
 
 /// A priced inference step (prefill of a prompt, or one decode step) under TP and PP.
@@ -132,7 +133,7 @@ InferenceResult inference_step(const ModelShape& shape, const PlanFormats& f, co
 
 /// The largest batch whose weights and KV cache at `context` fit per device (0 if the weights
 /// alone do not fit).
-long long max_batch_for_kv(const ModelShape& shape, const PlanFormats& f, const Target& target, const Parallel& par,
-                           long long context);
+long long max_batch_for_kv(const ModelShape& shape, const PlanFormats& f, const Target& target,
+                           const Parallel& par, long long context);
 
 }  // namespace lpemu::cost

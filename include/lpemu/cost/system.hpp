@@ -23,15 +23,15 @@ struct Link {
 struct System {
   std::string name, display_name, device, source, origin;
   long long devices_per_node = 1;
-  std::string scale_up_kind;        ///< "switch" (NVLink/NVSwitch) or "torus" (TPU ICI)
-  long long scale_up_size = 1;      ///< devices in one scale-up domain (torus: product of dims)
+  std::string scale_up_kind;          ///< "switch" (NVLink/NVSwitch) or "torus" (TPU ICI)
+  long long scale_up_size = 1;        ///< devices in one scale-up domain (torus: product of dims)
   std::vector<long long> torus_dims;  ///< torus only, e.g. {16, 16, 24}
-  Link scale_up;                    ///< switch: per device; torus: per link (one direction)
-  Link scale_out;                   ///< per device, all its NICs together (one direction)
-  long long max_devices = 0;        ///< largest system described; 0 = no limit
+  Link scale_up;                      ///< switch: per device; torus: per link (one direction)
+  Link scale_out;                     ///< per device, all its NICs together (one direction)
+  long long max_devices = 0;          ///< largest system described; 0 = no limit
   // GEMM kernel tiling (one output tile per compute unit at a time).
-  long long kernel_units = 0;       ///< units that each run one output tile (SMs, MXUs)
-  long long tile_m = 0, tile_n = 0; ///< output tile of the device's GEMM kernels
+  long long kernel_units = 0;        ///< units that each run one output tile (SMs, MXUs)
+  long long tile_m = 0, tile_n = 0;  ///< output tile of the device's GEMM kernels
   std::string kernel_source;
 };
 

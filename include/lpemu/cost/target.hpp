@@ -12,14 +12,14 @@ namespace lpemu::cost {
 
 /// One dense peak rate of a target.
 struct Rate {
-  double tflops = 0;                 ///< dense TFLOP/s (TOP/s for integers), 1 MAC = 2 ops
+  double tflops = 0;  ///< dense TFLOP/s (TOP/s for integers), 1 MAC = 2 ops
   std::string source;
   double macs_per_clock_per_unit = 0;  ///< 0 if not published
   std::string macs_source;
   bool unverified = false;
   std::string note;
-  std::string derived_from;          ///< proposed targets: how the MAC model derived it
-  std::string datapath;              ///< the datapath record this class runs ("": generic_<class>)
+  std::string derived_from;  ///< proposed targets: how the MAC model derived it
+  std::string datapath;      ///< the datapath record this class runs ("": generic_<class>)
 };
 
 /// A real or proposed accelerator.
@@ -27,11 +27,11 @@ struct Target {
   std::string name, display_name, vendor, kind, source, origin;
   double bandwidth_gb_s = 0;  ///< peak DRAM/HBM bandwidth, 1e9 bytes/s
   std::string bandwidth_source;
-  double capacity_gb = 0;     ///< 1e9 bytes
+  double capacity_gb = 0;  ///< 1e9 bytes
   std::string capacity_source;
-  int units = 0;              ///< 0 if not published
+  int units = 0;  ///< 0 if not published
   std::string unit_name, units_source;
-  double clock_mhz = 0;       ///< 0 if not published
+  double clock_mhz = 0;  ///< 0 if not published
   std::string clock_source;
   bool compute_unverified = false;
   std::string compute_note;

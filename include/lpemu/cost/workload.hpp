@@ -48,16 +48,16 @@ struct ModelShape {
 struct GemmPlan {
   std::string weights = "fp32";  ///< B, the weight matrix (element or block format)
   std::string inputs = "fp32";   ///< A, the activations entering the GEMM
-  std::string datapath;          ///< the plan's datapath record; "" = the target's datapath for the rate class
+  std::string datapath;  ///< the plan's datapath record; "" = the target's datapath for the rate class
 };
 
 /// One transformer block of a plan, for cost.
 struct LayerPlan {
   GemmPlan q_proj, k_proj, v_proj, o_proj, gate, up, down;
-  std::string q = "fp32";         ///< queries entering QK^T
-  std::string probs = "fp32";     ///< probabilities entering PV
-  std::string kv_cache = "fp32";  ///< K and V as stored in the cache
-  std::string attention_datapath; ///< datapath of QK^T and PV; "" = the target's for the rate class
+  std::string q = "fp32";          ///< queries entering QK^T
+  std::string probs = "fp32";      ///< probabilities entering PV
+  std::string kv_cache = "fp32";   ///< K and V as stored in the cache
+  std::string attention_datapath;  ///< datapath of QK^T and PV; "" = the target's for the rate class
 };
 
 /// A precision plan as the cost model prices it: every block's formats and datapaths, the LM head
@@ -80,17 +80,17 @@ enum class Phase { prefill, decode };
 /// One operation of a forward pass, repeated `count` times (e.g. once per layer).
 struct Op {
   std::string name;
-  std::string kind;         ///< "gemm", "attention" or "memory"
+  std::string kind;  ///< "gemm", "attention" or "memory"
   long long count = 1;
-  double flops = 0;         ///< per instance (2 per MAC)
-  double bytes = 0;         ///< DRAM traffic per instance
-  double m = 0, k = 0, n = 0;  ///< GEMM shape y[m, n] = x[m, k] . W[k, n]; 0 for other kinds
-  double weight_copies = 1;    ///< weight matrices of this shape read (MoE: experts touched); in `bytes`
-  std::string rate_class;   ///< peak-rate class used; empty for memory-only ops
+  double flops = 0;                ///< per instance (2 per MAC)
+  double bytes = 0;                ///< DRAM traffic per instance
+  double m = 0, k = 0, n = 0;      ///< GEMM shape y[m, n] = x[m, k] . W[k, n]; 0 for other kinds
+  double weight_copies = 1;        ///< weight matrices of this shape read (MoE: experts touched); in `bytes`
+  std::string rate_class;          ///< peak-rate class used; empty for memory-only ops
   std::string a_format, b_format;  ///< operand formats as stored (A: inputs/queries, B: weights/cache)
-  std::string datapath;     ///< the datapath record priced for the MACs; empty for memory-only ops
+  std::string datapath;            ///< the datapath record priced for the MACs; empty for memory-only ops
   double energy_per_mac_pj = 0;
-  double mac_area_fa = 0;   ///< full-adder equivalents per MAC lane of `datapath`
+  double mac_area_fa = 0;  ///< full-adder equivalents per MAC lane of `datapath`
   // Filled in by roofline():
   double compute_s = 0, memory_s = 0, time_s = 0, energy_j = 0;
   bool compute_bound = false;
@@ -105,10 +105,10 @@ struct Workload {
   Phase phase = Phase::decode;
   long long batch = 1, context = 0;
   double tokens = 0;
-  double weight_bytes = 0;    ///< every weight (blocks, LM head, embedding) in its plan format
-  double bits_per_weight = 0; ///< bits_per_weight(shape, plan)
-  double mac_area_fa = 0;     ///< MAC-weighted mean area per MAC lane over the GEMM and attention ops
-  double kv_cache_bytes = 0;  ///< K and V for batch x context tokens
+  double weight_bytes = 0;     ///< every weight (blocks, LM head, embedding) in its plan format
+  double bits_per_weight = 0;  ///< bits_per_weight(shape, plan)
+  double mac_area_fa = 0;      ///< MAC-weighted mean area per MAC lane over the GEMM and attention ops
+  double kv_cache_bytes = 0;   ///< K and V for batch x context tokens
   std::vector<Op> ops;
 };
 

@@ -70,31 +70,32 @@ struct ResultRounding {
 struct Datapath {
   std::string name;
   std::string description;
-  std::string source;              ///< citation(s) for the parameters
-  std::vector<std::string> open;   ///< parameters the sources leave open
+  std::string source;             ///< citation(s) for the parameters
+  std::vector<std::string> open;  ///< parameters the sources leave open
 
   // Inputs.
-  format::Format a;                ///< element format of a
-  format::Format b;                ///< element format of b
+  format::Format a;  ///< element format of a
+  format::Format b;  ///< element format of b
   bool flush_subnormal_inputs = false;
   ScaleApplication scale_application = ScaleApplication::none;
-  int scale_block = 0;             ///< products per block scale (32 for MX, 16 for NVFP4)
-  int group_size = 0;              ///< scale_application = group: products per exact group sum (0: scale_block)
-  std::optional<format::Format> scale;  ///< format of the block scales ([inputs] scale, default e8m0); empty without block scales
+  int scale_block = 0;  ///< products per block scale (32 for MX, 16 for NVFP4)
+  int group_size = 0;   ///< scale_application = group: products per exact group sum (0: scale_block)
+  std::optional<format::Format>
+      scale;  ///< format of the block scales ([inputs] scale, default e8m0); empty without block scales
 
   // Products.
   std::optional<format::Format> product_format;  ///< empty: products exact
   format::RoundingMode product_rounding = format::RoundingMode::nearest_even;
 
   // Block (fused multi-term adder).
-  int fused_terms = 1;             ///< n products per block; 0 = all of K in one block
+  int fused_terms = 1;  ///< n products per block; 0 = all of K in one block
   Addend addend = Addend::fused;
-  int addend_emin = 0;             ///< e_c = max(floor(log2|c|), addend_emin) (§1.3: −126 even for fp16 c)
-  ResultRounding late_rounding;    ///< addend = late: rounding of c + block result
+  int addend_emin = 0;           ///< e_c = max(floor(log2|c|), addend_emin) (§1.3: −126 even for fp16 c)
+  ResultRounding late_rounding;  ///< addend = late: rounding of c + block result
   Alignment alignment = Alignment::exact;
-  int fraction_bits = 0;           ///< F: bits kept below the block's largest exponent
+  int fraction_bits = 0;              ///< F: bits kept below the block's largest exponent
   std::optional<int> exponent_floor;  ///< E_floor: E = max(E, E_floor) ([KM-TACO] min_exp_limit)
-  bool sticky = false;             ///< each term keeps one sticky bit below the quantum
+  bool sticky = false;                ///< each term keeps one sticky bit below the quantum
 
   // Accumulator: the format each block rounds to (c and d are in it unless promotion is set).
   format::Format accumulator;
@@ -104,7 +105,7 @@ struct Datapath {
   bool flush_subnormal_outputs = false;
 
   // Promotion: every `promote_every` products the partial sum is added into a wider accumulator.
-  int promote_every = 0;           ///< 0: no promotion
+  int promote_every = 0;  ///< 0: no promotion
   std::optional<format::Format> promotion_format;
   ResultRounding promotion_rounding;
 

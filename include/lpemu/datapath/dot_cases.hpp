@@ -18,15 +18,15 @@ namespace lpemu::datapath {
 
 /// One parsed case: the codes and scales datapath::dot takes, and the fields as written.
 struct DotCase {
-  std::size_t line = 0;                        ///< 1-based line number in the file
-  std::string a_text, b_text, c_text;          ///< the a, b, c fields, trimmed
-  std::string scale_a_text, scale_b_text;      ///< the scale fields, trimmed ("" if absent)
-  std::vector<std::uint64_t> a, b;             ///< codes of dp.a and dp.b
-  std::uint64_t c = 0;                         ///< code of dp.output()
+  std::size_t line = 0;                                 ///< 1-based line number in the file
+  std::string a_text, b_text, c_text;                   ///< the a, b, c fields, trimmed
+  std::string scale_a_text, scale_b_text;               ///< the scale fields, trimmed ("" if absent)
+  std::vector<std::uint64_t> a, b;                      ///< codes of dp.a and dp.b
+  std::uint64_t c = 0;                                  ///< code of dp.output()
   std::vector<std::int32_t> scale_a_exp, scale_b_exp;   ///< block-scale exponents (kNanScale for NaN)
   std::vector<std::uint32_t> scale_a_sig, scale_b_sig;  ///< integer significands (empty when all are 1)
-  std::optional<std::uint64_t> expected;       ///< expected_result, when the file has that column
-  std::optional<std::uint64_t> row;            ///< the row column (stochastic-rounding index), if present
+  std::optional<std::uint64_t> expected;                ///< expected_result, when the file has that column
+  std::optional<std::uint64_t> row;  ///< the row column (stochastic-rounding index), if present
 
   /// The scales as datapath::dot and exact_dot take them (views into this case).
   BlockScales scales() const { return {scale_a_exp, scale_b_exp, scale_a_sig, scale_b_sig}; }

@@ -26,13 +26,14 @@ struct RegistryKind {
 };
 
 /// Throws SpecError "<origin>: <noun> name '<key>' is already defined by <previous>".
-[[noreturn]] void throw_name_taken(const RegistryKind& kind, const std::string& origin, const std::string& key,
-                                   const std::string& previous);
+[[noreturn]] void throw_name_taken(const RegistryKind& kind, const std::string& origin,
+                                   const std::string& key, const std::string& previous);
 /// Throws UnknownNameError "unknown <noun> '<name>'; closest known names: a, b, c<list_hint>".
 [[noreturn]] void throw_unknown_name(const RegistryKind& kind, std::string_view name,
                                      const std::vector<std::string>& known);
 
-/// The user spec directories: each entry of LPEMU_FORMATS_PATH (':'-separated, empty ones skipped), then `dirs`.
+/// The user spec directories: each entry of LPEMU_FORMATS_PATH (':'-separated, empty ones skipped), then
+/// `dirs`.
 std::vector<std::filesystem::path> user_spec_dirs(const std::vector<std::filesystem::path>& dirs);
 /// Throws IoError unless `dir` (from --formats-dir or LPEMU_FORMATS_PATH) is a directory.
 void require_spec_dir(const std::filesystem::path& dir);
@@ -67,9 +68,11 @@ class NamedRegistry {
   /// Adds `item`; throws SpecError if its name or an alias is already taken.
   void add(T item, std::string origin) {
     std::vector<std::string> keys{item.name};
-    if constexpr (requires { item.aliases; }) keys.insert(keys.end(), item.aliases.begin(), item.aliases.end());
+    if constexpr (requires { item.aliases; })
+      keys.insert(keys.end(), item.aliases.begin(), item.aliases.end());
     for (const auto& k : keys) {
-      if (const auto it = index_.find(k); it != index_.end()) throw_name_taken(kind_, origin, k, origins_[it->second]);
+      if (const auto it = index_.find(k); it != index_.end())
+        throw_name_taken(kind_, origin, k, origins_[it->second]);
     }
     for (auto& k : keys) index_.emplace(std::move(k), items_.size());
     items_.push_back(std::move(item));

@@ -15,8 +15,8 @@ namespace lpemu::engine {
 /// A model read from a Hugging Face folder, with what is needed to record its provenance.
 struct HfCheckpoint {
   Model model;
-  std::string architecture;  ///< config.json "architectures"[0]
-  std::string config_json;   ///< config.json as read
+  std::string architecture;      ///< config.json "architectures"[0]
+  std::string config_json;       ///< config.json as read
   std::filesystem::path source;  ///< the folder
   /// (file name, lower-case hex SHA-256) of config.json, every safetensors file and tokenizer.json.
   std::vector<std::pair<std::string, std::string>> files;

@@ -87,7 +87,7 @@ struct Model {
   RowMatrix pos_embeddings;  ///< [seq_len, dim] for learned positions, else empty
   std::vector<LayerWeights> layers;
   Vec<float> norm, norm_bias;
-  RowMatrix output;  ///< [vocab, dim] classifier (a copy of tok_embeddings when tied)
+  RowMatrix output;     ///< [vocab, dim] classifier (a copy of tok_embeddings when tied)
   Tokenizer tokenizer;  ///< empty when the file has no tokenizer group
   std::filesystem::path path;
 

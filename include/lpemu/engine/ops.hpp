@@ -25,7 +25,8 @@ template <class T>
 void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, double theta, RopeStyle style);
 /// The same with explicit inverse frequencies (head_dim/2 of them): angle = position · inv_freq[j].
 template <class T>
-void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, const std::vector<double>& inv_freq, RopeStyle style);
+void rope(Mat<T>& x, int n_heads, int head_dim, int pos0, const std::vector<double>& inv_freq,
+          RopeStyle style);
 /// Softmax of the first `len` entries of a row (max-subtracted, sequential sum); the rest become 0.
 template <class T>
 void softmax_prefix(T* row, int len, int width);

@@ -16,8 +16,8 @@ namespace lpemu::engine {
 /// enter it exactly (`gemm = { datapath = "...", convert = true }`).
 struct GemmChoice {
   std::string datapath = "eigen";  ///< a datapath name, or "eigen" (no datapath: Eigen in the compute type)
-  bool convert = false;            ///< operands that do not enter exactly are converted (a named quantisation point)
-  std::string origin;              ///< file:line of the entry that chose it ("" for the default)
+  bool convert = false;  ///< operands that do not enter exactly are converted (a named quantisation point)
+  std::string origin;    ///< file:line of the entry that chose it ("" for the default)
 };
 
 /// The scalar type the engine computes in.
@@ -45,7 +45,7 @@ class PrecisionPlan {
   std::string description;
   Compute compute = Compute::fp32;
   std::vector<Entry> roles;
-  std::optional<GemmChoice> gemm;  ///< default GEMM strategy; nullopt = eigen
+  std::optional<GemmChoice> gemm;            ///< default GEMM strategy; nullopt = eigen
   std::optional<GemmChoice> attention_gemm;  ///< attention's QKᵀ and PV; nullopt = eigen
   std::vector<Override> overrides;
   std::string origin;  ///< file the plan came from ("builtin:fp32" for built-ins)

@@ -25,26 +25,26 @@ class BlockRegistry;
 namespace lpemu::datapath {
 struct Datapath;
 class DatapathRegistry;
-}
+}  // namespace lpemu::datapath
 
 namespace lpemu::engine {
 
 /// A tensor role that a plan can map to a format. Spelled as in plan files.
 enum class Role {
-  weights,        ///< weights of every linear layer inside blocks
-  linear_input,   ///< the input of every linear layer inside blocks
-  q,              ///< queries after RoPE
-  k,              ///< keys after RoPE
-  v,              ///< values
-  kv_cache,       ///< keys and values as stored in the KV cache
-  scores,         ///< scaled attention scores q·k/√d before softmax
-  probs,          ///< softmax probabilities
-  attn_output,    ///< concatenated head outputs (input of wo)
-  mlp_hidden,     ///< FFN hidden activation (input of w2)
-  residual,       ///< residual stream after each residual add
-  lm_head,        ///< classifier weights
-  lm_head_input,  ///< classifier input (after the final norm)
-  logits,         ///< classifier output
+  weights,         ///< weights of every linear layer inside blocks
+  linear_input,    ///< the input of every linear layer inside blocks
+  q,               ///< queries after RoPE
+  k,               ///< keys after RoPE
+  v,               ///< values
+  kv_cache,        ///< keys and values as stored in the KV cache
+  scores,          ///< scaled attention scores q·k/√d before softmax
+  probs,           ///< softmax probabilities
+  attn_output,     ///< concatenated head outputs (input of wo)
+  mlp_hidden,      ///< FFN hidden activation (input of w2)
+  residual,        ///< residual stream after each residual add
+  lm_head,         ///< classifier weights
+  lm_head_input,   ///< classifier input (after the final norm)
+  logits,          ///< classifier output
   expert_weights,  ///< weights of every expert of a mixture-of-experts block (default: weights)
   expert_input,    ///< an expert's input, its tokens gathered (default: linear_input)
   expert_hidden,   ///< an expert's hidden activation, input of its w2 (default: mlp_hidden)
@@ -54,11 +54,25 @@ enum class Role {
 };
 
 /// Every role in declaration order.
-inline constexpr Role kAllRoles[] = {Role::weights,     Role::linear_input, Role::q,       Role::k,
-                                     Role::v,           Role::kv_cache,     Role::scores,  Role::probs,
-                                     Role::attn_output, Role::mlp_hidden,   Role::residual, Role::lm_head,
-                                     Role::lm_head_input, Role::logits, Role::expert_weights, Role::expert_input,
-                                     Role::expert_hidden, Role::router_weights, Role::router_input,
+inline constexpr Role kAllRoles[] = {Role::weights,
+                                     Role::linear_input,
+                                     Role::q,
+                                     Role::k,
+                                     Role::v,
+                                     Role::kv_cache,
+                                     Role::scores,
+                                     Role::probs,
+                                     Role::attn_output,
+                                     Role::mlp_hidden,
+                                     Role::residual,
+                                     Role::lm_head,
+                                     Role::lm_head_input,
+                                     Role::logits,
+                                     Role::expert_weights,
+                                     Role::expert_input,
+                                     Role::expert_hidden,
+                                     Role::router_weights,
+                                     Role::router_input,
                                      Role::router_logits};
 
 /// The role a mixture-of-experts role takes its entry from when a plan does not set it
@@ -81,13 +95,13 @@ bool parse_layer_kind(std::string_view text, LayerKind& out);
 /// One place where a tensor is quantised: what it is and where it sits.
 struct QuantPoint {
   Role role = Role::weights;
-  int layer = -1;                ///< block index, -1 outside the blocks
+  int layer = -1;  ///< block index, -1 outside the blocks
   LayerKind kind = LayerKind::head;
-  std::string_view tensor;       ///< e.g. "wq", "w1_w3_input", "scores"
-  int head = -1;                 ///< attention head for per-head tensors, else -1
-  int axis = 1;                  ///< the GEMM contraction axis of this tensor (block formats scale along it)
+  std::string_view tensor;  ///< e.g. "wq", "w1_w3_input", "scores"
+  int head = -1;            ///< attention head for per-head tensors, else -1
+  int axis = 1;             ///< the GEMM contraction axis of this tensor (block formats scale along it)
   std::uint64_t index_offset = 0;  ///< stochastic rounding: element index of element (0, 0)
-  std::uint64_t stream = 0;      ///< mixed into the stochastic seed so that points use distinct streams
+  std::uint64_t stream = 0;        ///< mixed into the stochastic seed so that points use distinct streams
 };
 
 /// A format reference as written in a plan: name plus conversion options.
@@ -141,7 +155,8 @@ class QuantizerFactory {
   static QuantizerFactory with_element_formats(const format::Registry& formats);
   /// Every built-in kind of quantiser: the element formats of `formats` and the block formats of
   /// `blocks` (nullptr: built-ins plus LPEMU_FORMATS_PATH); the single place to register kinds.
-  static QuantizerFactory standard(const format::Registry& formats, const block::BlockRegistry* blocks = nullptr);
+  static QuantizerFactory standard(const format::Registry& formats,
+                                   const block::BlockRegistry* blocks = nullptr);
   /// Adds a provider of names (e.g. block formats); later providers are searched first. `accepts`
   /// (default: membership in `names`) decides which names, aliases included, the provider makes.
   void add_provider(std::string kind, std::vector<std::string> names, Maker maker,
@@ -167,7 +182,7 @@ class QuantizerFactory {
 struct GemmPoint {
   int layer = -1;
   LayerKind kind = LayerKind::head;
-  std::string_view tensor;  ///< "wq", ..., "output"
+  std::string_view tensor;    ///< "wq", ..., "output"
   std::string_view a_format;  ///< format A's values lie on (the plan's input format; "" = float)
   std::string_view b_format;  ///< format B's values lie on (the plan's weight format; "" = float)
   const EncodedOperand* a_operand = nullptr;  ///< A's encoding (datapath GEMMs; nullptr: from the values)
@@ -208,8 +223,9 @@ const Gemm& eigen_gemm();
 /// A GEMM operand [rows, K] given as codes of `q`'s format (one per element, as floats), with, for
 /// a block format, its scale codes in block order and its FP32 tensor scale; `values` receives the
 /// decoded values. Throws Error naming `what` for a code or scale count that does not fit.
-EncodedOperand operand_from_codes(const Quantizer& q, const RowMatrix& codes, std::span<const float> scale_codes,
-                                  float tensor_scale, RowMatrix& values, std::string_view what);
+EncodedOperand operand_from_codes(const Quantizer& q, const RowMatrix& codes,
+                                  std::span<const float> scale_codes, float tensor_scale, RowMatrix& values,
+                                  std::string_view what);
 /// C = A·Bᵀ (A [m, K], B [n, K]) on strategy `g`, operands entering as in a session: quantised
 /// and encoded by `qa` / `qb` unless `ea` / `eb` already hold them (nullptr: fp32 values).
 RowMatrix gemm_operands(const Gemm& g, RowMatrix a, RowMatrix b, const Quantizer* qa, const Quantizer* qb,

@@ -29,6 +29,7 @@ int sample_token(std::span<const float> logits, const SamplingOptions& o, double
 
 /// As generate_greedy, but each generated token is sample_token(logits, o, u) with u drawn from
 /// SplitMix64(o.seed) (Steele, Lea, Flood 2014), one draw per generated token.
-std::vector<int> generate(Session& session, const std::vector<int>& prompt, int steps, const SamplingOptions& o);
+std::vector<int> generate(Session& session, const std::vector<int>& prompt, int steps,
+                          const SamplingOptions& o);
 
 }  // namespace lpemu::engine

@@ -28,14 +28,14 @@ struct CostSetup {
   long long batch = 1;
   long long context = 512;
   // Cluster level (optional): each plan also priced on a system, as `lpemu cost --system` does.
-  std::string system;                    ///< data/systems name or .toml; empty: no cluster columns
-  long long devices = 0;                 ///< devices in the job
-  std::string parallel;                  ///< "tp=8,pp=4,..." ("" = tp=1 for inference)
-  bool search = false;                   ///< training: the best configuration found on `devices`
+  std::string system;                             ///< data/systems name or .toml; empty: no cluster columns
+  long long devices = 0;                          ///< devices in the job
+  std::string parallel;                           ///< "tp=8,pp=4,..." ("" = tp=1 for inference)
+  bool search = false;                            ///< training: the best configuration found on `devices`
   long long global_batch = 512, micro_batch = 1;  ///< training (phase = "train")
-  std::string recompute = "selective";   ///< training
+  std::string recompute = "selective";            ///< training
   std::string gradients = "fp32", optimizer_states = "fp32", master_weights = "fp32";  ///< training formats
-  std::string comm;                      ///< training: wire format ("" = bf16 gradients, activations as computed)
+  std::string comm;  ///< training: wire format ("" = bf16 gradients, activations as computed)
 };
 
 /// An accumulator study ([grid.datapath]): variants of a base datapath record, one per combination
@@ -65,22 +65,22 @@ std::string datapath_variant_name(const std::string& base, const DatapathVariant
 struct Experiment {
   std::string name;
   std::string description;
-  std::filesystem::path origin;        ///< the file
-  std::string model = "stories260K";   ///< model name or path
-  std::filesystem::path text;          ///< text to score (resolved against the file's folder)
-  std::filesystem::path tokens;        ///< or: 1-D integer .npy of token ids to score instead of a text
-  std::filesystem::path activations;   ///< recorded activations to replay; empty = none
-  int max_tokens = 0;                  ///< score at most this many tokens (0 = all)
-  std::string reference = "fp32";      ///< the reference plan
-  bool attribution = false;            ///< also quantise one role at a time
+  std::filesystem::path origin;       ///< the file
+  std::string model = "stories260K";  ///< model name or path
+  std::filesystem::path text;         ///< text to score (resolved against the file's folder)
+  std::filesystem::path tokens;       ///< or: 1-D integer .npy of token ids to score instead of a text
+  std::filesystem::path activations;  ///< recorded activations to replay; empty = none
+  int max_tokens = 0;                 ///< score at most this many tokens (0 = all)
+  std::string reference = "fp32";     ///< the reference plan
+  bool attribution = false;           ///< also quantise one role at a time
   /// Plans (by label) whose attribution is also taken layer by layer: one quantisation point in
   /// one block (or the LM head) at a time; `layer_attribution_all`: every plan.
   std::vector<std::string> layer_attribution;
   bool layer_attribution_all = false;
-  std::filesystem::path out_dir;       ///< default output directory
-  CostSetup cost;                      ///< [cost] table
+  std::filesystem::path out_dir;  ///< default output directory
+  CostSetup cost;                 ///< [cost] table
   std::vector<PlanSpec> plans;
-  std::optional<DatapathStudy> study;  ///< [grid.datapath]
+  std::optional<DatapathStudy> study;     ///< [grid.datapath]
   std::vector<DatapathVariant> variants;  ///< the study's variants, in grid order
 
   /// A hash of everything that determines the results (to refuse mixing runs when resuming).

@@ -33,8 +33,9 @@ struct Pricing {
 };
 
 /// Prices `plan` (cost_plan over `shape`'s layers, then the workload and its roofline).
-Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& shape, const cost::Target& target,
-                   cost::Catalog& catalog, cost::Phase phase, long long batch, long long context);
+Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
+                   const cost::Target& target, cost::Catalog& catalog, cost::Phase phase, long long batch,
+                   long long context);
 
 /// A plan priced at cluster level: the system, the job and the formats the cluster models take
 /// (`lpemu cost --system ...` and a sweep's [cost] table with `system` both fill it).
@@ -48,8 +49,10 @@ struct ClusterSetup {
   long long context = 2048;      ///< inference: context; training: sequence length
   long long global_batch = 512, micro_batch = 1;  ///< training
   std::string recompute = "selective", gradients = "fp32", optimizer_states = "fp32", master_weights = "fp32";
-  std::string comm;  ///< training: wire format of gradients and activations ("": bf16 gradients, activations as computed)
-  std::string weights, activations, kv_cache, datapath;  ///< overrides of the plan's formats ("" = the plan's)
+  std::string comm;  ///< training: wire format of gradients and activations ("": bf16 gradients, activations
+                     ///< as computed)
+  std::string weights, activations, kv_cache,
+      datapath;  ///< overrides of the plan's formats ("" = the plan's)
 };
 
 /// The one format per role and the MAC datapath the cluster models price `plan` with: the plan's
@@ -64,7 +67,8 @@ ClusterFormats cluster_formats(const engine::PrecisionPlan& plan, const cost::Mo
                                const cost::Target& target, cost::Catalog& catalog, const ClusterSetup& setup);
 /// Training formats: the plan's weights and activations plus the setup's gradient, optimizer,
 /// master-weight and wire formats.
-cost::TrainFormats train_formats(const cost::PlanFormats& f, cost::Catalog& catalog, const ClusterSetup& setup);
+cost::TrainFormats train_formats(const cost::PlanFormats& f, cost::Catalog& catalog,
+                                 const ClusterSetup& setup);
 /// The training job of a setup (sequence, batches, recomputation; parallel degrees left at 1).
 cost::TrainConfig train_config(const ClusterSetup& setup);
 
@@ -77,12 +81,13 @@ struct ClusterPricing {
   double mfu = std::nan("");           ///< training only
   double memory_gb = std::nan("");     ///< per device
   bool fits = true;
-  std::string why;                     ///< what does not fit
+  std::string why;  ///< what does not fit
 };
 
 /// Prices `plan` with the cluster-level models: one training step (or the best configuration the
 /// search finds) or one inference step, exactly as `lpemu cost --system` does.
 ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
-                                  const cost::System& system, cost::Catalog& catalog, const ClusterSetup& setup);
+                                  const cost::System& system, cost::Catalog& catalog,
+                                  const ClusterSetup& setup);
 
 }  // namespace lpemu::experiment

@@ -30,7 +30,7 @@ struct ConversionVector {
   double input_value = 0;
   format::RoundingMode rounding = format::RoundingMode::nearest_even;
   format::Overflow overflow = format::Overflow::native;
-  int sr_bits = 0;          ///< stochastic rows only
+  int sr_bits = 0;           ///< stochastic rows only
   std::uint32_t random = 0;  ///< stochastic rows only: the r random bits used
   std::uint64_t expected_code = 0;
   double expected_value = 0;
@@ -42,7 +42,8 @@ std::vector<float> boundary_inputs(const format::Format& f, std::uint64_t seed);
 
 /// Conversion vectors from float32 (`bf16_inputs` false) or bf16 inputs into `f`, for every
 /// rounding mode and overflow policy (stochastic rows carry their random bits).
-std::vector<ConversionVector> conversion_vectors(const format::Format& f, bool bf16_inputs, std::uint64_t seed);
+std::vector<ConversionVector> conversion_vectors(const format::Format& f, bool bf16_inputs,
+                                                 std::uint64_t seed);
 
 /// One block test vector: a small tensor (one or more blocks) of float32 inputs, and what the
 /// block format makes of it: scale codes, packed element bytes and decoded values.
@@ -65,12 +66,13 @@ std::vector<BlockVector> block_vectors(const block::BlockFormat& f, std::uint64_
 /// One dot-product test vector: d = c + Σ a_i·b_i on a datapath, inputs and output as codes.
 struct DotVector {
   std::uint64_t row = 0;
-  std::string name;                      ///< what it exercises (alignment, truncation, ...)
-  std::vector<std::uint64_t> a, b;       ///< codes of the datapath's a and b formats
-  std::uint64_t c = 0;                   ///< code of the output format
-  std::vector<std::int32_t> scale_a, scale_b;  ///< power-of-two block scale exponents (block-scaled datapaths)
-  std::uint64_t expected = 0;            ///< result code in the output format
-  std::string exact;                     ///< the exact c + Σ a_i·b_i, in decimal
+  std::string name;                 ///< what it exercises (alignment, truncation, ...)
+  std::vector<std::uint64_t> a, b;  ///< codes of the datapath's a and b formats
+  std::uint64_t c = 0;              ///< code of the output format
+  std::vector<std::int32_t> scale_a,
+      scale_b;                 ///< power-of-two block scale exponents (block-scaled datapaths)
+  std::uint64_t expected = 0;  ///< result code in the output format
+  std::string exact;           ///< the exact c + Σ a_i·b_i, in decimal
 };
 
 /// Dot-product vectors for `dp`: alignment at and around the quantum, truncation of signed terms,
@@ -83,34 +85,35 @@ datapath::Datapath retarget_datapath(const datapath::Datapath& dp, const format:
 
 /// The datapath TOML `text` (from `origin`) rewritten with the name, description and inputs of
 /// `dp` (a retarget_datapath result), so that lpemu reads it back as `dp`.
-std::string retarget_datapath_toml(std::string_view text, std::string_view origin, const datapath::Datapath& dp);
+std::string retarget_datapath_toml(std::string_view text, std::string_view origin,
+                                   const datapath::Datapath& dp);
 
 /// Accuracy and cost of a proposal on a model (summary.md): the sweep machinery runs fp32, bf16,
 /// mxfp8_e4m3 and each proposed format (and each on the datapath, if any) on the linear layers'
 /// weights and inputs (overflow saturating), priced by the cost model.
 struct AccuracyRequest {
   std::vector<std::string> formats;  ///< proposed format names the tools know (e.g. e3m3, e3m3_per_tensor)
-  std::string gemm;                ///< datapath GEMM the tools know ("" : none)
-  std::string model;               ///< model name or path
-  std::filesystem::path text;      ///< text to score
-  CostSetup cost;                  ///< where plans are priced (target empty: no cost)
-  const Toolbox* tools = nullptr;  ///< must know the proposed format (and datapath)
-  int max_tokens = 0;              ///< score at most this many tokens (0: all)
+  std::string gemm;                  ///< datapath GEMM the tools know ("" : none)
+  std::string model;                 ///< model name or path
+  std::filesystem::path text;        ///< text to score
+  CostSetup cost;                    ///< where plans are priced (target empty: no cost)
+  const Toolbox* tools = nullptr;    ///< must know the proposed format (and datapath)
+  int max_tokens = 0;                ///< score at most this many tokens (0: all)
   std::function<void(const std::string&)> on_progress;  ///< one line per finished plan
 };
 
 /// What a proposal is written from.
 struct ProposalRequest {
-  format::Format format;            ///< the element format (a block format's element)
-  std::optional<block::BlockFormat> block;  ///< set for a block-format proposal
-  std::string format_toml;          ///< the spec file's text, copied into the package
-  std::string element_toml;         ///< block proposals: the element format's TOML
+  format::Format format;                       ///< the element format (a block format's element)
+  std::optional<block::BlockFormat> block;     ///< set for a block-format proposal
+  std::string format_toml;                     ///< the spec file's text, copied into the package
+  std::string element_toml;                    ///< block proposals: the element format's TOML
   std::optional<datapath::Datapath> datapath;  ///< the datapath the format is proposed with
-  std::string datapath_toml;        ///< its TOML text (as given, or rewritten for new inputs)
-  std::optional<AccuracyRequest> accuracy;  ///< --model: summary.md
+  std::string datapath_toml;                   ///< its TOML text (as given, or rewritten for new inputs)
+  std::optional<AccuracyRequest> accuracy;     ///< --model: summary.md
   std::filesystem::path out;
-  bool force = false;               ///< replace files of an existing package
-  std::uint64_t seed = 1;           ///< random sample of the vectors
+  bool force = false;      ///< replace files of an existing package
+  std::uint64_t seed = 1;  ///< random sample of the vectors
 };
 
 /// The formats and datapath of a proposal, with the TOML texts the package copies: `format_name`
@@ -118,8 +121,8 @@ struct ProposalRequest {
 /// (the datapath's inputs are replaced by the proposed element format). With `register_new`, a
 /// format or datapath read from a file (or retargeted) is added to ctx so a model run finds it by
 /// name. Throws UnknownNameError (with the closest names) or SpecError.
-ProposalRequest proposal_request(Context& ctx, const std::string& format_name, const std::string& datapath_name,
-                                 bool register_new);
+ProposalRequest proposal_request(Context& ctx, const std::string& format_name,
+                                 const std::string& datapath_name, bool register_new);
 
 /// The formats the accuracy run of `req` compares: the block format, or the element format alone
 /// and with one FP32 scale per tensor (added to ctx as "<name>_per_tensor" when missing).
@@ -132,10 +135,10 @@ std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req);
 
 /// Outcome of `verify_proposal`.
 struct VerifyReport {
-  std::size_t checked = 0;                 ///< result rows compared
-  std::size_t missing = 0;                 ///< vector rows with no result
+  std::size_t checked = 0;                                              ///< result rows compared
+  std::size_t missing = 0;                                              ///< vector rows with no result
   std::map<std::string, std::pair<std::size_t, std::size_t>> per_file;  ///< file -> (checked, missing)
-  std::vector<std::string> problems;       ///< mismatches and manifest failures, one line each
+  std::vector<std::string> problems;  ///< mismatches and manifest failures, one line each
 
   /// True when nothing is wrong and nothing is missing.
   bool ok() const { return problems.empty() && missing == 0; }

@@ -22,11 +22,13 @@ struct GeneratedDatapath {
 /// fraction_bits (an exact base becomes "truncate"); accumulator.format (its fraction_bits and
 /// alignment.exponent_floor, which belong to the old accumulator, are dropped); promotion every N
 /// products into fp32 (RNE), or none for 0.
-std::string datapath_variant_toml(std::string_view base_toml, std::string_view origin, const DatapathVariant& v);
+std::string datapath_variant_toml(std::string_view base_toml, std::string_view origin,
+                                  const DatapathVariant& v);
 
 /// Every variant of `exp`'s study, built from its base in `datapaths` and parsed back with
 /// `formats`; empty without a study. Errors name the experiment's [grid.datapath] table.
-std::vector<GeneratedDatapath> study_datapaths(const Experiment& exp, const datapath::DatapathRegistry& datapaths,
+std::vector<GeneratedDatapath> study_datapaths(const Experiment& exp,
+                                               const datapath::DatapathRegistry& datapaths,
                                                const format::Registry& formats);
 
 }  // namespace lpemu::experiment

@@ -35,19 +35,19 @@ struct PlanCost {
   std::string datapath;  ///< the datapath record priced for most of the MACs
   std::string computed;  ///< every operand pair and datapath priced, with its share of the MACs
   std::string note;
-  double bits_per_weight = std::nan("");    ///< over every quantised weight of the priced shape
+  double bits_per_weight = std::nan("");  ///< over every quantised weight of the priced shape
   double tokens_per_s = std::nan("");
   double joules_per_token = std::nan("");
   double mac_area_rel_bf16 = std::nan("");  ///< lane area of `datapath` relative to the target's bf16 MAC
   double mac_energy_pj = std::nan("");      ///< per MAC at 45 nm (Horowitz constants)
   // Cluster level ([cost] system): as `lpemu cost --system` prices the plan.
-  std::string cluster_system;                   ///< "" when not priced at cluster level
-  std::string cluster_parallel;                 ///< the configuration priced (the search's best)
+  std::string cluster_system;    ///< "" when not priced at cluster level
+  std::string cluster_parallel;  ///< the configuration priced (the search's best)
   double cluster_step_s = std::nan("");
-  double cluster_tokens_per_s = std::nan("");   ///< for the whole job
+  double cluster_tokens_per_s = std::nan("");  ///< for the whole job
   double cluster_mfu = std::nan("");           ///< training only
   double cluster_memory_gb = std::nan("");     ///< per device
-  std::string cluster_note;                     ///< what does not fit, or why it was not priced
+  std::string cluster_note;                    ///< what does not fit, or why it was not priced
   /// The priced ops (name, kind, count, weight format, time, DRAM bytes, energy, bound) for the
   /// per-op breakdown; empty when the plan was not priced.
   std::vector<cost::Op> ops;
@@ -55,12 +55,12 @@ struct PlanCost {
 
 /// Progress of a sweep, reported after each plan.
 struct Progress {
-  std::size_t done = 0;       ///< plans finished (computed or resumed) in this shard
-  std::size_t total = 0;      ///< plans in this shard
-  std::string label;          ///< the plan just finished
-  bool resumed = false;       ///< taken from an earlier run's file
+  std::size_t done = 0;   ///< plans finished (computed or resumed) in this shard
+  std::size_t total = 0;  ///< plans in this shard
+  std::string label;      ///< the plan just finished
+  bool resumed = false;   ///< taken from an earlier run's file
   double elapsed_s = 0;
-  double remaining_s = 0;     ///< estimate
+  double remaining_s = 0;  ///< estimate
 };
 
 /// How to run a sweep.

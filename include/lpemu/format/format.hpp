@@ -49,14 +49,14 @@ struct Format {
   bool symmetric = false;  ///< signed integers: exclude the most negative code (MX INT8 style)
 
   // ---- derived by finalize() ----
-  int bits = 0;            ///< total width of a code
-  int emin = 0;            ///< exponent of the smallest normal (floating)
-  int emax = 0;            ///< exponent of the largest finite (floating)
+  int bits = 0;                ///< total width of a code
+  int emin = 0;                ///< exponent of the smallest normal (floating)
+  int emax = 0;                ///< exponent of the largest finite (floating)
   std::uint64_t max_code = 0;  ///< magnitude code of the largest finite value (floating)
-  double max_finite = 0;   ///< largest finite value
-  double min_normal = 0;   ///< smallest positive normal value (integer: one step)
-  double min_subnormal = 0;  ///< smallest positive value (== min_normal without subnormals)
-  double lowest = 0;       ///< most negative finite value (0 or min for unsigned)
+  double max_finite = 0;       ///< largest finite value
+  double min_normal = 0;       ///< smallest positive normal value (integer: one step)
+  double min_subnormal = 0;    ///< smallest positive value (== min_normal without subnormals)
+  double lowest = 0;           ///< most negative finite value (0 or min for unsigned)
 
   /// True when the format has a NaN encoding.
   bool has_nan() const { return kind == Kind::floating && specials != Specials::none; }

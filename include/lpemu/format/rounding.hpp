@@ -28,9 +28,9 @@ enum class Overflow : std::uint8_t { saturate, native };
 struct ConvertOptions {
   RoundingMode rounding = RoundingMode::nearest_even;
   Overflow overflow = Overflow::native;
-  std::uint64_t seed = 0;        ///< stochastic rounding: the stream's seed
-  int sr_bits = 32;              ///< stochastic rounding: random bits r, 1..32
-  std::uint64_t index_offset = 0;  ///< stochastic rounding: element index of the first element
+  std::uint64_t seed = 0;                ///< stochastic rounding: the stream's seed
+  int sr_bits = 32;                      ///< stochastic rounding: random bits r, 1..32
+  std::uint64_t index_offset = 0;        ///< stochastic rounding: element index of the first element
   bool flush_subnormal_outputs = false;  ///< results below min normal become ±0 (FTZ)
   bool flush_subnormal_inputs = false;   ///< inputs subnormal in their own type are ±0 (DAZ)
 };

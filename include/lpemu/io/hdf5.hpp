@@ -60,9 +60,11 @@ class H5File {
   /// Any numeric dataset converted to float32; throws IoError naming file and dataset.
   Tensor read_floats(const std::string& dataset) const;
   /// Any numeric dataset converted to float64.
-  std::vector<double> read_doubles(const std::string& dataset, std::vector<std::size_t>* shape = nullptr) const;
+  std::vector<double> read_doubles(const std::string& dataset,
+                                   std::vector<std::size_t>* shape = nullptr) const;
   /// An integer dataset converted to int64.
-  std::vector<std::int64_t> read_ints(const std::string& dataset, std::vector<std::size_t>* shape = nullptr) const;
+  std::vector<std::int64_t> read_ints(const std::string& dataset,
+                                      std::vector<std::size_t>* shape = nullptr) const;
   /// A 1-D dataset of variable- or fixed-length strings.
   std::vector<std::string> read_strings(const std::string& dataset) const;
 
@@ -87,9 +89,11 @@ class H5File {
   /// Writes (replacing) a float64 dataset.
   void write_doubles(const std::string& dataset, const std::vector<std::size_t>& shape, const double* data);
   /// Writes (replacing) an int64 dataset.
-  void write_ints(const std::string& dataset, const std::vector<std::size_t>& shape, const std::int64_t* data);
+  void write_ints(const std::string& dataset, const std::vector<std::size_t>& shape,
+                  const std::int64_t* data);
   /// Writes (replacing) a uint8 dataset.
-  void write_bytes(const std::string& dataset, const std::vector<std::size_t>& shape, const std::uint8_t* data);
+  void write_bytes(const std::string& dataset, const std::vector<std::size_t>& shape,
+                   const std::uint8_t* data);
   /// Writes (replacing) a 1-D dataset of variable-length UTF-8 strings.
   void write_strings(const std::string& dataset, const std::vector<std::string>& values);
   /// Creates a group and its parents if missing.

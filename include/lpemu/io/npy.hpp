@@ -15,9 +15,9 @@ namespace lpemu::io {
 
 /// Header of an .npy file.
 struct NpyHeader {
-  std::string dtype;                ///< NumPy descr, e.g. "<f4", "|u1", "<u2"
-  std::vector<std::size_t> shape;   ///< C-order shape
-  std::size_t data_offset = 0;      ///< byte offset of the data
+  std::string dtype;               ///< NumPy descr, e.g. "<f4", "|u1", "<u2"
+  std::vector<std::size_t> shape;  ///< C-order shape
+  std::size_t data_offset = 0;     ///< byte offset of the data
 
   /// Number of elements (product of the shape).
   std::size_t count() const;

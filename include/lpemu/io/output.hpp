@@ -55,7 +55,8 @@ class AtomicFile {
 };
 
 /// Writes `bytes` to `target` atomically under `policy`.
-void write_file_atomic(const std::filesystem::path& target, std::string_view bytes, const OutputPolicy& policy);
+void write_file_atomic(const std::filesystem::path& target, std::string_view bytes,
+                       const OutputPolicy& policy);
 
 /// Throws IoError if `dir` exists, is not empty and holds no file `marker` (not a folder lpemu
 /// wrote), so that lpemu never fills or overwrites a folder it does not own.

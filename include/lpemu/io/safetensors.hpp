@@ -14,9 +14,9 @@ namespace lpemu::io {
 
 /// One tensor's entry in a safetensors header.
 struct SafetensorsEntry {
-  std::string dtype;                ///< safetensors dtype name: "F32", "F16", "BF16", "I64", ...
-  std::vector<std::size_t> shape;   ///< C-order shape
-  std::uint64_t begin = 0, end = 0; ///< byte range relative to the start of the data section
+  std::string dtype;                 ///< safetensors dtype name: "F32", "F16", "BF16", "I64", ...
+  std::vector<std::size_t> shape;    ///< C-order shape
+  std::uint64_t begin = 0, end = 0;  ///< byte range relative to the start of the data section
 };
 
 /// An opened safetensors file: its parsed, validated header.

@@ -83,12 +83,12 @@ struct Style {
 struct Figure {
   std::string svg;
   double width = 0, height = 0;
-  std::vector<Box> texts;        ///< every text element's estimated extent
-  std::vector<Box> marks;        ///< markers, bars, cells, legend samples
-  std::vector<double> x_ticks;   ///< tick values on the x (or bar value) axis
-  std::vector<double> y_ticks;   ///< tick values on the y (or colour-bar) axis
+  std::vector<Box> texts;       ///< every text element's estimated extent
+  std::vector<Box> marks;       ///< markers, bars, cells, legend samples
+  std::vector<double> x_ticks;  ///< tick values on the x (or bar value) axis
+  std::vector<double> y_ticks;  ///< tick values on the y (or colour-bar) axis
   bool log_x = false, log_y = false;
-  std::vector<Style> styles;     ///< one per series or class, in order
+  std::vector<Style> styles;  ///< one per series or class, in order
   std::vector<std::string> notes;
 };
 

@@ -13,10 +13,10 @@ namespace lpemu::metrics {
 
 /// Summary of test − reference over a tensor.
 struct ErrorStats {
-  double mse = 0;        ///< mean squared error
-  double max_abs = 0;    ///< largest |test − ref|
-  double sqnr_db = 0;    ///< 10·log10(Σref² / Σ(test−ref)²); +inf when equal
-  double ref_rms = 0;    ///< RMS of the reference
+  double mse = 0;      ///< mean squared error
+  double max_abs = 0;  ///< largest |test − ref|
+  double sqnr_db = 0;  ///< 10·log10(Σref² / Σ(test−ref)²); +inf when equal
+  double ref_rms = 0;  ///< RMS of the reference
   std::size_t count = 0;
 };
 
@@ -48,10 +48,11 @@ QuantizationStats quantization_stats(std::span<const float> x, std::span<const f
                                      std::span<const double> limit, std::span<const std::uint8_t> at_max);
 /// Statistics of q = block::quantize(f, x, shape): saturation read from the element codes, so it
 /// is exact for every scale format (power of two or not).
-QuantizationStats quantization_stats(const block::BlockFormat& f, std::span<const float> x, std::span<const float> q,
-                                     std::span<const std::size_t> shape);
+QuantizationStats quantization_stats(const block::BlockFormat& f, std::span<const float> x,
+                                     std::span<const float> q, std::span<const std::size_t> shape);
 /// Statistics of q = format::quantize(f, x) (no scale: the limit is f's largest finite value).
-QuantizationStats quantization_stats(const format::Format& f, std::span<const float> x, std::span<const float> q);
+QuantizationStats quantization_stats(const format::Format& f, std::span<const float> x,
+                                     std::span<const float> q);
 
 /// Error statistics of `test` against `ref`; throws ShapeError if sizes differ.
 ErrorStats compare(std::span<const float> ref, std::span<const float> test);

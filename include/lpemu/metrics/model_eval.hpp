@@ -24,7 +24,7 @@ struct EvalResult {
   double mean_kl = 0, max_kl = 0, top1_agreement = 0;
   /// Residual-stream error per tensor: "layers/l/residual_input" (l ≥ 1), then "final_residual".
   std::vector<std::pair<std::string, ErrorStats>> residual;
-  ErrorStats logits;  ///< logits of the plan against the reference
+  ErrorStats logits;              ///< logits of the plan against the reference
   engine::RowMatrix plan_logits;  ///< the plan's logits [tokens, vocab] (row t predicts tokens[t+1])
   /// Error each quantisation point added (its output against its own input), accumulated over
   /// heads and calls, keyed "layer/role/tensor" (layer "head" outside the blocks), in run order.
@@ -58,16 +58,16 @@ EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& pla
 
 /// Error of one linear layer fed with recorded inputs.
 struct ReplayRow {
-  int layer = -1;               ///< -1 for the classifier
-  std::string tensor;           ///< "wq", ..., "w2", "output"; a module path for recorded files
+  int layer = -1;      ///< -1 for the classifier
+  std::string tensor;  ///< "wq", ..., "w2", "output"; a module path for recorded files
   /// What the linear map is: attention.q|k|v|out, mlp.gate|up|down, mlp, attention, head, or
   /// "other" (a recorded map of unknown role, named by `tensor`).
   std::string role;
-  std::string input;            ///< dataset the input came from
+  std::string input;  ///< dataset the input came from
   std::string input_format, weight_format, gemm;
-  ErrorStats input_error;       ///< quantised input vs recorded input
-  ErrorStats weight_error;      ///< quantised weight vs model weight
-  ErrorStats output_error;      ///< plan output vs the exact (double) product of the recorded input
+  ErrorStats input_error;   ///< quantised input vs recorded input
+  ErrorStats weight_error;  ///< quantised weight vs model weight
+  ErrorStats output_error;  ///< plan output vs the exact (double) product of the recorded input
 };
 
 /// Feeds each linear layer's recorded input from `activations` (schema of stories260K's
@@ -84,7 +84,9 @@ bool is_linear_activations(const std::filesystem::path& activations);
 /// weight under the plan (roles linear_input/weights, or lm_head_input/lm_head for kind "head").
 /// A map of kind "other" takes linear_input/weights too; throws Error naming it when the plan
 /// gives attention and MLP layers different formats or GEMMs there (its kind would decide).
-std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations, const engine::PrecisionPlan& plan,
-                                     const engine::QuantizerFactory& quantizers, const engine::GemmFactory& gemms);
+std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations,
+                                     const engine::PrecisionPlan& plan,
+                                     const engine::QuantizerFactory& quantizers,
+                                     const engine::GemmFactory& gemms);
 
 }  // namespace lpemu::metrics

@@ -32,7 +32,8 @@ struct PerplexityResult {
 /// Scores tokens[1..] of one document with sliding windows; throws ShapeError for fewer than two
 /// tokens, a context beyond the model's seq_len, or a stride outside 1..context.
 PerplexityResult sliding_perplexity(const engine::Model& model, const engine::PrecisionPlan& plan,
-                                    const std::vector<int>& tokens, const engine::QuantizerFactory& quantizers,
+                                    const std::vector<int>& tokens,
+                                    const engine::QuantizerFactory& quantizers,
                                     const engine::GemmFactory& gemms, const PerplexityOptions& options = {});
 
 }  // namespace lpemu::metrics

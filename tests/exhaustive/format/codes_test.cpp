@@ -17,7 +17,9 @@ using namespace lpemu::format;
 using lpemu::test::for_each_builtin_format;
 using lpemu::test::ref::Table;
 
-std::string code_text(const Format& f, std::uint64_t c) { return hex_code(f, c) + " (" + fielded_binary(f, c) + ")"; }
+std::string code_text(const Format& f, std::uint64_t c) {
+  return hex_code(f, c) + " (" + fielded_binary(f, c) + ")";
+}
 
 TEST_CASE("every code decodes to its field-formula value", "[format][exhaustive]") {
   for_each_builtin_format([](const Format& f) {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <hwy/targets.h>
+#include <catch2/catch.hpp>
 
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
@@ -34,7 +34,8 @@ void check_format(const Format& f, const std::string& target) {
   std::vector<Code> codes;
   for (std::size_t c = 0; c < n; ++c) codes.push_back(static_cast<Code>(c));
   if (f.bits < static_cast<int>(8 * sizeof(Code))) {
-    for (std::size_t c = 0; c < n; ++c) codes.push_back(static_cast<Code>(c | (~f.code_mask() & 0x5A5A5A5AU)));
+    for (std::size_t c = 0; c < n; ++c)
+      codes.push_back(static_cast<Code>(c | (~f.code_mask() & 0x5A5A5A5AU)));
   }
   codes.push_back(static_cast<Code>(1));
   std::vector<float> bulk(codes.size());
@@ -49,16 +50,17 @@ void check_format(const Format& f, const std::string& target) {
     }
     if (!same(bulk[i], alone, scalar)) {
       if (++bad <= 5) {
-        FAIL_CHECK(target << " " << f.name << " code " << static_cast<std::uint64_t>(codes[i]) << ": bulk bits "
-                          << std::bit_cast<std::uint32_t>(bulk[i]) << ", alone " << std::bit_cast<std::uint32_t>(alone)
-                          << ", scalar " << scalar);
+        FAIL_CHECK(target << " " << f.name << " code " << static_cast<std::uint64_t>(codes[i])
+                          << ": bulk bits " << std::bit_cast<std::uint32_t>(bulk[i]) << ", alone "
+                          << std::bit_cast<std::uint32_t>(alone) << ", scalar " << scalar);
       }
     }
   }
   CHECK(bad == 0);
 }
 
-TEST_CASE("bulk decode gives the scalar kernel's bits under every SIMD target", "[format][exhaustive][simd]") {
+TEST_CASE("bulk decode gives the scalar kernel's bits under every SIMD target",
+          "[format][exhaustive][simd]") {
   const auto targets = hwy::SupportedAndGeneratedTargets();
   REQUIRE(!targets.empty());
   const auto& reg = Registry::builtin();

@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <catch2/catch.hpp>
 
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
@@ -46,8 +46,10 @@ void check_all(const Format& f, const Table& t, const std::vector<float>& inputs
   });
 }
 
-TEST_CASE("every float32 in the interesting window converts as the reference under nearest_even and native overflow",
-          "[format][exhaustive]") {
+TEST_CASE(
+    "every float32 in the interesting window converts as the reference under nearest_even and native "
+    "overflow",
+    "[format][exhaustive]") {
   std::uint64_t total = 0;
   for_each_builtin_format([&](const Format& f) {
     if (f.bits > 8 || !f.has_zero) return;  // e8m0's window is all of float32: see the strided test
@@ -61,7 +63,8 @@ TEST_CASE("every float32 in the interesting window converts as the reference und
       const std::uint32_t sign = b % 2 == 0 ? 0U : 0x80000000U;
       const std::uint32_t start = lo + (b / 2) * static_cast<std::uint32_t>(kBatch);
       std::vector<float> in(kBatch);
-      for (std::size_t i = 0; i < kBatch; ++i) in[i] = std::bit_cast<float>(sign | (start + static_cast<std::uint32_t>(i)));
+      for (std::size_t i = 0; i < kBatch; ++i)
+        in[i] = std::bit_cast<float>(sign | (start + static_cast<std::uint32_t>(i)));
       // The scalar generic path costs ~4x the rest: it sees every 16th input here, every input in
       // the boundary-set test and in the slow full sweep.
       lpemu::test::ref::Paths paths;
@@ -164,4 +167,3 @@ TEST_CASE("bulk fast path equals the scalar generic path for bf16 fp16 and tf32 
 }
 
 }  // namespace
-

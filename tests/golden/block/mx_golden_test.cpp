@@ -21,7 +21,8 @@ std::vector<double> reals(const toml::table& t, const char* key) {
   std::vector<double> out;
   const toml::array* a = t[key].as_array();
   REQUIRE(a != nullptr);
-  for (const auto& n : *a) out.push_back(n.is_integer() ? static_cast<double>(*n.value<std::int64_t>()) : *n.value<double>());
+  for (const auto& n : *a)
+    out.push_back(n.is_integer() ? static_cast<double>(*n.value<std::int64_t>()) : *n.value<double>());
   return out;
 }
 

@@ -59,8 +59,8 @@ TEST_CASE("presets reproduce the published tensor-core results", "[datapath][gol
       const std::uint64_t cc = hex(*c["c"].value<std::string>());
       const std::uint64_t want = hex(*c["d"].value<std::string>());
       const std::uint64_t got = dot(dp, a, b, cc);
-      INFO(f.filename().string() << ": " << *c["name"].value<std::string>() << " [" << dp.name << "] expected "
-                                 << lpemu::format::hex_code(dp.output(), want) << " ("
+      INFO(f.filename().string() << ": " << *c["name"].value<std::string>() << " [" << dp.name
+                                 << "] expected " << lpemu::format::hex_code(dp.output(), want) << " ("
                                  << lpemu::format::decode(dp.output(), want) << "), got "
                                  << lpemu::format::hex_code(dp.output(), got) << " ("
                                  << lpemu::format::decode(dp.output(), got) << ")");

@@ -45,7 +45,8 @@ std::map<std::string, double> paragraph_errors(const PrecisionPlan& plan) {
     REQUIRE(static_cast<Eigen::Index>(ref.shape[1]) == x.cols());
     double m = 0;
     for (Eigen::Index i = 0; i < x.size(); ++i) {
-      m = std::max(m, std::abs(static_cast<double>(x.data()[i]) - static_cast<double>(ref.data[static_cast<std::size_t>(i)])));
+      m = std::max(m, std::abs(static_cast<double>(x.data()[i]) -
+                               static_cast<double>(ref.data[static_cast<std::size_t>(i)])));
     }
     err[std::string(name)] = m;
   };

@@ -1,8 +1,8 @@
 // Golden vectors of the element formats: tests/golden/vectors/<spec>/*.toml. Each file names its
 // `source`; [[decode]] tables list code -> value, [[encode]] tables list input (+ rounding,
 // overflow) -> code, each for one `format`. A negative NaN is written `nan, nan_sign = -1`.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -53,7 +53,8 @@ VectorFile load_vectors(std::string_view text, const std::string& origin) {
   const toml::table doc = toml::parse(text, origin);
   VectorFile out;
   out.source = doc["source"].value_or(std::string{});
-  if (out.source.empty()) throw std::runtime_error(origin + ": missing `source = \"...\"` (the spec and its section)");
+  if (out.source.empty())
+    throw std::runtime_error(origin + ": missing `source = \"...\"` (the spec and its section)");
   for (const char* kind : {"decode", "encode"}) {
     const toml::array* groups = doc[kind].as_array();
     if (groups == nullptr) continue;
@@ -62,7 +63,8 @@ VectorFile load_vectors(std::string_view text, const std::string& origin) {
       if (group == nullptr) throw std::runtime_error(origin + ": [[" + kind + "]] must be tables");
       const std::string format = (*group)["format"].value_or(std::string{});
       const toml::array* cases = (*group)["cases"].as_array();
-      if (format.empty() || cases == nullptr) throw std::runtime_error(origin + ": [[" + kind + "]] needs format and cases");
+      if (format.empty() || cases == nullptr)
+        throw std::runtime_error(origin + ": [[" + kind + "]] needs format and cases");
       for (const auto& c : *cases) {
         const toml::table* t = c.as_table();
         if (t == nullptr) throw std::runtime_error(origin + ": cases must be inline tables");
@@ -123,15 +125,17 @@ TEST_CASE("the golden loader rejects a vector file without source", "[format][go
                       "mem.toml: missing `source = \"...\"` (the spec and its section)");
 }
 
-TEST_CASE("golden vectors: decode gives the published value and encode the published code", "[format][golden]") {
+TEST_CASE("golden vectors: decode gives the published value and encode the published code",
+          "[format][golden]") {
   const auto& reg = Registry::builtin();
   std::size_t n = 0;
   for (const auto& p : vector_files()) {
     for (const Case& c : load_file(p).cases) {
       ++n;
       const Format& f = reg.get(c.format);
-      INFO(c.where << ": " << c.format << (c.is_decode ? " decode " : " encode ") << hex_code(f, c.code) << " / "
-                   << c.value << " (" << to_string(c.opts.rounding) << ", " << to_string(c.opts.overflow) << ")");
+      INFO(c.where << ": " << c.format << (c.is_decode ? " decode " : " encode ") << hex_code(f, c.code)
+                   << " / " << c.value << " (" << to_string(c.opts.rounding) << ", "
+                   << to_string(c.opts.overflow) << ")");
       if (c.is_decode) {
         const double got = decode(f, c.code);
         if (std::isnan(c.value)) {

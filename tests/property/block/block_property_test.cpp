@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <tbb/global_control.h>
+#include <catch2/catch.hpp>
 
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/quantize.hpp"
@@ -78,8 +78,9 @@ bool same(float a, double b) { return lpemu::test::same_bits_or_nan(static_cast<
 const char* const kMx[] = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxint8"};
 
 TEST_CASE("MX formats equal the exact reference for every rule and deterministic mode", "[block][property]") {
-  const RoundingMode modes[] = {RoundingMode::nearest_even, RoundingMode::nearest_away, RoundingMode::toward_zero,
-                                RoundingMode::toward_positive, RoundingMode::toward_negative};
+  const RoundingMode modes[] = {RoundingMode::nearest_even, RoundingMode::nearest_away,
+                                RoundingMode::toward_zero, RoundingMode::toward_positive,
+                                RoundingMode::toward_negative};
   std::uint64_t seed = 1;
   for (const char* name : kMx) {
     for (const char* rule : {"ocp", "ceil", "even"}) {
@@ -101,9 +102,9 @@ TEST_CASE("MX formats equal the exact reference for every rule and deterministic
               const auto want = ref::mx_block(blk, g, rule, ref_mode(mode));
               for (std::size_t i = b0; i < b1; ++i) {
                 const double w = static_cast<double>(static_cast<float>(want.out[i - b0]));
-                INFO(name << " rule " << rule << " mode " << lpemu::format::to_string(mode) << " seed " << seed
-                          << " input " << lpemu::test::hex32(x[r * cols + i]) << " shared exp " << want.shared_exp
-                          << " got " << out[r * cols + i] << " want " << w);
+                INFO(name << " rule " << rule << " mode " << lpemu::format::to_string(mode) << " seed "
+                          << seed << " input " << lpemu::test::hex32(x[r * cols + i]) << " shared exp "
+                          << want.shared_exp << " got " << out[r * cols + i] << " want " << w);
                 REQUIRE(same(out[r * cols + i], w));
               }
             }
@@ -121,8 +122,8 @@ TEST_CASE("NVFP4 equals the exact two-level reference", "[block][property]") {
     std::vector<float> out(x.size());
     lb::quantize(lb::BlockRegistry::builtin().get("nvfp4"), x, out, std::vector<std::size_t>{x.size()});
     for (std::size_t i = 0; i < x.size(); ++i) {
-      INFO("seed " << seed << " i " << i << " input " << lpemu::test::hex32(x[i]) << " got " << out[i] << " want "
-                   << want[i]);
+      INFO("seed " << seed << " i " << i << " input " << lpemu::test::hex32(x[i]) << " got " << out[i]
+                   << " want " << want[i]);
       REQUIRE(same(out[i], want[i]));
     }
   }
@@ -144,9 +145,9 @@ TEST_CASE("fast path equals generic path and decode(encode(x)) equals quantize(x
         lb::detail::quantize_generic(f, x, gen, shape);
         lb::decode(f, lb::encode(f, x, shape), dec);
         for (std::size_t i = 0; i < x.size(); ++i) {
-          INFO(name << " mode " << lpemu::format::to_string(mode) << " axis " << axis << " i " << i << " input "
-                    << lpemu::test::hex32(x[i]) << " fast " << fast[i] << " generic " << gen[i] << " decoded "
-                    << dec[i]);
+          INFO(name << " mode " << lpemu::format::to_string(mode) << " axis " << axis << " i " << i
+                    << " input " << lpemu::test::hex32(x[i]) << " fast " << fast[i] << " generic " << gen[i]
+                    << " decoded " << dec[i]);
           REQUIRE(same(fast[i], gen[i]));
           REQUIRE(same(dec[i], gen[i]));
         }

@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
+#include <tbb/global_control.h>
 #include <boost/multiprecision/cpp_int.hpp>
 #include <catch2/catch.hpp>
-#include <tbb/global_control.h>
 
 #include "lpemu/datapath/dot.hpp"
 #include "lpemu/datapath/exact.hpp"
@@ -31,7 +31,9 @@ cpp_rational exact_of(double x) {
   return r / cpp_rational(boost::multiprecision::cpp_int(1) << -e);
 }
 
-cpp_rational value_of_fp32_code(std::uint32_t code) { return exact_of(static_cast<double>(std::bit_cast<float>(code))); }
+cpp_rational value_of_fp32_code(std::uint32_t code) {
+  return exact_of(static_cast<double>(std::bit_cast<float>(code)));
+}
 
 // Round-to-nearest-even of an exact rational to fp32 by binary search over codes (reference).
 std::uint32_t rne_fp32(const cpp_rational& x) {
@@ -44,13 +46,16 @@ std::uint32_t rne_fp32(const cpp_rational& x) {
   } else {
     while (lo < hi) {  // largest code with value <= ax
       const std::uint32_t mid = lo + (hi - lo + 1) / 2;
-      if (value_of_fp32_code(mid) <= ax) lo = mid; else hi = mid - 1;
+      if (value_of_fp32_code(mid) <= ax)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
   }
   const cpp_rational vlo = value_of_fp32_code(lo);
   // Next value up: max finite rounds toward 2^128 (overflow) past its midpoint.
-  const cpp_rational vhi = lo == 0x7f7fffff ? cpp_rational(boost::multiprecision::cpp_int(1) << 128)
-                                            : value_of_fp32_code(lo + 1);
+  const cpp_rational vhi =
+      lo == 0x7f7fffff ? cpp_rational(boost::multiprecision::cpp_int(1) << 128) : value_of_fp32_code(lo + 1);
   const cpp_rational mid = (vlo + vhi) / 2;
   std::uint32_t r = lo;
   if (ax > mid || (ax == mid && (lo & 1) != 0)) r = lo + 1;
@@ -94,7 +99,8 @@ TEST_CASE("ideal equals the correctly rounded exact sum on random bit patterns",
       // exact_dot agrees with the rational reference.
       const ExactValue ev = exact_dot(dp, a, b, c);
       cpp_rational ev_value = 0;
-      for (std::size_t i = ev.magnitude.size(); i-- > 0;) ev_value = ev_value * cpp_rational(4294967296LL) + ev.magnitude[i];
+      for (std::size_t i = ev.magnitude.size(); i-- > 0;)
+        ev_value = ev_value * cpp_rational(4294967296LL) + ev.magnitude[i];
       const boost::multiprecision::cpp_int p2 = boost::multiprecision::cpp_int(1) << std::abs(ev.exponent);
       ev_value = ev.exponent >= 0 ? ev_value * cpp_rational(p2) : ev_value / cpp_rational(p2);
       CHECK((ev.negative ? cpp_rational(-ev_value) : ev_value) == sum);
@@ -121,7 +127,8 @@ TEST_CASE("fp32_sequential equals a chain of correctly rounded FMAs", "[datapath
           continue;
         }
         d = rne_fp32(exact_of(static_cast<double>(std::bit_cast<float>(d))) +
-                     exact_of(lpemu::format::decode(dp.a, a[i])) * exact_of(lpemu::format::decode(dp.b, b[i])));
+                     exact_of(lpemu::format::decode(dp.a, a[i])) *
+                         exact_of(lpemu::format::decode(dp.b, b[i])));
       }
       if (!finite) continue;
       const std::uint64_t got = dot(dp, a, b, c);
@@ -149,7 +156,8 @@ TEST_CASE("datapath error stays within its analytic bound", "[datapath][property
         // Normal inputs only: magnitudes in [1/4, 4).
         auto draw = [&](const lpemu::format::Format& f) {
           double x = 0;
-          do x = normal(rng); while (std::fabs(x) < 0.25 || std::fabs(x) >= 4);
+          do x = normal(rng);
+          while (std::fabs(x) < 0.25 || std::fabs(x) >= 4);
           return lpemu::format::encode(f, x);
         };
         a[i] = draw(dp.a);
@@ -181,8 +189,12 @@ TEST_CASE("gemm equals dot per element and is bit-identical for 1 and 2 threads"
   sr.accumulator_rounding.mode = lpemu::format::RoundingMode::stochastic;
   sr.accumulator_rounding.sr_bits = 8;
   sr.accumulator_rounding.seed = 42;
-  std::vector<Datapath> dps = {reg.get("h100_e4m3_fp32"), reg.get("ideal"), reg.get("fp32_sequential"),
-                               reg.get("a100_fp16_fp16"), reg.get("h100_e4m3_fp32_promote128"), sr};
+  std::vector<Datapath> dps = {reg.get("h100_e4m3_fp32"),
+                               reg.get("ideal"),
+                               reg.get("fp32_sequential"),
+                               reg.get("a100_fp16_fp16"),
+                               reg.get("h100_e4m3_fp32_promote128"),
+                               sr};
   dps[1].a = dps[1].b = dps[2].a = dps[2].b = Registry::builtin().get("fp8_e4m3");
   const std::size_t m = 9, n = 19, k = 300;  // n: two 8-column kernels plus a tail
   std::mt19937_64 rng(5);
@@ -190,7 +202,8 @@ TEST_CASE("gemm equals dot per element and is bit-identical for 1 and 2 threads"
     const auto a = random_codes(rng, dp.a, m * k);
     const auto b = random_codes(rng, dp.b, k * n);
     std::vector<std::uint64_t> c(m * n);
-    for (auto& x : c) x = lpemu::format::encode(dp.output(), std::ldexp(static_cast<double>(rng() % 100), -3));
+    for (auto& x : c)
+      x = lpemu::format::encode(dp.output(), std::ldexp(static_cast<double>(rng() % 100), -3));
     std::vector<std::uint64_t> d1(m * n), d2(m * n);
     {
       tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
@@ -203,7 +216,8 @@ TEST_CASE("gemm equals dot per element and is bit-identical for 1 and 2 threads"
     CHECK(d1 == d2);
     for (std::size_t i = 0; i < m; ++i) {
       for (std::size_t j = 0; j < n; ++j) {
-        std::vector<std::uint64_t> row(a.begin() + static_cast<long>(i * k), a.begin() + static_cast<long>((i + 1) * k));
+        std::vector<std::uint64_t> row(a.begin() + static_cast<long>(i * k),
+                                       a.begin() + static_cast<long>((i + 1) * k));
         std::vector<std::uint64_t> col(k);
         for (std::size_t p = 0; p < k; ++p) col[p] = b[p * n + j];
         INFO(dp.name << " (" << i << ", " << j << ")");
@@ -278,15 +292,16 @@ TEST_CASE("gemm equals dot with NaN, Inf and zero-heavy rows", "[datapath][prope
   std::mt19937_64 rng(21);
   Datapath ideal8 = reg.get("ideal");
   ideal8.a = ideal8.b = Registry::builtin().get("fp8_e4m3");
-  for (const char* name : {"h100_e4m3_fp32", "h100_fp16_fp32", "v100_fp16_fp32", "a100_bf16_fp32", "ada_e5m2_fp16", "ideal8"}) {
+  for (const char* name :
+       {"h100_e4m3_fp32", "h100_fp16_fp32", "v100_fp16_fp32", "a100_bf16_fp32", "ada_e5m2_fp16", "ideal8"}) {
     const Datapath& dp = std::string(name) == "ideal8" ? ideal8 : reg.get(name);
     const std::size_t m = 6, n = 13, k = 70;
     std::vector<std::uint64_t> a(m * k), b(k * n);
     for (auto& x : a) x = (rng() % 3 == 0) ? random_finite(rng, dp.a) : (rng() % 2) * dp.a.sign_bit();
     for (auto& x : b) x = (rng() % 3 == 0) ? random_finite(rng, dp.b) : (rng() % 2) * dp.b.sign_bit();
-    a[1 * k + 3] = dp.a.nan_code();                                          // NaN in row 1
-    a[2 * k + 5] = dp.a.has_inf() ? dp.a.inf_code() : dp.a.nan_code();      // Inf (or NaN) in row 2
-    for (std::size_t p = 0; p < k; ++p) a[4 * k + p] = dp.a.sign_bit();      // row 4: all −0
+    a[1 * k + 3] = dp.a.nan_code();                                      // NaN in row 1
+    a[2 * k + 5] = dp.a.has_inf() ? dp.a.inf_code() : dp.a.nan_code();   // Inf (or NaN) in row 2
+    for (std::size_t p = 0; p < k; ++p) a[4 * k + p] = dp.a.sign_bit();  // row 4: all −0
     std::vector<std::uint64_t> c(m * n);
     for (std::size_t i = 0; i < c.size(); ++i) c[i] = (i % 2) * dp.output().sign_bit();
     c[3 * n + 1] = dp.output().nan_code();  // NaN and Inf in C
@@ -295,7 +310,8 @@ TEST_CASE("gemm equals dot with NaN, Inf and zero-heavy rows", "[datapath][prope
     gemm(dp, m, n, k, a, b, c, d);
     for (std::size_t i = 0; i < m; ++i) {
       for (std::size_t j = 0; j < n; ++j) {
-        std::vector<std::uint64_t> row(a.begin() + static_cast<long>(i * k), a.begin() + static_cast<long>((i + 1) * k));
+        std::vector<std::uint64_t> row(a.begin() + static_cast<long>(i * k),
+                                       a.begin() + static_cast<long>((i + 1) * k));
         std::vector<std::uint64_t> col(k);
         for (std::size_t p = 0; p < k; ++p) col[p] = b[p * n + j];
         INFO(name << " (" << i << ", " << j << ")");
@@ -309,8 +325,10 @@ TEST_CASE("gemm equals dot with NaN, Inf and zero-heavy rows", "[datapath][prope
 
 namespace {
 
-TEST_CASE("gemm equals dot at the fast kernels' edges: row and column tails, short K, RNE, overflow and subnormal sums",
-          "[datapath][property]") {
+TEST_CASE(
+    "gemm equals dot at the fast kernels' edges: row and column tails, short K, RNE, overflow and subnormal "
+    "sums",
+    "[datapath][property]") {
   // The eight-column kernel takes rows in tiles of four and keeps each block's common rounding
   // in vector lanes; rows, columns and K that do not fill a tile, RNE accumulators, fp16
   // accumulators that overflow, and C values that are huge, tiny or subnormal take the other paths.
@@ -322,13 +340,18 @@ TEST_CASE("gemm equals dot at the fast kernels' edges: row and column tails, sho
   Datapath no_floor = reg.get("h100_e5m2_fp32");
   no_floor.name = "h100_e5m2_fp32 without exponent floor";
   no_floor.exponent_floor.reset();
-  const std::vector<Datapath> dps = {reg.get("h100_e4m3_fp32"), reg.get("h100_e4m3_fp16"), reg.get("ada_e4m3_fp16"),
-                                     reg.get("ada_e5m2_fp32"), reg.get("h100_e5m2_fp16"), rne23, no_floor};
+  const std::vector<Datapath> dps = {reg.get("h100_e4m3_fp32"),
+                                     reg.get("h100_e4m3_fp16"),
+                                     reg.get("ada_e4m3_fp16"),
+                                     reg.get("ada_e5m2_fp32"),
+                                     reg.get("h100_e5m2_fp16"),
+                                     rne23,
+                                     no_floor};
   struct Shape {
     std::size_t m, n, k;
   };
   // Up to 16 rows, B is packed panel by panel where used; 17 and more rows pack it up front.
-  const Shape shapes[] = {{1, 8, 32}, {5, 16, 33}, {7, 13, 1}, {6, 27, 95},
+  const Shape shapes[] = {{1, 8, 32},  {5, 16, 33}, {7, 13, 1},  {6, 27, 95},
                           {9, 24, 64}, {4, 8, 0},   {17, 9, 40}, {22, 27, 70}};
   std::mt19937_64 rng(77);
   for (const Datapath& dp : dps) {
@@ -341,14 +364,16 @@ TEST_CASE("gemm equals dot at the fast kernels' edges: row and column tails, sho
         switch (rng() % 3) {
           case 0: x = random_finite(rng, dp.output()); break;  // huge, tiny and subnormal codes
           case 1: x = (rng() % 2) * dp.output().sign_bit(); break;
-          default: x = lpemu::format::encode(dp.output(), std::ldexp(static_cast<double>(rng() % 200) - 100, -4));
+          default:
+            x = lpemu::format::encode(dp.output(), std::ldexp(static_cast<double>(rng() % 200) - 100, -4));
         }
       }
       // Row 1 and column 1 subnormal only: sums below the accumulator's smallest subnormal.
       const std::uint64_t mant_a = (std::uint64_t{1} << dp.a.mantissa_bits) - 1;
       const std::uint64_t mant_b = (std::uint64_t{1} << dp.b.mantissa_bits) - 1;
       for (std::size_t p = 0; p < s.k && s.m > 1; ++p) a[s.k + p] = (rng() & (mant_a | dp.a.sign_bit())) | 1;
-      for (std::size_t p = 0; p < s.k && s.n > 1; ++p) b[p * s.n + 1] = (rng() & (mant_b | dp.b.sign_bit())) | 1;
+      for (std::size_t p = 0; p < s.k && s.n > 1; ++p)
+        b[p * s.n + 1] = (rng() & (mant_b | dp.b.sign_bit())) | 1;
       if (s.m > 2 && s.k > 0) a[2 * s.k] = dp.a.nan_code();  // a row with NaN inside a row tile
       if (s.n > 3 && s.k > 1) b[s.n + 3] = dp.b.has_inf() ? dp.b.inf_code() : dp.b.nan_code();  // column 3
       if (c.size() > 5) c[5] = dp.output().inf_code();
@@ -356,11 +381,12 @@ TEST_CASE("gemm equals dot at the fast kernels' edges: row and column tails, sho
       gemm(dp, s.m, s.n, s.k, a, b, c, d);
       for (std::size_t i = 0; i < s.m; ++i) {
         for (std::size_t j = 0; j < s.n; ++j) {
-          std::vector<std::uint64_t> row(a.begin() + static_cast<long>(i * s.k), a.begin() + static_cast<long>((i + 1) * s.k));
+          std::vector<std::uint64_t> row(a.begin() + static_cast<long>(i * s.k),
+                                         a.begin() + static_cast<long>((i + 1) * s.k));
           std::vector<std::uint64_t> col(s.k);
           for (std::size_t p = 0; p < s.k; ++p) col[p] = b[p * s.n + j];
-          INFO(dp.name << " m " << s.m << " n " << s.n << " k " << s.k << " (" << i << ", " << j << ") c " << std::hex
-                       << c[i * s.n + j]);
+          INFO(dp.name << " m " << s.m << " n " << s.n << " k " << s.k << " (" << i << ", " << j << ") c "
+                       << std::hex << c[i * s.n + j]);
           CHECK(d[i * s.n + j] == dot(dp, row, col, c[i * s.n + j], {}, i * s.n + j));
         }
       }
@@ -368,15 +394,18 @@ TEST_CASE("gemm equals dot at the fast kernels' edges: row and column tails, sho
   }
 }
 
-TEST_CASE("gemm's fast path rejects codes wider than their format as the general path does", "[datapath][property]") {
+TEST_CASE("gemm's fast path rejects codes wider than their format as the general path does",
+          "[datapath][property]") {
   const Datapath& dp = DatapathRegistry::builtin().get("h100_e4m3_fp32");
   const std::size_t m = 2, n = 16, k = 4;
   std::vector<std::uint64_t> a(m * k, 0x38), b(k * n, 0x38), d(m * n);
   b[1 * n + 9] = 0x138;  // a panel column
-  REQUIRE_THROWS_WITH(gemm(dp, m, n, k, a, b, {}, d), "B[25] = 0x138: code wider than format 'fp8_e4m3' (8 bits)");
+  REQUIRE_THROWS_WITH(gemm(dp, m, n, k, a, b, {}, d),
+                      "B[25] = 0x138: code wider than format 'fp8_e4m3' (8 bits)");
   b[1 * n + 9] = 0x38;
   a[5] = 0x1ff;
-  REQUIRE_THROWS_WITH(gemm(dp, m, n, k, a, b, {}, d), "A[5] = 0x1ff: code wider than format 'fp8_e4m3' (8 bits)");
+  REQUIRE_THROWS_WITH(gemm(dp, m, n, k, a, b, {}, d),
+                      "A[5] = 0x1ff: code wider than format 'fp8_e4m3' (8 bits)");
 }
 
 }  // namespace

@@ -106,7 +106,8 @@ residual = "bf16"
   }
 }
 
-TEST_CASE("a plan quantising every role to fp32 equals the fp32 reference bit for bit", "[engine][property]") {
+TEST_CASE("a plan quantising every role to fp32 equals the fp32 reference bit for bit",
+          "[engine][property]") {
   const PrecisionPlan all_fp32 = plan(R"(
 [roles]
 weights = "fp32"

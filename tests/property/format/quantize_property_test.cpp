@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <tbb/global_control.h>
+#include <catch2/catch.hpp>
 
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
@@ -102,7 +102,8 @@ TEST_CASE("quantize is idempotent and decode(encode(x)) equals quantize(x)", "[f
           const double q = quantize(f, xs[i], o, i);
           const double qq = quantize(f, q, o, i + 7);
           const double dq = decode(f, encode(f, xs[i], o, i));
-          const bool ok = same_bits_or_nan(q, qq) && (same_bits_or_nan(q, dq) || (std::isnan(q) && std::isnan(dq)));
+          const bool ok =
+              same_bits_or_nan(q, qq) && (same_bits_or_nan(q, dq) || (std::isnan(q) && std::isnan(dq)));
           if (!ok && bad++ < 3) {
             FAIL_CHECK(f.name << " " << to_string(mode) << " " << to_string(policy) << ": x = " << xs[i]
                               << ", q = " << q << ", q(q) = " << qq << ", decode(encode) = " << dq);
@@ -124,8 +125,8 @@ TEST_CASE("quantize is sign-symmetric for symmetric modes and q_up(-x) = -q_down
       for (std::size_t i = 0; i < xs.size(); ++i) {
         const double x = xs[i];
         if (std::isnan(x)) continue;
-        for (const auto mode : {RoundingMode::nearest_even, RoundingMode::nearest_away, RoundingMode::toward_zero,
-                                RoundingMode::stochastic}) {
+        for (const auto mode : {RoundingMode::nearest_even, RoundingMode::nearest_away,
+                                RoundingMode::toward_zero, RoundingMode::stochastic}) {
           const double a = quantize(f, -x, with(mode, policy), i);
           const double b = quantize(f, x, with(mode, policy), i);
           // Compared as values: fnuz has no -0 (and a single NaN).
@@ -209,13 +210,15 @@ TEST_CASE("stochastic rounding is unbiased within 5 standard deviations (seeded 
     float x;
     int sr_bits;
   };
-  for (const Case& c : {Case{"fp8_e4m3", 1.3F, 32}, Case{"fp8_e4m3", -0.0047F, 32}, Case{"fp8_e5m2", 3000.7F, 32},
-                        Case{"fp4_e2m1", 2.3F, 3}, Case{"fp6_e2m3", -0.3F, 2}, Case{"bf16", 1.00390625F * 1.3F, 32},
-                        Case{"int8", 17.9F, 8}, Case{"fp8_e4m3", 1.3F, 1}}) {
+  for (const Case& c :
+       {Case{"fp8_e4m3", 1.3F, 32}, Case{"fp8_e4m3", -0.0047F, 32}, Case{"fp8_e5m2", 3000.7F, 32},
+        Case{"fp4_e2m1", 2.3F, 3}, Case{"fp6_e2m3", -0.3F, 2}, Case{"bf16", 1.00390625F * 1.3F, 32},
+        Case{"int8", 17.9F, 8}, Case{"fp8_e4m3", 1.3F, 1}}) {
     const Format& f = reg.get(c.format);
     const double down = quantize(f, c.x, with(RoundingMode::toward_zero, Overflow::saturate));
     const double up = quantize(
-        f, c.x, with(c.x < 0 ? RoundingMode::toward_negative : RoundingMode::toward_positive, Overflow::saturate));
+        f, c.x,
+        with(c.x < 0 ? RoundingMode::toward_negative : RoundingMode::toward_positive, Overflow::saturate));
     REQUIRE(up != down);
     const double frac = (std::fabs(static_cast<double>(c.x)) - std::fabs(down)) / std::fabs(up - down);
     const double p = std::floor(std::ldexp(frac, c.sr_bits)) / std::ldexp(1.0, c.sr_bits);
@@ -255,10 +258,12 @@ TEST_CASE("stochastic rounding is reproducible and depends on seed and index onl
   encode(f, std::span<const float>(in.data(), h), std::span<std::uint8_t>(halves.data(), h), o);
   auto o2 = o;
   o2.index_offset = o.index_offset + h;
-  encode(f, std::span<const float>(in.data() + h, in.size() - h), std::span<std::uint8_t>(halves.data() + h, in.size() - h), o2);
+  encode(f, std::span<const float>(in.data() + h, in.size() - h),
+         std::span<std::uint8_t>(halves.data() + h, in.size() - h), o2);
   CHECK(a == halves);
   int bad = 0;
-  for (std::size_t i = 0; i < in.size(); i += 97) bad += encode(f, in[i], o, o.index_offset + i) != a[i] ? 1 : 0;
+  for (std::size_t i = 0; i < in.size(); i += 97)
+    bad += encode(f, in[i], o, o.index_offset + i) != a[i] ? 1 : 0;
   CHECK(bad == 0);
   o.seed = 1235;
   encode(f, std::span<const float>(in), std::span<std::uint8_t>(c), o);
@@ -295,7 +300,8 @@ TEST_CASE("bulk results are bit-identical with 1 and 2 threads", "[format][prope
   }
 }
 
-TEST_CASE("bulk float paths equal the scalar paths for user formats on random bit patterns", "[format][property]") {
+TEST_CASE("bulk float paths equal the scalar paths for user formats on random bit patterns",
+          "[format][property]") {
   const auto xs = random_inputs(1 << 16, kSeed + 7);
   std::vector<float> in(xs.size());
   std::transform(xs.begin(), xs.end(), in.begin(), [](double x) { return static_cast<float>(x); });
@@ -318,9 +324,9 @@ TEST_CASE("bulk float paths equal the scalar paths for user formats on random bi
           bool ok = codes[i] == want;
           if (float_out) ok = ok && same_bits_or_nan(static_cast<double>(vals[i]), want_v);
           if (!ok && bad++ < 3) {
-            FAIL_CHECK(f.name << " " << to_string(mode) << " " << to_string(policy) << ": input " << hex32(in[i])
-                              << ": scalar code " << want << " bulk " << codes[i] << ", scalar value " << want_v
-                              << " bulk " << vals[i]);
+            FAIL_CHECK(f.name << " " << to_string(mode) << " " << to_string(policy) << ": input "
+                              << hex32(in[i]) << ": scalar code " << want << " bulk " << codes[i]
+                              << ", scalar value " << want_v << " bulk " << vals[i]);
           }
         }
         CHECK(bad == 0);

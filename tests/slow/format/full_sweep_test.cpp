@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <tbb/parallel_for.h>
+#include <catch2/catch.hpp>
 
 #include "lpemu/format/registry.hpp"
 #include "support/reference/conformance.hpp"
@@ -23,7 +23,8 @@ TEST_CASE("every float32 bit pattern converts to fp8_e4m3 as the reference", "[f
   lpemu::test::ref::Failures failures;
   tbb::parallel_for(std::uint64_t{0}, kBatches, [&](std::uint64_t b) {
     std::vector<float> in(kBatch);
-    for (std::uint64_t i = 0; i < kBatch; ++i) in[i] = std::bit_cast<float>(static_cast<std::uint32_t>(b * kBatch + i));
+    for (std::uint64_t i = 0; i < kBatch; ++i)
+      in[i] = std::bit_cast<float>(static_cast<std::uint32_t>(b * kBatch + i));
     lpemu::format::ConvertOptions o;
     o.index_offset = b * kBatch;
     lpemu::test::ref::Paths paths;

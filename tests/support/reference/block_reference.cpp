@@ -97,7 +97,9 @@ int floor_log2(double a) { return rat_floor_log2(exact(a)); }
 
 int grid_emax(const Grid& g) { return floor_log2(g.max); }
 
-double round_to_grid(double x, const Grid& g, Mode mode) { return signed_result(round_rat(exact(x), g, mode), x, g); }
+double round_to_grid(double x, const Grid& g, Mode mode) {
+  return signed_result(round_rat(exact(x), g, mode), x, g);
+}
 
 double round_scaled_pow2(double x, int s, const Grid& g, Mode mode) {
   const Rat v = round_rat(exact(x) / pow2(s), g, mode) * pow2(s);

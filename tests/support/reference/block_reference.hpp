@@ -49,9 +49,9 @@ int grid_emax(const Grid& g);
 
 /// Result of the reference MX quantisation of one block.
 struct MxBlock {
-  bool nan = false;          ///< NaN block (NaN/Inf input or scale overflow)
-  int shared_exp = 0;        ///< the E8M0 exponent
-  std::vector<double> out;   ///< dequantised values
+  bool nan = false;         ///< NaN block (NaN/Inf input or scale overflow)
+  int shared_exp = 0;       ///< the E8M0 exponent
+  std::vector<double> out;  ///< dequantised values
 };
 
 /// OCP MX v1.0 block rule with an E8M0 scale (range 2^-127..2^127): shared exponent

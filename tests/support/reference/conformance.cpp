@@ -36,8 +36,8 @@ Options reference_options(const format::ConvertOptions& opts, std::uint64_t inde
 namespace {
 
 // Adds the fielded binary of the expected and actual codes.
-std::string with_fields(const format::Format& f, std::string text, std::uint64_t expected, std::uint64_t actual,
-                        bool actual_is_code) {
+std::string with_fields(const format::Format& f, std::string text, std::uint64_t expected,
+                        std::uint64_t actual, bool actual_is_code) {
   text += " [expected " + format::fielded_binary(f, expected);
   if (actual_is_code) text += ", got " + format::fielded_binary(f, actual);
   return text + "]";
@@ -66,12 +66,14 @@ void check_typed(const format::Format& f, const Table& t, std::span<const float>
     const Options o = reference_options(opts, index);
     const std::uint64_t expected = t.round(static_cast<double>(in[i]), o, hint);
     if (paths.bulk_encode && codes[i] != expected) {
-      failures.add(with_fields(f, describe(f, o, in[i], expected, codes[i], "bulk encode"), expected, codes[i], true));
+      failures.add(
+          with_fields(f, describe(f, o, in[i], expected, codes[i], "bulk encode"), expected, codes[i], true));
     }
     if (paths.scalar_encode && i % paths.scalar_stride == 0) {
       const std::uint64_t got = format::encode(f, in[i], opts, index);
       if (got != expected) {
-        failures.add(with_fields(f, describe(f, o, in[i], expected, got, "scalar encode"), expected, got, true));
+        failures.add(
+            with_fields(f, describe(f, o, in[i], expected, got, "scalar encode"), expected, got, true));
       }
     }
     if (paths.bulk_quantize && !same_float(t, f, expected, values[i])) {
@@ -153,7 +155,9 @@ std::vector<float> boundary_set(const Table& t, const format::Format& f) {
     return std::bit_cast<std::uint32_t>(a) < std::bit_cast<std::uint32_t>(b);
   });
   out.erase(std::unique(out.begin(), out.end(),
-                        [](float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }),
+                        [](float a, float b) {
+                          return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+                        }),
             out.end());
   return out;
 }

@@ -104,7 +104,10 @@ Table::Table(const format::Format& f) {
       bool nan = false;
       bool inf = false;
       switch (specials_) {
-        case Specials::ieee: inf = field == all_e && mant == 0; nan = field == all_e && mant != 0; break;
+        case Specials::ieee:
+          inf = field == all_e && mant == 0;
+          nan = field == all_e && mant != 0;
+          break;
         case Specials::fn: nan = field == all_e && mant == all_m; break;
         case Specials::fnuz: nan = c == sign_bit; break;
         case Specials::none: break;
@@ -168,9 +171,7 @@ bool Table::is_inf(std::uint64_t code) const { return std::isinf(by_code_.at(cod
 
 bool Table::is_canonical(std::uint64_t code) const { return canonical_.at(code) != 0; }
 
-double Table::min_positive() const {
-  return *std::upper_bound(vals_.begin(), vals_.end(), 0.0);
-}
+double Table::min_positive() const { return *std::upper_bound(vals_.begin(), vals_.end(), 0.0); }
 
 std::vector<double> Table::midpoints() const {
   std::vector<double> out;
@@ -223,7 +224,8 @@ std::uint64_t Table::round(double x, const Options& o) const {
 std::uint64_t Table::round(double x, const Options& o, std::size_t& hint) const {
   const bool has_nan = specials_ != Specials::none;
   if (std::isnan(x)) return has_nan ? nan_code(std::signbit(x)) : 0;
-  if (o.daz && std::fabs(x) < static_cast<double>(std::numeric_limits<float>::min())) x = std::copysign(0.0, x);
+  if (o.daz && std::fabs(x) < static_cast<double>(std::numeric_limits<float>::min()))
+    x = std::copysign(0.0, x);
   const bool neg = std::signbit(x);
   if (!signed_ && neg && x != 0) {
     return o.overflow == Overflow::native && has_nan ? nan_code(false) : 0;
@@ -289,7 +291,8 @@ std::uint64_t Table::round(double x, const Options& o, std::size_t& hint) const 
   if (w + 1 == ext_.size()) return overflow_code(false, o);
   if (w < first) return overflow_code(true, o);
   const std::size_t k = w - first;
-  if (vals_[k] == 0 || (o.ftz && is_float_ && std::fabs(vals_[k]) < min_normal_)) return code_of_value(0.0, neg);
+  if (vals_[k] == 0 || (o.ftz && is_float_ && std::fabs(vals_[k]) < min_normal_))
+    return code_of_value(0.0, neg);
   return val_code_[k];
 }
 

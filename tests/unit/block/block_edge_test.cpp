@@ -36,7 +36,9 @@ std::vector<float> q(const BlockFormat& f, const std::vector<float>& x, std::vec
   return out;
 }
 
-bool bits_equal(float a, float b) { return std::signbit(a) == std::signbit(b) && (a == b || (std::isnan(a) && std::isnan(b))); }
+bool bits_equal(float a, float b) {
+  return std::signbit(a) == std::signbit(b) && (a == b || (std::isnan(a) && std::isnan(b)));
+}
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -60,8 +62,8 @@ TEST_CASE("nonfinite = ignore scales by the finite elements and saturates Inf", 
   BlockFormat f = fmt("mxfp8_e4m3");
   f.nonfinite = lb::NonFinite::ignore;
   std::vector<float> x(32, 0.0F);
-  x[0] = 3.0F;      // amax 3 = 1.5·2^1: shared exponent 1 − 8 = −7
-  x[1] = kInf;      // saturates to 448·2^−7 = 3.5
+  x[0] = 3.0F;  // amax 3 = 1.5·2^1: shared exponent 1 − 8 = −7
+  x[1] = kInf;  // saturates to 448·2^−7 = 3.5
   x[2] = -kInf;
   x[3] = kNaN;
   const auto out = q(f, x);
@@ -87,10 +89,10 @@ TEST_CASE("an all-zero block gets the smallest E8M0 scale and keeps zero signs",
 
 TEST_CASE("negative values that round to zero give -0 unless signed_zero = positive", "[block][unit]") {
   std::vector<float> x(32, 0.0F);
-  x[0] = 6.0F;     // shared exponent 0
-  x[1] = -0.2F;    // below half of the smallest step 0.5: −0
-  x[2] = 0.25F;    // tie between 0 and 0.5: even → 0
-  x[3] = -0.75F;   // tie between 0.5 and 1: even → −1
+  x[0] = 6.0F;    // shared exponent 0
+  x[1] = -0.2F;   // below half of the smallest step 0.5: −0
+  x[2] = 0.25F;   // tie between 0 and 0.5: even → 0
+  x[3] = -0.75F;  // tie between 0.5 and 1: even → −1
   const auto out = q(fmt("mxfp4"), x);
   CHECK(bits_equal(out[1], -0.0F));
   CHECK(bits_equal(out[2], 0.0F));
@@ -115,14 +117,14 @@ TEST_CASE("scale underflow clamps to 2^-127 and elements underflow exactly", "[b
 
 TEST_CASE("float32 subnormal inputs: keep, flush, flush_block", "[block][unit]") {
   std::vector<float> x(64, 0.0F);
-  x[0] = std::ldexp(1.0F, -130);   // block 0: amax subnormal
+  x[0] = std::ldexp(1.0F, -130);  // block 0: amax subnormal
   x[1] = -std::ldexp(1.0F, -131);
-  x[32] = 1.0F;                    // block 1: amax normal, one subnormal element
+  x[32] = 1.0F;  // block 1: amax normal, one subnormal element
   x[33] = std::ldexp(1.0F, -140);
   const auto keep = q(fmt("mxfp8_e4m3"), x);
   CHECK(keep[0] == std::ldexp(1.0F, -130));  // exponent −138 → −127; 2^-3 and 2^-4 are E4M3 values
   CHECK(keep[1] == -std::ldexp(1.0F, -131));
-  CHECK(keep[33] == 0.0F);                   // 2^-140 / 2^-8 = 2^-132, far below E4M3's 2^-9
+  CHECK(keep[33] == 0.0F);  // 2^-140 / 2^-8 = 2^-132, far below E4M3's 2^-9
   BlockFormat flush = fmt("mxfp8_e4m3");
   flush.subnormal_inputs = lb::SubnormalInputs::flush;
   const auto fl = q(flush, x);
@@ -178,7 +180,8 @@ TEST_CASE("blocks across an axis equal blocks along the transposed axis", "[bloc
   std::vector<float> x(R * C), xt(R * C);
   for (std::size_t r = 0; r < R; ++r) {
     for (std::size_t c = 0; c < C; ++c) {
-      const float v = std::ldexp(static_cast<float>((r * 7919 + c * 104729) % 1000) - 500.0F, static_cast<int>(c) - 3);
+      const float v =
+          std::ldexp(static_cast<float>((r * 7919 + c * 104729) % 1000) - 500.0F, static_cast<int>(c) - 3);
       x[r * C + c] = v;
       xt[c * R + r] = v;
     }
@@ -225,10 +228,10 @@ TEST_CASE("tiles share one scale per 2-D box", "[block][unit]") {
   const std::vector<float> x{1, 2, 300, 4, 5, 6, 7, 8, 9};
   const auto t = lb::encode(f, x, std::vector<std::size_t>{3, 3});
   REQUIRE(t.scales.size() == 4);
-  CHECK(static_cast<int>(t.scales[0]) - 127 == 2 - 8);   // amax 5
-  CHECK(static_cast<int>(t.scales[1]) - 127 == 8 - 8);   // amax 300
-  CHECK(static_cast<int>(t.scales[2]) - 127 == 3 - 8);   // amax 8
-  CHECK(static_cast<int>(t.scales[3]) - 127 == 3 - 8);   // amax 9
+  CHECK(static_cast<int>(t.scales[0]) - 127 == 2 - 8);  // amax 5
+  CHECK(static_cast<int>(t.scales[1]) - 127 == 8 - 8);  // amax 300
+  CHECK(static_cast<int>(t.scales[2]) - 127 == 3 - 8);  // amax 8
+  CHECK(static_cast<int>(t.scales[3]) - 127 == 3 - 8);  // amax 9
   (void)q(f, x, {3, 3});
 }
 
@@ -247,7 +250,8 @@ TEST_CASE("packing puts element 0 in the low bits of byte 0", "[block][unit]") {
 TEST_CASE("packing every width 1..32 matches the bit-stream definition, bit by bit", "[block][unit]") {
   std::uint64_t state = 12345;
   for (int bits = 1; bits <= 32; ++bits) {
-    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{1001}}) {
+    for (const std::size_t n :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{1001}}) {
       std::vector<std::uint32_t> codes(n);
       for (auto& c : codes) {
         state = state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -280,10 +284,10 @@ TEST_CASE("NVFP4 two-level scale: worked example", "[block][unit]") {
   // 16 elements, amax 6·448 = 2688: g = 2688/2688 = 1; block scale e4m3(2688/6) = 448.
   std::vector<float> x(32, 0.0F);
   x[0] = 2688.0F;
-  x[1] = -1344.0F;   // /448 = −3: exact
-  x[2] = 500.0F;     // /448 = 1.116: nearest E2M1 value 1 → 448
-  x[16] = 3.0F;      // block 2: amax 3 → 3/6 = 0.5 → S_b 0.5; 3/0.5 = 6
-  x[17] = 0.8F;      // 0.8/0.5 = 1.6 → 1.5 → 0.75
+  x[1] = -1344.0F;  // /448 = −3: exact
+  x[2] = 500.0F;    // /448 = 1.116: nearest E2M1 value 1 → 448
+  x[16] = 3.0F;     // block 2: amax 3 → 3/6 = 0.5 → S_b 0.5; 3/0.5 = 6
+  x[17] = 0.8F;     // 0.8/0.5 = 1.6 → 1.5 → 0.75
   const auto t = lb::encode(fmt("nvfp4"), x, std::vector<std::size_t>{32});
   CHECK(t.tensor_scale == 1.0F);
   CHECK(t.scales == std::vector<std::uint32_t>{0x7E, 0x30});  // 448 = 0'1111'110, 0.5 = 0'0110'000

@@ -89,22 +89,26 @@ TEST_CASE("block format errors name file, line, field, value and expectation", "
         "test.toml:4: field 'block_size' = 0: expected an integer in 1..4096");
   CHECK(error_of(base + "block_size = 5000\n") ==
         "test.toml:4: field 'block_size' = 5000: expected an integer in 1..4096");
-  CHECK_THAT(error_of(base + "colour = 1\n"),
-             Catch::Matchers::StartsWith("test.toml:4: field 'colour' = 1: expected a known block-format key"));
-  CHECK(error_of(base + "scale_rule = \"floor\"\n") ==
-        "test.toml:4: field 'scale_rule' = \"floor\": expected one of \"ocp\", \"ceil\", \"rceil\", \"even\", "
-        "\"amax_over_max\", \"search\"");
+  CHECK_THAT(
+      error_of(base + "colour = 1\n"),
+      Catch::Matchers::StartsWith("test.toml:4: field 'colour' = 1: expected a known block-format key"));
+  CHECK(
+      error_of(base + "scale_rule = \"floor\"\n") ==
+      "test.toml:4: field 'scale_rule' = \"floor\": expected one of \"ocp\", \"ceil\", \"rceil\", \"even\", "
+      "\"amax_over_max\", \"search\"");
   CHECK(error_of(base + "granularity = \"tile\"\n") ==
         "test.toml:1: field 'tile' = (missing): expected [rows, cols] with granularity = \"tile\"");
   CHECK(error_of(base + "tile = [16]\n") ==
         "test.toml:4: field 'tile' = an array: expected two integers [rows, cols], each 1..4096");
   CHECK_THAT(error_of("name = \"x\"\nelement = \"fp4_e2m2\"\nscale = \"e8m0\"\n"),
              Catch::Matchers::StartsWith("test.toml:2: field 'element': unknown format 'fp4_e2m2'"));
-  CHECK(error_of("name = \"x\"\nelement = \"fp4_e2m1\"\nscale = \"int8\"\n") ==
-        "test.toml:3: field 'scale' = \"int8\": expected \"pow2\" or a floating-point format such as \"e8m0\", "
-        "\"fp8_e4m3\", \"fp32\"");
-  CHECK_THAT(error_of("name = \"x\"\nelement = \"fp4_e2m1\"\nscale = \"pow2\"\nscale_rule = \"amax_over_max\"\n"),
-             Catch::Matchers::Contains("field 'scale_rule' = \"amax_over_max\": expected a power-of-two rule"));
+  CHECK(
+      error_of("name = \"x\"\nelement = \"fp4_e2m1\"\nscale = \"int8\"\n") ==
+      "test.toml:3: field 'scale' = \"int8\": expected \"pow2\" or a floating-point format such as \"e8m0\", "
+      "\"fp8_e4m3\", \"fp32\"");
+  CHECK_THAT(
+      error_of("name = \"x\"\nelement = \"fp4_e2m1\"\nscale = \"pow2\"\nscale_rule = \"amax_over_max\"\n"),
+      Catch::Matchers::Contains("field 'scale_rule' = \"amax_over_max\": expected a power-of-two rule"));
   CHECK_THAT(error_of(base + "tensor_scale = \"fp32\"\n"),
              Catch::Matchers::Contains("field 'tensor_scale' = \"fp32\": expected \"none\" unless"));
   CHECK_THAT(error_of("element = \"fp4_e2m1\"\nscale = \"e8m0\"\n"),
@@ -123,7 +127,8 @@ TEST_CASE("user block formats load from DIR/block and clash with taken names", "
   CHECK(r.origin("mxfp4_b16") == (dir / "block" / "my16.toml").string());
   CHECK(r.origin("mxfp4") == "builtin:block/mxfp4.toml");
   std::ofstream(dir / "block" / "z.toml") << "name = \"mxfp4\"\nelement = \"fp4_e2m1\"\nscale = \"e8m0\"\n";
-  CHECK_THROWS_AS(BlockRegistry::with_user_paths(lpemu::format::Registry::builtin(), {dir}), lpemu::SpecError);
+  CHECK_THROWS_AS(BlockRegistry::with_user_paths(lpemu::format::Registry::builtin(), {dir}),
+                  lpemu::SpecError);
   std::filesystem::remove_all(dir);
 }
 

@@ -68,7 +68,8 @@ TEST_CASE("lpemu quantize writes the block-quantised tensor and refuses to overw
 
   r = run("quantize --format mxfp44 " + in + " " + out + " --force");
   CHECK(r.rc == 2);
-  CHECK_THAT(r.out, Catch::Matchers::Contains("unknown format 'mxfp44'") && Catch::Matchers::Contains("mxfp4"));
+  CHECK_THAT(r.out,
+             Catch::Matchers::Contains("unknown format 'mxfp44'") && Catch::Matchers::Contains("mxfp4"));
 
   r = run("quantize --format fp8_e4m3 --block 16 " + in + " " + out + " --force");
   CHECK(r.rc == 2);

@@ -1,13 +1,13 @@
 // `lpemu cost` end to end: the binary runs, prints the hand-checked MAC total and the errors.
+#include <sys/wait.h>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <cstdio>
 #include <memory>
 #include <string>
-#include <sys/wait.h>
 
 #include <catch2/catch.hpp>
 
@@ -42,7 +42,8 @@ TEST_CASE("lpemu cost mac prints the per-component breakdown", "[cost][cli]") {
 }
 
 TEST_CASE("lpemu cost prints both phases and the memory floor holds", "[cost][cli]") {
-  const auto r = run("cost --target h100_sxm --model llama2_70b --plan bf16 --batch 1 --context 1 --phase decode");
+  const auto r =
+      run("cost --target h100_sxm --model llama2_70b --plan bf16 --batch 1 --context 1 --phase decode");
   CHECK(r.rc == 0);
   CHECK_THAT(r.out, Catch::Matchers::Contains("DO NOT FIT in 80 GB"));  // 137.95 GB of bf16 weights
   CHECK_THAT(r.out, Catch::Matchers::Contains("decode (batch 1, context 1): 1 tokens"));
@@ -80,9 +81,11 @@ TEST_CASE("a sweep's cost columns equal `lpemu cost` on the plan files it wrote"
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "e.toml")
-      << "name = \"join\"\n[source]\nmodel = \"" << lpemu::test::source_path("data/models/stories260K/model.h5")
-      << "\"\ntext = \"" << lpemu::test::source_path("data/models/stories260K/paragraph.txt")
-      << "\"\nmax_tokens = 16\n[cost]\ntarget = \"b200\"\nshape = \"llama3_8b\"\nphase = \"decode\"\nbatch = 8\n"
+      << "name = \"join\"\n[source]\nmodel = \""
+      << lpemu::test::source_path("data/models/stories260K/model.h5") << "\"\ntext = \""
+      << lpemu::test::source_path("data/models/stories260K/paragraph.txt")
+      << "\"\nmax_tokens = 16\n[cost]\ntarget = \"b200\"\nshape = \"llama3_8b\"\nphase = \"decode\"\nbatch = "
+         "8\n"
          "context = 4096\n[grid]\nformats = [\"bf16\", \"mxfp4\"]\nkeep = [\"first\", \"last\", \"head\"]\n"
          "[grid.native]\nmxfp4 = \"b200_mxfp4_fp32\"\n[grid.others]\nq = \"bf16\"\nprobs = \"bf16\"\n"
          "kv_cache = \"bf16\"\n[grid.datapath]\nbase = \"h100_e4m3_fp32\"\nfused_terms = [4, 32]\n"
@@ -102,10 +105,14 @@ TEST_CASE("a sweep's cost columns equal `lpemu cost` on the plan files it wrote"
                        (dir / "out" / "plans" / name).string() +
                        "' --target b200 --model llama3_8b --phase decode --batch 8 --context 4096 --json");
     REQUIRE(c.rc == 0);
-    CHECK(json_number(c.out, "tokens_per_s") == Approx(m.at("cost_tokens_per_s")).epsilon(1e-5));  // 6 printed digits
-    CHECK(json_number(c.out, "energy_per_token_j_45nm") == Approx(m.at("cost_joules_per_token")).epsilon(1e-5));  // 6 printed digits
-    CHECK(json_number(c.out, "bits_per_weight") == Approx(m.at("weight_bits")).epsilon(1e-5));  // 6 printed digits
-    CHECK(json_number(c.out, "mac_area_rel_bf16") == Approx(m.at("cost_mac_area_rel_bf16")).epsilon(1e-5));  // 6 printed digits
+    CHECK(json_number(c.out, "tokens_per_s") ==
+          Approx(m.at("cost_tokens_per_s")).epsilon(1e-5));  // 6 printed digits
+    CHECK(json_number(c.out, "energy_per_token_j_45nm") ==
+          Approx(m.at("cost_joules_per_token")).epsilon(1e-5));  // 6 printed digits
+    CHECK(json_number(c.out, "bits_per_weight") ==
+          Approx(m.at("weight_bits")).epsilon(1e-5));  // 6 printed digits
+    CHECK(json_number(c.out, "mac_area_rel_bf16") ==
+          Approx(m.at("cost_mac_area_rel_bf16")).epsilon(1e-5));  // 6 printed digits
     if (i == 2) CHECK_THAT(c.out, Catch::Matchers::Contains("mxfp4 x mxfp4 on b200_mxfp4_fp32"));
     if (i == 3) area_n4 = m.at("cost_mac_area_rel_bf16");
     if (i == 4) area_n32 = m.at("cost_mac_area_rel_bf16");
@@ -119,7 +126,9 @@ TEST_CASE("a sweep's cost columns equal `lpemu cost` on the plan files it wrote"
 TEST_CASE("lpemu cost reports unknown names with suggestions", "[cost][cli]") {
   const auto r = run("cost --target h100 --model llama2_7b");
   CHECK(r.rc != 0);
-  CHECK(r.out == "lpemu: error: unknown target 'h100'; closest known names: h100_sxm, proposed_h100_fp4, proposed_h100_fp6\n");
+  CHECK(r.out ==
+        "lpemu: error: unknown target 'h100'; closest known names: h100_sxm, proposed_h100_fp4, "
+        "proposed_h100_fp6\n");
   const auto m = run("cost --target h100_sxm");
   CHECK(m.out == "lpemu: error: lpemu cost: --target and --model are required (see `lpemu cost --help`)\n");
 }

@@ -133,8 +133,9 @@ tile_m = 1
 tile_n = 1
 source = "s"
 )";
-  CHECK_THROWS_WITH(lpemu::cost::parse_system_toml(bad, "bad.toml"),
-                    Catch::Contains("bad.toml") && Catch::Contains("scale_up.kind") && Catch::Contains("torus"));
+  CHECK_THROWS_WITH(lpemu::cost::parse_system_toml(bad, "bad.toml"), Catch::Contains("bad.toml") &&
+                                                                         Catch::Contains("scale_up.kind") &&
+                                                                         Catch::Contains("torus"));
 }
 
 }  // namespace

@@ -22,10 +22,10 @@ TEST_CASE("bf16 x bf16 on generic_bf16, component by component", "[cost]") {
   const auto bf16 = resolve_format("bf16", fmts());
   const auto m = mac_cost(bf16, bf16, catalog().datapath("generic_bf16"));
   // sa = sb = 8 (7 mantissa bits + hidden), e = 8, n = 4, W = 27, fp32 accumulator (24-bit significand).
-  CHECK(m.part("multiplier") == Approx(64));                  // 8 x 8
-  CHECK(m.part("exponent") == Approx(9 + 10 * 7.0 / 4));      // (8+1) + (8+2)(2n-1)/n = 26.5
-  CHECK(m.part("alignment") == Approx(0.5 * 27 * 5));         // W ceil(log2 W) muxes = 67.5
-  CHECK(m.part("adder_tree") == Approx(0.75 * (27 + 2)));     // 21.75
+  CHECK(m.part("multiplier") == Approx(64));                     // 8 x 8
+  CHECK(m.part("exponent") == Approx(9 + 10 * 7.0 / 4));         // (8+1) + (8+2)(2n-1)/n = 26.5
+  CHECK(m.part("alignment") == Approx(0.5 * 27 * 5));            // W ceil(log2 W) muxes = 67.5
+  CHECK(m.part("adder_tree") == Approx(0.75 * (27 + 2)));        // 21.75
   CHECK(m.part("accumulator") == Approx((27 + 67.5 + 32) / 4));  // A = 27, shifter, 32 flops
   CHECK(m.part("normalisation") == Approx((67.5 + 13.5 + 24) / 4));
   CHECK(m.part("block_scale") == 0);
@@ -100,8 +100,8 @@ TEST_CASE("bits per element include the amortised block scale", "[cost]") {
   CHECK(resolve_format("mxfp8_e4m3", fmts()).bits_per_element() == 8.25);  // 8 + 8/32
   CHECK(resolve_format("mxfp6_e2m3", fmts()).bits_per_element() == 6.25);
   CHECK(resolve_format("mxfp4", fmts()).bits_per_element() == 4.25);
-  CHECK(resolve_format("nvfp4", fmts()).bits_per_element() == 4.5);        // 4 + 8/16
-  CHECK(resolve_format("nvfp4", fmts()).tensor_scale_bytes == 4);          // one FP32
+  CHECK(resolve_format("nvfp4", fmts()).bits_per_element() == 4.5);  // 4 + 8/16
+  CHECK(resolve_format("nvfp4", fmts()).tensor_scale_bytes == 4);    // one FP32
   CHECK(resolve_format("bf16", fmts()).bits_per_element() == 16);
   REQUIRE_THROWS_AS(resolve_format("mxfp5", fmts()), lpemu::UnknownNameError);
 }
@@ -163,7 +163,8 @@ TEST_CASE("absolute constants reproduce Horowitz ISSCC 2014 integer figures they
   const auto i8 = resolve_format("int8", fmts());
   const double mul_fa = mac_cost(i8, i8, catalog().datapath("generic_int8")).part("multiplier");  // 64 FA
   // Horowitz (45 nm): 8-bit multiply 0.2 pJ and 282 um^2.
-  CHECK(mul_fa * lpemu::cost::kFaEnergyFj45nm / 1000 == Approx(lpemu::cost::kHorowitzInt8MulPj).epsilon(0.01));
+  CHECK(mul_fa * lpemu::cost::kFaEnergyFj45nm / 1000 ==
+        Approx(lpemu::cost::kHorowitzInt8MulPj).epsilon(0.01));
   CHECK(mul_fa * lpemu::cost::kFaAreaUm2_45nm == Approx(282).epsilon(0.03));
   // 32-bit add: 0.1 pJ and 137 um^2 for 32 FA.
   CHECK(32 * lpemu::cost::kFaEnergyFj45nm / 1000 == Approx(0.1).epsilon(0.01));

@@ -27,18 +27,21 @@ Catalog& catalog() {
 
 TrainFormats formats(const char* w, const char* a, const char* grad, const char* comm) {
   Catalog& c = catalog();
-  return {c.format(w), c.format(a), c.format(grad), c.format("fp32"), c.format("fp32"), c.format(comm), c.format(a)};
+  return {c.format(w),      c.format(a),    c.format(grad), c.format("fp32"),
+          c.format("fp32"), c.format(comm), c.format(a)};
 }
 
-TEST_CASE("shape files: mlp = \"dense\" counts two MLP matrices; other values are errors", "[cost][cluster]") {
-  const char* text = "name = \"g\"\nsource = \"s\"\ndim = 64\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n"
-                     "hidden_dim = 256\nvocab_size = 100\ntied_embeddings = true\nmlp = \"dense\"\n";
+TEST_CASE("shape files: mlp = \"dense\" counts two MLP matrices; other values are errors",
+          "[cost][cluster]") {
+  const char* text =
+      "name = \"g\"\nsource = \"s\"\ndim = 64\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n"
+      "hidden_dim = 256\nvocab_size = 100\ntied_embeddings = true\nmlp = \"dense\"\n";
   // Per layer 4 x 64^2 + 2 x 64 x 256, plus one tied 100 x 64 embedding.
   CHECK(parse_shape_toml(text, "g.toml").parameters() == 2 * (4 * 64 * 64 + 2 * 64 * 256) + 100 * 64);
   std::string bad = text;
   bad.replace(bad.find("\"dense\""), 7, "\"moe\"");
   CHECK_THROWS_WITH(parse_shape_toml(bad, "g.toml"), Catch::Contains("g.toml") && Catch::Contains("mlp") &&
-                                                          Catch::Contains("\"gated\" or \"dense\""));
+                                                         Catch::Contains("\"gated\" or \"dense\""));
 }
 
 TEST_CASE("pipeline bubble share is (p-1)/(v m + p-1)", "[cost][cluster]") {
@@ -52,13 +55,15 @@ TEST_CASE("pipeline bubble share is (p-1)/(v m + p-1)", "[cost][cluster]") {
   c.seq = 4096;
   c.global_batch = 8;
   c.micro_batch = 1;
-  const TrainResult r = training_step(catalog().shape("llama3_70b"), formats("bf16", "bf16", "fp32", "bf16"), sys,
-                                      catalog().target(sys.device), catalog().datapath("generic_bf16"), c);
+  const TrainResult r =
+      training_step(catalog().shape("llama3_70b"), formats("bf16", "bf16", "fp32", "bf16"), sys,
+                    catalog().target(sys.device), catalog().datapath("generic_bf16"), c);
   CHECK(r.microbatches == 8);
   const auto& t = r.time;
   CHECK(t.bubble_s / (t.compute_s + t.memory_s + t.tp_s + t.bubble_s) == Approx(3.0 / 11));
   CHECK(t.dp_s == 0);
-  CHECK(t.step_s == Approx(t.compute_s + t.memory_s + t.tp_s + t.cp_s + t.pp_s + t.bubble_s + t.dp_s + t.optimizer_s));
+  CHECK(t.step_s ==
+        Approx(t.compute_s + t.memory_s + t.tp_s + t.cp_s + t.pp_s + t.bubble_s + t.dp_s + t.optimizer_s));
 }
 
 TEST_CASE("interleaved schedule: bubble (p-1)/(v m + p-1); ZeRO-3 shards the weights", "[cost][cluster]") {
@@ -85,7 +90,8 @@ TEST_CASE("interleaved schedule: bubble (p-1)/(v m + p-1); ZeRO-3 shards the wei
   CHECK(r3.time.dp_s > 0);
 }
 
-TEST_CASE("memory per device and model flops by hand (Llama-3-70B, tp=8 pp=4 dp=32, ZeRO-1)", "[cost][cluster]") {
+TEST_CASE("memory per device and model flops by hand (Llama-3-70B, tp=8 pp=4 dp=32, ZeRO-1)",
+          "[cost][cluster]") {
   const System sys = load_system("dgx_h100");
   const ModelShape& m = catalog().shape("llama3_70b");
   TrainConfig c;
@@ -95,8 +101,8 @@ TEST_CASE("memory per device and model flops by hand (Llama-3-70B, tp=8 pp=4 dp=
   c.global_batch = 512;
   c.micro_batch = 1;
   c.recompute = Recompute::full;
-  const TrainResult r = training_step(m, formats("bf16", "bf16", "fp32", "bf16"), sys, catalog().target(sys.device),
-                                      catalog().datapath("generic_bf16"), c);
+  const TrainResult r = training_step(m, formats("bf16", "bf16", "fp32", "bf16"), sys,
+                                      catalog().target(sys.device), catalog().datapath("generic_bf16"), c);
   // Largest stage: 20 layers x 855,638,016 + one 128256 x 8192 embedding, over tp = 8.
   const double params = (20.0 * 855'638'016 + 128256.0 * 8192) / 8;
   CHECK(r.memory.weights == Approx(params * 2));
@@ -123,8 +129,9 @@ TEST_CASE("a configuration that does not fit says why", "[cost][cluster]") {
   c.par = parse_parallel("tp=1,pp=1,zero=0", 8);
   c.seq = 4096;
   c.global_batch = 8;
-  const TrainResult r = training_step(catalog().shape("llama3_70b"), formats("bf16", "bf16", "fp32", "bf16"), sys,
-                                      catalog().target(sys.device), catalog().datapath("generic_bf16"), c);
+  const TrainResult r =
+      training_step(catalog().shape("llama3_70b"), formats("bf16", "bf16", "fp32", "bf16"), sys,
+                    catalog().target(sys.device), catalog().datapath("generic_bf16"), c);
   CHECK_FALSE(r.memory.fits);
   CHECK_THAT(r.memory.why, Catch::Contains("GB per device > 80 GB") && Catch::Contains("optimizer"));
 }
@@ -172,8 +179,9 @@ TEST_CASE("search returns fitting configurations first, best tokens/s first", "[
   TrainConfig base;
   base.seq = 4096;
   base.global_batch = 64;
-  const auto all = search_training(catalog().shape("llama3_8b"), formats("bf16", "bf16", "fp32", "bf16"), sys,
-                                   catalog().target(sys.device), catalog().datapath("generic_bf16"), 64, base);
+  const auto all =
+      search_training(catalog().shape("llama3_8b"), formats("bf16", "bf16", "fp32", "bf16"), sys,
+                      catalog().target(sys.device), catalog().datapath("generic_bf16"), 64, base);
   REQUIRE(all.size() > 10);
   CHECK(all.front().memory.fits);
   for (std::size_t i = 1; i < all.size(); ++i) {
@@ -195,7 +203,8 @@ TEST_CASE("fewest devices for a step-time target", "[cost][cluster]") {
   const auto at64 = search_training(m, f, sys, t, catalog().datapath("generic_bf16"), 64, base);
   REQUIRE(!at64.empty());
   const double target = at64.front().time.step_s;
-  const auto r = fewest_devices_for_step(m, f, sys, t, catalog().datapath("generic_bf16"), base, target, 1024);
+  const auto r =
+      fewest_devices_for_step(m, f, sys, t, catalog().datapath("generic_bf16"), base, target, 1024);
   REQUIRE(!r.empty());
   const long long n = r.front().config.par.devices();
   CHECK(n <= 64);
@@ -207,7 +216,8 @@ TEST_CASE("fewest devices for a step-time target", "[cost][cluster]") {
   CHECK(fewest_devices_for_step(m, f, sys, t, catalog().datapath("generic_bf16"), base, 1e-6, 1024).empty());
 }
 
-TEST_CASE("inference: KV-cache-limited batch by hand; decode at batch 1 is weight-bandwidth bound", "[cost][cluster]") {
+TEST_CASE("inference: KV-cache-limited batch by hand; decode at batch 1 is weight-bandwidth bound",
+          "[cost][cluster]") {
   const System sys = load_system("dgx_h100");
   const Target& t = catalog().target(sys.device);
   const ModelShape& m = catalog().shape("llama3_70b");
@@ -217,12 +227,14 @@ TEST_CASE("inference: KV-cache-limited batch by hand; decode at batch 1 is weigh
   const double free = 80e9 - 70'552'387'584.0 * 2 / 8;
   const double kv = 2.0 * 80 * 4096 * 1024 * 2 / 8;
   CHECK(max_batch_for_kv(m, pf, t, par, 4096) == static_cast<long long>(std::floor(free / kv)));
-  const auto r = inference_step(m, pf, sys, t, catalog().datapath("generic_bf16"), par, Phase::decode, 1, 4096);
+  const auto r =
+      inference_step(m, pf, sys, t, catalog().datapath("generic_bf16"), par, Phase::decode, 1, 4096);
   CHECK(r.fits);
   // At least the weights must stream from HBM once per token.
   CHECK(r.step_s > 70'552'387'584.0 * 2 / 8 / 3350e9);
   CHECK(r.memory_s > r.compute_s);
-  const auto big = inference_step(m, pf, sys, t, catalog().datapath("generic_bf16"), par, Phase::decode, 4096, 4096);
+  const auto big =
+      inference_step(m, pf, sys, t, catalog().datapath("generic_bf16"), par, Phase::decode, 4096, 4096);
   CHECK_FALSE(big.fits);
   CHECK_THAT(big.why, Catch::Contains("KV cache"));
   CHECK(big.tokens_per_s > r.tokens_per_s);
@@ -255,13 +267,17 @@ std::vector<Row> table1() {
   return rows;
 }
 
-TEST_CASE("validation: Narayanan et al. SC'21 Table 1, achieved TFLOP/s per A100", "[cost][cluster][validation]") {
+TEST_CASE("validation: Narayanan et al. SC'21 Table 1, achieved TFLOP/s per A100",
+          "[cost][cluster][validation]") {
   const auto rows = table1();
   REQUIRE(rows.size() == 10);
   const System sys = load_system("dgx_a100");
   const Target& t = catalog().target(sys.device);
   const bool print = std::getenv("LPEMU_PRINT_VALIDATION") != nullptr;
-  if (print) std::printf("| params | TP | PP | GPUs | batch | paper TFLOP/s | lpemu TFLOP/s | error | bubble | TP comm | DP comm |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  if (print)
+    std::printf(
+        "| params | TP | PP | GPUs | batch | paper TFLOP/s | lpemu TFLOP/s | error | bubble | TP comm | DP "
+        "comm |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   double sum_abs = 0;
   for (const auto& row : rows) {
     ModelShape m;
@@ -298,10 +314,11 @@ TEST_CASE("validation: Narayanan et al. SC'21 Table 1, achieved TFLOP/s per A100
     const double err = (predicted - row.tflops) / row.tflops;
     sum_abs += std::abs(err);
     if (print) {
-      std::printf("| %.1fB | %lld | %lld | %lld | %lld | %.0f | %.1f | %+.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", row.params_b,
-                  row.tp, row.pp, row.gpus, row.batch, row.tflops, predicted, 100 * err,
-                  100 * r.time.bubble_s / r.time.step_s, 100 * r.time.tp_s / r.time.step_s,
-                  100 * r.time.dp_s / r.time.step_s);
+      std::printf(
+          "| %.1fB | %lld | %lld | %lld | %lld | %.0f | %.1f | %+.1f%% | %.1f%% | %.1f%% | %.1f%% |\n",
+          row.params_b, row.tp, row.pp, row.gpus, row.batch, row.tflops, predicted, 100 * err,
+          100 * r.time.bubble_s / r.time.step_s, 100 * r.time.tp_s / r.time.step_s,
+          100 * r.time.dp_s / r.time.step_s);
     }
     CHECK(r.memory.fits);
     // The model leaves out mechanisms that only add time (GEMM efficiency inside a wave, kernel
@@ -334,8 +351,9 @@ TEST_CASE("Mixtral-8x7B: parameters, active parameters and experts touched by ha
   CHECK(experts_touched(8, 2, 1e6) == Approx(8.0));
   CHECK(experts_touched(0, 0, 5) == 1.0);
   // Decode at batch 1 reads two experts' weights per block and does their flops.
-  Workload w = build_workload(s, PlanFormats{catalog().format("bf16"), catalog().format("bf16"), catalog().format("bf16")},
-                              catalog().target("h100_sxm"), catalog().datapath("generic_bf16"), Phase::decode, 1, 4096);
+  Workload w = build_workload(
+      s, PlanFormats{catalog().format("bf16"), catalog().format("bf16"), catalog().format("bf16")},
+      catalog().target("h100_sxm"), catalog().datapath("generic_bf16"), Phase::decode, 1, 4096);
   bool seen = false;
   for (const auto& op : w.ops) {
     if (op.name != "mlp.up") continue;
@@ -346,10 +364,12 @@ TEST_CASE("Mixtral-8x7B: parameters, active parameters and experts touched by ha
     CHECK(op.bytes == 2 * (2.0 * 4096 * 14336) + 2 * (2.0 * 4096) + 2 * (2.0 * 14336));
   }
   CHECK(seen);
-  CHECK(w.weight_bytes == Approx(2.0 * static_cast<double>(s.parameters())).epsilon(1e-12));  // every expert is stored
+  CHECK(w.weight_bytes ==
+        Approx(2.0 * static_cast<double>(s.parameters())).epsilon(1e-12));  // every expert is stored
   // Shape files: experts without top_k, and top_k without experts, are errors naming the field.
-  const char* text = "name = \"m\"\nsource = \"s\"\ndim = 64\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n"
-                     "hidden_dim = 256\nvocab_size = 100\nexperts = 4\n";
+  const char* text =
+      "name = \"m\"\nsource = \"s\"\ndim = 64\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n"
+      "hidden_dim = 256\nvocab_size = 100\nexperts = 4\n";
   CHECK_THROWS_WITH(parse_shape_toml(text, "m.toml"), Catch::Contains("m.toml") && Catch::Contains("top_k"));
   CHECK_THROWS_WITH(parse_shape_toml(std::string(text) + "top_k = 5\n", "m.toml"),
                     Catch::Contains("top_k") && Catch::Contains("from 1 to experts = 4"));
@@ -377,11 +397,13 @@ TEST_CASE("EP all-to-all: bytes of the wire format over the EP group, by hand", 
   // NVLink domain: a ring of 7 steps of 1/8 of that; 4 all-to-alls per layer (dispatch and combine,
   // forward and backward), 32 layers.
   const double bytes = 2.0 * 4096 * 4096 * 2;
-  const double one = 7.0 / 8.0 * bytes / (sys.scale_up.bandwidth_gb_s * 1e9) + 7 * sys.scale_up.latency_us * 1e-6;
+  const double one =
+      7.0 / 8.0 * bytes / (sys.scale_up.bandwidth_gb_s * 1e9) + 7 * sys.scale_up.latency_us * 1e-6;
   CHECK(r.microbatches == 1);
   CHECK(r.time.ep_s == Approx(32 * 4 * one).epsilon(1e-12));
   // FP8 on the wire halves the bandwidth term.
-  const double one8 = 7.0 / 8.0 * bytes / 2 / (sys.scale_up.bandwidth_gb_s * 1e9) + 7 * sys.scale_up.latency_us * 1e-6;
+  const double one8 =
+      7.0 / 8.0 * bytes / 2 / (sys.scale_up.bandwidth_gb_s * 1e9) + 7 * sys.scale_up.latency_us * 1e-6;
   CHECK(run("tp=1,pp=1,ep=8,zero=1", "fp8_e4m3").time.ep_s == Approx(32 * 4 * one8).epsilon(1e-12));
   // No EP: no all-to-all.
   CHECK(run("tp=1,pp=1,ep=1,zero=1", "bf16").time.ep_s == 0.0);

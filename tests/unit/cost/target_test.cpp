@@ -36,27 +36,20 @@ const Published kPublished[] = {
     {"a100", "int4", 1248},       // NVIDIA A100 whitepaper (2020)
     {"h100_sxm", "tf32", 494.7},  // NVIDIA H100 whitepaper (2022); datasheet 989 sparse
     {"h100_sxm", "bf16", 989.4},  // datasheet 1,979 sparse
-    {"h100_sxm", "fp16", 989.4},
-    {"h100_sxm", "fp8", 1978.9},  // datasheet 3,958 sparse
-    {"h100_sxm", "int8", 1978.9},
-    {"h200", "bf16", 989.4},      // NVIDIA H200 datasheet (2024): 1,979 sparse
-    {"h200", "fp8", 1978.9},      // 3,958 sparse
-    {"mi300x", "tf32", 653.7},    // AMD MI300X datasheet (2023)
-    {"mi300x", "bf16", 1307.4},
-    {"mi300x", "fp16", 1307.4},
-    {"mi300x", "fp8", 2614.9},
-    {"mi300x", "int8", 2614.9},
-    {"mi355x", "bf16", 2516.6},   // AMD MI355X datasheet (2025)
-    {"mi355x", "fp8", 5033.2},
-    {"mi355x", "fp6", 10066.3},
-    {"mi355x", "fp4", 10066.3},
+    {"h100_sxm", "fp16", 989.4},  {"h100_sxm", "fp8", 1978.9},  // datasheet 3,958 sparse
+    {"h100_sxm", "int8", 1978.9}, {"h200", "bf16", 989.4},      // NVIDIA H200 datasheet (2024): 1,979 sparse
+    {"h200", "fp8", 1978.9},                                    // 3,958 sparse
+    {"mi300x", "tf32", 653.7},                                  // AMD MI300X datasheet (2023)
+    {"mi300x", "bf16", 1307.4},   {"mi300x", "fp16", 1307.4},  {"mi300x", "fp8", 2614.9},
+    {"mi300x", "int8", 2614.9},   {"mi355x", "bf16", 2516.6},  // AMD MI355X datasheet (2025)
+    {"mi355x", "fp8", 5033.2},    {"mi355x", "fp6", 10066.3},  {"mi355x", "fp4", 10066.3},
 };
 
 TEST_CASE("every shipped target, shape, plan and datapath loads", "[cost]") {
   Catalog& c = catalog();
   const auto targets = c.target_names();
-  for (const char* want : {"a100", "h100_sxm", "h200", "b200", "mi300x", "mi355x", "tpu_v5e", "tpu_v5p", "gaudi3",
-                           "proposed_h100_fp6", "proposed_h100_fp4"}) {
+  for (const char* want : {"a100", "h100_sxm", "h200", "b200", "mi300x", "mi355x", "tpu_v5e", "tpu_v5p",
+                           "gaudi3", "proposed_h100_fp6", "proposed_h100_fp4"}) {
     INFO(want);
     CHECK(std::find(targets.begin(), targets.end(), want) != targets.end());
   }
@@ -71,7 +64,8 @@ TEST_CASE("every shipped target, shape, plan and datapath loads", "[cost]") {
   }
   for (const auto& name : c.shape_names()) CHECK(c.shape(name).parameters() > 0);
   for (const auto& name : c.datapath_names()) CHECK(c.datapath(name).fused_terms >= 1);
-  CHECK(c.shape_names() == std::vector<std::string>{"llama2_70b", "llama2_7b", "llama3_70b", "llama3_8b", "mixtral_8x7b", "stories260K"});
+  CHECK(c.shape_names() == std::vector<std::string>{"llama2_70b", "llama2_7b", "llama3_70b", "llama3_8b",
+                                                    "mixtral_8x7b", "stories260K"});
 }
 
 TEST_CASE("shipped rates equal the datasheets and rebuild from units x MACs/clock x 2 x clock", "[cost]") {
@@ -99,18 +93,19 @@ TEST_CASE("format-rate ratios come out as published", "[cost]") {
     const auto& g = catalog().target(t);
     return g.peak_ops(a) / g.peak_ops(b);
   };
-  CHECK(ratio("h100_sxm", "fp8", "bf16") == Approx(2.0).epsilon(0.001));    // Hopper whitepaper: FP8 2x FP16/BF16
+  CHECK(ratio("h100_sxm", "fp8", "bf16") ==
+        Approx(2.0).epsilon(0.001));  // Hopper whitepaper: FP8 2x FP16/BF16
   CHECK(ratio("h100_sxm", "bf16", "tf32") == Approx(2.0).epsilon(0.001));
   CHECK(ratio("h200", "fp8", "bf16") == Approx(2.0).epsilon(0.001));
-  CHECK(ratio("a100", "int8", "fp16") == Approx(2.0).epsilon(0.001));       // A100 datasheet: 624 vs 312
-  CHECK(ratio("a100", "int4", "fp16") == Approx(4.0).epsilon(0.001));       // A100 whitepaper: 1248 vs 312
-  CHECK(ratio("b200", "fp4", "fp8") == Approx(2.0).epsilon(0.001));         // HGX B200: 18 vs 9 PFLOPS sparse
-  CHECK(ratio("b200", "fp6", "fp8") == Approx(1.0).epsilon(0.001));         // "FP8/FP6" share a line
-  CHECK(ratio("b200", "fp8", "bf16") == Approx(2.0).epsilon(0.001));        // 9 vs 4.5 PFLOPS sparse
-  CHECK(ratio("mi300x", "fp8", "fp16") == Approx(2.0).epsilon(0.001));      // 2614.9 vs 1307.4
-  CHECK(ratio("mi355x", "fp4", "fp8") == Approx(2.0).epsilon(0.001));       // 10 vs 5 PFLOPS
-  CHECK(ratio("mi355x", "fp6", "fp4") == Approx(1.0).epsilon(0.001));       // MXFP6 at the MXFP4 rate
-  CHECK(ratio("gaudi3", "fp8", "bf16") == Approx(1.0).epsilon(0.001));      // Hot Chips 2024: 1835 both
+  CHECK(ratio("a100", "int8", "fp16") == Approx(2.0).epsilon(0.001));   // A100 datasheet: 624 vs 312
+  CHECK(ratio("a100", "int4", "fp16") == Approx(4.0).epsilon(0.001));   // A100 whitepaper: 1248 vs 312
+  CHECK(ratio("b200", "fp4", "fp8") == Approx(2.0).epsilon(0.001));     // HGX B200: 18 vs 9 PFLOPS sparse
+  CHECK(ratio("b200", "fp6", "fp8") == Approx(1.0).epsilon(0.001));     // "FP8/FP6" share a line
+  CHECK(ratio("b200", "fp8", "bf16") == Approx(2.0).epsilon(0.001));    // 9 vs 4.5 PFLOPS sparse
+  CHECK(ratio("mi300x", "fp8", "fp16") == Approx(2.0).epsilon(0.001));  // 2614.9 vs 1307.4
+  CHECK(ratio("mi355x", "fp4", "fp8") == Approx(2.0).epsilon(0.001));   // 10 vs 5 PFLOPS
+  CHECK(ratio("mi355x", "fp6", "fp4") == Approx(1.0).epsilon(0.001));   // MXFP6 at the MXFP4 rate
+  CHECK(ratio("gaudi3", "fp8", "bf16") == Approx(1.0).epsilon(0.001));  // Hot Chips 2024: 1835 both
   CHECK(ratio("tpu_v5e", "int8", "bf16") == Approx(393.0 / 197.0).epsilon(0.001));
   CHECK(catalog().target("h100_sxm").find_rate("fp4") == nullptr);  // absent, not guessed
   CHECK(catalog().target("a100").find_rate("fp8") == nullptr);
@@ -121,7 +116,7 @@ TEST_CASE("memory figures are the datasheets'", "[cost]") {
   CHECK(catalog().target("h200").bandwidth_gb_s == 4800);      // H200 datasheet: 4.8 TB/s
   CHECK(catalog().target("h200").capacity_gb == 141);
   CHECK(catalog().target("mi300x").capacity_gb == 192);
-  CHECK(catalog().target("tpu_v5p").bandwidth_gb_s == 2765);   // Cloud TPU v5p docs
+  CHECK(catalog().target("tpu_v5p").bandwidth_gb_s == 2765);  // Cloud TPU v5p docs
   CHECK(catalog().target("gaudi3").capacity_gb == 128);
 }
 
@@ -142,30 +137,38 @@ TEST_CASE("proposed target: H100 FP8 area spent on FP6 MACs", "[cost]") {
 TEST_CASE("bad target files get clear errors", "[cost]") {
   Catalog c(lpemu::format::Registry::builtin());
   const std::string missing_bw =
-      "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\ncapacity_gb = 80\ncapacity_source = \"s\"\n"
+      "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\ncapacity_gb = 80\ncapacity_source = "
+      "\"s\"\n"
       "[rates.bf16]\ntflops = 1\nsource = \"s\"\n";
-  REQUIRE_THROWS_WITH(c.parse_target_toml(missing_bw, "bad.toml"),
-                      "bad.toml:4: field 'memory.bandwidth_gb_s' = (missing): expected a positive bandwidth in GB/s");
+  REQUIRE_THROWS_WITH(
+      c.parse_target_toml(missing_bw, "bad.toml"),
+      "bad.toml:4: field 'memory.bandwidth_gb_s' = (missing): expected a positive bandwidth in GB/s");
   const std::string bad_class =
-      "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\nbandwidth_gb_s = 1\nbandwidth_source = \"s\"\n"
+      "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\nbandwidth_gb_s = 1\nbandwidth_source = "
+      "\"s\"\n"
       "capacity_gb = 1\ncapacity_source = \"s\"\n[rates.fp9]\ntflops = 1\nsource = \"s\"\n";
-  REQUIRE_THROWS_WITH(c.parse_target_toml(bad_class, "bad.toml"),
-                      "bad.toml:9: field 'rates.fp9' = a table: expected a rate class (fp4, int4, fp6, fp8, int8, "
-                      "fp16, bf16, tf32, fp32)");
+  REQUIRE_THROWS_WITH(
+      c.parse_target_toml(bad_class, "bad.toml"),
+      "bad.toml:9: field 'rates.fp9' = a table: expected a rate class (fp4, int4, fp6, fp8, int8, "
+      "fp16, bf16, tf32, fp32)");
   const std::string neg =
-      "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\nbandwidth_gb_s = -5\nbandwidth_source = \"s\"\n"
+      "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\nbandwidth_gb_s = -5\nbandwidth_source = "
+      "\"s\"\n"
       "capacity_gb = 1\ncapacity_source = \"s\"\n[rates.bf16]\ntflops = 1\nsource = \"s\"\n";
-  REQUIRE_THROWS_WITH(c.parse_target_toml(neg, "bad.toml"),
-                      "bad.toml:5: field 'memory.bandwidth_gb_s' = -5: expected a positive bandwidth in GB/s");
+  REQUIRE_THROWS_WITH(
+      c.parse_target_toml(neg, "bad.toml"),
+      "bad.toml:5: field 'memory.bandwidth_gb_s' = -5: expected a positive bandwidth in GB/s");
   const std::string no_source =
-      "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\nbandwidth_gb_s = 1\nbandwidth_source = \"s\"\n"
+      "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\nbandwidth_gb_s = 1\nbandwidth_source = "
+      "\"s\"\n"
       "capacity_gb = 1\ncapacity_source = \"s\"\n[rates.bf16]\ntflops = 1\n";
   REQUIRE_THROWS_WITH(c.parse_target_toml(no_source, "bad.toml"),
                       "bad.toml:9: field 'rates.bf16.source' = (missing): expected a string");
   REQUIRE_THROWS_WITH(c.parse_target_toml("name = \"x\"\nkind = \"real\"\n", "bad.toml"),
                       "bad.toml:2: field 'kind' = \"real\": expected \"product\" or \"proposed\"");
-  REQUIRE_THROWS_WITH(c.target("h100"),
-                      "unknown target 'h100'; closest known names: h100_sxm, proposed_h100_fp4, proposed_h100_fp6");
+  REQUIRE_THROWS_WITH(
+      c.target("h100"),
+      "unknown target 'h100'; closest known names: h100_sxm, proposed_h100_fp4, proposed_h100_fp6");
 }
 
 TEST_CASE("bad shape files get clear errors", "[cost]") {

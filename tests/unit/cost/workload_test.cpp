@@ -37,8 +37,8 @@ lpemu::cost::CostPlan uniform(const std::string& plan, long long n_layers) {
 lpemu::cost::Workload make(const char* shape, const char* plan, const char* target, Phase ph, long long b,
                            long long s) {
   Catalog& c = catalog();
-  return lpemu::cost::build_workload(c.shape(shape), uniform(plan, c.shape(shape).n_layers), c.target(target), c, ph,
-                                     b, s);
+  return lpemu::cost::build_workload(c.shape(shape), uniform(plan, c.shape(shape).n_layers), c.target(target),
+                                     c, ph, b, s);
 }
 
 const lpemu::cost::Op& op(const lpemu::cost::Workload& w, const std::string& name) {
@@ -51,11 +51,14 @@ const lpemu::cost::Op& op(const lpemu::cost::Workload& w, const std::string& nam
 
 TEST_CASE("parameter counts of the shipped shapes, by hand", "[cost]") {
   // Per layer 2d^2 + 2 d kv + 3 d hidden, plus embeddings (x2 when the LM head is untied).
-  CHECK(catalog().shape("llama2_70b").parameters() == 68'975'329'280LL);  // 80 x 855,638,016 + 2 x 32000 x 8192
-  CHECK(catalog().shape("llama2_7b").parameters() == 6'738'149'376LL);    // 32 x 202,375,168 + 2 x 32000 x 4096
-  CHECK(catalog().shape("stories260K").parameters() == 259'328);         // 5 x 45,312 + 512 x 64 (tied)
-  CHECK(catalog().shape("llama3_8b").parameters() == 8'029'995'008LL);   // 32 x 218,103,808 + 2 x 128256 x 4096
-  CHECK(catalog().shape("llama3_70b").parameters() == 70'552'387'584LL); // 80 x 855,638,016 + 2 x 128256 x 8192
+  CHECK(catalog().shape("llama2_70b").parameters() ==
+        68'975'329'280LL);                                              // 80 x 855,638,016 + 2 x 32000 x 8192
+  CHECK(catalog().shape("llama2_7b").parameters() == 6'738'149'376LL);  // 32 x 202,375,168 + 2 x 32000 x 4096
+  CHECK(catalog().shape("stories260K").parameters() == 259'328);        // 5 x 45,312 + 512 x 64 (tied)
+  CHECK(catalog().shape("llama3_8b").parameters() ==
+        8'029'995'008LL);  // 32 x 218,103,808 + 2 x 128256 x 4096
+  CHECK(catalog().shape("llama3_70b").parameters() ==
+        70'552'387'584LL);  // 80 x 855,638,016 + 2 x 128256 x 8192
 }
 
 TEST_CASE("decode ops: GEMM flops and bytes by hand", "[cost]") {
@@ -65,7 +68,7 @@ TEST_CASE("decode ops: GEMM flops and bytes by hand", "[cost]") {
   CHECK(q.flops == 2.0 * 4096 * 4096);
   CHECK(q.bytes == 4096.0 * 4096 * 2 + 4096 * 2 + 4096 * 2);  // weights + x + y in bf16
   const auto& a = op(w, "attn.sdpa");
-  CHECK(a.flops == 2.0 * 2 * 32 * 128 * 4097);                // QK and PV over 4096 + 1 positions
+  CHECK(a.flops == 2.0 * 2 * 32 * 128 * 4097);               // QK and PV over 4096 + 1 positions
   CHECK(a.bytes == 2.0 * 4096 * 2 + 2.0 * 4097 * 4096 * 2);  // q, o + K and V of the cache
   CHECK(w.tokens == 1);
   CHECK(w.kv_cache_bytes == 2.0 * 32 * 4096 * 4096 * 2);
@@ -136,7 +139,8 @@ TEST_CASE("each block is priced in its own formats and on its own datapath", "[c
   // First and last blocks in bf16 with a bf16 KV cache; the LM head unquantised.
   for (const std::size_t l : {std::size_t{0}, std::size_t{31}}) {
     auto& b = plan.layers[l];
-    for (auto* g : {&b.q_proj, &b.k_proj, &b.v_proj, &b.o_proj, &b.gate, &b.up, &b.down}) *g = {"bf16", "bf16", ""};
+    for (auto* g : {&b.q_proj, &b.k_proj, &b.v_proj, &b.o_proj, &b.gate, &b.up, &b.down})
+      *g = {"bf16", "bf16", ""};
     b.q = b.probs = b.kv_cache = "bf16";
   }
   plan.lm_head = {"fp32", "fp32", ""};  // unquantised
@@ -180,8 +184,9 @@ TEST_CASE("a plan with no quantised weight reports the unquantised width", "[cos
 TEST_CASE("bad workload arguments get clear errors", "[cost]") {
   REQUIRE_THROWS_WITH(make("llama2_7b", "bf16", "h100_sxm", Phase::decode, 0, 1),
                       "batch = 0: expected a positive integer");
-  REQUIRE_THROWS_WITH(catalog().shape("llama2-7b"),
-                      Catch::Matchers::StartsWith("unknown model shape 'llama2-7b'; closest known names: llama2_7b"));
+  REQUIRE_THROWS_WITH(
+      catalog().shape("llama2-7b"),
+      Catch::Matchers::StartsWith("unknown model shape 'llama2-7b'; closest known names: llama2_7b"));
 }
 
 }  // namespace

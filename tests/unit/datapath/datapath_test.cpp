@@ -16,14 +16,19 @@ namespace {
 using namespace lpemu::datapath;
 using lpemu::format::Registry;
 
-const std::vector<std::string> kRequired = {
-    "ideal", "fp32_sequential", "v100_fp16_fp32", "v100_fp16_fp16", "a100_fp16_fp32", "a100_fp16_fp16",
-    "a100_bf16_fp32", "a100_tf32_fp32", "ada_fp16_fp32", "ada_fp16_fp16", "ada_bf16_fp32", "ada_tf32_fp32",
-    "ada_e4m3_fp32", "ada_e5m2_fp32", "ada_e4m3_fp16", "ada_e5m2_fp16", "h100_fp16_fp32", "h100_fp16_fp16",
-    "h100_bf16_fp32", "h100_tf32_fp32", "h100_e4m3_fp32", "h100_e5m2_fp32", "h100_e4m3_fp16", "h100_e5m2_fp16",
-    "h200_fp16_fp32", "h200_e4m3_fp32", "b200_fp16_fp32", "b200_fp16_fp16", "b200_bf16_fp32", "b200_tf32_fp32",
-    "b200_e4m3_fp32", "b200_e5m2_fp32", "h100_e4m3_fp32_promote128", "b200_mxfp8_fp32", "b200_mxfp6_fp32",
-    "b200_mxfp4_fp32", "b200_nvfp4_fp32"};
+const std::vector<std::string> kRequired = {"ideal",           "fp32_sequential", "v100_fp16_fp32",
+                                            "v100_fp16_fp16",  "a100_fp16_fp32",  "a100_fp16_fp16",
+                                            "a100_bf16_fp32",  "a100_tf32_fp32",  "ada_fp16_fp32",
+                                            "ada_fp16_fp16",   "ada_bf16_fp32",   "ada_tf32_fp32",
+                                            "ada_e4m3_fp32",   "ada_e5m2_fp32",   "ada_e4m3_fp16",
+                                            "ada_e5m2_fp16",   "h100_fp16_fp32",  "h100_fp16_fp16",
+                                            "h100_bf16_fp32",  "h100_tf32_fp32",  "h100_e4m3_fp32",
+                                            "h100_e5m2_fp32",  "h100_e4m3_fp16",  "h100_e5m2_fp16",
+                                            "h200_fp16_fp32",  "h200_e4m3_fp32",  "b200_fp16_fp32",
+                                            "b200_fp16_fp16",  "b200_bf16_fp32",  "b200_tf32_fp32",
+                                            "b200_e4m3_fp32",  "b200_e5m2_fp32",  "h100_e4m3_fp32_promote128",
+                                            "b200_mxfp8_fp32", "b200_mxfp6_fp32", "b200_mxfp4_fp32",
+                                            "b200_nvfp4_fp32"};
 
 TEST_CASE("every required preset loads and cites a source", "[datapath][unit]") {
   const auto& reg = DatapathRegistry::builtin();
@@ -56,28 +61,36 @@ TEST_CASE("preset parameters follow tensor-cores.md §2", "[datapath][unit]") {
 
 TEST_CASE("unknown datapath names suggest the closest presets", "[datapath][unit]") {
   REQUIRE_THROWS_AS(DatapathRegistry::builtin().get("h100_e4m3_fp33"), lpemu::UnknownNameError);
-  REQUIRE_THROWS_WITH(DatapathRegistry::builtin().get("h100_e4m3_fp33"),
-                      Catch::Contains("unknown datapath 'h100_e4m3_fp33'; closest known names: h100_e4m3_fp32"));
+  REQUIRE_THROWS_WITH(
+      DatapathRegistry::builtin().get("h100_e4m3_fp33"),
+      Catch::Contains("unknown datapath 'h100_e4m3_fp33'; closest known names: h100_e4m3_fp32"));
 }
 
 TEST_CASE("datapath TOML errors name file, line, field and expectation", "[datapath][unit]") {
   const auto& f = Registry::builtin();
-  const std::string base = "name = \"x\"\nsource = \"s\"\n[inputs]\na = \"fp16\"\nb = \"fp16\"\n[accumulator]\nformat = \"fp32\"\n";
+  const std::string base =
+      "name = \"x\"\nsource = \"s\"\n[inputs]\na = \"fp16\"\nb = \"fp16\"\n[accumulator]\nformat = "
+      "\"fp32\"\n";
   REQUIRE_NOTHROW(parse_datapath_toml(base, "my.toml", f));
   REQUIRE_THROWS_WITH(parse_datapath_toml(base + "[alignment]\nmode = \"truncate\"\n", "my.toml", f),
                       "my.toml:9: field 'alignment.fraction_bits' = (missing): expected fraction_bits (F) or "
                       "extra_bits when alignment.mode drops bits");
-  REQUIRE_THROWS_WITH(parse_datapath_toml(base + "[alignment]\nmode = \"chop\"\n", "my.toml", f),
-                      "my.toml:9: field 'alignment.mode' = \"chop\": expected one of \"exact\", \"truncate\", "
-                      "\"nearest_even\", \"round_down\"");
+  REQUIRE_THROWS_WITH(
+      parse_datapath_toml(base + "[alignment]\nmode = \"chop\"\n", "my.toml", f),
+      "my.toml:9: field 'alignment.mode' = \"chop\": expected one of \"exact\", \"truncate\", "
+      "\"nearest_even\", \"round_down\"");
   REQUIRE_THROWS_WITH(parse_datapath_toml(base + "colour = 1\n", "my.toml", f),
                       Catch::StartsWith("my.toml:8: field 'accumulator.colour' = 1: expected a known key"));
   const std::string bad_fmt = "name = \"x\"\nsource = \"s\"\n[inputs]\na = \"fp8_e4m4\"\nb = \"fp16\"\n";
-  REQUIRE_THROWS_WITH(parse_datapath_toml(bad_fmt, "my.toml", f),
-                      Catch::StartsWith("my.toml:4: field 'inputs.a' = \"fp8_e4m4\": expected a known element "
-                                        "format (see `lpemu formats list`); closest known names: "));
-  REQUIRE_THROWS_WITH(parse_datapath_toml(base + "[block]\nfused_terms = 65\n[alignment]\nmode = \"truncate\"\nfraction_bits = 24\n", "my.toml", f),
-                      Catch::StartsWith("my.toml:9: field 'block.fused_terms' = 65: expected 1..64"));
+  REQUIRE_THROWS_WITH(
+      parse_datapath_toml(bad_fmt, "my.toml", f),
+      Catch::StartsWith("my.toml:4: field 'inputs.a' = \"fp8_e4m4\": expected a known element "
+                        "format (see `lpemu formats list`); closest known names: "));
+  REQUIRE_THROWS_WITH(
+      parse_datapath_toml(
+          base + "[block]\nfused_terms = 65\n[alignment]\nmode = \"truncate\"\nfraction_bits = 24\n",
+          "my.toml", f),
+      Catch::StartsWith("my.toml:9: field 'block.fused_terms' = 65: expected 1..64"));
 }
 
 TEST_CASE("extra_bits sets F relative to the accumulator's fraction", "[datapath][unit]") {
@@ -104,8 +117,8 @@ TEST_CASE("special values follow the published models", "[datapath][unit]") {
   CHECK(dot(dp, std::vector<std::uint64_t>{0xfc00}, one, 0) == 0xff800000);
   CHECK(std::isnan(std::bit_cast<float>(static_cast<std::uint32_t>(
       dot(dp, std::vector<std::uint64_t>{0x7c00, 0xfc00}, std::vector<std::uint64_t>{0x3c00, 0x3c00}, 0)))));
-  CHECK(std::isnan(std::bit_cast<float>(
-      static_cast<std::uint32_t>(dot(dp, std::vector<std::uint64_t>{0x7c00}, std::vector<std::uint64_t>{0}, 0)))));
+  CHECK(std::isnan(std::bit_cast<float>(static_cast<std::uint32_t>(
+      dot(dp, std::vector<std::uint64_t>{0x7c00}, std::vector<std::uint64_t>{0}, 0)))));
   CHECK(std::isnan(std::bit_cast<float>(static_cast<std::uint32_t>(dot(dp, one, one, 0x7fc00000)))));
 }
 
@@ -119,8 +132,9 @@ TEST_CASE("overflow gives Inf even under RZ (tensor-cores.md §1.7)", "[datapath
 TEST_CASE("exact_dot returns the exact sum", "[datapath][unit]") {
   const auto& f = Registry::builtin();
   // 1 + 2^-24·2^-24 (fp16 0x3c00, 0x0001) with c = 2^-100 in fp32 (0x0d800000): exact.
-  const ExactValue v = exact_dot(f.get("fp16"), f.get("fp16"), f.get("fp32"), std::vector<std::uint64_t>{0x3c00, 0x0001},
-                                 std::vector<std::uint64_t>{0x3c00, 0x0001}, 0x0d800000);
+  const ExactValue v =
+      exact_dot(f.get("fp16"), f.get("fp16"), f.get("fp32"), std::vector<std::uint64_t>{0x3c00, 0x0001},
+                std::vector<std::uint64_t>{0x3c00, 0x0001}, 0x0d800000);
   CHECK(v.to_double() == 1.0 + std::ldexp(1.0, -48) + std::ldexp(1.0, -100));
   CHECK(v.to_string(5) == "1.0000e+00");
 }
@@ -135,12 +149,14 @@ TEST_CASE("an integer accumulator sums int8 products exactly and saturates", "[d
   dp.accumulator = lpemu::format::make_int("int32", 32);
   dp.accumulator_fraction_bits = 0;
   // 127·127 + (−128)·127 = −127 → two's complement 0xffffff81.
-  CHECK(dot(dp, std::vector<std::uint64_t>{0x7f, 0x80}, std::vector<std::uint64_t>{0x7f, 0x7f}, 0) == 0xffffff81);
+  CHECK(dot(dp, std::vector<std::uint64_t>{0x7f, 0x80}, std::vector<std::uint64_t>{0x7f, 0x7f}, 0) ==
+        0xffffff81);
   // c = 2^31 − 1 plus 1 saturates at 2^31 − 1.
-  CHECK(dot(dp, std::vector<std::uint64_t>{0x01}, std::vector<std::uint64_t>{0x01}, 0x7fffffff) == 0x7fffffff);
+  CHECK(dot(dp, std::vector<std::uint64_t>{0x01}, std::vector<std::uint64_t>{0x01}, 0x7fffffff) ==
+        0x7fffffff);
   dp.accumulator = lpemu::format::make_int("int16", 16);
-  CHECK(dot(dp, std::vector<std::uint64_t>{0x80, 0x80, 0x80}, std::vector<std::uint64_t>{0x80, 0x80, 0x80}, 0) ==
-        0x7fff);  // 3·2^14 = 49152 saturates at 32767
+  CHECK(dot(dp, std::vector<std::uint64_t>{0x80, 0x80, 0x80}, std::vector<std::uint64_t>{0x80, 0x80, 0x80},
+            0) == 0x7fff);  // 3·2^14 = 49152 saturates at 32767
 }
 
 }  // namespace
@@ -161,7 +177,8 @@ TEST_CASE("the datapath's stochastic rounding is the format layer's on the same 
     o.seed = 1234;
     std::size_t up = 0, down = 0;
     for (std::uint64_t i = 0; i < 400; ++i) {
-      const float x = 1.0F + static_cast<float>(i) * 0x1.0p-12F, y = 3.0F + static_cast<float>(i % 7) * 0x1.0p-20F;
+      const float x = 1.0F + static_cast<float>(i) * 0x1.0p-12F,
+                  y = 3.0F + static_cast<float>(i % 7) * 0x1.0p-20F;
       const std::vector<std::uint64_t> a{lpemu::format::encode(fp32, x)}, b{lpemu::format::encode(fp32, y)};
       const double exact = static_cast<double>(x) * static_cast<double>(y);
       const std::uint64_t want = lpemu::format::encode(fp32, exact, o, i << 24);

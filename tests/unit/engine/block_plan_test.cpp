@@ -4,16 +4,16 @@
 #include <catch2/catch.hpp>
 
 #if __has_include("lpemu/block/block_format.hpp")
-#  include <cstring>
-#  include <set>
+#include <cstring>
+#include <set>
 
-#  include "lpemu/block/block_format.hpp"
-#  include "lpemu/block/quantize.hpp"
-#  include "lpemu/engine/model.hpp"
-#  include "lpemu/engine/plan.hpp"
-#  include "lpemu/engine/session.hpp"
-#  include "lpemu/format/registry.hpp"
-#  include "support/test_support.hpp"
+#include "lpemu/block/block_format.hpp"
+#include "lpemu/block/quantize.hpp"
+#include "lpemu/engine/model.hpp"
+#include "lpemu/engine/plan.hpp"
+#include "lpemu/engine/session.hpp"
+#include "lpemu/format/registry.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -23,8 +23,7 @@ TEST_CASE("block-format plans quantise each point along its contraction axis", "
   const auto q = QuantizerFactory::standard(lpemu::format::Registry::builtin());
   REQUIRE(q.knows("mxfp4"));
   const Model m = load_model(lpemu::test::source_path("data/models/stories260K/model.h5"));
-  const PrecisionPlan plan =
-      load_plan("mxfp4", q, GemmFactory::builtin(), {lpemu::test::source_path("")});
+  const PrecisionPlan plan = load_plan("mxfp4", q, GemmFactory::builtin(), {lpemu::test::source_path("")});
   std::set<std::string> formats;
   std::size_t checked = 0;
   SessionOptions opts;

@@ -85,34 +85,52 @@ json gpt2_json(const json& model) {
   return {{"version", "1.0"},
           {"added_tokens", json::array({{{"id", 50256}, {"content", "<|endoftext|>"}, {"special", true}}})},
           {"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
-          {"post_processor", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}}},
-          {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+          {"pre_tokenizer",
+           {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
+          {"post_processor",
+           {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}}},
+          {"decoder",
+           {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
           {"model", model}};
 }
 
 json llama3_json(json model) {
   model["ignore_merges"] = true;
-  return {{"version", "1.0"},
-          {"added_tokens", json::array({{{"id", 128000}, {"content", "<|begin_of_text|>"}, {"special", true}},
-                                        {{"id", 128001}, {"content", "<|end_of_text|>"}, {"special", true}}})},
-          {"normalizer", nullptr},
-          {"pre_tokenizer",
-           {{"type", "Sequence"},
-            {"pretokenizers",
-             json::array({{{"type", "Split"}, {"pattern", {{"Regex", kLlama3Pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
-                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}})}}},
-          {"post_processor",
-           {{"type", "Sequence"},
-            {"processors",
-             json::array({{{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}},
-                          {{"type", "TemplateProcessing"},
-                           {"single", json::array({{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
-                                                   {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
-                           {"pair", json::array()},
-                           {"special_tokens", {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {128000}}, {"tokens", {"<|begin_of_text|>"}}}}}}}})}}},
-          {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
-          {"model", model}};
+  return {
+      {"version", "1.0"},
+      {"added_tokens", json::array({{{"id", 128000}, {"content", "<|begin_of_text|>"}, {"special", true}},
+                                    {{"id", 128001}, {"content", "<|end_of_text|>"}, {"special", true}}})},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers", json::array({{{"type", "Split"},
+                                        {"pattern", {{"Regex", kLlama3Pattern}}},
+                                        {"behavior", "Isolated"},
+                                        {"invert", false}},
+                                       {{"type", "ByteLevel"},
+                                        {"add_prefix_space", false},
+                                        {"trim_offsets", true},
+                                        {"use_regex", false}}})}}},
+      {"post_processor",
+       {{"type", "Sequence"},
+        {"processors",
+         json::array(
+             {{{"type", "ByteLevel"},
+               {"add_prefix_space", true},
+               {"trim_offsets", false},
+               {"use_regex", true}},
+              {{"type", "TemplateProcessing"},
+               {"single", json::array({{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+                                       {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+               {"pair", json::array()},
+               {"special_tokens",
+                {{"<|begin_of_text|>",
+                  {{"id", "<|begin_of_text|>"},
+                   {"ids", {128000}},
+                   {"tokens", {"<|begin_of_text|>"}}}}}}}})}}},
+      {"decoder",
+       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"model", model}};
 }
 
 const std::string S = "\xE2\x96\x81";  // '▁'
@@ -135,12 +153,14 @@ json llama2_json(const std::vector<std::pair<std::string, int>>& pieces,
                                         {{"id", 2}, {"content", "</s>"}, {"special", true}}})},
           {"normalizer",
            {{"type", "Sequence"},
-            {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", S}},
-                                         {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", S}}})}}},
+            {"normalizers",
+             json::array({{{"type", "Prepend"}, {"prepend", S}},
+                          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", S}}})}}},
           {"pre_tokenizer", nullptr},
           {"post_processor",
            {{"type", "TemplateProcessing"},
-            {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+            {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
             {"pair", json::array()},
             {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
           {"decoder",
@@ -149,16 +169,23 @@ json llama2_json(const std::vector<std::pair<std::string, int>>& pieces,
                                       {{"type", "ByteFallback"}},
                                       {{"type", "Fuse"}},
                                       {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
-          {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"}, {"fuse_unk", true},
-                     {"byte_fallback", true}, {"vocab", vocab}, {"merges", m}}}};
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", "<unk>"},
+            {"fuse_unk", true},
+            {"byte_fallback", true},
+            {"vocab", vocab},
+            {"merges", m}}}};
 }
 
 const std::vector<std::string> kRoundTrip = {
     "Hello world",
     "  leading, double  and trailing spaces  ",
     "tabs\tand\nnew lines\r\n\n",
-    "caf\xC3\xA9 na\xC3\xAFve \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E",                   // café naïve 日本語
-    "emoji \xF0\x9F\x99\x82\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD and \xE2\x9D\xA4\xEF\xB8\x8F",  // 🙂👍🏽 ❤️
+    "caf\xC3\xA9 na\xC3\xAFve \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E",  // café naïve 日本語
+    "emoji \xF0\x9F\x99\x82\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD and \xE2\x9D\xA4\xEF\xB8\x8F",  // 🙂👍🏽
+                                                                                            // ❤️
     "it's 12345 o'clock!!",
     "",
 };
@@ -175,7 +202,8 @@ TEST_CASE("GPT-2 byte-level BPE gives the published ids", "[engine][tokenizer][h
   chain(merges, {G, "w", "o", "r", "l", "d"});
   merges.emplace_back(G, G);  // must not fire across the regex split of "a  b"
   const auto t = BpeTokenizer::parse(
-      gpt2_json(byte_level(merges, {{"Hello", 15496}, {G + "world", 995}, {G + "Hello", 18435}}, 60000)).dump(),
+      gpt2_json(byte_level(merges, {{"Hello", 15496}, {G + "world", 995}, {G + "Hello", 18435}}, 60000))
+          .dump(),
       "gpt2.json");
   CHECK(t->encode("Hello world", true) == std::vector<int>{15496, 995});
   CHECK(t->encode(" Hello world", true) == std::vector<int>{18435, 995});
@@ -190,15 +218,16 @@ TEST_CASE("Llama 3 byte-level BPE gives the published ids", "[engine][tokenizer]
   // Published: OpenAI cookbook "How to count tokens with tiktoken": cl100k_base encodes
   // "tiktoken is great!" as [83, 1609, 5963, 374, 2294, 0]; Llama 3's tokenizer keeps cl100k_base's
   // 100k ids and pattern and adds <|begin_of_text|> = 128000 (meta-llama/llama3 tokenizer.py).
-  std::vector<std::pair<std::string, std::string>> merges = {{"i", "k"}, {"e", "n"}, {"t", "o"}, {"to", "k"},
-                                                             {"tok", "en"}, {G, "i"}, {G + "i", "s"}};
+  std::vector<std::pair<std::string, std::string>> merges = {
+      {"i", "k"}, {"e", "n"}, {"t", "o"}, {"to", "k"}, {"tok", "en"}, {G, "i"}, {G + "i", "s"}};
   chain(merges, {G, "g", "r", "e", "a", "t"});
   // Digits: the pattern splits "12345" into "123" and "45", so "3 4" (rank first) must not fire.
   merges.insert(merges.begin(), {"3", "4"});
   merges.emplace_back("1", "2");
   merges.emplace_back("4", "5");
   merges.emplace_back("12", "3");
-  const json model = byte_level(merges, {{"ik", 1609}, {"token", 5963}, {G + "is", 374}, {G + "great", 2294}}, 70000);
+  const json model =
+      byte_level(merges, {{"ik", 1609}, {"token", 5963}, {G + "is", 374}, {G + "great", 2294}}, 70000);
   const auto t = BpeTokenizer::parse(llama3_json(model).dump(), "llama3.json");
   CHECK(t->encode("tiktoken is great!", true) == std::vector<int>{128000, 83, 1609, 5963, 374, 2294, 0});
   const std::vector<int> digits = t->encode("12345", false);
@@ -220,8 +249,8 @@ TEST_CASE("Llama 2 SentencePiece-style BPE gives the published ids", "[engine][t
   chain(merges, {S, "H", "e", "l", "l", "o"});
   chain(merges, {S, "w", "o", "r", "l", "d"});
   merges.emplace_back(S, ".");
-  std::vector<std::pair<std::string, int>> pieces = {{S, 29871}, {S + "Hello", 15043}, {S + "world", 3186},
-                                                     {S + ".", 869}, {".", 29889}};
+  std::vector<std::pair<std::string, int>> pieces = {
+      {S, 29871}, {S + "Hello", 15043}, {S + "world", 3186}, {S + ".", 869}, {".", 29889}};
   int next = 30000;
   for (const auto& [l, r] : merges) {
     if (std::none_of(pieces.begin(), pieces.end(), [&](const auto& p) { return p.first == l + r; })) {
@@ -233,7 +262,8 @@ TEST_CASE("Llama 2 SentencePiece-style BPE gives the published ids", "[engine][t
   CHECK(t->encode("Hello <s>.", true) == std::vector<int>{1, 15043, 29871, 1, 869});
   CHECK(t->encode("Hello world", true) == std::vector<int>{1, 15043, 3186});
   // "🙂" (F0 9F 99 82) is not in the vocabulary: four byte pieces.
-  CHECK(t->encode("\xF0\x9F\x99\x82", false) == std::vector<int>{29871, 3 + 0xF0, 3 + 0x9F, 3 + 0x99, 3 + 0x82});
+  CHECK(t->encode("\xF0\x9F\x99\x82", false) ==
+        std::vector<int>{29871, 3 + 0xF0, 3 + 0x9F, 3 + 0x99, 3 + 0x82});
   CHECK(t->decode({1, 15043, 3186}) == "<s> Hello world");  // added tokens are not stripped
   // Through the engine's Tokenizer interface (what `lpemu eval`/`run` use): BOS/EOS are dropped.
   const Tokenizer tk = Tokenizer::from_hf_json(llama2_json(pieces, merges).dump(), "llama2.json", 1, 2);
@@ -267,21 +297,24 @@ TEST_CASE("tokenizer.json tokenizers round-trip Unicode, whitespace and emoji", 
 TEST_CASE("tokenizer.json outside the supported subset is refused by name", "[engine][tokenizer][hf]") {
   json j = gpt2_json(byte_level({}, {}, 300));
   j["model"]["type"] = "WordPiece";
-  CHECK_THROWS_WITH(BpeTokenizer::parse(j.dump(), "t.json"), "t.json: model.type = \"WordPiece\": expected \"BPE\"");
+  CHECK_THROWS_WITH(BpeTokenizer::parse(j.dump(), "t.json"),
+                    "t.json: model.type = \"WordPiece\": expected \"BPE\"");
   j = gpt2_json(byte_level({}, {}, 300));
   j["normalizer"] = {{"type", "NFKC"}};
   CHECK_THROWS_WITH(BpeTokenizer::parse(j.dump(), "t.json"),
                     Catch::Contains("t.json: normalizer.type = \"NFKC\": expected a supported normalizer"));
   j = llama3_json(byte_level({}, {}, 300));
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
-  CHECK_THROWS_WITH(BpeTokenizer::parse(j.dump(), "t.json"), Catch::Contains("t.json: pre_tokenizer regex /(unclosed/"));
+  CHECK_THROWS_WITH(BpeTokenizer::parse(j.dump(), "t.json"),
+                    Catch::Contains("t.json: pre_tokenizer regex /(unclosed/"));
   CHECK_THROWS_AS(BpeTokenizer::parse("{", "t.json"), lpemu::SpecError);
 }
 
-TEST_CASE("SentencePiece-style encoding splits at spaces only when no piece crosses one", "[engine][tokenizer][hf]") {
+TEST_CASE("SentencePiece-style encoding splits at spaces only when no piece crosses one",
+          "[engine][tokenizer][hf]") {
   std::vector<std::pair<std::string, std::string>> merges = {{S, "a"}, {S + "a", "b"}, {S, S}, {"b", "a"}};
-  std::vector<std::pair<std::string, int>> pieces = {{S, 259}, {"a", 260}, {"b", 261}, {S + "a", 262},
-                                                     {S + "ab", 263}, {S + S, 264}, {"ba", 266}};
+  std::vector<std::pair<std::string, int>> pieces = {
+      {S, 259}, {"a", 260}, {"b", 261}, {S + "a", 262}, {S + "ab", 263}, {S + S, 264}, {"ba", 266}};
   const auto split = BpeTokenizer::parse(llama2_json(pieces, merges).dump(), "split.json");
   // An unused piece "q▁" forces the whole-text BPE without changing any merge of this text.
   auto unsplit_pieces = pieces;
@@ -299,7 +332,8 @@ TEST_CASE("SentencePiece-style encoding splits at spaces only when no piece cros
   CHECK(crossing->encode("a b", false) == std::vector<int>{259, 265, 261});
 }
 
-TEST_CASE("Metaspace pre-tokenizer (Mistral, Llama 2 legacy=False) gives the published ids", "[engine][tokenizer][hf]") {
+TEST_CASE("Metaspace pre-tokenizer (Mistral, Llama 2 legacy=False) gives the published ids",
+          "[engine][tokenizer][hf]") {
   // Published: the same LlamaTokenizer docstring, legacy=False: encode("Hello <s>.") ==
   // [1, 15043, 29871, 1, 29889] ('.' = 29889: no '▁' after a special token). Newer tokenizer.json
   // files (Mistral v0.3, Llama 2 with legacy=False) express this as a Metaspace pre-tokenizer with
@@ -307,8 +341,8 @@ TEST_CASE("Metaspace pre-tokenizer (Mistral, Llama 2 legacy=False) gives the pub
   std::vector<std::pair<std::string, std::string>> merges;
   chain(merges, {S, "H", "e", "l", "l", "o"});
   chain(merges, {S, "w", "o", "r", "l", "d"});
-  std::vector<std::pair<std::string, int>> pieces = {{S, 29871}, {S + "Hello", 15043}, {S + "world", 3186},
-                                                     {".", 29889}};
+  std::vector<std::pair<std::string, int>> pieces = {
+      {S, 29871}, {S + "Hello", 15043}, {S + "world", 3186}, {".", 29889}};
   int next = 30000;
   for (const auto& [l, r] : merges) {
     if (std::none_of(pieces.begin(), pieces.end(), [&](const auto& p) { return p.first == l + r; })) {
@@ -318,7 +352,8 @@ TEST_CASE("Metaspace pre-tokenizer (Mistral, Llama 2 legacy=False) gives the pub
   for (const char* c : {"H", "e", "l", "o", "w", "r", "d"}) pieces.emplace_back(c, next++);
   json j = llama2_json(pieces, merges);
   j["normalizer"] = nullptr;
-  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", S}, {"prepend_scheme", "first"}, {"split", false}};
+  j["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", S}, {"prepend_scheme", "first"}, {"split", false}};
   j["decoder"] = {{"type", "Metaspace"}, {"replacement", S}, {"prepend_scheme", "first"}, {"split", false}};
   const auto t = BpeTokenizer::parse(j.dump(), "mistral.json");
   CHECK(t->encode("Hello <s>.", true) == std::vector<int>{1, 15043, 29871, 1, 29889});

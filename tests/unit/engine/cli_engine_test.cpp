@@ -35,7 +35,8 @@ TEST_CASE("lpemu run generates the model README's greedy text", "[engine][cli]")
   const Result r = run("run --model " + lpemu::test::source_path("data/models/stories260K/model.h5") +
                        " --plan fp32 --prompt 'Once upon a time' --steps 40");
   CHECK(r.rc == 0);
-  CHECK_THAT(r.out, Catch::StartsWith("Once upon a time, there was a little girl named Lily. She loved to play"));
+  CHECK_THAT(r.out,
+             Catch::StartsWith("Once upon a time, there was a little girl named Lily. She loved to play"));
 }
 
 TEST_CASE("lpemu eval and replay report against the reference", "[engine][cli]") {
@@ -46,9 +47,9 @@ TEST_CASE("lpemu eval and replay report against the reference", "[engine][cli]")
   const auto j = nlohmann::json::parse(e.out);
   CHECK(j["top1_agreement"] == 1.0);
   CHECK(!j["per_token"].empty());
-  const Result r = run("replay --model stories260K --plan " +
-                       lpemu::test::source_path("experiments/plans/fp8_e4m3.toml") + " --activations " +
-                       lpemu::test::source_path("data/models/stories260K/activations.h5"));
+  const Result r =
+      run("replay --model stories260K --plan " + lpemu::test::source_path("experiments/plans/fp8_e4m3.toml") +
+          " --activations " + lpemu::test::source_path("data/models/stories260K/activations.h5"));
   CHECK(r.rc == 0);
   CHECK_THAT(r.out, Catch::Contains("fp8_e4m3") && Catch::Contains("w2") && Catch::Contains("output"));
 }

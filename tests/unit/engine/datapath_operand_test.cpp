@@ -31,7 +31,8 @@ RowMatrix random_matrix(Eigen::Index r, Eigen::Index c, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0F, 1.0F);
   RowMatrix x(r, c);
-  for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = nd(rng) * std::ldexp(1.0F, static_cast<int>(rng() % 9) - 4);
+  for (Eigen::Index i = 0; i < x.size(); ++i)
+    x.data()[i] = nd(rng) * std::ldexp(1.0F, static_cast<int>(rng() % 9) - 4);
   return x;
 }
 
@@ -93,14 +94,16 @@ RowMatrix reference_gemm(const dpn::Datapath& dp, const blk::BlockFormat& fa, co
       const std::uint64_t d = dpn::dot(dp, ra, rb, 0, dpn::BlockScales{ea, eb, ma, mb}, i * n + j);
       const auto acc = static_cast<float>(fmt::decode(dp.output(), d));
       const float ga = epi(fa, ta, i), gb = epi(fb, tb, j);
-      c(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = (ga == 1.0F && gb == 1.0F) ? acc : (ga * gb) * acc;
+      c(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) =
+          (ga == 1.0F && gb == 1.0F) ? acc : (ga * gb) * acc;
     }
   }
   return c;
 }
 
 // The engine's GEMM on operands encoded by quantisers of fa / fb, compared bit for bit.
-void check_scale_kind(const char* datapath, const blk::BlockFormat& fa, const blk::BlockFormat& fb, Eigen::Index k) {
+void check_scale_kind(const char* datapath, const blk::BlockFormat& fa, const blk::BlockFormat& fb,
+                      Eigen::Index k) {
   INFO(datapath << " " << fa.name << " x " << fb.name);
   const auto& dp = dpn::DatapathRegistry::builtin().get(datapath);
   REQUIRE(datapath_entry_problem(dp, true, fa.element, &fa).empty());
@@ -159,10 +162,12 @@ TEST_CASE("operands that cannot enter a datapath exactly are named with it", "[e
   const auto& e4 = fmt::Registry::builtin().get("fp8_e4m3");
   CHECK(datapath_entry_problem(h100, true, e4, nullptr).empty());
   CHECK_FALSE(datapath_entry_problem(h100, true, fmt::Registry::builtin().get("bf16"), nullptr).empty());
-  CHECK_FALSE(datapath_entry_problem(reg.get("b200_mxfp4_fp32"), true, fmt::Registry::builtin().get("fp4_e2m1"),
+  CHECK_FALSE(datapath_entry_problem(reg.get("b200_mxfp4_fp32"), true,
+                                     fmt::Registry::builtin().get("fp4_e2m1"),
                                      &blk::BlockRegistry::builtin().get("nvfp4"))
                   .empty());
-  CHECK_FALSE(datapath_entry_problem(h100, true, e4, &blk::BlockRegistry::builtin().get("mxfp8_e4m3")).empty());
+  CHECK_FALSE(
+      datapath_entry_problem(h100, true, e4, &blk::BlockRegistry::builtin().get("mxfp8_e4m3")).empty());
   // fp8_e4m3 values all lie in bf16: they enter a bf16 datapath exactly.
   CHECK(datapath_entry_problem(reg.get("h100_bf16_fp32"), true, e4, nullptr).empty());
 
@@ -176,13 +181,15 @@ TEST_CASE("operands that cannot enter a datapath exactly are named with it", "[e
   SessionOptions o;
   o.quantizers = &q;
   o.gemms = &gemms;
-  CHECK_THROWS_WITH(Session(m, bad, o),
-                    Catch::Matchers::Contains("bf16_on_h100.toml:4") && Catch::Matchers::Contains("'bf16'") &&
-                        Catch::Matchers::Contains("'h100_e4m3_fp32'") && Catch::Matchers::Contains("convert = true"));
+  CHECK_THROWS_WITH(Session(m, bad, o), Catch::Matchers::Contains("bf16_on_h100.toml:4") &&
+                                            Catch::Matchers::Contains("'bf16'") &&
+                                            Catch::Matchers::Contains("'h100_e4m3_fp32'") &&
+                                            Catch::Matchers::Contains("convert = true"));
 
   // The explicit spelling converts, and each conversion is a quantisation point of its own.
   const PrecisionPlan ok = parse_plan_toml(
-      "[roles]\nweights = \"bf16\"\nlinear_input = \"bf16\"\ngemm = { datapath = \"h100_e4m3_fp32\", convert = true }\n"
+      "[roles]\nweights = \"bf16\"\nlinear_input = \"bf16\"\ngemm = { datapath = \"h100_e4m3_fp32\", convert "
+      "= true }\n"
       "[[override]]\nkind = \"head\"\ngemm = \"none\"\n",
       "convert.toml", q, gemms);
   const GemmChoice g = ok.resolve_gemm_site(0, LayerKind::attention, "wq", 5);
@@ -233,7 +240,8 @@ class CheckingGemm final : public Gemm {
       ++checked;
       // The plan's value is decode(): fp32(code · scale · tensor scale); the datapath takes code ·
       // scale exactly and applies the tensor scale after accumulation.
-      if (std::bit_cast<std::uint32_t>(static_cast<float>(v)) != std::bit_cast<std::uint32_t>(x.data()[i])) ++mismatches;
+      if (std::bit_cast<std::uint32_t>(static_cast<float>(v)) != std::bit_cast<std::uint32_t>(x.data()[i]))
+        ++mismatches;
       if (v != static_cast<double>(x.data()[i])) ++inexact;
     }
   }
@@ -248,16 +256,17 @@ TEST_CASE("stories260K with NVFP4 operands on b200_nvfp4_fp32 loses no more than
   gemms.add("b200_nvfp4_fp32", [checking]() { return std::shared_ptr<const Gemm>(checking); });
   const Model m = load_model(lpemu::test::source_path("data/models/stories260K/model.h5"));
   const std::string roles = "[roles]\nweights = \"nvfp4\"\nlinear_input = \"nvfp4\"\n";
-  const PrecisionPlan on_dp = parse_plan_toml(
-      roles + "gemm = \"b200_nvfp4_fp32\"\n[[override]]\nkind = \"head\"\ngemm = \"none\"\n", "nvfp4_b200.toml", q,
-      gemms);
+  const PrecisionPlan on_dp =
+      parse_plan_toml(roles + "gemm = \"b200_nvfp4_fp32\"\n[[override]]\nkind = \"head\"\ngemm = \"none\"\n",
+                      "nvfp4_b200.toml", q, gemms);
   const PrecisionPlan on_fp32 = parse_plan_toml(roles, "nvfp4.toml", q, gemms);
   std::vector<int> tokens{1};
   for (int i = 0; i < 63; ++i) tokens.push_back(3 + (i * 37) % 500);
   const auto ref = builtin_plan("fp32");
   const auto e_dp = lpemu::metrics::evaluate(m, on_dp, ref, tokens, q, gemms);
   const auto e_fp32 = lpemu::metrics::evaluate(m, on_fp32, ref, tokens, q, gemms);
-  WARN("mean KL vs fp32: nvfp4 on b200_nvfp4_fp32 " << e_dp.mean_kl << ", nvfp4 on fp32 (eigen) " << e_fp32.mean_kl);
+  WARN("mean KL vs fp32: nvfp4 on b200_nvfp4_fp32 " << e_dp.mean_kl << ", nvfp4 on fp32 (eigen) "
+                                                    << e_fp32.mean_kl);
   WARN(checking->checked << " operand values checked; " << checking->inexact
                          << " of them are not fp32 values before the plan's rounding to fp32");
   CHECK(checking->checked > 0);
@@ -306,10 +315,11 @@ TEST_CASE("attention's QK and PV GEMMs run on a datapath named by attention_gemm
   auto check = std::make_shared<AttentionCheck>(gemms.make("h100_e4m3_fp32"));
   gemms.add("h100_e4m3_fp32", [check]() { return std::shared_ptr<const Gemm>(check); });
   const Model m = load_model(lpemu::test::source_path("data/models/stories260K/model.h5"));
-  const std::string roles = "[roles]\nq = \"fp8_e4m3\"\nk = \"fp8_e4m3\"\nv = \"fp8_e4m3\"\nprobs = \"fp8_e4m3\"\n";
-  const PrecisionPlan on_dp =
-      parse_plan_toml(roles + "attention_gemm = \"h100_e4m3_fp32\"\n[[override]]\nlayers = [0]\nattention_gemm = \"none\"\n",
-                      "attn.toml", q, gemms);
+  const std::string roles =
+      "[roles]\nq = \"fp8_e4m3\"\nk = \"fp8_e4m3\"\nv = \"fp8_e4m3\"\nprobs = \"fp8_e4m3\"\n";
+  const PrecisionPlan on_dp = parse_plan_toml(
+      roles + "attention_gemm = \"h100_e4m3_fp32\"\n[[override]]\nlayers = [0]\nattention_gemm = \"none\"\n",
+      "attn.toml", q, gemms);
   CHECK(on_dp.resolve_gemm_site(1, LayerKind::attention, "qk", 5).datapath == "h100_e4m3_fp32");
   CHECK(on_dp.resolve_gemm_site(1, LayerKind::attention, "pv", 5).datapath == "h100_e4m3_fp32");
   CHECK(on_dp.resolve_gemm_site(0, LayerKind::attention, "qk", 5).datapath == "eigen");
@@ -329,7 +339,8 @@ TEST_CASE("attention's QK and PV GEMMs run on a datapath named by attention_gemm
   CHECK(check->checked > 0);
   CHECK(check->mismatches == 0);
   // Unquantised queries cannot enter an FP8 datapath.
-  const PrecisionPlan bad = parse_plan_toml("[roles]\nattention_gemm = \"h100_e4m3_fp32\"\n", "bad_attn.toml", q, gemms);
+  const PrecisionPlan bad =
+      parse_plan_toml("[roles]\nattention_gemm = \"h100_e4m3_fp32\"\n", "bad_attn.toml", q, gemms);
   CHECK_THROWS_WITH(Session(m, bad, o), Catch::Matchers::Contains("bad_attn.toml:2") &&
                                             Catch::Matchers::Contains("attention GEMM 'qk'") &&
                                             Catch::Matchers::Contains("'fp32'") &&

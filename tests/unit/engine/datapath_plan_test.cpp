@@ -2,17 +2,17 @@
 #include <catch2/catch.hpp>
 
 #if __has_include("lpemu/datapath/gemm.hpp")
-#  include <random>
+#include <random>
 
-#  include "lpemu/datapath/datapath.hpp"
-#  include "lpemu/datapath/gemm.hpp"
-#  include "lpemu/engine/model.hpp"
-#  include "lpemu/engine/plan.hpp"
-#  include "lpemu/engine/quantizer.hpp"
-#  include "lpemu/engine/session.hpp"
-#  include "lpemu/format/codec.hpp"
-#  include "lpemu/format/registry.hpp"
-#  include "support/test_support.hpp"
+#include "lpemu/datapath/datapath.hpp"
+#include "lpemu/datapath/gemm.hpp"
+#include "lpemu/engine/model.hpp"
+#include "lpemu/engine/plan.hpp"
+#include "lpemu/engine/quantizer.hpp"
+#include "lpemu/engine/session.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/format/registry.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -35,7 +35,8 @@ TEST_CASE("a datapath GEMM computes A·Bᵀ exactly when every partial sum is re
   for (Eigen::Index i = 0; i < 5; ++i) {
     for (Eigen::Index j = 0; j < 7; ++j) {
       double want = 0;
-      for (Eigen::Index k = 0; k < 40; ++k) want += static_cast<double>(a(i, k)) * static_cast<double>(b(j, k));
+      for (Eigen::Index k = 0; k < 40; ++k)
+        want += static_cast<double>(a(i, k)) * static_cast<double>(b(j, k));
       CHECK(static_cast<double>(c(i, j)) == want);
     }
   }
@@ -54,21 +55,26 @@ TEST_CASE("a datapath GEMM feeds on-grid operands to the datapath unscaled", "[e
     RowMatrix a(m, k), b(n, k), c;
     const double sa = std::ldexp(1.0, static_cast<int>(rng() % 14) - 10);  // down to subnormal-heavy rows
     const double sb = std::ldexp(1.0, static_cast<int>(rng() % 8) - 4);
-    for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(lpemu::format::quantize(e4, nd(rng) * sa));
-    for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = static_cast<float>(lpemu::format::quantize(e4, nd(rng) * sb));
+    for (Eigen::Index i = 0; i < a.size(); ++i)
+      a.data()[i] = static_cast<float>(lpemu::format::quantize(e4, nd(rng) * sa));
+    for (Eigen::Index i = 0; i < b.size(); ++i)
+      b.data()[i] = static_cast<float>(lpemu::format::quantize(e4, nd(rng) * sb));
     g->nt(a, b, c, GemmPoint{0, LayerKind::mlp, "w1", "fp8_e4m3", "fp8_e4m3"});
     std::vector<std::uint64_t> ac(m * k), bc(k * n), dc(m * n);
     for (int i = 0; i < m; ++i) {
-      for (int t = 0; t < k; ++t) ac[static_cast<std::size_t>(i * k + t)] = lpemu::format::encode(e4, static_cast<double>(a(i, t)));
+      for (int t = 0; t < k; ++t)
+        ac[static_cast<std::size_t>(i * k + t)] = lpemu::format::encode(e4, static_cast<double>(a(i, t)));
     }
     for (int j = 0; j < n; ++j) {
-      for (int t = 0; t < k; ++t) bc[static_cast<std::size_t>(t * n + j)] = lpemu::format::encode(e4, static_cast<double>(b(j, t)));
+      for (int t = 0; t < k; ++t)
+        bc[static_cast<std::size_t>(t * n + j)] = lpemu::format::encode(e4, static_cast<double>(b(j, t)));
     }
     lpemu::datapath::gemm(dp, m, n, k, ac, bc, {}, dc);
     for (int i = 0; i < m; ++i) {
       for (int j = 0; j < n; ++j) {
         INFO("trial " << trial << " (" << i << ", " << j << ")");
-        CHECK(static_cast<double>(c(i, j)) == lpemu::format::decode(dp.output(), dc[static_cast<std::size_t>(i * n + j)]));
+        CHECK(static_cast<double>(c(i, j)) ==
+              lpemu::format::decode(dp.output(), dc[static_cast<std::size_t>(i * n + j)]));
       }
     }
   }
@@ -92,7 +98,8 @@ TEST_CASE("a datapath GEMM re-encodes a weight matrix changed in place", "[engin
   CHECK(c3(0, 1) == c1(0, 1) + 8.0F * a(0, 7));
 }
 
-TEST_CASE("the h100_e4m3 datapath plan runs stories260K close to its fp8 fake-quant plan", "[engine][datapath]") {
+TEST_CASE("the h100_e4m3 datapath plan runs stories260K close to its fp8 fake-quant plan",
+          "[engine][datapath]") {
   const auto q = QuantizerFactory::standard(lpemu::format::Registry::builtin());
   const auto gemms = GemmFactory::builtin();
   const Model m = load_model(lpemu::test::source_path("data/models/stories260K/model.h5"));

@@ -6,8 +6,8 @@
 #include <set>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <tbb/global_control.h>
+#include <catch2/catch.hpp>
 
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
@@ -91,7 +91,8 @@ std::vector<double> mv(const RowMatrix& w, const Vec<float>& b, const std::vecto
   std::vector<double> y(static_cast<std::size_t>(w.rows()), 0.0);
   for (Eigen::Index i = 0; i < w.rows(); ++i) {
     double s = b.size() != 0 ? static_cast<double>(b(i)) : 0.0;
-    for (Eigen::Index j = 0; j < w.cols(); ++j) s += static_cast<double>(w(i, j)) * x[static_cast<std::size_t>(j)];
+    for (Eigen::Index j = 0; j < w.cols(); ++j)
+      s += static_cast<double>(w(i, j)) * x[static_cast<std::size_t>(j)];
     y[static_cast<std::size_t>(i)] = s;
   }
   return y;
@@ -120,7 +121,8 @@ void rope_ref(const Config& c, std::vector<double>& x, int heads, int pos) {
     for (int j = 0; j < hd / 2; ++j) {
       const double a = pos * std::pow(c.rope_theta, -2.0 * j / hd);
       const std::size_t i0 = static_cast<std::size_t>(h * hd + (c.rope_style == RopeStyle::half ? j : 2 * j));
-      const std::size_t i1 = static_cast<std::size_t>(h * hd + (c.rope_style == RopeStyle::half ? j + hd / 2 : 2 * j + 1));
+      const std::size_t i1 =
+          static_cast<std::size_t>(h * hd + (c.rope_style == RopeStyle::half ? j + hd / 2 : 2 * j + 1));
       const double x0 = x[i0];
       const double x1 = x[i1];
       x[i0] = x0 * std::cos(a) - x1 * std::sin(a);
@@ -136,10 +138,11 @@ Dmat naive_logits(const Model& m, const std::vector<int>& tokens) {
   Dmat x(T, std::vector<double>(static_cast<std::size_t>(c.dim)));
   for (std::size_t t = 0; t < T; ++t) {
     for (int j = 0; j < c.dim; ++j) {
-      x[t][static_cast<std::size_t>(j)] = static_cast<double>(m.tok_embeddings(tokens[t], j)) +
-                                          (c.positions == PositionKind::learned
-                                               ? static_cast<double>(m.pos_embeddings(static_cast<Eigen::Index>(t), j))
-                                               : 0.0);
+      x[t][static_cast<std::size_t>(j)] =
+          static_cast<double>(m.tok_embeddings(tokens[t], j)) +
+          (c.positions == PositionKind::learned
+               ? static_cast<double>(m.pos_embeddings(static_cast<Eigen::Index>(t), j))
+               : 0.0);
     }
   }
   for (const LayerWeights& w : m.layers) {
@@ -162,14 +165,17 @@ Dmat naive_logits(const Model& m, const std::vector<int>& tokens) {
         double mx = -1e300;
         for (std::size_t u = 0; u <= t; ++u) {
           double d = 0;
-          for (int i = 0; i < hd; ++i) d += q[t][static_cast<std::size_t>(h * hd + i)] * k[u][static_cast<std::size_t>(g * hd + i)];
+          for (int i = 0; i < hd; ++i)
+            d += q[t][static_cast<std::size_t>(h * hd + i)] * k[u][static_cast<std::size_t>(g * hd + i)];
           s[u] = d / std::sqrt(static_cast<double>(hd));
           mx = std::max(mx, s[u]);
         }
         double z = 0;
         for (auto& e : s) z += (e = std::exp(e - mx));
         for (std::size_t u = 0; u <= t; ++u) {
-          for (int i = 0; i < hd; ++i) att[static_cast<std::size_t>(h * hd + i)] += s[u] / z * v[u][static_cast<std::size_t>(g * hd + i)];
+          for (int i = 0; i < hd; ++i)
+            att[static_cast<std::size_t>(h * hd + i)] +=
+                s[u] / z * v[u][static_cast<std::size_t>(g * hd + i)];
         }
       }
       const auto o = mv(w.wo, w.bo, att);
@@ -191,7 +197,8 @@ Dmat naive_logits(const Model& m, const std::vector<int>& tokens) {
     }
   }
   Dmat logits(T);
-  for (std::size_t t = 0; t < T; ++t) logits[t] = mv(m.output, Vec<float>(), norm_ref(c, x[t], m.norm, m.norm_bias));
+  for (std::size_t t = 0; t < T; ++t)
+    logits[t] = mv(m.output, Vec<float>(), norm_ref(c, x[t], m.norm, m.norm_bias));
   return logits;
 }
 
@@ -199,7 +206,8 @@ double max_diff(const Dmat& ref, const RowMatrix& got) {
   double e = 0;
   for (std::size_t t = 0; t < ref.size(); ++t) {
     for (std::size_t j = 0; j < ref[t].size(); ++j) {
-      e = std::max(e, std::abs(ref[t][j] - static_cast<double>(got(static_cast<Eigen::Index>(t), static_cast<Eigen::Index>(j)))));
+      e = std::max(e, std::abs(ref[t][j] - static_cast<double>(got(static_cast<Eigen::Index>(t),
+                                                                   static_cast<Eigen::Index>(j)))));
     }
   }
   return e;
@@ -236,7 +244,8 @@ TEST_CASE("a learned-position model refuses positions past seq_len instead of re
   std::vector<int> tokens(static_cast<std::size_t>(m.config.seq_len), 1);
   CHECK(s.forward(tokens).rows() == m.config.seq_len);  // every learned position is usable
   const std::vector<int> one{2};
-  CHECK_THROWS_WITH(s.forward(one), Catch::Matchers::Contains("position 32 has no learned position embedding"));
+  CHECK_THROWS_WITH(s.forward(one),
+                    Catch::Matchers::Contains("position 32 has no learned position embedding"));
 }
 
 TEST_CASE("Llama family with half-split RoPE and GQA matches a naive double reference", "[engine][unit]") {
@@ -327,7 +336,8 @@ weights = "none"
     REQUIRE(in.size() == out.size());
     for (Eigen::Index i = 0; i < in.size(); ++i) {
       const double want = lpemu::format::quantize(f, static_cast<double>(in.data()[i]), spec->options);
-      if (static_cast<double>(out.data()[i]) != want) FAIL(spec->format << " " << in.data()[i] << " -> " << out.data()[i]);
+      if (static_cast<double>(out.data()[i]) != want)
+        FAIL(spec->format << " " << in.data()[i] << " -> " << out.data()[i]);
     }
     ++checked;
   };
@@ -340,11 +350,18 @@ weights = "none"
   CHECK(seen.count({"weights", 1, "w1"}) == 0);  // last layer's MLP weights overridden to none
   CHECK(seen.count({"weights", 1, "wq"}) == 1);
   for (int l = 0; l < 2; ++l) {
-    for (const auto& [role, tensor] : std::vector<std::pair<std::string, std::string>>{
-             {"linear_input", "qkv_input"}, {"linear_input", "wo_input"}, {"linear_input", "w1_w3_input"},
-             {"linear_input", "w2_input"}, {"kv_cache", "k_cache"}, {"kv_cache", "v_cache"}, {"scores", "scores"},
-             {"probs", "probs"}, {"attn_output", "attn_output"}, {"mlp_hidden", "mlp_hidden"},
-             {"residual", "residual"}}) {
+    for (const auto& [role, tensor] :
+         std::vector<std::pair<std::string, std::string>>{{"linear_input", "qkv_input"},
+                                                          {"linear_input", "wo_input"},
+                                                          {"linear_input", "w1_w3_input"},
+                                                          {"linear_input", "w2_input"},
+                                                          {"kv_cache", "k_cache"},
+                                                          {"kv_cache", "v_cache"},
+                                                          {"scores", "scores"},
+                                                          {"probs", "probs"},
+                                                          {"attn_output", "attn_output"},
+                                                          {"mlp_hidden", "mlp_hidden"},
+                                                          {"residual", "residual"}}) {
       INFO(role << " " << l << " " << tensor);
       CHECK(seen.count({role, l, tensor}) == 1);
     }

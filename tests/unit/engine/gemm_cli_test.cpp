@@ -42,7 +42,8 @@ Result run(const std::string& args) {
 
 lpemu::io::Tensor integers(std::size_t rows, std::size_t cols, int seed) {
   lpemu::io::Tensor t{{rows, cols}, std::vector<float>(rows * cols)};
-  for (std::size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<float>(static_cast<int>((i * 7 + seed * 13) % 17) - 8);
+  for (std::size_t i = 0; i < t.data.size(); ++i)
+    t.data[i] = static_cast<float>(static_cast<int>((i * 7 + seed * 13) % 17) - 8);
   return t;
 }
 
@@ -64,15 +65,16 @@ TEST_CASE("lpemu gemm multiplies quantised operands on a datapath", "[engine][cl
   for (std::size_t i = 0; i < 3; ++i) {
     for (std::size_t j = 0; j < 4; ++j) {
       double want = 0;  // small integers: exact in fp8_e4m3, and every partial sum exact in fp32
-      for (std::size_t k = 0; k < 40; ++k) want += static_cast<double>(a.data[i * 40 + k]) * static_cast<double>(b.data[j * 40 + k]);
+      for (std::size_t k = 0; k < 40; ++k)
+        want += static_cast<double>(a.data[i * 40 + k]) * static_cast<double>(b.data[j * 40 + k]);
       CHECK(static_cast<double>(c.data[i * 4 + j]) == want);
     }
   }
   r = run(args);  // OUT exists
   CHECK(r.rc != 0);
   CHECK_THAT(r.out, Contains("pass --force"));
-  r = run("gemm --datapath h100_e4m3_fp32 --a-format bf16 --b-format fp8_e4m3 --force " + (dir / "a.npy").string() +
-          " " + (dir / "w.h5").string() + ":/b " + out);
+  r = run("gemm --datapath h100_e4m3_fp32 --a-format bf16 --b-format fp8_e4m3 --force " +
+          (dir / "a.npy").string() + " " + (dir / "w.h5").string() + ":/b " + out);
   CHECK(r.rc != 0);
   CHECK_THAT(r.out, Contains("'bf16'") && Contains("'h100_e4m3_fp32'"));
 }
@@ -86,29 +88,37 @@ TEST_CASE("lpemu gemm takes NVFP4 codes and scales as they were encoded", "[engi
   for (std::size_t i = 0; i < b.data.size(); ++i) b.data[i] = std::cos(0.11F * static_cast<float>(i)) * 0.02F;
   lpemu::io::write_tensor((dir / "a.npy").string(), a, lpemu::io::OutputPolicy{true, {}});
   lpemu::io::write_tensor((dir / "b.npy").string(), b, lpemu::io::OutputPolicy{true, {}});
-  Result r = run("gemm --datapath b200_nvfp4_fp32 --a-format nvfp4 --b-format nvfp4 " + (dir / "a.npy").string() + " " +
-                 (dir / "b.npy").string() + " " + (dir / "values.npy").string());
+  Result r =
+      run("gemm --datapath b200_nvfp4_fp32 --a-format nvfp4 --b-format nvfp4 " + (dir / "a.npy").string() +
+          " " + (dir / "b.npy").string() + " " + (dir / "values.npy").string());
   REQUIRE(r.rc == 0);
   // The same operands as codes + scale codes + tensor scale.
   const auto& nv = lpemu::block::BlockRegistry::builtin().get("nvfp4");
-  const auto as_floats = [](const std::vector<std::uint32_t>& v) { return std::vector<float>(v.begin(), v.end()); };
+  const auto as_floats = [](const std::vector<std::uint32_t>& v) {
+    return std::vector<float>(v.begin(), v.end());
+  };
   const auto ea = lpemu::block::encode(nv, a.data, a.shape);
   const auto eb = lpemu::block::encode(nv, b.data, b.shape);
-  lpemu::io::write_tensor((dir / "ac.npy").string(), {a.shape, as_floats(ea.codes)}, lpemu::io::OutputPolicy{true, {}});
-  lpemu::io::write_tensor((dir / "bc.npy").string(), {b.shape, as_floats(eb.codes)}, lpemu::io::OutputPolicy{true, {}});
-  lpemu::io::write_tensor((dir / "as.npy").string(), {{ea.scales.size()}, as_floats(ea.scales)}, lpemu::io::OutputPolicy{true, {}});
-  lpemu::io::write_tensor((dir / "bs.npy").string(), {{eb.scales.size()}, as_floats(eb.scales)}, lpemu::io::OutputPolicy{true, {}});
+  lpemu::io::write_tensor((dir / "ac.npy").string(), {a.shape, as_floats(ea.codes)},
+                          lpemu::io::OutputPolicy{true, {}});
+  lpemu::io::write_tensor((dir / "bc.npy").string(), {b.shape, as_floats(eb.codes)},
+                          lpemu::io::OutputPolicy{true, {}});
+  lpemu::io::write_tensor((dir / "as.npy").string(), {{ea.scales.size()}, as_floats(ea.scales)},
+                          lpemu::io::OutputPolicy{true, {}});
+  lpemu::io::write_tensor((dir / "bs.npy").string(), {{eb.scales.size()}, as_floats(eb.scales)},
+                          lpemu::io::OutputPolicy{true, {}});
   char ts[96];
-  std::snprintf(ts, sizeof ts, " --a-tensor-scale %.9g --b-tensor-scale %.9g ", static_cast<double>(ea.tensor_scale),
-                static_cast<double>(eb.tensor_scale));
+  std::snprintf(ts, sizeof ts, " --a-tensor-scale %.9g --b-tensor-scale %.9g ",
+                static_cast<double>(ea.tensor_scale), static_cast<double>(eb.tensor_scale));
   r = run("gemm --datapath b200_nvfp4_fp32 --a-format nvfp4 --b-format nvfp4 --codes --a-scales " +
-          (dir / "as.npy").string() + " --b-scales " + (dir / "bs.npy").string() + ts + (dir / "ac.npy").string() +
-          " " + (dir / "bc.npy").string() + " " + (dir / "codes.npy").string());
+          (dir / "as.npy").string() + " --b-scales " + (dir / "bs.npy").string() + ts +
+          (dir / "ac.npy").string() + " " + (dir / "bc.npy").string() + " " + (dir / "codes.npy").string());
   REQUIRE(r.rc == 0);
   const auto v = lpemu::io::read_tensor((dir / "values.npy").string());
   const auto c = lpemu::io::read_tensor((dir / "codes.npy").string());
   REQUIRE(v.data.size() == 6);
-  for (std::size_t i = 0; i < 6; ++i) CHECK(std::bit_cast<std::uint32_t>(v.data[i]) == std::bit_cast<std::uint32_t>(c.data[i]));
+  for (std::size_t i = 0; i < 6; ++i)
+    CHECK(std::bit_cast<std::uint32_t>(v.data[i]) == std::bit_cast<std::uint32_t>(c.data[i]));
 }
 
 TEST_CASE("lpemu dot takes per-block scale columns, --inputs and proposal dot.csv rows", "[engine][cli]") {
@@ -140,7 +150,8 @@ TEST_CASE("lpemu dot takes per-block scale columns, --inputs and proposal dot.cs
     r = run("proposal " + std::string(fd) + " --target '' --force --out " + pkg.string());
     REQUIRE(r.rc == 0);
     const std::string dp = std::string(fd).substr(std::string(fd).find("--datapath ") + 11);
-    r = run("dot --datapath " + dp + " --cases " + (pkg / "dot.csv").string() + " --out " + (pkg / "dot_out.csv").string() + " --force");
+    r = run("dot --datapath " + dp + " --cases " + (pkg / "dot.csv").string() + " --out " +
+            (pkg / "dot_out.csv").string() + " --force");
     CHECK(r.rc == 0);
     CHECK_THAT(r.out, Contains(" results match expected_result"));
     CHECK_THAT(r.out, !Contains("differ"));

@@ -12,7 +12,8 @@ namespace {
 using namespace lpemu::engine;
 
 const QuantizerFactory& factory() {
-  static const QuantizerFactory f = QuantizerFactory::with_element_formats(lpemu::format::Registry::builtin());
+  static const QuantizerFactory f =
+      QuantizerFactory::with_element_formats(lpemu::format::Registry::builtin());
   return f;
 }
 
@@ -89,7 +90,7 @@ router_weights = "none"
   CHECK(fmt(Role::router_input, 0) == "bf16");
   CHECK(fmt(Role::expert_hidden, 0) == "fp8_e5m2");  // named itself
   CHECK(fmt(Role::mlp_hidden, 0) == "none");
-  CHECK(fmt(Role::router_logits, 0) == "none");  // no fallback
+  CHECK(fmt(Role::router_logits, 0) == "none");       // no fallback
   CHECK(fmt(Role::expert_weights, 1) == "fp4_e2m1");  // the override names it
   CHECK(fmt(Role::router_weights, 1) == "none");      // "none" is an entry: no fallback
   CHECK(fmt(Role::weights, 1) == "fp8_e4m3");
@@ -98,17 +99,18 @@ router_weights = "none"
   CHECK(p.resolve_gemm_site(0, LayerKind::mlp, "expert_w2", 2).datapath == "eigen");
   CHECK(p.resolve_gemm_site(0, LayerKind::mlp, "router", 2).datapath == "eigen");
   const std::string e = error_of("[roles]\nexpert_weight = \"bf16\"\n");
-  CHECK_THAT(e, Catch::Contains("test.toml:2") && Catch::Contains("unknown role; closest known names: expert_weights") &&
+  CHECK_THAT(e, Catch::Contains("test.toml:2") &&
+                    Catch::Contains("unknown role; closest known names: expert_weights") &&
                     Catch::Contains("router_logits"));
 }
 
 TEST_CASE("bad plans name file, line, key and what was expected", "[engine][plan]") {
   const std::string role = error_of("[roles]\nweights = \"fp8_e4m3\"\nweigths = \"bf16\"\n");
-  CHECK_THAT(role, Catch::Contains("test.toml:3") && Catch::Contains("weigths") && Catch::Contains("unknown role") &&
-                       Catch::Contains("weights"));
+  CHECK_THAT(role, Catch::Contains("test.toml:3") && Catch::Contains("weigths") &&
+                       Catch::Contains("unknown role") && Catch::Contains("weights"));
   const std::string fmt = error_of("[roles]\n\nweights = \"fp8_e4m4\"\n");
-  CHECK_THAT(fmt, Catch::Contains("test.toml:3") && Catch::Contains("fp8_e4m4") && Catch::Contains("unknown format") &&
-                      Catch::Contains("fp8_e4m3"));
+  CHECK_THAT(fmt, Catch::Contains("test.toml:3") && Catch::Contains("fp8_e4m4") &&
+                      Catch::Contains("unknown format") && Catch::Contains("fp8_e4m3"));
   CHECK_THROWS_AS(parse("[roles]\nweights = \"fp8_e4m4\"\n"), lpemu::UnknownNameError);
   const std::string key = error_of("name = \"x\"\nprecision = 3\n");
   CHECK_THAT(key, Catch::Contains("test.toml:2") && Catch::Contains("precision"));
@@ -124,7 +126,8 @@ TEST_CASE("bad plans name file, line, key and what was expected", "[engine][plan
   CHECK_THAT(syntax, Catch::Contains("test.toml:1"));
 }
 
-TEST_CASE("shipped element-format plans load and block-format plans name the missing formats", "[engine][plan]") {
+TEST_CASE("shipped element-format plans load and block-format plans name the missing formats",
+          "[engine][plan]") {
   const auto gemms = GemmFactory::builtin();
   for (const char* name : {"fp32", "fp64", "bf16", "fp8_e4m3", "fp8_e4m3_stochastic", "fp4_e2m1"}) {
     INFO(name);

@@ -58,7 +58,8 @@ TEST_CASE("top-k, top-p and temperature reshape the distribution", "[engine][sam
 TEST_CASE("sampling options are validated by name", "[engine][sampling]") {
   CHECK_THROWS_WITH(lpemu::engine::validate(opts(-1)), Catch::Contains("temperature = -1.000000: expected"));
   CHECK_THROWS_WITH(lpemu::engine::validate(opts(1, -2)), Catch::Contains("top_k = -2: expected >= 0"));
-  CHECK_THROWS_WITH(lpemu::engine::validate(opts(1, 0, 0)), Catch::Contains("top_p = 0.000000: expected a number in (0, 1]"));
+  CHECK_THROWS_WITH(lpemu::engine::validate(opts(1, 0, 0)),
+                    Catch::Contains("top_p = 0.000000: expected a number in (0, 1]"));
 }
 
 TEST_CASE("seeded generation is reproducible and follows the seed", "[engine][sampling]") {

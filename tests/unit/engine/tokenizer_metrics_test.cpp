@@ -46,7 +46,8 @@ TEST_CASE("tokenizer merges the highest-scoring pair first and falls back to byt
   CHECK(t.encode("", true, true) == std::vector<int>{1, 2});
 }
 
-TEST_CASE("tokenizer decode strips the space after BOS and maps byte pieces to bytes", "[engine][tokenizer]") {
+TEST_CASE("tokenizer decode strips the space after BOS and maps byte pieces to bytes",
+          "[engine][tokenizer]") {
   const Tokenizer t = tiny();
   CHECK(t.decode(1, t.find(" ab")) == "ab");
   CHECK(t.decode(t.find("a"), t.find(" ab")) == " ab");
@@ -69,7 +70,8 @@ TEST_CASE("metrics match hand-computed values", "[metrics]") {
   // P = softmax(0, ln 3) = (1/4, 3/4), Q uniform: KL = 1/4 ln(1/2) + 3/4 ln(3/2).
   const std::vector<float> p{0.0F, static_cast<float>(std::log(3.0))};
   const std::vector<float> q{0.0F, 0.0F};
-  CHECK(lpemu::metrics::kl_divergence(p, q) == Approx(0.25 * std::log(0.5) + 0.75 * std::log(1.5)).epsilon(1e-6));
+  CHECK(lpemu::metrics::kl_divergence(p, q) ==
+        Approx(0.25 * std::log(0.5) + 0.75 * std::log(1.5)).epsilon(1e-6));
   CHECK(lpemu::engine::argmax(std::vector<float>{1, 3, 3, 2}) == 1);
   CHECK_THROWS_AS(lpemu::metrics::compare(ref, uniform), lpemu::ShapeError);
 }

@@ -40,9 +40,10 @@ TEST_CASE("Context takes user formats before its factories are built, not after"
   ctx.add_format(f, "test");
   CHECK(ctx.formats().get("fp7_test").bits == 7);
   CHECK(ctx.quantizers().knows("fp7_test"));
-  CHECK_THROWS_WITH(ctx.add_format(format::make_float("fp7_late", 3, 3, 3, format::Specials::ieee), "test"),
-                    "cannot add an element format after the context's quantizer, GEMM or cost factories were built; "
-                    "add formats first");
+  CHECK_THROWS_WITH(
+      ctx.add_format(format::make_float("fp7_late", 3, 3, 3, format::Specials::ieee), "test"),
+      "cannot add an element format after the context's quantizer, GEMM or cost factories were built; "
+      "add formats first");
 }
 
 TEST_CASE("data_search_dirs puts the caller's dirs first, then LPEMU_DATA_DIR and the working dir",

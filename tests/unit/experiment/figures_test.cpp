@@ -29,10 +29,11 @@ void check_layout(const io::Figure& f) {
 TEST_CASE("the cost breakdown chart shows each op's summed time, bytes and energy, coloured by bound",
           "[experiment][plot][unit]") {
   cost::Catalog catalog(format::Registry::builtin());
-  const auto plan = cost::CostPlan::uniform("p", "fp8_e4m3", "fp8_e4m3", "bf16", catalog.shape("llama3_8b").n_layers);
+  const auto plan =
+      cost::CostPlan::uniform("p", "fp8_e4m3", "fp8_e4m3", "bf16", catalog.shape("llama3_8b").n_layers);
   for (const auto phase : {cost::Phase::prefill, cost::Phase::decode}) {
-    cost::Workload w =
-        cost::build_workload(catalog.shape("llama3_8b"), plan, catalog.target("h100_sxm"), catalog, phase, 8, 4096);
+    cost::Workload w = cost::build_workload(catalog.shape("llama3_8b"), plan, catalog.target("h100_sxm"),
+                                            catalog, phase, 8, 4096);
     cost::roofline(w, catalog.target("h100_sxm"));
     const io::BarChart c = experiment::cost_breakdown_chart(w, "t");
     REQUIRE(c.categories.size() == w.ops.size());
@@ -44,7 +45,9 @@ TEST_CASE("the cost breakdown chart shows each op's summed time, bytes and energ
       CHECK(c.panels[0].values[i] == Approx(n * op.time_s * 1e6).epsilon(1e-12));
       CHECK(c.panels[1].values[i] == Approx(n * op.bytes / 1e6).epsilon(1e-12));
       CHECK(c.panels[2].values[i] == Approx(n * op.energy_j * 1e3).epsilon(1e-12));
-      CHECK(c.classes[i] == (op.kind == "memory" ? "memory only" : op.compute_bound ? "compute-bound" : "memory-bound"));
+      CHECK(c.classes[i] == (op.kind == "memory" ? "memory only"
+                             : op.compute_bound  ? "compute-bound"
+                                                 : "memory-bound"));
       CHECK(c.categories[i].rfind(op.name, 0) == 0);
     }
     check_layout(io::layout(c));
@@ -52,8 +55,8 @@ TEST_CASE("the cost breakdown chart shows each op's summed time, bytes and energ
 }
 
 TEST_CASE("the datapath error plot has one log-log series per datapath", "[experiment][plot][unit]") {
-  const io::Plot p = experiment::datapath_error_plot({"a", "b"}, {16, 256, 4096}, {{1e-5, 1e-4, 1e-3}, {0, 2e-8, 3e-8}},
-                                                     "normal");
+  const io::Plot p = experiment::datapath_error_plot({"a", "b"}, {16, 256, 4096},
+                                                     {{1e-5, 1e-4, 1e-3}, {0, 2e-8, 3e-8}}, "normal");
   REQUIRE(p.series.size() == 2);
   CHECK(p.log_x);
   CHECK(p.log_y);
@@ -75,18 +78,21 @@ TEST_CASE("the layer attribution heat map puts each value in its layer's row and
   p.layer_attribution.push_back({"lm_head", -1, 1.5e-5, 0});
   for (int l = 4; l >= 0; --l) {
     for (std::size_t j = 0; j < points.size(); ++j) {
-      p.layer_attribution.push_back({points[j], l, std::pow(10.0, -1.0 - static_cast<double>(j)) * (l + 1), 0});
+      p.layer_attribution.push_back(
+          {points[j], l, std::pow(10.0, -1.0 - static_cast<double>(j)) * (l + 1), 0});
     }
   }
   const io::HeatMap hm = experiment::layer_attribution_heatmap(p);
-  REQUIRE(hm.rows == std::vector<std::string>{"block 0", "block 1", "block 2", "block 3", "block 4", "LM head"});
-  REQUIRE(hm.cols == std::vector<std::string>{"lm_head", "weights", "linear_input", "q", "kv_cache", "probs"});
+  REQUIRE(hm.rows ==
+          std::vector<std::string>{"block 0", "block 1", "block 2", "block 3", "block 4", "LM head"});
+  REQUIRE(hm.cols ==
+          std::vector<std::string>{"lm_head", "weights", "linear_input", "q", "kv_cache", "probs"});
   REQUIRE(hm.values.size() == 36);
   CHECK(hm.log);
   CHECK(hm.values[2 * 6 + 3] == Approx(1e-3 * 3));  // block 2, q
-  CHECK(hm.values[5 * 6 + 0] == 1.5e-5);             // LM head, lm_head
-  CHECK(std::isnan(hm.values[5 * 6 + 1]));            // the head has no block weights
-  CHECK(std::isnan(hm.values[0 * 6 + 0]));            // block 0 has no lm_head
+  CHECK(hm.values[5 * 6 + 0] == 1.5e-5);            // LM head, lm_head
+  CHECK(std::isnan(hm.values[5 * 6 + 1]));          // the head has no block weights
+  CHECK(std::isnan(hm.values[0 * 6 + 0]));          // block 0 has no lm_head
   const io::Figure f = io::layout(hm);
   check_layout(f);
   // 30 coloured cells + 6 grey ones, then the colour bar; cells inside the canvas.

@@ -121,8 +121,9 @@ TEST_CASE("mxfp4 proposal: every block vector matches the exact OCP MX reference
       CHECK(((packed[i / 2] >> (4 * (i % 2))) & 0xF) == t.codes[i]);
     }
   }
-  for (const char* c : {"all_zero", "signed_zeros", "element_values", "ties", "nan_inside", "inf_inside",
-                        "scale_underflow", "float32_subnormals", "max_float32", "partial_last_block", "random"}) {
+  for (const char* c :
+       {"all_zero", "signed_zeros", "element_values", "ties", "nan_inside", "inf_inside", "scale_underflow",
+        "float32_subnormals", "max_float32", "partial_last_block", "random"}) {
     CHECK(cases.count(c) == 1);
   }
 
@@ -143,7 +144,8 @@ TEST_CASE("mxfp4 proposal: every block vector matches the exact OCP MX reference
       out << ',';
       for (std::size_t i = 0; i < bytes.size(); ++i) out << (i ? " " : "") << static_cast<unsigned>(bytes[i]);
       out << ',';
-      for (std::size_t i = 0; i < dec.size(); ++i) out << (i ? " " : "") << std::bit_cast<std::uint32_t>(dec[i]);
+      for (std::size_t i = 0; i < dec.size(); ++i)
+        out << (i ? " " : "") << std::bit_cast<std::uint32_t>(dec[i]);
       out << std::dec << '\n';
     }
     return p;
@@ -153,7 +155,8 @@ TEST_CASE("mxfp4 proposal: every block vector matches the exact OCP MX reference
   CHECK(good.checked == rows.size());
   const auto bad = experiment::verify_proposal(dir, results(true));
   REQUIRE(bad.problems.size() == 1);
-  CHECK_THAT(bad.problems[0], Catch::Contains("blocks.csv row") && Catch::Contains("field packed: expected") &&
+  CHECK_THAT(bad.problems[0], Catch::Contains("blocks.csv row") &&
+                                  Catch::Contains("field packed: expected") &&
                                   Catch::Contains("at position 3") && Catch::Contains("case ties"));
 }
 
@@ -170,7 +173,8 @@ TEST_CASE("nvfp4 proposal: two-level scale rows carry the tensor scale", "[exper
       if (std::isfinite(x)) amax = std::max(amax, std::fabs(static_cast<double>(x)));
     }
     const float g = static_cast<float>(amax / (6.0 * 448.0));
-    if (std::isfinite(g) && g > 0 && std::none_of(v.inputs.begin(), v.inputs.end(), [](float x) { return std::isnan(x); })) {
+    if (std::isfinite(g) && g > 0 &&
+        std::none_of(v.inputs.begin(), v.inputs.end(), [](float x) { return std::isnan(x); })) {
       INFO(v.name);
       CHECK(v.tensor_scale == g);
     }
@@ -195,7 +199,8 @@ TEST_CASE("a block format whose FP8 scale can overflow gets a NaN scale_overflow
   CHECK(seen == 1);
 }
 
-TEST_CASE("datapath vectors: ideal rounds the exact sum, truncating datapaths never round up", "[experiment][unit]") {
+TEST_CASE("datapath vectors: ideal rounds the exact sum, truncating datapaths never round up",
+          "[experiment][unit]") {
   const auto& reg = datapath::DatapathRegistry::builtin();
   {
     const auto& ideal = reg.get("ideal");
@@ -232,8 +237,12 @@ TEST_CASE("datapath vectors: ideal rounds the exact sum, truncating datapaths ne
       // toward zero never exceed the exact magnitude.
       int pos = 0;
       int neg = 0;
-      const auto count = [&](double x) { pos += x > 0 ? 1 : 0; neg += x < 0 ? 1 : 0; };
-      for (std::size_t i = 0; i < v.a.size(); ++i) count(format::decode(dp.a, v.a[i]) * format::decode(dp.b, v.b[i]));
+      const auto count = [&](double x) {
+        pos += x > 0 ? 1 : 0;
+        neg += x < 0 ? 1 : 0;
+      };
+      for (std::size_t i = 0; i < v.a.size(); ++i)
+        count(format::decode(dp.a, v.a[i]) * format::decode(dp.b, v.b[i]));
       count(format::decode(dp.output(), v.c));
       if (pos == 0 || neg == 0) CHECK(std::fabs(got) <= std::fabs(ex.to_double()) * (1 + 1e-15));
       CHECK(v.expected == datapath::dot(dp, v.a, v.b, v.c, {v.scale_a, v.scale_b}, v.row));
@@ -248,11 +257,13 @@ TEST_CASE("datapath vectors: ideal rounds the exact sum, truncating datapaths ne
   }
 }
 
-TEST_CASE("a proposal's datapath is retargeted to the proposed format and its dot rows verify", "[experiment][unit]") {
+TEST_CASE("a proposal's datapath is retargeted to the proposed format and its dot rows verify",
+          "[experiment][unit]") {
   const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_dot";
   fs::remove_all(dir);
   const std::string e3m3 =
-      "name = \"fp7_e3m3\"\nkind = \"float\"\nexponent_bits = 3\nmantissa_bits = 3\nbias = 3\nspecials = \"fn\"\n";
+      "name = \"fp7_e3m3\"\nkind = \"float\"\nexponent_bits = 3\nmantissa_bits = 3\nbias = 3\nspecials = "
+      "\"fn\"\n";
   experiment::ProposalRequest req;
   req.format = format::parse_format_toml(e3m3, "e3m3.toml");
   req.format_toml = e3m3;
@@ -309,8 +320,8 @@ TEST_CASE("lpemu proposal --model writes summary.md against bf16 and mxfp8", "[e
   fs::remove_all(dir);
   fs::create_directories(dir);
   {
-    std::ofstream(dir / "e3m3.toml")
-        << "name = \"fp7_e3m3\"\nkind = \"float\"\nexponent_bits = 3\nmantissa_bits = 3\nbias = 3\nspecials = \"fn\"\n";
+    std::ofstream(dir / "e3m3.toml") << "name = \"fp7_e3m3\"\nkind = \"float\"\nexponent_bits = "
+                                        "3\nmantissa_bits = 3\nbias = 3\nspecials = \"fn\"\n";
   }
   const std::string cmd = test::lpemu_binary() + " proposal " + (dir / "e3m3.toml").string() +
                           " --datapath h100_e4m3_fp32 --model stories260K --max-tokens 48 --out " +
@@ -327,7 +338,8 @@ TEST_CASE("lpemu proposal --model writes summary.md against bf16 and mxfp8", "[e
   std::ifstream mf(dir / "pkg" / "MANIFEST");
   std::stringstream m;
   m << mf.rdbuf();
-  for (const char* want : {"summary.md", "accuracy/results.csv", "accuracy/experiment.toml", "dot.csv", "datapath.toml"}) {
+  for (const char* want :
+       {"summary.md", "accuracy/results.csv", "accuracy/experiment.toml", "dot.csv", "datapath.toml"}) {
     CHECK_THAT(m.str(), Catch::Contains(want));
   }
 }
@@ -339,10 +351,12 @@ namespace {
 TEST_CASE("lpemu proposal takes a user block format by name from --formats-dir", "[experiment][cli]") {
   const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_user_block";
   fs::remove_all(dir);
-  const std::string cmd = test::lpemu_binary() + " --formats-dir " + test::source_path("experiments/proposals") +
-                          " proposal mx7_e3m3 --datapath b200_mxfp8_fp32 --out " + dir.string() + " > /dev/null";
+  const std::string cmd =
+      test::lpemu_binary() + " --formats-dir " + test::source_path("experiments/proposals") +
+      " proposal mx7_e3m3 --datapath b200_mxfp8_fp32 --out " + dir.string() + " > /dev/null";
   REQUIRE(std::system(cmd.c_str()) == 0);
-  for (const char* f : {"spec.md", "format.toml", "element.toml", "blocks.csv", "dot.csv", "datapath.toml", "MANIFEST"}) {
+  for (const char* f :
+       {"spec.md", "format.toml", "element.toml", "blocks.csv", "dot.csv", "datapath.toml", "MANIFEST"}) {
     CHECK(fs::exists(dir / f));
   }
   std::ifstream in(dir / "datapath.toml");
@@ -362,9 +376,10 @@ namespace {
 TEST_CASE("lpemu proposal checks --text, --target and --shape before writing anything", "[experiment][cli]") {
   const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_bad_input";
   fs::remove_all(dir);
-  const std::string base = test::lpemu_binary() + " proposal fp8_e4m3 --model stories260K --out " + dir.string();
-  for (const char* bad : {" --text /nonexistent/paragraph.txt", " --target no_such_gpu", " --shape no_such_model",
-                          " --phase training"}) {
+  const std::string base =
+      test::lpemu_binary() + " proposal fp8_e4m3 --model stories260K --out " + dir.string();
+  for (const char* bad : {" --text /nonexistent/paragraph.txt", " --target no_such_gpu",
+                          " --shape no_such_model", " --phase training"}) {
     INFO(bad);
     const int rc = std::system((base + bad + " > /dev/null 2>&1").c_str());
     CHECK(WEXITSTATUS(rc) == 2);

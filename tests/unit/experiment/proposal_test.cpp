@@ -46,7 +46,8 @@ void write_results(const fs::path& dir, const format::Format& f, const fs::path&
   for (const std::string name : {"conversion_float32.csv", "conversion_bf16.csv"}) {
     for (const auto& c : read_csv(dir / name)) {
       const auto bits = static_cast<std::uint32_t>(std::stoul(c[2], nullptr, 16));
-      const float x = name == "conversion_bf16.csv" ? std::bit_cast<float>(bits << 16) : std::bit_cast<float>(bits);
+      const float x =
+          name == "conversion_bf16.csv" ? std::bit_cast<float>(bits << 16) : std::bit_cast<float>(bits);
       format::ConvertOptions o;
       o.rounding = format::parse_rounding(c[4]);
       o.overflow = format::parse_overflow(c[5]);
@@ -116,8 +117,9 @@ TEST_CASE("lpemu proposal verify exits non-zero on a mismatch", "[experiment][cl
   fs::create_directories(dir);
   { std::ofstream(dir / "e3m3.toml") << kE3M3; }
   const std::string bin = test::lpemu_binary();
-  REQUIRE(std::system((bin + " proposal " + (dir / "e3m3.toml").string() + " --out " + (dir / "pkg").string() +
-                       " > /dev/null").c_str()) == 0);
+  REQUIRE(std::system((bin + " proposal " + (dir / "e3m3.toml").string() + " --out " +
+                       (dir / "pkg").string() + " > /dev/null")
+                          .c_str()) == 0);
   const auto f = format::parse_format_toml(kE3M3, "e3m3.toml");
   write_results(dir / "pkg", f, dir / "bad.csv", true);
   const std::string cmd = bin + " proposal verify " + (dir / "pkg").string() + " --results " +

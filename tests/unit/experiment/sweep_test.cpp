@@ -29,7 +29,8 @@ std::string slurp(const fs::path& p) {
 
 struct Fixture {
   fs::path dir;
-  engine::QuantizerFactory quantizers = engine::QuantizerFactory::with_element_formats(format::Registry::builtin());
+  engine::QuantizerFactory quantizers =
+      engine::QuantizerFactory::with_element_formats(format::Registry::builtin());
   engine::GemmFactory gemms = engine::GemmFactory::builtin();
   experiment::Toolbox tools;
 
@@ -80,9 +81,11 @@ TEST_CASE("a small sweep writes every output and agrees with a direct evaluation
   // The fp8 plan's numbers equal a direct metrics::evaluate of the same plan.
   const engine::Model model = engine::load_model(test::source_path("data/models/stories260K/model.h5"));
   const auto plan = engine::parse_plan_toml(exp.plans[2].inline_toml, "grid", fx.quantizers, fx.gemms);
-  std::vector<int> tokens = model.tokenizer.encode(slurp(test::source_path("data/models/stories260K/paragraph.txt")));
+  std::vector<int> tokens =
+      model.tokenizer.encode(slurp(test::source_path("data/models/stories260K/paragraph.txt")));
   tokens.resize(48);
-  const auto direct = metrics::evaluate(model, plan, engine::builtin_plan("fp32"), tokens, fx.quantizers, fx.gemms);
+  const auto direct =
+      metrics::evaluate(model, plan, engine::builtin_plan("fp32"), tokens, fx.quantizers, fx.gemms);
   const auto stored = experiment::load_plan_result(fx.dir / "out" / "plans" / "0002.h5");
   CHECK(stored.eval.mean_kl == direct.mean_kl);
   CHECK(stored.eval.perplexity == direct.perplexity);
@@ -103,10 +106,12 @@ TEST_CASE("a small sweep writes every output and agrees with a direct evaluation
   CHECK(h5.read_doubles("/plans/0002/kl") == direct.kl);
 }
 
-TEST_CASE("layer attribution quantises one point in one layer alone, for the plans named", "[experiment][unit]") {
+TEST_CASE("layer attribution quantises one point in one layer alone, for the plans named",
+          "[experiment][unit]") {
   Fixture fx("lpemu_sweep_layers");
   std::string text = fx.experiment_text(24);
-  text.replace(text.find("attribution = true\n"), 19, "attribution = true\nlayer_attribution = [\"bf16-weights\"]\n");
+  text.replace(text.find("attribution = true\n"), 19,
+               "attribution = true\nlayer_attribution = [\"bf16-weights\"]\n");
   const auto exp = experiment::load_experiment(fx.write("e.toml", text));
   experiment::SweepOptions opt;
   opt.out = fx.dir / "out";
@@ -116,17 +121,19 @@ TEST_CASE("layer attribution quantises one point in one layer alone, for the pla
   const int n = model.config.n_layers;
   // bf16 weights in every block: one entry per block, the LM head's weights are another role.
   REQUIRE(stored.layer_attribution.size() == static_cast<std::size_t>(n));
-  std::vector<int> tokens = model.tokenizer.encode(slurp(test::source_path("data/models/stories260K/paragraph.txt")));
+  std::vector<int> tokens =
+      model.tokenizer.encode(slurp(test::source_path("data/models/stories260K/paragraph.txt")));
   tokens.resize(24);
   for (int l = 0; l < n; ++l) {
     const auto& a = stored.layer_attribution[static_cast<std::size_t>(l)];
     CHECK(a.role == "weights");
     CHECK(a.layer == l);
     // The same number from a hand-written plan: bf16 weights in block l only.
-    const auto only = engine::parse_plan_toml("name = \"only\"\n[[override]]\nlayers = [" + std::to_string(l) +
-                                                  "]\nweights = \"bf16\"\n",
-                                              "test", fx.quantizers, fx.gemms);
-    const auto direct = metrics::evaluate(model, only, engine::builtin_plan("fp32"), tokens, fx.quantizers, fx.gemms);
+    const auto only = engine::parse_plan_toml(
+        "name = \"only\"\n[[override]]\nlayers = [" + std::to_string(l) + "]\nweights = \"bf16\"\n", "test",
+        fx.quantizers, fx.gemms);
+    const auto direct =
+        metrics::evaluate(model, only, engine::builtin_plan("fp32"), tokens, fx.quantizers, fx.gemms);
     CHECK(a.mean_kl == direct.mean_kl);
     CHECK(a.mean_kl > 0);
   }
@@ -140,7 +147,8 @@ TEST_CASE("layer attribution quantises one point in one layer alone, for the pla
   const std::string html = slurp(files.report_html);
   CHECK_THAT(html, Catch::Contains("id=\"attribution_layers_0001\""));
   CHECK_THAT(html, Catch::Contains("<details>"));
-  CHECK_THAT(slurp(files.results_csv), Catch::Contains("1,bf16-weights,layer_attribution_mean_kl/weights/0,"));
+  CHECK_THAT(slurp(files.results_csv),
+             Catch::Contains("1,bf16-weights,layer_attribution_mean_kl/weights/0,"));
 
   // A label that is not a plan of the experiment is refused, naming the field and the labels.
   text.replace(text.find("[\"bf16-weights\"]"), 16, "[\"nope\"]");
@@ -182,7 +190,8 @@ TEST_CASE("shards merged give the single-run results", "[experiment][unit]") {
   const auto merged = experiment::merge_sweeps({fx.dir / "shard0", fx.dir / "shard1"}, fx.dir / "merged");
   CHECK(slurp(merged.results_csv) == slurp(single.results_csv));
   CHECK(slurp(merged.report_md) == slurp(single.report_md));
-  CHECK_THROWS_WITH(experiment::merge_sweeps({fx.dir / "shard0"}, fx.dir / "m2"), Catch::Contains("in none of the"));
+  CHECK_THROWS_WITH(experiment::merge_sweeps({fx.dir / "shard0"}, fx.dir / "m2"),
+                    Catch::Contains("in none of the"));
   opt.shard = 2;
   CHECK_THROWS_WITH(experiment::run_sweep(exp, fx.tools, opt), Catch::Contains("expected I/N"));
 }
@@ -192,8 +201,8 @@ TEST_CASE("a sweep with a [cost] table prices each plan and marks the Pareto fro
   cost::Catalog catalog(format::Registry::builtin());
   fx.tools.costs = &catalog;
   const std::string text =
-      "name = \"c\"\n[source]\nmodel = \"" + test::source_path("data/models/stories260K/model.h5") + "\"\ntext = \"" +
-      test::source_path("data/models/stories260K/paragraph.txt") +
+      "name = \"c\"\n[source]\nmodel = \"" + test::source_path("data/models/stories260K/model.h5") +
+      "\"\ntext = \"" + test::source_path("data/models/stories260K/paragraph.txt") +
       "\"\nmax_tokens = 32\n[cost]\ntarget = \"h100_sxm\"\nshape = \"llama3_8b\"\nbatch = 8\ncontext = 4096\n"
       "[grid]\nformats = [\"bf16\", \"fp8_e4m3\"]\n";
   const auto exp = experiment::load_experiment(fx.write("e.toml", text));
@@ -204,9 +213,10 @@ TEST_CASE("a sweep with a [cost] table prices each plan and marks the Pareto fro
   const auto fp8 = experiment::load_plan_result(fx.dir / "out" / "plans" / "0001.h5");
   // The same numbers as pricing the plan file the sweep wrote beside its result (what `lpemu cost
   // --plan out/plans/0000.toml` prices).
-  const auto plan0 = engine::load_plan((fx.dir / "out" / "plans" / "0000.toml").string(), fx.quantizers, fx.gemms);
-  const auto priced = experiment::price_plan(plan0, catalog.shape("llama3_8b"), catalog.target("h100_sxm"), catalog,
-                                             cost::Phase::decode, 8, 4096);
+  const auto plan0 =
+      engine::load_plan((fx.dir / "out" / "plans" / "0000.toml").string(), fx.quantizers, fx.gemms);
+  const auto priced = experiment::price_plan(plan0, catalog.shape("llama3_8b"), catalog.target("h100_sxm"),
+                                             catalog, cost::Phase::decode, 8, 4096);
   CHECK(bf16.cost.tokens_per_s == priced.roofline.tokens_per_s());
   CHECK(bf16.cost.joules_per_token == priced.roofline.energy_per_token());
   CHECK(bf16.cost.mac_area_rel_bf16 == priced.mac_area_rel_bf16);
@@ -250,51 +260,62 @@ TEST_CASE("a sweep with a [cost] table prices each plan and marks the Pareto fro
 TEST_CASE("cluster keys of [cost] need a system, and search needs devices", "[experiment][unit]") {
   Fixture fx("lpemu_sweep_cluster_keys");
   const std::string head = "name = \"x\"\n[source]\ntext = \"" +
-                           test::source_path("data/models/stories260K/paragraph.txt") + "\"\n[[plan]]\nplan = \"fp32\"\n[cost]\n";
-  const auto parse = [&](const std::string& cost) { return experiment::parse_experiment_toml(head + cost, fx.dir / "k.toml"); };
-  CHECK_THROWS_WITH(parse("target = \"h100_sxm\"\ndevices = 8\n"),
-                    Catch::Contains("k.toml:8: field 'cost.devices' = 8: expected cost.system to be set as well"));
+                           test::source_path("data/models/stories260K/paragraph.txt") +
+                           "\"\n[[plan]]\nplan = \"fp32\"\n[cost]\n";
+  const auto parse = [&](const std::string& cost) {
+    return experiment::parse_experiment_toml(head + cost, fx.dir / "k.toml");
+  };
+  CHECK_THROWS_WITH(
+      parse("target = \"h100_sxm\"\ndevices = 8\n"),
+      Catch::Contains("k.toml:8: field 'cost.devices' = 8: expected cost.system to be set as well"));
   CHECK_THROWS_WITH(parse("target = \"h100_sxm\"\nphase = \"train\"\n"),
                     Catch::Contains("cost.phase") && Catch::Contains("\"train\" needs cost.system"));
   CHECK_THROWS_WITH(parse("system = \"dgx_h100\"\nphase = \"train\"\nsearch = true\n"),
                     Catch::Contains("cost.search") && Catch::Contains("cost.devices"));
   CHECK_THROWS_WITH(parse("system = \"dgx_h100\"\nrecompute = \"most\"\n"),
                     Catch::Contains("cost.recompute") && Catch::Contains("none, selective or full"));
-  const auto ok = parse("system = \"dgx_h100\"\nshape = \"llama3_70b\"\nphase = \"train\"\ndevices = 1024\n"
-                        "parallel = \"tp=8,pp=4\"\nglobal_batch = 256\ncomm = \"fp8_e4m3\"\n");
+  const auto ok = parse(
+      "system = \"dgx_h100\"\nshape = \"llama3_70b\"\nphase = \"train\"\ndevices = 1024\n"
+      "parallel = \"tp=8,pp=4\"\nglobal_batch = 256\ncomm = \"fp8_e4m3\"\n");
   CHECK(ok.cost.target.empty());  // the system's device
   CHECK(ok.cost.devices == 1024);
   CHECK(ok.cost.global_batch == 256);
   CHECK(ok.cost.comm == "fp8_e4m3");
   // Cluster keys are part of the fingerprint: another job is another experiment.
-  CHECK(ok.fingerprint() != parse("system = \"dgx_h100\"\nshape = \"llama3_70b\"\nphase = \"train\"\ndevices = 512\n"
-                                  "parallel = \"tp=8,pp=4\"\nglobal_batch = 256\ncomm = \"fp8_e4m3\"\n")
-                                .fingerprint());
+  CHECK(ok.fingerprint() !=
+        parse("system = \"dgx_h100\"\nshape = \"llama3_70b\"\nphase = \"train\"\ndevices = 512\n"
+              "parallel = \"tp=8,pp=4\"\nglobal_batch = 256\ncomm = \"fp8_e4m3\"\n")
+            .fingerprint());
 }
 
 TEST_CASE("bad experiment files get clear errors", "[experiment][unit]") {
   Fixture fx("lpemu_sweep_bad");
   const std::string text = test::source_path("data/models/stories260K/paragraph.txt");
-  CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"/nope.txt\"\n[[plan]]\nplan=\"fp32\"\n",
-                                                      fx.dir / "a.toml"),
-                    Catch::Contains("a.toml:3: field 'source.text' = \"/nope.txt\": expected an existing regular text file"));
+  CHECK_THROWS_WITH(
+      experiment::parse_experiment_toml(
+          "name = \"x\"\n[source]\ntext = \"/nope.txt\"\n[[plan]]\nplan=\"fp32\"\n", fx.dir / "a.toml"),
+      Catch::Contains(
+          "a.toml:3: field 'source.text' = \"/nope.txt\": expected an existing regular text file"));
   CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\nsauce = 1\n", fx.dir / "b.toml"),
                     Catch::Contains("b.toml:2: field 'sauce' = 1: expected one of:"));
-  CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"" + text + "\"\n", fx.dir / "c.toml"),
+  CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"" + text + "\"\n",
+                                                      fx.dir / "c.toml"),
                     Catch::Contains("expected at least one [[plan]] or a [grid]"));
   CHECK_THROWS_WITH(
       experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"" + text +
                                             "\"\n[[plan]]\nplan = \"fp32\"\n[[plan]]\nplan = \"fp32\"\n",
                                         fx.dir / "d.toml"),
       Catch::Contains("expected a label not used before"));
-  CHECK_THROWS_WITH(experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"" + text +
-                                                          "\"\n[[plan]]\nplan = \"fp32\"\n[plan.roles]\nweights=\"bf16\"\n",
-                                                      fx.dir / "e.toml"),
-                    Catch::Contains("not both"));
+  CHECK_THROWS_WITH(
+      experiment::parse_experiment_toml("name = \"x\"\n[source]\ntext = \"" + text +
+                                            "\"\n[[plan]]\nplan = \"fp32\"\n[plan.roles]\nweights=\"bf16\"\n",
+                                        fx.dir / "e.toml"),
+      Catch::Contains("not both"));
   // An unknown format inside an inline plan is reported when the plan is built.
   const auto exp = experiment::parse_experiment_toml(
-      "name = \"x\"\n[source]\nmodel = \"" + test::source_path("data/models/stories260K/model.h5") + "\"\ntext = \"" +
-          text + "\"\nmax_tokens = 8\n[[plan]]\nlabel = \"p\"\n[plan.roles]\nweights = \"fp9_e4m4\"\n",
+      "name = \"x\"\n[source]\nmodel = \"" + test::source_path("data/models/stories260K/model.h5") +
+          "\"\ntext = \"" + text +
+          "\"\nmax_tokens = 8\n[[plan]]\nlabel = \"p\"\n[plan.roles]\nweights = \"fp9_e4m4\"\n",
       fx.dir / "f.toml");
   experiment::SweepOptions opt;
   opt.out = fx.dir / "out";

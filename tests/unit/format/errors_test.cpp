@@ -41,7 +41,8 @@ TEST_CASE("malformed format files name file:line, field, value and expectation",
   CHECK(spec_error(head + "exponent_bits = 4\nmantissa_bits = \"three\"\n") ==
         "formats/element/my.toml:4: field 'mantissa_bits' = \"three\": expected an integer in 0..52");
   CHECK(spec_error(head + "exponent_bits = 4\nmantissa_bits = 3\nspecials = \"inf\"\n") ==
-        "formats/element/my.toml:5: field 'specials' = \"inf\": expected one of \"ieee\", \"fn\", \"fnuz\", \"none\"");
+        "formats/element/my.toml:5: field 'specials' = \"inf\": expected one of \"ieee\", \"fn\", \"fnuz\", "
+        "\"none\"");
   CHECK(spec_error(head + "exponent_bits = 4\nmantissa_bits = 3\nsubnormals = \"yes\"\n") ==
         "formats/element/my.toml:5: field 'subnormals' = \"yes\": expected true or false");
   CHECK(spec_error("name = \"my\"\nkind = \"fixed\"\n") ==
@@ -59,7 +60,8 @@ TEST_CASE("malformed format files name file:line, field, value and expectation",
 TEST_CASE("a missing required field is named with what was expected", "[format][unit]") {
   const std::string msg = spec_error(std::string(kFloatHead) + "exponent_bits = 4\n");
   CHECK_THAT(msg, StartsWith("formats/element/my.toml"));
-  CHECK_THAT(msg, Catch::Matchers::EndsWith("field 'mantissa_bits' = (missing): expected an integer in 0..52"));
+  CHECK_THAT(msg,
+             Catch::Matchers::EndsWith("field 'mantissa_bits' = (missing): expected an integer in 0..52"));
 }
 
 TEST_CASE("an unknown key is rejected with the list of known keys", "[format][unit]") {
@@ -78,19 +80,23 @@ TEST_CASE("invalid TOML is reported with its line", "[format][unit]") {
 }
 
 TEST_CASE("inconsistent field combinations name the field, value and rule", "[format][unit]") {
-  CHECK_THAT(spec_error(std::string(kFloatHead) + "exponent_bits = 8\nmantissa_bits = 1\nzero = false\n"),
-             Catch::Matchers::EndsWith(
-                 "format 'my': field 'subnormals' = true: expected false when zero = false (exponent field 0 is a "
-                 "normal binade)"));
-  CHECK_THAT(spec_error(std::string(kFloatHead) + "exponent_bits = 1\nmantissa_bits = 3\n"),
-             Catch::Matchers::EndsWith(
-                 "format 'my': field 'exponent_bits' = 1: expected at least 2 with specials = \"ieee\" (all-ones "
-                 "exponent is reserved)"));
-  CHECK_THAT(spec_error(std::string(kFloatHead) + "exponent_bits = 4\nmantissa_bits = 3\nsigned = false\nspecials = \"fnuz\"\n"),
-             Catch::Matchers::EndsWith(
-                 "format 'my': field 'specials' = \"fnuz\": expected a signed format (fnuz NaN is the sign bit alone)"));
+  CHECK_THAT(
+      spec_error(std::string(kFloatHead) + "exponent_bits = 8\nmantissa_bits = 1\nzero = false\n"),
+      Catch::Matchers::EndsWith(
+          "format 'my': field 'subnormals' = true: expected false when zero = false (exponent field 0 is a "
+          "normal binade)"));
+  CHECK_THAT(
+      spec_error(std::string(kFloatHead) + "exponent_bits = 1\nmantissa_bits = 3\n"),
+      Catch::Matchers::EndsWith(
+          "format 'my': field 'exponent_bits' = 1: expected at least 2 with specials = \"ieee\" (all-ones "
+          "exponent is reserved)"));
+  CHECK_THAT(spec_error(std::string(kFloatHead) +
+                        "exponent_bits = 4\nmantissa_bits = 3\nsigned = false\nspecials = \"fnuz\"\n"),
+             Catch::Matchers::EndsWith("format 'my': field 'specials' = \"fnuz\": expected a signed format "
+                                       "(fnuz NaN is the sign bit alone)"));
   // Cross-field errors point at the line of the field they name (here line 6, `specials`).
-  CHECK_THAT(spec_error(std::string(kFloatHead) + "exponent_bits = 4\nmantissa_bits = 3\nsigned = false\nspecials = \"fnuz\"\n"),
+  CHECK_THAT(spec_error(std::string(kFloatHead) +
+                        "exponent_bits = 4\nmantissa_bits = 3\nsigned = false\nspecials = \"fnuz\"\n"),
              Catch::Matchers::StartsWith("formats/element/my.toml:6: format 'my': field 'specials'"));
 }
 
@@ -99,12 +105,15 @@ TEST_CASE("make_float and make_int reject out-of-range fields", "[format][unit]"
                          Catch::Message("format 'x': field 'exponent_bits' = 0: expected 1..11"));
   REQUIRE_THROWS_MATCHES(make_float("x", 4, 53, 7, Specials::ieee), lpemu::SpecError,
                          Catch::Message("format 'x': field 'mantissa_bits' = 53: expected 0..52"));
-  REQUIRE_THROWS_MATCHES(make_int("i", 33), lpemu::SpecError,
-                         Catch::Message("format 'i': field 'bits' = 33: expected an integer width of 2..32 bits"));
-  REQUIRE_THROWS_MATCHES(make_int("i", 1), lpemu::SpecError,
-                         Catch::Message("format 'i': field 'bits' = 1: expected an integer width of 2..32 bits"));
-  REQUIRE_THROWS_MATCHES(make_int("u", 8, false, 0, true), lpemu::SpecError,
-                         Catch::Message("format 'u': field 'symmetric' = true: expected false for unsigned integers"));
+  REQUIRE_THROWS_MATCHES(
+      make_int("i", 33), lpemu::SpecError,
+      Catch::Message("format 'i': field 'bits' = 33: expected an integer width of 2..32 bits"));
+  REQUIRE_THROWS_MATCHES(
+      make_int("i", 1), lpemu::SpecError,
+      Catch::Message("format 'i': field 'bits' = 1: expected an integer width of 2..32 bits"));
+  REQUIRE_THROWS_MATCHES(
+      make_int("u", 8, false, 0, true), lpemu::SpecError,
+      Catch::Message("format 'u': field 'symmetric' = true: expected false for unsigned integers"));
   REQUIRE_THROWS_MATCHES(
       make_float("x", 11, 52, -2000, Specials::ieee), lpemu::SpecError,
       Catch::Message("format 'x': field 'bias' = -2000: expected a range inside double's (emax <= 1023 and "
@@ -125,14 +134,16 @@ TEST_CASE("an unknown format name lists the closest known names", "[format][unit
                          Catch::Message("unknown format 'fp8_e4m4'; closest known names: fp8_e3m4, fp8_e4m3, "
                                         "fp8_e5m2 (see `lpemu formats list`)"));
   CHECK(reg.find("fp8_e4m4") == nullptr);
-  CHECK(closest_names("bf61", {"bf16", "fp16", "fp32", "int8"}, 2) == std::vector<std::string>{"bf16", "fp16"});
+  CHECK(closest_names("bf61", {"bf16", "fp16", "fp32", "int8"}, 2) ==
+        std::vector<std::string>{"bf16", "fp16"});
   CHECK(closest_names("e4m3", {"fp8_e4m3", "fp8_e5m2"}, 1) == std::vector<std::string>{"fp8_e4m3"});
 }
 
 TEST_CASE("bad rounding and overflow names list the valid names", "[format][unit]") {
-  REQUIRE_THROWS_MATCHES(parse_rounding("nearest"), lpemu::SpecError,
-                         Catch::Message("rounding mode 'nearest': expected one of nearest_even, nearest_away, "
-                                        "toward_zero, toward_positive, toward_negative, stochastic"));
+  REQUIRE_THROWS_MATCHES(
+      parse_rounding("nearest"), lpemu::SpecError,
+      Catch::Message("rounding mode 'nearest': expected one of nearest_even, nearest_away, "
+                     "toward_zero, toward_positive, toward_negative, stochastic"));
   REQUIRE_THROWS_MATCHES(parse_overflow("clamp"), lpemu::SpecError,
                          Catch::Message("overflow policy 'clamp': expected saturate or native"));
   for (const auto m : kAllRoundingModes) CHECK(parse_rounding(to_string(m)) == m);
@@ -143,8 +154,9 @@ TEST_CASE("sr_bits outside 1..32 is rejected by validate and by the bulk entry p
   ConvertOptions o;
   for (const int bad : {0, -1, 33}) {
     o.sr_bits = bad;
-    REQUIRE_THROWS_MATCHES(validate(o), lpemu::SpecError,
-                           Catch::Message("sr_bits = " + std::to_string(bad) + ": expected 1..32 random bits"));
+    REQUIRE_THROWS_MATCHES(
+        validate(o), lpemu::SpecError,
+        Catch::Message("sr_bits = " + std::to_string(bad) + ": expected 1..32 random bits"));
   }
   o.sr_bits = 33;
   o.rounding = RoundingMode::stochastic;
@@ -168,21 +180,23 @@ TEST_CASE("span size and code width mismatches throw ShapeError", "[format][unit
   std::vector<std::uint8_t> c2(2);
   std::vector<std::uint8_t> c3(3);
   std::vector<std::uint16_t> w3(3);
-  REQUIRE_THROWS_MATCHES(encode(e4m3, std::span<const float>(in), std::span<std::uint8_t>(c2)), lpemu::ShapeError,
-                         Catch::Message("encode: input has 3 elements but output has 2"));
-  REQUIRE_THROWS_MATCHES(quantize(e4m3, std::span<const float>(in), std::span<float>(out2)), lpemu::ShapeError,
+  REQUIRE_THROWS_MATCHES(encode(e4m3, std::span<const float>(in), std::span<std::uint8_t>(c2)),
+                         lpemu::ShapeError, Catch::Message("encode: input has 3 elements but output has 2"));
+  REQUIRE_THROWS_MATCHES(quantize(e4m3, std::span<const float>(in), std::span<float>(out2)),
+                         lpemu::ShapeError,
                          Catch::Message("quantize: input has 3 elements but output has 2"));
-  REQUIRE_THROWS_MATCHES(decode(e4m3, std::span<const std::uint8_t>(c3), std::span<float>(out2)), lpemu::ShapeError,
-                         Catch::Message("decode: input has 3 elements but output has 2"));
-  REQUIRE_THROWS_MATCHES(encode(reg.get("fp16"), std::span<const float>(in), std::span<std::uint8_t>(c3)),
-                         lpemu::ShapeError,
-                         Catch::Message("encode: format 'fp16' has 16-bit codes, which do not fit 8-bit code storage"));
-  REQUIRE_THROWS_MATCHES(decode(reg.get("fp16"), std::span<const std::uint8_t>(c3), std::span<float>(in)),
-                         lpemu::ShapeError,
-                         Catch::Message("decode: format 'fp16' has 16-bit codes, which do not fit 8-bit code storage"));
+  REQUIRE_THROWS_MATCHES(decode(e4m3, std::span<const std::uint8_t>(c3), std::span<float>(out2)),
+                         lpemu::ShapeError, Catch::Message("decode: input has 3 elements but output has 2"));
+  REQUIRE_THROWS_MATCHES(
+      encode(reg.get("fp16"), std::span<const float>(in), std::span<std::uint8_t>(c3)), lpemu::ShapeError,
+      Catch::Message("encode: format 'fp16' has 16-bit codes, which do not fit 8-bit code storage"));
+  REQUIRE_THROWS_MATCHES(
+      decode(reg.get("fp16"), std::span<const std::uint8_t>(c3), std::span<float>(in)), lpemu::ShapeError,
+      Catch::Message("decode: format 'fp16' has 16-bit codes, which do not fit 8-bit code storage"));
   std::vector<double> din(3, 1.0);
   std::vector<std::uint64_t> d2(2);
-  CHECK_THROWS_AS(encode(e4m3, std::span<const double>(din), std::span<std::uint64_t>(d2)), lpemu::ShapeError);
+  CHECK_THROWS_AS(encode(e4m3, std::span<const double>(din), std::span<std::uint64_t>(d2)),
+                  lpemu::ShapeError);
   CHECK_NOTHROW(encode(e4m3, std::span<const float>(in), std::span<std::uint16_t>(w3)));
 }
 
@@ -209,7 +223,8 @@ TEST_CASE("user format files: duplicates, missing files and directories are erro
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("every shipped format file parses, cites a source and has its ml_dtypes aliases", "[format][unit]") {
+TEST_CASE("every shipped format file parses, cites a source and has its ml_dtypes aliases",
+          "[format][unit]") {
   const auto& reg = Registry::builtin();
   CHECK(reg.names().size() == 21);
   for (const auto& name : reg.names()) {
@@ -218,11 +233,18 @@ TEST_CASE("every shipped format file parses, cites a source and has its ml_dtype
     CHECK(!f.source.empty());
     CHECK(reg.origin(name) == "builtin:element/" + name + ".toml");
   }
-  for (const auto& [alias, name] : std::vector<std::pair<std::string, std::string>>{
-           {"float8_e4m3fn", "fp8_e4m3"},   {"float8_e5m2", "fp8_e5m2"},       {"float8_e8m0fnu", "e8m0"},
-           {"float6_e2m3fn", "fp6_e2m3"},   {"float6_e3m2fn", "fp6_e3m2"},     {"float4_e2m1fn", "fp4_e2m1"},
-           {"float8_e4m3fnuz", "fp8_e4m3fnuz"}, {"float8_e5m2fnuz", "fp8_e5m2fnuz"},
-           {"float8_e4m3b11fnuz", "fp8_e4m3b11fnuz"}, {"float8_e3m4", "fp8_e3m4"}, {"float8_e4m3", "fp8_e4m3_ieee"}}) {
+  for (const auto& [alias, name] :
+       std::vector<std::pair<std::string, std::string>>{{"float8_e4m3fn", "fp8_e4m3"},
+                                                        {"float8_e5m2", "fp8_e5m2"},
+                                                        {"float8_e8m0fnu", "e8m0"},
+                                                        {"float6_e2m3fn", "fp6_e2m3"},
+                                                        {"float6_e3m2fn", "fp6_e3m2"},
+                                                        {"float4_e2m1fn", "fp4_e2m1"},
+                                                        {"float8_e4m3fnuz", "fp8_e4m3fnuz"},
+                                                        {"float8_e5m2fnuz", "fp8_e5m2fnuz"},
+                                                        {"float8_e4m3b11fnuz", "fp8_e4m3b11fnuz"},
+                                                        {"float8_e3m4", "fp8_e3m4"},
+                                                        {"float8_e4m3", "fp8_e4m3_ieee"}}) {
     INFO(alias);
     const Format* f = reg.find(alias);
     REQUIRE(f != nullptr);
@@ -233,19 +255,23 @@ TEST_CASE("every shipped format file parses, cites a source and has its ml_dtype
 }  // namespace
 
 TEST_CASE("an integer format whose range is not finite in double is rejected", "[format][unit][regression]") {
-  const std::string file = lpemu::test::source_path("tests/fuzz/corpus/format_toml/int32_fraction_bits_minus_1000.toml");
+  const std::string file =
+      lpemu::test::source_path("tests/fuzz/corpus/format_toml/int32_fraction_bits_minus_1000.toml");
   std::ifstream in(file);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   REQUIRE_THROWS_AS(parse_format_toml(text, "big.toml"), lpemu::SpecError);
-  REQUIRE_THROWS_WITH(parse_format_toml(text, "big.toml"),
-                      "big.toml:5: format 'int32_huge': field 'fraction_bits' = -1000: expected -991..1022 (a range that is "
-                      "finite in double)");
+  REQUIRE_THROWS_WITH(
+      parse_format_toml(text, "big.toml"),
+      "big.toml:5: format 'int32_huge': field 'fraction_bits' = -1000: expected -991..1022 (a range that is "
+      "finite in double)");
   // The widest legal range keeps max_finite finite.
-  const Format f = parse_format_toml("name = \"i32\"\nkind = \"int\"\nbits = 32\nfraction_bits = -991\n", "ok.toml");
+  const Format f =
+      parse_format_toml("name = \"i32\"\nkind = \"int\"\nbits = 32\nfraction_bits = -991\n", "ok.toml");
   CHECK(std::isfinite(f.max_finite));
 }
 
-TEST_CASE("documents that break toml++'s internal parser checks are syntax errors", "[format][unit][regression]") {
+TEST_CASE("documents that break toml++'s internal parser checks are syntax errors",
+          "[format][unit][regression]") {
   // The fuzzers' inputs: an array closed by '}' and a malformed table header. toml++ checks
   // these with assertions that are undefined behaviour (clang) or skipped (g++) in NDEBUG builds.
   for (const char* f : {"tests/fuzz/findings/format_toml/tomlpp_assert_array_brace.toml",
@@ -253,6 +279,7 @@ TEST_CASE("documents that break toml++'s internal parser checks are syntax error
     INFO(f);
     std::ifstream in(lpemu::test::source_path(f), std::ios::binary);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    CHECK_THAT(spec_error(text), Catch::Matchers::Contains("my.toml") && Catch::Matchers::Contains("not valid TOML"));
+    CHECK_THAT(spec_error(text),
+               Catch::Matchers::Contains("my.toml") && Catch::Matchers::Contains("not valid TOML"));
   }
 }

@@ -91,6 +91,7 @@ TEST_CASE("an HDF5 dataset declaring more data than the file holds is refused be
   std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
   const H5File f = H5File::open(file);
   CHECK_THROWS_AS(f.read_floats("/x"), lpemu::IoError);
-  CHECK_THROWS_WITH(f.read_floats("/x"), Catch::Matchers::Contains("declares 1099511627776 elements of 4 bytes"));
+  CHECK_THROWS_WITH(f.read_floats("/x"),
+                    Catch::Matchers::Contains("declares 1099511627776 elements of 4 bytes"));
   CHECK_THROWS_WITH(f.read_doubles("/x"), Catch::Matchers::Contains("corrupt or truncated file?"));
 }

@@ -55,14 +55,16 @@ TEST_CASE("AtomicFile writes under a temporary name and renames on commit", "[io
   CHECK(entries(s.dir) == 0);  // an abandoned write leaves nothing behind
   lpemu::io::write_file_atomic(t, "one", {});
   CHECK(slurp(t) == "one");
-  CHECK_THROWS_WITH(lpemu::io::write_file_atomic(t, "two", {}), t.string() + ": output exists; pass --force to overwrite it");
+  CHECK_THROWS_WITH(lpemu::io::write_file_atomic(t, "two", {}),
+                    t.string() + ": output exists; pass --force to overwrite it");
   lpemu::io::write_file_atomic(t, "two", {true, {}});
   CHECK(slurp(t) == "two");
   CHECK_THROWS_WITH(lpemu::io::write_file_atomic(t, "three", {true, {s.dir / "." / "a.txt"}}),
                     Contains("is also an input of this command"));
   CHECK(slurp(t) == "two");
   CHECK_THROWS_AS(lpemu::io::write_file_atomic(s.dir, "x", {true, {}}), lpemu::IoError);
-  CHECK_THROWS_WITH(lpemu::io::write_file_atomic("/dev/full", "x", {}), "/dev/full: write failed (disk full or device error?)");
+  CHECK_THROWS_WITH(lpemu::io::write_file_atomic("/dev/full", "x", {}),
+                    "/dev/full: write failed (disk full or device error?)");
   CHECK(entries(s.dir) == 1);
 }
 
@@ -77,7 +79,8 @@ TEST_CASE("check_output_dir refuses a folder lpemu did not write", "[io][output]
 }
 
 TEST_CASE("read_input is bounded and refuses folders", "[io][output]") {
-  CHECK_THROWS_WITH(lpemu::io::read_input("/dev/zero", 1000), "/dev/zero: larger than 1000 bytes; expected a regular text file");
+  CHECK_THROWS_WITH(lpemu::io::read_input("/dev/zero", 1000),
+                    "/dev/zero: larger than 1000 bytes; expected a regular text file");
   CHECK_THROWS_WITH(lpemu::io::read_input(fs::temp_directory_path()), Contains("is a directory"));
 }
 
@@ -89,11 +92,12 @@ TEST_CASE("model attributes are range-checked against the stored data", "[io][en
     std::int64_t value;
     const char* says;
   };
-  for (const Case c : {Case{"dim", (std::int64_t{1} << 32) + 64, "root attribute 'dim' = 4294967360: expected an integer in 0..2147483647"},
-                       Case{"n_layers", 2, "root attribute 'n_layers' = 2: the file stores 5 layers"},
-                       Case{"seq_len", 0, "seq_len must be positive"},
-                       Case{"seq_len", -3, "root attribute 'seq_len' = -3"},
-                       Case{"hidden_dim", 0, "feed_forward/w1' has shape [172, 64], expected [0, 64]"}}) {
+  for (const Case c :
+       {Case{"dim", (std::int64_t{1} << 32) + 64,
+             "root attribute 'dim' = 4294967360: expected an integer in 0..2147483647"},
+        Case{"n_layers", 2, "root attribute 'n_layers' = 2: the file stores 5 layers"},
+        Case{"seq_len", 0, "seq_len must be positive"}, Case{"seq_len", -3, "root attribute 'seq_len' = -3"},
+        Case{"hidden_dim", 0, "feed_forward/w1' has shape [172, 64], expected [0, 64]"}}) {
     INFO(c.attr << " = " << c.value);
     const fs::path p = s.dir / "model.h5";
     fs::copy_file(shipped, p, fs::copy_options::overwrite_existing);

@@ -15,7 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path write_file(const std::string& name, const std::string& header, const std::vector<std::uint8_t>& data) {
+fs::path write_file(const std::string& name, const std::string& header,
+                    const std::vector<std::uint8_t>& data) {
   const fs::path p = fs::temp_directory_path() / ("lpemu_st_" + name + ".safetensors");
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   std::uint64_t n = header.size();
@@ -34,11 +35,11 @@ TEST_CASE("safetensors: header parsed and tensor bytes read", "[io][safetensors]
   std::memcpy(data.data(), a, 8);
   const std::uint8_t b[4] = {0x80, 0x3F, 0x00, 0xC0};
   std::memcpy(data.data() + 8, b, 4);
-  const fs::path p = write_file(
-      "ok",
-      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]}})",
-      data);
+  const fs::path p =
+      write_file("ok",
+                 R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                 R"("b":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]}})",
+                 data);
   const auto f = lpemu::io::SafetensorsFile::open(p);
   REQUIRE(f.entries().size() == 2);
   CHECK(f.entry("b").dtype == "BF16");
@@ -63,7 +64,8 @@ TEST_CASE("safetensors: corrupt files are refused with the entry at fault", "[io
     return std::string("(no error)");
   };
   fs::path p = write_file("span", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", four);
-  CHECK(err(p) == p.string() + ": tensor 'a': data_offsets span 4 bytes, expected 8 for its shape and dtype F32");
+  CHECK(err(p) ==
+        p.string() + ": tensor 'a': data_offsets span 4 bytes, expected 8 for its shape and dtype F32");
   p = write_file("past", R"({"a":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", four);
   CHECK(err(p) == p.string() + ": tensor 'a': data_offsets [0, 8] lie outside the data section of 4 bytes");
   p = write_file("dtype", R"({"a":{"dtype":"Q4","shape":[4],"data_offsets":[0,4]}})", four);

@@ -104,7 +104,8 @@ lpemu::io::Plot crowded_scatter() {
   return p;
 }
 
-TEST_CASE("nice_ticks gives 1-2-5 steps on linear axes and decades or 1-2-5 on log axes", "[io][plot][unit]") {
+TEST_CASE("nice_ticks gives 1-2-5 steps on linear axes and decades or 1-2-5 on log axes",
+          "[io][plot][unit]") {
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> e(-12, 12);
   std::uniform_real_distribution<double> u(0, 1);
@@ -165,14 +166,16 @@ TEST_CASE("a crowded log scatter keeps labels apart, inside the canvas, and name
   CHECK(f.marks.size() == 18);
   // Every label that was placed is text; the ones that were not are named in a note.
   std::size_t placed = 0;
-  for (int i = 1; i <= 16; ++i) placed += f.svg.find(">" + std::to_string(i) + "</text>") != std::string::npos;
+  for (int i = 1; i <= 16; ++i)
+    placed += f.svg.find(">" + std::to_string(i) + "</text>") != std::string::npos;
   bool note = false;
   for (const auto& n : f.notes) note |= n.find("Labels left off") != std::string::npos;
   CHECK((placed == 16 || note));
   CHECK(placed >= 12);
 }
 
-TEST_CASE("sixteen series and long names: legend inside the canvas, every series distinct", "[io][plot][unit]") {
+TEST_CASE("sixteen series and long names: legend inside the canvas, every series distinct",
+          "[io][plot][unit]") {
   lpemu::io::Plot p;
   p.title = "Residual-stream SQNR per layer";
   p.x_label = "residual stream position";
@@ -212,8 +215,10 @@ TEST_CASE("render_svg draws one line per series, escapes text and leaves out poi
   const std::string& svg = f.svg;
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(svg.find("h100&lt;e4m3&gt;") != std::string::npos);
-  const std::regex line_path("<path d=\"M[^\"]*\" fill=\"none\" stroke=\"#[0-9A-Fa-f]{6}\" stroke-width=\"1.8\"");
-  const auto series_paths = std::distance(std::sregex_iterator(svg.begin(), svg.end(), line_path), std::sregex_iterator());
+  const std::regex line_path(
+      "<path d=\"M[^\"]*\" fill=\"none\" stroke=\"#[0-9A-Fa-f]{6}\" stroke-width=\"1.8\"");
+  const auto series_paths =
+      std::distance(std::sregex_iterator(svg.begin(), svg.end(), line_path), std::sregex_iterator());
   CHECK(series_paths == 2);
   CHECK(f.marks.size() == 4 + 2);  // 4 drawable points, 2 legend markers
   CHECK(f.notes.size() == 1);
