@@ -5,6 +5,7 @@
 // little-endian bytes. With --packed, codes narrower than 8 bits are packed densely, LSB first:
 // code i occupies stream bits [i·w, (i+1)·w), where stream bit k is bit (k mod 8) of byte k/8 and
 // the code's bit 0 comes first (so two FP4 codes share a byte with code 0 in the low nibble).
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -147,10 +148,10 @@ class CodeReader {
     C any = 0;
     for (const C c : codes) any |= c & extra;
     if (any == 0) return;
-    for (std::size_t i = 0; i < codes.size(); ++i) {
-      format::require_code_fits(
-          f_, codes[i], name_ + ": element " + std::to_string(done_ + i) + " (--from " + f_.name + ")");
-    }
+    const auto bad = std::find_if(codes.begin(), codes.end(), [&](C c) { return (c & extra) != 0; });
+    const auto i = static_cast<std::size_t>(bad - codes.begin());
+    format::require_code_fits(f_, *bad,
+                              name_ + ": element " + std::to_string(done_ + i) + " (--from " + f_.name + ")");
   }
 
   std::istream& in_;

@@ -247,10 +247,8 @@ std::string hex_code(const Format& f, std::uint64_t code) {
 
 void require_code_fits(const Format& f, std::uint64_t code, std::string_view what) {
   if ((code & ~f.code_mask()) == 0) return;
-  char raw[32];
-  std::snprintf(raw, sizeof raw, "0x%llx", static_cast<unsigned long long>(code));
-  throw SpecError(std::string(what) + ": code " + raw + " is wider than format '" + f.name + "' (" +
-                  std::to_string(f.bits) + " bits); expected a code in " + hex_code(f, 0) + ".." +
+  throw SpecError(std::string(what) + ": code " + io::format_hex(code) + " is wider than format '" + f.name +
+                  "' (" + std::to_string(f.bits) + " bits); expected a code in " + hex_code(f, 0) + ".." +
                   hex_code(f, f.code_mask()));
 }
 
