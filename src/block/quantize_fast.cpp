@@ -1,0 +1,389 @@
+// The fast block kernels (quantize only); blocks they cannot take go to the generic kernel.
+//  * power-of-two scales 2^s with s in [-126, 126] and element formats that fit float32 with a
+//    smallest step ≥ 2^-90: y = x·2^-s in float (exact except below 2^-126, where the step is so
+//    coarse that only y's sign and non-zeroness matter, which are kept), rounded on its bits by the
+//    element format's fast kernel (format::detail::fast_round, with a saturating value step here;
+//    nearest_even adds and subtracts 2^(qe+23) instead), times 2^s;
+//  * non-power-of-two scales under nearest_even: y = x / S in double, rounded on its bits, times S.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "block/quantize_detail.hpp"
+#include "format/codec_detail.hpp"
+
+namespace lpemu::block::detail {
+
+namespace {
+
+using format::RoundingMode;
+using format::detail::dispatch_mode;
+
+// ---- fast path -------------------------------------------------------------------------------
+
+// Per-call constants of the fast path.
+struct Fast {
+  format::detail::Fast element;  // the element format's fast-kernel constants (floating elements)
+  std::int32_t is_int, int_qe;   // integer elements: fixed quantum 2^int_qe (nearest_even only)
+  std::uint32_t positive_zero;   // zero results are +0
+  float maxf;                    // results saturate to ±maxf
+};
+
+bool fast_eligible(const Ctx& c) {
+  const BlockFormat& f = c.f;
+  const format::Format& e = f.element;
+  const bool float_ok = format::detail::fast_eligible(e) && e.emin - e.mantissa_bits >= -90 && e.emax <= 100;
+  // Symmetric signed integers (MXINT8) with round-to-nearest-even: a fixed quantum, ±max clamp.
+  const bool int_ok = e.kind == format::Kind::integer && e.is_signed && e.lowest == -e.max_finite &&
+                      e.bits <= 24 && e.fraction_bits <= 90 && c.prec <= 23 &&
+                      f.element_options.rounding == RoundingMode::nearest_even;
+  return (float_ok || int_ok) && f.tensor_scale == TensorScale::none &&
+         (f.rule == ScaleRule::ocp || f.rule == ScaleRule::ceil || f.rule == ScaleRule::even) &&
+         f.subnormal_inputs == SubnormalInputs::keep;
+}
+
+Fast make_fast(const Ctx& c) {
+  Fast p{};
+  p.is_int = c.f.element.kind == format::Kind::integer ? 1 : 0;
+  // eopts saturates and flushes nothing, as the generic path's element step. Integer elements
+  // (nearest_even only) round at the fixed quantum instead.
+  if (p.is_int == 0) p.element = format::detail::make_fast(c.f.element, c.eopts, 0);
+  p.int_qe = -c.f.element.fraction_bits;
+  p.positive_zero = (c.f.signed_zero == SignedZero::positive || !c.f.element.has_negative_zero()) ? 1U : 0U;
+  p.maxf = static_cast<float>(c.max_elem);
+  return p;
+}
+
+// Rounds the scaled input y (finite) to the element grid with saturation: the element format's
+// rounding step (the same definition as the element codec's), then n·2^qe clamped to ±max.
+template <RoundingMode M>
+[[gnu::always_inline]] inline float fast_element(const Fast& p, float y, std::uint64_t index) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(y);
+  const std::uint32_t s = u >> 31;
+  const format::detail::FastRounded r = format::detail::fast_round<M>(p.element, u & kAbsMask, s, index);
+  const float v0 =
+      static_cast<float>(r.n) * std::bit_cast<float>(static_cast<std::uint32_t>(r.qe + 127) << 23);
+  const float v = v0 < p.maxf ? v0 : p.maxf;
+  const std::uint32_t sign = (s << 31) & ~format::detail::mask((p.positive_zero != 0) & (r.n == 0));
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) | sign);
+}
+
+// nearest_even without variable shifts (vectorises on any x86-64): adding C = 2^(qe+23) rounds |y|
+// to a multiple of 2^qe in float32's own round-to-nearest-even, and subtracting C is exact. Same
+// result as fast_element<nearest_even>; the property tests compare both with the generic path.
+[[gnu::always_inline]] inline float fast_element_rne(const Fast& p, float y) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(y);
+  const std::uint32_t s = u & 0x80000000U;
+  const std::uint32_t a = u & kAbsMask;
+  const std::int32_t ex = static_cast<std::int32_t>(a >> 23) - 127;
+  const format::detail::Fast& e = p.element;
+  const std::int32_t qf = ex < e.emin ? (e.subnormals != 0 ? e.emin - e.m : e.emin) : ex - e.m;
+  const std::int32_t qe = p.is_int != 0 ? p.int_qe : qf;
+  const float c = std::bit_cast<float>(static_cast<std::uint32_t>(qe + 150) << 23);
+  const float r = (std::bit_cast<float>(a) + c) - c;
+  const float v = r < p.maxf ? r : p.maxf;
+  const std::uint32_t vb = std::bit_cast<std::uint32_t>(v);
+  const std::uint32_t sign = (p.positive_zero != 0 && vb == 0) ? 0U : s;
+  return std::bit_cast<float>(vb | sign);
+}
+
+// x·2^-s with the sign and non-zeroness of the exact product kept when it underflows to zero.
+[[gnu::always_inline]] inline float scale_down(float x, float inv) {
+  const float y = x * inv;
+  const std::uint32_t yb = std::bit_cast<std::uint32_t>(y);
+  const std::uint32_t xb = std::bit_cast<std::uint32_t>(x);
+  const bool lost = (yb & kAbsMask) == 0 && (xb & kAbsMask) != 0;
+  return lost ? std::bit_cast<float>((xb & 0x80000000U) | 1U) : y;
+}
+
+std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab);
+
+#if defined(__clang__) ||    \
+    !(defined(__x86_64__) || \
+      defined(               \
+          __i386__))  // non-x86, or clang 14 cannot multiversion templates (fuzz preset): one generic build
+#define LPEMU_CLONES
+#else
+#define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
+template <RoundingMode M>
+LPEMU_CLONES void fast_segment(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0,
+                               float inv, float scale) {
+  const Fast lp = p;  // local: stores to out cannot alias it
+  if constexpr (M == RoundingMode::nearest_even) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element_rne(lp, scale_down(in[i], inv)) * scale;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element<M>(lp, scale_down(in[i], inv), i0 + i) * scale;
+  }
+}
+
+template <RoundingMode M>
+LPEMU_CLONES void fast_row(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0,
+                           const float* inv, const float* scale) {
+  const Fast lp = p;
+  if constexpr (M == RoundingMode::nearest_even) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element_rne(lp, scale_down(in[i], inv[i])) * scale[i];
+  } else {
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = fast_element<M>(lp, scale_down(in[i], inv[i]), i0 + i) * scale[i];
+  }
+}
+
+LPEMU_CLONES std::uint32_t amax_bits(const float* in, std::size_t n) {
+  std::uint32_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(in[i]) & kAbsMask;
+    m = b > m ? b : m;
+  }
+  return m;
+}
+
+LPEMU_CLONES void amax_bits_row(const float* in, std::uint32_t* m, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(in[i]) & kAbsMask;
+    m[i] = b > m[i] ? b : m[i];
+  }
+}
+
+// Whole-row blocks (block_cols == cols): block k covers one contiguous run. Blocks k0..k1.
+template <RoundingMode M>
+void fast_contiguous(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t k0,
+                     std::size_t k1) {
+  const BlockLayout& L = c.L;
+  const std::size_t gr = L.grid_rows();
+  const Fast lp = p;  // a local copy: stores to out cannot alias it, so the loop vectorises
+  for (std::size_t k = k0; k < k1; ++k) {
+    const std::size_t a = k / gr, bi = k % gr;
+    const std::size_t lo = (a * L.rows + bi * L.block_rows) * L.cols;
+    const std::size_t hi = (a * L.rows + std::min(L.rows, bi * L.block_rows + L.block_rows)) * L.cols;
+    std::uint32_t ab = 0;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const std::uint32_t b = std::bit_cast<std::uint32_t>(in[i]) & kAbsMask;
+      ab = b > ab ? b : ab;
+    }
+    const auto e = fast_exponent(c, ab);
+    if (!e) {
+      generic_block(c, in, out, nullptr, nullptr, a, bi, 0);
+      continue;
+    }
+    const float inv = std::bit_cast<float>(static_cast<std::uint32_t>(127 - *e) << 23);
+    const float sc = std::bit_cast<float>(static_cast<std::uint32_t>(*e + 127) << 23);
+    const std::size_t n = hi - lo;
+    const float* src = in + lo;
+    float* dst = out + lo;
+    fast_segment<M>(lp, src, dst, n, lo, inv, sc);
+  }
+}
+
+// Non-power-of-two scales (NVFP4, FP32 scales) under nearest_even: y = x / S in double (the
+// generic path's quotient), rounded by adding and subtracting 2^(qe+52), clamped, times S.
+struct FastD {
+  std::int64_t m, emin, is_int, int_qe;
+  std::uint64_t subnormals, positive_zero;
+  double maxd;
+};
+
+LPEMU_CLONES void fast_scaled_segment(const FastD& p, const float* in, float* out, std::size_t n,
+                                      double scale) {
+  const FastD lp = p;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double y = static_cast<double>(in[i]) / scale;
+    const std::uint64_t u = std::bit_cast<std::uint64_t>(y);
+    const std::uint64_t sg = u & 0x8000000000000000ULL;
+    const std::uint64_t a = u & 0x7fffffffffffffffULL;
+    const std::int64_t ex = static_cast<std::int64_t>(a >> 52) - 1023;
+    const std::int64_t qf = ex < lp.emin ? (lp.subnormals != 0 ? lp.emin - lp.m : lp.emin) : ex - lp.m;
+    const std::int64_t qe = lp.is_int != 0 ? lp.int_qe : qf;
+    const double c = std::bit_cast<double>(static_cast<std::uint64_t>(qe + 1075) << 52);
+    const double r = (std::bit_cast<double>(a) + c) - c;
+    const double v = r < lp.maxd ? r : lp.maxd;
+    const std::uint64_t vb = std::bit_cast<std::uint64_t>(v);
+    const std::uint64_t sign = (lp.positive_zero != 0 && vb == 0) ? 0ULL : sg;
+    out[i] = narrow(std::bit_cast<double>(vb | sign) * scale);
+  }
+}
+
+#undef LPEMU_CLONES
+
+// The fast-path exponent for a block with amax bits `ab` (the rules of pow2_exponent read from the
+// float32 fields), or nullopt if the block goes generic (non-finite, scale overflow, or 2^s not a
+// normal float).
+std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab) {
+  if (ab >= kInfBits) return std::nullopt;
+  const auto fe = static_cast<int>(ab >> 23);
+  int e = 0;
+  if (fe == 0) {  // zero or subnormal amax: rare, take the general rule
+    const auto s = pow2_rule_scale(c, static_cast<double>(std::bit_cast<float>(ab)));
+    if (!s) return std::nullopt;
+    e = s->exponent;
+  } else {
+    const std::uint32_t mant = ab & 0x7fffffU;
+    const int E = fe - 127;  // floor(log2(amax)) from the exponent field
+    switch (c.f.rule) {
+      case ScaleRule::ceil: e = E - c.max_ilogb + (mant > c.max_mant ? 1 : 0); break;
+      case ScaleRule::even: e = E + ((mant + c.even_half) >= 0x800000U ? 1 : 0) - c.emax; break;
+      default: e = E - c.emax; break;
+    }
+    if (e < c.s_lo) e = c.s_lo;
+    if (e > c.s_hi) {
+      if (c.f.scale_overflow == ScaleOverflow::nan) return std::nullopt;
+      e = c.s_hi;
+    }
+  }
+  if (e < -126 || e > 126) return std::nullopt;  // 2^e and 2^-e both normal floats
+  return e;
+}
+
+float pow2f(int e) { return std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23); }
+
+template <RoundingMode M>
+void fast_block_row(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t a, std::size_t bi,
+                    std::vector<std::uint32_t>& amax, std::vector<float>& inv, std::vector<float>& scl,
+                    std::vector<float>& tmp) {
+  const BlockLayout& L = c.L;
+  const std::size_t r0 = bi * L.block_rows, r1 = std::min(L.rows, r0 + L.block_rows);
+  if (L.block_cols == 1 && L.cols > 1) {
+    // Blocks run across rows: one scale per column, rows processed as contiguous vectors.
+    amax.assign(L.cols, 0);
+    for (std::size_t r = r0; r < r1; ++r) amax_bits_row(in + (a * L.rows + r) * L.cols, amax.data(), L.cols);
+    inv.resize(L.cols);
+    scl.resize(L.cols);
+    std::vector<std::size_t> slow;
+    for (std::size_t col = 0; col < L.cols; ++col) {
+      const auto e = fast_exponent(c, amax[col]);
+      if (!e) {
+        slow.push_back(col);
+        inv[col] = 1;
+        scl[col] = 1;
+        continue;
+      }
+      inv[col] = pow2f(-*e);
+      scl[col] = pow2f(*e);
+    }
+    // Slow columns first into a buffer (in and out may alias), then the fast pass, then patch.
+    tmp.assign(slow.size() * (r1 - r0), 0.0F);
+    for (std::size_t k = 0; k < slow.size(); ++k) {
+      const BlockStats st = block_stats(c, in, a, bi, slow[k]);
+      const Scale s = choose_scale(c, in, a, bi, slow[k], st);
+      for (std::size_t r = r0; r < r1; ++r) {
+        const std::size_t i = (a * L.rows + r) * L.cols + slow[k];
+        tmp[k * (r1 - r0) + (r - r0)] = generic_element(c, s, in[i], i, false).value;
+      }
+    }
+    for (std::size_t r = r0; r < r1; ++r) {
+      const std::size_t base = (a * L.rows + r) * L.cols;
+      fast_row<M>(p, in + base, out + base, L.cols, base, inv.data(), scl.data());
+    }
+    for (std::size_t k = 0; k < slow.size(); ++k) {
+      for (std::size_t r = r0; r < r1; ++r)
+        out[(a * L.rows + r) * L.cols + slow[k]] = tmp[k * (r1 - r0) + (r - r0)];
+    }
+    return;
+  }
+  for (std::size_t bj = 0; bj < L.grid_cols(); ++bj) {
+    std::uint32_t ab = 0;
+    for_segments(L, a, bi, bj,
+                 [&](std::size_t lo, std::size_t n) { ab = std::max(ab, amax_bits(in + lo, n)); });
+    const auto e = fast_exponent(c, ab);
+    if (!e) {
+      generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
+      continue;
+    }
+    const float iv = pow2f(-*e), sc = pow2f(*e);
+    for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
+      fast_segment<M>(p, in + lo, out + lo, n, lo, iv, sc);
+    });
+  }
+}
+
+bool fast_scaled_eligible(const Ctx& c) {
+  const BlockFormat& f = c.f;
+  const format::Format& e = f.element;
+  const bool float_ok =
+      e.kind == format::Kind::floating && e.has_zero && e.mantissa_bits <= 22 && format::fits_in_float(e);
+  const bool int_ok =
+      e.kind == format::Kind::integer && e.is_signed && e.lowest == -e.max_finite && e.bits <= 24;
+  return (float_ok || int_ok) && !f.scale_is_pow2 && f.rule == ScaleRule::amax_over_max &&
+         f.element_options.rounding == RoundingMode::nearest_even &&
+         f.subnormal_inputs == SubnormalInputs::keep;
+}
+
+FastD make_fast_d(const Ctx& c) {
+  const format::Format& e = c.f.element;
+  FastD p{};
+  p.m = e.mantissa_bits;
+  p.emin = e.emin;
+  p.is_int = e.kind == format::Kind::integer ? 1 : 0;
+  p.int_qe = -e.fraction_bits;
+  p.subnormals = e.subnormals ? 1U : 0U;
+  p.positive_zero = (c.f.signed_zero == SignedZero::positive || !e.has_negative_zero()) ? 1U : 0U;
+  p.maxd = e.max_finite;
+  return p;
+}
+
+// One block on the non-power-of-two fast path; blocks with non-finite inputs or a NaN/zero scale
+// go generic.
+void fast_scaled_block(const Ctx& c, const FastD& p, const float* in, float* out, std::size_t a,
+                       std::size_t bi, std::size_t bj) {
+  std::uint32_t ab = 0;
+  for_segments(c.L, a, bi, bj,
+               [&](std::size_t lo, std::size_t n) { ab = std::max(ab, amax_bits(in + lo, n)); });
+  if (ab >= kInfBits) {
+    generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
+    return;
+  }
+  BlockStats st;
+  st.amax = static_cast<double>(std::bit_cast<float>(ab));
+  const Scale s = choose_scale(c, in, a, bi, bj, st);
+  if (s.kind != Scale::normal) {
+    generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
+    return;
+  }
+  for_segments(c.L, a, bi, bj,
+               [&](std::size_t lo, std::size_t n) { fast_scaled_segment(p, in + lo, out + lo, n, s.value); });
+}
+
+}  // namespace
+
+bool quantize_fast(const Ctx& c, std::span<const float> in, std::span<float> out) {
+  if (fast_eligible(c)) {
+    const Fast p = make_fast(c);
+    if (c.L.block_cols == c.L.cols) {
+      const std::size_t n = c.L.outer * c.L.grid_rows();
+      const std::size_t grain = std::max<std::size_t>(
+          1, (std::size_t{1} << 15) / std::max<std::size_t>(1, c.L.block_rows * c.L.cols));
+      dispatch_mode(c.eopts.rounding, [&]<RoundingMode M>() {
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
+                          [&](const tbb::blocked_range<std::size_t>& r) {
+                            fast_contiguous<M>(c, p, in.data(), out.data(), r.begin(), r.end());
+                          });
+      });
+      return true;
+    }
+    dispatch_mode(c.eopts.rounding, [&]<RoundingMode M>() {
+      for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
+        thread_local std::vector<std::uint32_t> amax;
+        thread_local std::vector<float> inv, scl, tmp;
+        fast_block_row<M>(c, p, in.data(), out.data(), a, bi, amax, inv, scl, tmp);
+      });
+    });
+    return true;
+  }
+  if (fast_scaled_eligible(c)) {
+    const FastD p = make_fast_d(c);
+    for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
+      for (std::size_t bj = 0; bj < c.L.grid_cols(); ++bj)
+        fast_scaled_block(c, p, in.data(), out.data(), a, bi, bj);
+    });
+    return true;
+  }
+  return false;
+}
+
+}  // namespace lpemu::block::detail
