@@ -616,215 +616,275 @@ bool fast_gemm_applicable(const Datapath& dp, bool no_scales) {
 
 namespace {
 
+// One fast GEMM, D = C + A·B on codes, in named steps: plan (kernel parameters), prepare_a and
+// prepare_b (operands packed from the codes), the tile kernel on rows without NaN or Inf
+// (run_fused_panels, tile_rows) and per-element accumulation and output for the rest
+// (scalar_rows, element); whatever a kernel cannot decide goes to the general engine (general).
 template <typename In>
-void fast_gemm_codes(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const In> a,
-                     std::span<const In> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
-  const Decoder dec_a(dp.a, dp.flush_subnormal_inputs, "A");
-  const Decoder dec_b(dp.b, dp.flush_subnormal_inputs, "B");
-  // The general engine's operands for one element, decoded again from the codes (rare).
-  auto general = [&](std::size_t i, std::size_t j) {
-    std::vector<Operand> row(k), col(k);
-    for (std::size_t p = 0; p < k; ++p) {
-      row[p] = dec_a(a[i * k + p], i * k + p);
-      col[p] = dec_b(b[p * n + j], p * n + j);
+class GemmRun {
+ public:
+  GemmRun(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const In> a,
+          std::span<const In> b, std::span<const std::uint64_t> c, std::span<std::uint64_t> d)
+      : dp_(dp),
+        m_(m),
+        n_(n),
+        k_(k),
+        a_(a),
+        b_(b),
+        c_(c),
+        d_(d),
+        dec_a_(dp.a, dp.flush_subnormal_inputs, "A"),
+        dec_b_(dp.b, dp.flush_subnormal_inputs, "B") {}
+
+  /// Computes every element of D.
+  void run() {
+    if (!plan()) {
+      tbb::parallel_for(std::size_t{0}, m_ * n_, [&](std::size_t e) { d_[e] = general(e / n_, e % n_); });
+      return;
     }
-    return dot_decoded(dp, row, col, c.empty() ? 0 : c[i * n + j], {}, i * n + j);
-  };
-  const bool exact = dp.alignment == Alignment::exact;
-  // ideal in int64: products span at most `span` bits above lmin, K of them need bit_width(K) more.
-  const int span =
-      (dp.a.emax - dp.a.emin + dp.a.mantissa_bits + 1) + (dp.b.emax - dp.b.emin + dp.b.mantissa_bits + 1) + 2;
-  if (exact && span + static_cast<int>(std::bit_width(k)) > 62) {
-    tbb::parallel_for(std::size_t{0}, m * n, [&](std::size_t e) { d[e] = general(e / n, e % n); });
-    return;
+    prepare_a();
+    prepare_b();
+    if (fused_) run_fused_panels();
+    // Columns in chunks of eight: a whole chunk inside the panels goes to the vector kernel (done
+    // above when fused).
+    const std::size_t chunks = (n_ + kLanes - 1) / kLanes;
+    tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m_, 16, 0, chunks, 8), [&](const auto& r) {
+      const std::size_t jv0 = r.cols().begin() * kLanes;
+      const std::size_t jv1 = vec_ ? std::min(r.cols().end(), panels_) * kLanes : jv0;
+      if (jv1 > jv0 && !fused_) tile_rows(r.rows().begin(), r.rows().end(), jv0, jv1);
+      scalar_rows(r.rows().begin(), r.rows().end(), jv0, jv1, std::min(r.cols().end() * kLanes, n_));
+    });
   }
-  const int lmin = (dp.a.emin - dp.a.mantissa_bits) + (dp.b.emin - dp.b.mantissa_bits);
-  const std::size_t bs = exact ? std::max<std::size_t>(k, 1) : static_cast<std::size_t>(dp.fused_terms);
-  const int F = dp.fraction_bits;
-  const int floor = dp.exponent_floor ? *dp.exponent_floor : INT_MIN / 2;
-  const int mbsum = dp.a.mantissa_bits + dp.b.mantissa_bits;
-  // int32 kernel: products have at most mbsum + 2 bits; lift them to 30 bits; the largest left
-  // shift F − mbsum must fit in the lift, and 64 terms of < 2^(F+2) must fit in int32.
-  const int lift32 = 30 - (mbsum + 2);
-  const bool use32 =
-      dp.alignment == Alignment::truncate && F - mbsum <= lift32 && F + 2 + 7 <= 31 && dp.fused_terms <= 64;
-  const int base_shift32 = mbsum - F + lift32;
-  // Normal results up to this exponent are finite (above it round_state checks max_code).
-  const format::Format& acc = dp.accumulator;
-  const std::uint64_t top = (static_cast<std::uint64_t>(acc.emax + acc.bias) << acc.mantissa_bits) |
-                            ((std::uint64_t{1} << acc.mantissa_bits) - 1);
-  const int emax_common = top == acc.max_code ? acc.emax : acc.emax - 1;
-  const TruncParams tp{&dp, bs, F, floor, mbsum - F + kLift, base_shift32, lift32, use32, emax_common};
-  // The vector kernel keeps accumulator significands in int32 lanes.
-  const bool vec = use32 && !exact && acc.mantissa_bits <= 29 && dp.accumulator_fraction_bits <= 29;
-  // A by rows.
-  Packed pa = make_packed(m, k);
-  tbb::parallel_for(std::size_t{0}, m, [&](std::size_t i) {
-    for (std::size_t p = 0; p < k; ++p) {
-      if (put(pa, i * k + p, dec_a.lane(a[i * k + p], i * k + p))) pa.special[i] = 1;
+
+ private:
+  // The general engine's result for element (i, j), its operands decoded again from the codes (rare).
+  std::uint64_t general(std::size_t i, std::size_t j) const {
+    std::vector<Operand> row(k_), col(k_);
+    for (std::size_t p = 0; p < k_; ++p) {
+      row[p] = dec_a_(a_[i * k_ + p], i * k_ + p);
+      col[p] = dec_b_(b_[p * n_ + j], p * n_ + j);
     }
-  });
+    return dot_decoded(dp_, row, col, c_.empty() ? 0 : c_[i * n_ + j], {}, i * n_ + j);
+  }
+
+  // The kernels' parameters; false when ideal sums may not fit int64 (every element goes general).
+  bool plan() {
+    exact_ = dp_.alignment == Alignment::exact;
+    // ideal in int64: products span at most `span` bits above lmin, K of them need bit_width(K) more.
+    const int span = (dp_.a.emax - dp_.a.emin + dp_.a.mantissa_bits + 1) +
+                     (dp_.b.emax - dp_.b.emin + dp_.b.mantissa_bits + 1) + 2;
+    if (exact_ && span + static_cast<int>(std::bit_width(k_)) > 62) return false;
+    lmin_ = (dp_.a.emin - dp_.a.mantissa_bits) + (dp_.b.emin - dp_.b.mantissa_bits);
+    const std::size_t bs = exact_ ? std::max<std::size_t>(k_, 1) : static_cast<std::size_t>(dp_.fused_terms);
+    const int F = dp_.fraction_bits;
+    const int floor = dp_.exponent_floor ? *dp_.exponent_floor : INT_MIN / 2;
+    const int mbsum = dp_.a.mantissa_bits + dp_.b.mantissa_bits;
+    // int32 kernel: products have at most mbsum + 2 bits; lift them to 30 bits; the largest left
+    // shift F − mbsum must fit in the lift, and 64 terms of < 2^(F+2) must fit in int32.
+    const int lift32 = 30 - (mbsum + 2);
+    const bool use32 = dp_.alignment == Alignment::truncate && F - mbsum <= lift32 && F + 2 + 7 <= 31 &&
+                       dp_.fused_terms <= 64;
+    const int base_shift32 = mbsum - F + lift32;
+    // Normal results up to this exponent are finite (above it round_state checks max_code).
+    const format::Format& acc = dp_.accumulator;
+    const std::uint64_t top = (static_cast<std::uint64_t>(acc.emax + acc.bias) << acc.mantissa_bits) |
+                              ((std::uint64_t{1} << acc.mantissa_bits) - 1);
+    const int emax_common = top == acc.max_code ? acc.emax : acc.emax - 1;
+    tp_ = TruncParams{&dp_, bs, F, floor, mbsum - F + kLift, base_shift32, lift32, use32, emax_common};
+    // The vector kernel keeps accumulator significands in int32 lanes.
+    vec_ = use32 && !exact_ && acc.mantissa_bits <= 29 && dp_.accumulator_fraction_bits <= 29;
+    panels_ = vec_ ? n_ / kLanes : 0;
+    jt_ = panels_ * kLanes;
+    lift_ = std::int32_t{1} << std::max(lift32, 0);
+    // Few rows (decode: m = 1): each panel is packed where it is used, while it is in cache,
+    // instead of all of B up front.
+    fused_ = vec_ && m_ <= kFusedRows;
+    return true;
+  }
+
+  // A by rows.
+  void prepare_a() {
+    pa_ = make_packed(m_, k_);
+    tbb::parallel_for(std::size_t{0}, m_, [&](std::size_t i) {
+      for (std::size_t p = 0; p < k_; ++p) {
+        if (put(pa_, i * k_ + p, dec_a_.lane(a_[i * k_ + p], i * k_ + p))) pa_.special[i] = 1;
+      }
+    });
+  }
+
   // B's first n/8·8 columns (vector kernel) in panels of eight, [n/8][k][8], significands lifted
-  // by lift32; the other columns (all of them without the vector kernel) by columns, [n − jt][k].
-  const std::size_t panels = vec ? n / kLanes : 0;
-  const std::size_t jt = panels * kLanes;
-  std::vector<char> bspecial(n, 0);
-  const std::int32_t lift = std::int32_t{1} << std::max(lift32, 0);
+  // by lift32 (packed here unless fused); the other columns (all of them without the vector
+  // kernel) by columns, [n − jt][k].
+  void prepare_b() {
+    bspecial_.assign(n_, 0);
+    const std::size_t held = fused_ ? 0 : panels_ * k_ * kLanes;
+    bmk_ = std::make_unique_for_overwrite<std::int32_t[]>(held);
+    bek_ = std::make_unique_for_overwrite<std::int32_t[]>(held);
+    if (!fused_) {
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels_, 8), [&](const auto& r) {
+        for (std::size_t q = r.begin(); q != r.end(); ++q) {
+          pack_panel(q, bmk_.get() + q * k_ * kLanes, bek_.get() + q * k_ * kLanes);
+        }
+      });
+    }
+    pb_ = make_packed(n_ - jt_, k_);
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(jt_, n_, 16), [&](const auto& r) {
+      for (std::size_t p = 0; p < k_; ++p) {
+        for (std::size_t j = r.begin(); j != r.end(); ++j) {
+          if (put(pb_, (j - jt_) * k_ + p, dec_b_.lane(b_[p * n_ + j], p * n_ + j))) bspecial_[j] = 1;
+        }
+      }
+    });
+  }
+
   // Packs panel q (columns 8q..8q+7) into pm, pe ([k][8] each) and marks its NaN/Inf columns.
-  auto pack_panel = [&](std::size_t q, std::int32_t* pm, std::int32_t* pe) {
+  void pack_panel(std::size_t q, std::int32_t* pm, std::int32_t* pe) {
     bool special[kLanes] = {};
-    for (std::size_t p = 0; p < k; ++p) {
-      const std::size_t at = p * n + q * kLanes;
+    for (std::size_t p = 0; p < k_; ++p) {
+      const std::size_t at = p * n_ + q * kLanes;
       for (std::size_t l = 0; l < kLanes; ++l) {
-        const Lane x = dec_b.lane(b[at + l], at + l);
-        pm[p * kLanes + l] = x.m * lift;
+        const Lane x = dec_b_.lane(b_[at + l], at + l);
+        pm[p * kLanes + l] = x.m * lift_;
         pe[p * kLanes + l] = x.e;
         special[l] |= x.special;
       }
     }
-    for (std::size_t l = 0; l < kLanes; ++l) bspecial[q * kLanes + l] = special[l] ? 1 : 0;
-  };
-  // Few rows (decode: m = 1): each panel is packed where it is used, while it is in cache,
-  // instead of all of B up front.
-  const bool fused = vec && m <= kFusedRows;
-  const std::size_t held = fused ? 0 : panels * k * kLanes;
-  const Buffer<std::int32_t> bmk = std::make_unique_for_overwrite<std::int32_t[]>(held);
-  const Buffer<std::int32_t> bek = std::make_unique_for_overwrite<std::int32_t[]>(held);
-  if (!fused) {
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels, 8), [&](const auto& r) {
-      for (std::size_t q = r.begin(); q != r.end(); ++q) {
-        pack_panel(q, bmk.get() + q * k * kLanes, bek.get() + q * k * kLanes);
-      }
-    });
+    for (std::size_t l = 0; l < kLanes; ++l) bspecial_[q * kLanes + l] = special[l] ? 1 : 0;
   }
-  Packed pb = make_packed(n - jt, k);
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(jt, n, 16), [&](const auto& r) {
-    for (std::size_t p = 0; p < k; ++p) {
-      for (std::size_t j = r.begin(); j != r.end(); ++j) {
-        if (put(pb, (j - jt) * k + p, dec_b.lane(b[p * n + j], p * n + j))) bspecial[j] = 1;
-      }
-    }
-  });
-  const RowKernels& kern = row_kernels();
-  // Runs the R-row kernel on rows `rows` and the panel pm, pe of columns j..j+7.
-  auto run_tile = [&]<std::size_t R>(RowsArgs<R>& args, const std::size_t* rows, std::size_t j, auto kernel,
-                                     const std::int32_t* pm, const std::int32_t* pe) {
-    args.P = &tp;
+
+  // Runs the R-row tile kernel on rows `rows` and the panel pm, pe of columns j..j+7, and writes
+  // its outputs (the general engine's where the kernel or a NaN/Inf column defers).
+  template <std::size_t R>
+  void run_tile(const std::size_t* rows, std::size_t j, void (*kernel)(RowsArgs<R>&), const std::int32_t* pm,
+                const std::int32_t* pe) {
+    RowsArgs<R> args;
+    args.P = &tp_;
     args.bmk = pm;
     args.bek = pe;
-    args.k = k;
+    args.k = k_;
     for (std::size_t r = 0; r < R; ++r) {
-      args.am[r] = pa.m.get() + rows[r] * k;
-      args.ae[r] = pa.e.get() + rows[r] * k;
-      for (std::size_t l = 0; l < kLanes; ++l) args.c[r][l] = c.empty() ? 0 : c[rows[r] * n + j + l];
+      args.am[r] = pa_.m.get() + rows[r] * k_;
+      args.ae[r] = pa_.e.get() + rows[r] * k_;
+      for (std::size_t l = 0; l < kLanes; ++l) args.c[r][l] = c_.empty() ? 0 : c_[rows[r] * n_ + j + l];
     }
     kernel(args);
     for (std::size_t r = 0; r < R; ++r) {
       for (std::size_t l = 0; l < kLanes; ++l) {
-        const std::size_t at = rows[r] * n + j + l;
-        d[at] = (args.ok[r][l] && bspecial[j + l] == 0) ? args.out[r][l] : general(rows[r], j + l);
+        const std::size_t at = rows[r] * n_ + j + l;
+        d_[at] = (args.ok[r][l] && bspecial_[j + l] == 0) ? args.out[r][l] : general(rows[r], j + l);
       }
     }
-  };
-  if (fused) {
+  }
+
+  // Few rows: every panel packed where it is used, then all plain rows through the tile kernel.
+  void run_fused_panels() {
     std::vector<std::size_t> plain;  // rows without NaN or Inf
-    for (std::size_t i = 0; i < m; ++i) {
-      if (pa.special[i] == 0) plain.push_back(i);
+    for (std::size_t i = 0; i < m_; ++i) {
+      if (pa_.special[i] == 0) plain.push_back(i);
     }
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels, 4), [&](const auto& r) {
-      const Buffer<std::int32_t> pm = std::make_unique_for_overwrite<std::int32_t[]>(k * kLanes);
-      const Buffer<std::int32_t> pe = std::make_unique_for_overwrite<std::int32_t[]>(k * kLanes);
+    const RowKernels& kern = row_kernels();
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels_, 4), [&](const auto& r) {
+      const Buffer<std::int32_t> pm = std::make_unique_for_overwrite<std::int32_t[]>(k_ * kLanes);
+      const Buffer<std::int32_t> pe = std::make_unique_for_overwrite<std::int32_t[]>(k_ * kLanes);
       for (std::size_t q = r.begin(); q != r.end(); ++q) {
         pack_panel(q, pm.get(), pe.get());
         std::size_t t = 0;
         for (; t + kRowTile <= plain.size(); t += kRowTile) {
-          RowsArgs<kRowTile> args;
-          run_tile(args, plain.data() + t, q * kLanes, kern.tile, pm.get(), pe.get());
+          run_tile<kRowTile>(plain.data() + t, q * kLanes, kern.tile, pm.get(), pe.get());
         }
-        for (; t < plain.size(); ++t) {
-          RowsArgs<1> args;
-          run_tile(args, plain.data() + t, q * kLanes, kern.one, pm.get(), pe.get());
-        }
+        for (; t < plain.size(); ++t) run_tile<1>(plain.data() + t, q * kLanes, kern.one, pm.get(), pe.get());
       }
     });
   }
-  // Columns in chunks of eight: a whole chunk inside the panels goes to the vector kernel (done
-  // above when fused).
-  const std::size_t chunks = (n + kLanes - 1) / kLanes;
-  tbb::parallel_for(tbb::blocked_range2d<std::size_t>(0, m, 16, 0, chunks, 8), [&](const auto& r) {
-    const std::size_t jv0 = r.cols().begin() * kLanes;
-    const std::size_t jv1 = vec ? std::min(r.cols().end(), panels) * kLanes : jv0;
-    if (jv1 > jv0 && !fused) {
-      std::size_t plain[16];  // rows without NaN or Inf, in tiles of kRowTile
-      std::size_t np = 0;
-      auto flush = [&](bool all) {
-        std::size_t t = 0;
-        for (; t + kRowTile <= np; t += kRowTile) {
+
+  // Rows i0..i1 without NaN or Inf, columns jv0..jv1 (whole panels), through the tile kernel.
+  void tile_rows(std::size_t i0, std::size_t i1, std::size_t jv0, std::size_t jv1) {
+    const RowKernels& kern = row_kernels();
+    std::size_t plain[16];  // rows without NaN or Inf, in tiles of kRowTile
+    std::size_t np = 0;
+    auto flush = [&](bool all) {
+      std::size_t t = 0;
+      for (; t + kRowTile <= np; t += kRowTile) {
+        for (std::size_t j = jv0; j < jv1; j += kLanes) {
+          run_tile<kRowTile>(plain + t, j, kern.tile, bmk_.get() + j * k_, bek_.get() + j * k_);
+        }
+      }
+      if (all) {
+        for (; t < np; ++t) {
           for (std::size_t j = jv0; j < jv1; j += kLanes) {
-            RowsArgs<kRowTile> args;
-            run_tile(args, plain + t, j, kern.tile, bmk.get() + j * k, bek.get() + j * k);
+            run_tile<1>(plain + t, j, kern.one, bmk_.get() + j * k_, bek_.get() + j * k_);
           }
         }
-        if (all) {
-          for (; t < np; ++t) {
-            for (std::size_t j = jv0; j < jv1; j += kLanes) {
-              RowsArgs<1> args;
-              run_tile(args, plain + t, j, kern.one, bmk.get() + j * k, bek.get() + j * k);
-            }
-          }
-        }
-        std::copy(plain + t, plain + np, plain);
-        np -= t;
-      };
-      for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
-        if (pa.special[i] != 0) continue;
-        plain[np++] = i;
-        if (np == 16) flush(false);
       }
-      flush(true);
+      std::copy(plain + t, plain + np, plain);
+      np -= t;
+    };
+    for (std::size_t i = i0; i != i1; ++i) {
+      if (pa_.special[i] != 0) continue;
+      plain[np++] = i;
+      if (np == 16) flush(false);
     }
-    for (std::size_t i = r.rows().begin(); i != r.rows().end(); ++i) {
-      const std::int32_t* am = pa.m.get() + i * k;
-      const std::int32_t* ae = pa.e.get() + i * k;
-      const std::int32_t* al = pa.l.get() + i * k;
-      const std::size_t jend = std::min(r.cols().end() * kLanes, n);
-      // Rows the vector kernel took start after its panels.
-      for (std::size_t j = pa.special[i] == 0 ? jv1 : jv0; j != jend; ++j) {
-        const std::uint64_t cc = c.empty() ? 0 : c[i * n + j];
-        if (pa.special[i] != 0 || bspecial[j] != 0) {
-          d[i * n + j] = general(i, j);
-          continue;
-        }
-        const std::int32_t* bm = pb.m.get() + (j - jt) * k;
-        const std::int32_t* be = pb.e.get() + (j - jt) * k;
-        const std::int32_t* bl = pb.l.get() + (j - jt) * k;
-        if (exact) {
-          std::int64_t nz = 0;
-          const std::int64_t s = element_exact(am, al, bm, bl, k, lmin, nz);
-          const Kind ck = decode_acc(dp.accumulator, cc, dp.addend_emin).kind;
-          const bool plain = nz != 0 && ck != Kind::nan && ck != Kind::inf;
-          d[i * n + j] = plain ? finish_block(dp, s, lmin, false, cc, true) : general(i, j);
-          continue;
-        }
-        std::uint64_t out = 0;
-        d[i * n + j] = element_trunc(tp, am, ae, bm, be, k, cc, out) ? out : general(i, j);
-      }
+    flush(true);
+  }
+
+  // Rows i0..i1, columns up to jend the tile kernel did not take (rows it took start at jv1).
+  void scalar_rows(std::size_t i0, std::size_t i1, std::size_t jv0, std::size_t jv1, std::size_t jend) {
+    for (std::size_t i = i0; i != i1; ++i) {
+      for (std::size_t j = pa_.special[i] == 0 ? jv1 : jv0; j != jend; ++j) d_[i * n_ + j] = element(i, j);
     }
-  });
-}
+  }
+
+  // Element (i, j) accumulated alone: ideal in int64, else element_trunc.
+  std::uint64_t element(std::size_t i, std::size_t j) const {
+    const std::uint64_t cc = c_.empty() ? 0 : c_[i * n_ + j];
+    if (pa_.special[i] != 0 || bspecial_[j] != 0) return general(i, j);
+    const std::int32_t* am = pa_.m.get() + i * k_;
+    const std::int32_t* ae = pa_.e.get() + i * k_;
+    const std::int32_t* al = pa_.l.get() + i * k_;
+    const std::int32_t* bm = pb_.m.get() + (j - jt_) * k_;
+    const std::int32_t* be = pb_.e.get() + (j - jt_) * k_;
+    const std::int32_t* bl = pb_.l.get() + (j - jt_) * k_;
+    if (exact_) {
+      std::int64_t nz = 0;
+      const std::int64_t s = element_exact(am, al, bm, bl, k_, lmin_, nz);
+      const Kind ck = decode_acc(dp_.accumulator, cc, dp_.addend_emin).kind;
+      const bool plain = nz != 0 && ck != Kind::nan && ck != Kind::inf;
+      return plain ? finish_block(dp_, s, lmin_, false, cc, true) : general(i, j);
+    }
+    std::uint64_t out = 0;
+    return element_trunc(tp_, am, ae, bm, be, k_, cc, out) ? out : general(i, j);
+  }
+
+  const Datapath& dp_;
+  std::size_t m_, n_, k_;
+  std::span<const In> a_, b_;
+  std::span<const std::uint64_t> c_;
+  std::span<std::uint64_t> d_;
+  const Decoder dec_a_, dec_b_;
+  // Set by plan().
+  bool exact_ = false, vec_ = false, fused_ = false;
+  int lmin_ = 0;
+  TruncParams tp_{};
+  std::size_t panels_ = 0, jt_ = 0;  // B's vector panels; jt = their column count
+  std::int32_t lift_ = 1;
+  // Set by prepare_a() and prepare_b().
+  Packed pa_, pb_;
+  std::vector<char> bspecial_;  // per column of B: holds NaN or Inf
+  Buffer<std::int32_t> bmk_, bek_;
+};
 
 }  // namespace
 
 void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
                std::span<const std::uint64_t> a, std::span<const std::uint64_t> b,
                std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
-  fast_gemm_codes(dp, m, n, k, a, b, c, d);
+  GemmRun<std::uint64_t>(dp, m, n, k, a, b, c, d).run();
 }
 
 void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
                std::span<const std::uint8_t> a, std::span<const std::uint8_t> b,
                std::span<const std::uint64_t> c, std::span<std::uint64_t> d) {
-  fast_gemm_codes(dp, m, n, k, a, b, c, d);
+  GemmRun<std::uint8_t>(dp, m, n, k, a, b, c, d).run();
 }
 
 }  // namespace lpemu::datapath::detail
