@@ -1,7 +1,8 @@
 // The summary files of a sweep: results.h5 (everything), results.csv (one row per plan × metric),
 // report.md (tables a person reads), report.html (the same as one self-contained page) and SVG
 // figures. Built only from plan results, in plan order, so the same plan files always give the
-// same summary.
+// same summary. report.md is written by report_md.cpp, report.html by report_html.cpp and the
+// figures are drawn by report_figures.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -124,8 +125,6 @@ namespace {
 namespace fs = std::filesystem;
 using report::num;
 
-std::string pct(double v) { return num(100.0 * v, 4) + "%"; }
-
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string o = "\"";
@@ -178,18 +177,10 @@ std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
   return m;
 }
 
-}  // namespace
-
-SweepFiles write_report_files(const fs::path& dir, const std::string& name, const std::string& model,
-                              const std::string& fingerprint, const std::vector<PlanResult>& plans) {
-  SweepFiles files;
-  files.dir = dir;
-  files.results_h5 = dir / "results.h5";
-  files.results_csv = dir / "results.csv";
-  files.report_md = dir / "report.md";
-
-  // results.h5
-  io::write_h5_atomic(files.results_h5, io::OutputPolicy{true, {}}, false, [&](io::H5File& f) {
+// results.h5: the experiment's attributes and every plan under /plans/NNNN.
+void write_results_h5(const fs::path& file, const std::string& name, const std::string& model,
+                      const std::string& fingerprint, const std::vector<PlanResult>& plans) {
+  io::write_h5_atomic(file, io::OutputPolicy{true, {}}, false, [&](io::H5File& f) {
     f.set_attr("/", "experiment", name);
     f.set_attr("/", "model", model);
     f.set_attr("/", "fingerprint", fingerprint);
@@ -200,167 +191,45 @@ SweepFiles write_report_files(const fs::path& dir, const std::string& name, cons
       write_plan_into(f, g, p, fingerprint);
     }
   });
+}
 
-  // results.csv
-  {
-    std::ostringstream out;
-    out << "plan_index,plan,metric,value\n";
-    for (const auto& p : plans) {
-      for (const auto& [metric, value] : plan_metrics(p)) {
-        out << p.index << ',' << csv_field(p.label) << ',' << metric << ',' << num(value, 9) << '\n';
-      }
+// results.csv: one row per plan × metric.
+void write_results_csv(const fs::path& file, const std::vector<PlanResult>& plans) {
+  std::ostringstream out;
+  out << "plan_index,plan,metric,value\n";
+  for (const auto& p : plans) {
+    for (const auto& [metric, value] : plan_metrics(p)) {
+      out << p.index << ',' << csv_field(p.label) << ',' << metric << ',' << num(value, 9) << '\n';
     }
-    io::write_file_atomic(files.results_csv, out.str(), io::OutputPolicy{true, {}});
   }
+  io::write_file_atomic(file, out.str(), io::OutputPolicy{true, {}});
+}
 
-  // Figures.
-  const auto figures = report::sweep_figures(plans);
+// Every figure as an SVG file in `dir`; returns their paths in order.
+std::vector<fs::path> write_figures(const fs::path& dir, const std::vector<report::NamedFigure>& figures) {
+  std::vector<fs::path> paths;
   for (const auto& f : figures) {
-    files.plots.push_back(dir / f.file);
-    io::write_svg(files.plots.back(), f.figure);
+    paths.push_back(dir / f.file);
+    io::write_svg(paths.back(), f.figure);
   }
-  const bool has_cost = report::has_cost(plans);
-  const auto front = has_cost ? report::area_front(plans) : std::vector<std::size_t>{};
+  return paths;
+}
 
-  // report.md
-  std::ostringstream md;
-  md << "# Sweep report: " << name << "\n\n";
-  md << "Model `" << model << "`, " << plans.size() << " plans";
-  if (!plans.empty()) {
-    md << ", " << plans.front().eval.tokens.size() << " tokens scored; reference perplexity "
-       << num(plans.front().eval.ref_perplexity, 6);
-  }
-  md << ". Experiment fingerprint `" << fingerprint.substr(0, 16) << "`.\n\n";
-  md << "## Plans ranked by mean KL divergence from the reference\n\n";
-  const auto columns = report::ranked_columns(plans);
-  md << "|";
-  for (const auto& c : columns) md << ' ' << c.header << " |";
-  md << "\n|";
-  for (const auto& c : columns) md << (c.numeric ? "---:|" : "---|");
-  md << "\n";
-  const auto order = report::ranked(plans);
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    const bool on_front = std::find(front.begin(), front.end(), order[k]) != front.end();
-    md << "|";
-    for (const auto& c : columns) md << ' ' << c.cell(plans[order[k]], k + 1, on_front) << " |";
-    md << "\n";
-  }
-  if (has_cost) {
-    const auto& c = plans.front().cost;
-    md << "\nCost columns: lpemu's cost model (README \"Cost model\") on target `" << c.target
-       << "`; tokens/s and J/token from the roofline of the priced workload, MAC area from the MAC model "
-          "(45 nm Horowitz constants: compare plans, not absolute values). ★ marks the Pareto front of "
-          "mean KL against MAC area.\n";
-    for (const auto& p : plans) {
-      if (!p.cost.note.empty()) md << "- " << p.label << ": not priced: " << p.cost.note << "\n";
-    }
-    if (!c.cluster_system.empty()) {
-      md << "\nCluster columns: each plan priced on system `" << c.cluster_system
-         << "` by the cluster-level model (README \"Cluster level\"), as `lpemu cost --system` prices the "
-            "plan file "
-            "`plans/NNNN.toml`: step time, tokens/s of the whole job, MFU (training) and memory per "
-            "device.\n";
-      for (const auto& p : plans) {
-        if (!p.cost.cluster_note.empty())
-          md << "- " << p.label << ": cluster: " << p.cost.cluster_note << "\n";
-      }
-    }
-    md << "\n## What each plan computes, and the datapath priced\n\n"
-          "How to read this: the GEMM column is the datapath the blocks' linear layers run on in the "
-          "accuracy run (`eigen` = fp32 accumulation); the cost model prices every GEMM of every layer "
-          "(first/last blocks and the LM head included) on the datapath record that runs it, the plan's or "
-          "else the target's for the operands' rate class. Each entry is \"A x B on datapath (share of "
-          "the MACs)\"; bits/weight is the parameter-weighted mean over the quantised weights of the "
-          "priced shape.\n\n| plan | operands computed (A x B on datapath, share of MACs) |\n|---|---|\n";
-    for (const auto& p : plans) {
-      md << "| " << p.label << " | " << (p.cost.computed.empty() ? "(not priced)" : p.cost.computed)
-         << " |\n";
-    }
-  }
-  if (!plans.empty() && !plans.front().eval.residual.empty()) {
-    md << "\n## Residual-stream SQNR per layer (dB)\n\n| plan |";
-    for (const auto& [n, s] : plans.front().eval.residual)
-      md << ' ' << report::short_residual_name(n) << " |";
-    md << "\n|---|";
-    for (std::size_t i = 0; i < plans.front().eval.residual.size(); ++i) md << "---:|";
-    md << "\n";
-    for (const auto i : order) {
-      md << "| " << plans[i].label << " |";
-      for (const auto& [n, s] : plans[i].eval.residual) md << ' ' << num(s.sqnr_db, 4) << " |";
-      md << "\n";
-    }
-  }
-  const bool any_attr =
-      std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.attribution.empty(); });
-  if (any_attr) {
-    md << "\n## Most damaging quantisation points (one point quantised at a time)\n\n";
-    md << "| plan | point | format | mean KL alone | Δ NLL alone | share of the plan's KL "
-          "|\n|---|---|---|---:|---:|---:|\n";
-    for (const auto i : order) {
-      auto a = plans[i].attribution;
-      std::stable_sort(a.begin(), a.end(),
-                       [](const auto& x, const auto& y) { return x.mean_kl > y.mean_kl; });
-      for (std::size_t k = 0; k < a.size() && k < 3; ++k) {
-        const double share = plans[i].eval.mean_kl > 0 ? a[k].mean_kl / plans[i].eval.mean_kl : 0.0;
-        md << "| " << plans[i].label << " | " << a[k].role << " | " << a[k].format << " | "
-           << num(a[k].mean_kl, 4) << " | " << num(a[k].delta_nll, 4) << " | " << pct(share) << " |\n";
-      }
-    }
-  }
-  const bool any_replay =
-      std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.replay.empty(); });
-  if (any_replay) {
-    struct Worst {
-      std::string plan, where;
-      double sqnr;
-    };
-    std::vector<Worst> worst;
-    for (const auto& p : plans) {
-      for (const auto& r : p.replay) {
-        if (std::isfinite(r.output_error.sqnr_db)) {
-          worst.push_back(
-              {p.label,
-               (r.layer < 0 ? std::string("head") : "layer " + std::to_string(r.layer)) + " " + r.tensor,
-               r.output_error.sqnr_db});
-        }
-      }
-    }
-    std::stable_sort(worst.begin(), worst.end(),
-                     [](const auto& a, const auto& b) { return a.sqnr < b.sqnr; });
-    md << "\n## Linear layers with the lowest output SQNR on recorded activations\n\n";
-    md << "| plan | layer | output SQNR (dB) |\n|---|---|---:|\n";
-    for (std::size_t k = 0; k < worst.size() && k < 10; ++k) {
-      md << "| " << worst[k].plan << " | " << worst[k].where << " | " << num(worst[k].sqnr, 4) << " |\n";
-    }
-  }
-  md << "\n## Figures\n\n";
-  for (const auto& f : figures) {
-    if (f.group.empty())
-      md << "### " << f.caption << "\n\n"
-         << f.how_to_read << "\n\n![" << f.caption << "](" << f.file << ")\n\n";
-  }
-  std::vector<std::string> groups;
-  for (const auto& f : figures) {
-    if (!f.group.empty() && std::find(groups.begin(), groups.end(), f.group) == groups.end())
-      groups.push_back(f.group);
-  }
-  for (const auto& g : groups) {
-    md << "### Per plan: " << g << "\n\n";
-    bool first = true;
-    for (const auto& f : figures) {
-      if (f.group != g) continue;
-      if (first) md << f.how_to_read << "\n\n";
-      first = false;
-      md << "- [" << f.caption << "](" << f.file << ")\n";
-    }
-    md << "\n";
-  }
-  md << "## Files\n\n- `report.html`: this report as one self-contained page (sortable table, every figure)\n"
-        "- `results.h5`: everything (per-token NLL and KL, per-layer errors, replay, attribution)\n"
-        "- `results.csv`: one row per plan × metric\n- `*.svg`: the figures above\n"
-        "- `plans/NNNN.h5`: one file per plan (resume, merge)\n";
-  io::write_file_atomic(files.report_md, md.str(), io::OutputPolicy{true, {}});
+}  // namespace
+
+SweepFiles write_report_files(const fs::path& dir, const std::string& name, const std::string& model,
+                              const std::string& fingerprint, const std::vector<PlanResult>& plans) {
+  SweepFiles files;
+  files.dir = dir;
+  files.results_h5 = dir / "results.h5";
+  files.results_csv = dir / "results.csv";
+  files.report_md = dir / "report.md";
   files.report_html = dir / "report.html";
+  write_results_h5(files.results_h5, name, model, fingerprint, plans);
+  write_results_csv(files.results_csv, plans);
+  const auto figures = report::sweep_figures(plans);
+  files.plots = write_figures(dir, figures);
+  report::write_markdown(files.report_md, name, model, fingerprint, plans, figures);
   report::write_html(files.report_html, name, model, fingerprint, plans, figures);
   return files;
 }

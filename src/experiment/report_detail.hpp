@@ -1,4 +1,4 @@
-// Private pieces of the sweep report shared by report.cpp, report_figures.cpp and
+// Private pieces of the sweep report shared by report.cpp, report_figures.cpp, report_md.cpp and
 // report_html.cpp: the ranking, the table columns and the figures.
 #pragma once
 
@@ -51,6 +51,11 @@ struct NamedFigure {
 
 /// Every figure of a sweep report, in the order the report shows them.
 std::vector<NamedFigure> sweep_figures(const std::vector<PlanResult>& plans);
+
+/// Writes report.md (the ranked table, cost, residual, attribution and replay tables, figures) to `file`.
+void write_markdown(const std::filesystem::path& file, const std::string& name, const std::string& model,
+                    const std::string& fingerprint, const std::vector<PlanResult>& plans,
+                    const std::vector<NamedFigure>& figures);
 
 /// Writes report.html (self-contained: inline CSS, SVG and script) to `file`.
 void write_html(const std::filesystem::path& file, const std::string& name, const std::string& model,

@@ -11,6 +11,7 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report_figures.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report_html.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/report_md.cpp
   ${CMAKE_CURRENT_LIST_DIR}/context.cpp
   ${CMAKE_CURRENT_LIST_DIR}/datapath_error.cpp
 )
