@@ -7,7 +7,6 @@
 #include <bit>
 #include <climits>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
 #include <boost/multiprecision/cpp_int.hpp>
@@ -624,12 +623,12 @@ Operand decode_operand(const format::Format& f, std::uint64_t code, bool flush) 
   return decode_operand(f, code, flush, f.kind == format::Kind::floating ? f.emin : INT_MIN / 4);
 }
 
-void check_code(const format::Format& f, std::uint64_t code, const char* what, std::size_t index) {
-  if ((code & ~f.code_mask()) != 0) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(code));
-    throw ShapeError(std::string(what) + "[" + std::to_string(index) + "] = " + buf +
-                     ": code wider than format '" + f.name + "' (" + std::to_string(f.bits) + " bits)");
+void require_operand_fits(const format::Format& f, std::uint64_t code, const char* what, std::size_t index) {
+  if ((code & ~f.code_mask()) == 0) return;
+  try {
+    format::require_code_fits(f, code, std::string(what) + "[" + std::to_string(index) + "]");
+  } catch (const SpecError& e) {
+    throw ShapeError(e.what());
   }
 }
 
@@ -673,12 +672,12 @@ std::uint64_t dot(const Datapath& dp, std::span<const std::uint64_t> a, std::spa
                        " elements)");
     }
   }
-  detail::check_code(dp.output(), c, "c", 0);
+  detail::require_operand_fits(dp.output(), c, "c", 0);
   std::vector<detail::Operand> da(a.size());
   std::vector<detail::Operand> db(b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
-    detail::check_code(dp.a, a[i], "a", i);
-    detail::check_code(dp.b, b[i], "b", i);
+    detail::require_operand_fits(dp.a, a[i], "a", i);
+    detail::require_operand_fits(dp.b, b[i], "b", i);
     da[i] = detail::decode_operand(dp.a, a[i], dp.flush_subnormal_inputs);
     db[i] = detail::decode_operand(dp.b, b[i], dp.flush_subnormal_inputs);
   }

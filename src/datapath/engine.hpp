@@ -33,8 +33,8 @@ Operand decode_operand(const format::Format& f, std::uint64_t code, bool flush, 
 /// decode_operand with the format's own emin as clamp.
 Operand decode_operand(const format::Format& f, std::uint64_t code, bool flush);
 
-/// Throws ShapeError naming `what` if `code` has bits above f.bits.
-void check_code(const format::Format& f, std::uint64_t code, const char* what, std::size_t index);
+/// format::require_code_fits for operand `what`[index], thrown as ShapeError (a bad operand tensor).
+void require_operand_fits(const format::Format& f, std::uint64_t code, const char* what, std::size_t index);
 
 /// d = c + Σ a[i]·b[i] on decoded operands (a and b of equal length). `c_code` is a code of
 /// dp.output(). Scales (exponents and integer significands per scale block) may be empty.

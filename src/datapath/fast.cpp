@@ -95,7 +95,7 @@ class Decoder {
 
  private:
   void check(std::uint64_t code, std::size_t index) const {
-    if ((code & wide_) != 0) check_code(f_, code, what_, index);
+    if ((code & wide_) != 0) require_operand_fits(f_, code, what_, index);
   }
 
   const format::Format& f_;

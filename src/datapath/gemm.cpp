@@ -39,7 +39,7 @@ void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
     check_size("A's scale significands", scales.a_significand.size(), m * ns);
   if (!scales.b_significand.empty())
     check_size("B's scale significands", scales.b_significand.size(), ns * n);
-  for (std::size_t i = 0; i < c.size(); ++i) detail::check_code(dp.output(), c[i], "C", i);
+  for (std::size_t i = 0; i < c.size(); ++i) detail::require_operand_fits(dp.output(), c[i], "C", i);
 
   if (detail::fast_gemm_applicable(dp, scales.a.empty() && scales.b.empty() && scales.a_significand.empty() &&
                                            scales.b_significand.empty())) {
@@ -68,14 +68,14 @@ void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   tbb::parallel_for(std::size_t{0}, m, [&](std::size_t i) {
     for (std::size_t p = 0; p < k; ++p) {
       const auto code = static_cast<std::uint64_t>(a[i * k + p]);
-      detail::check_code(dp.a, code, "A", i * k + p);
+      detail::require_operand_fits(dp.a, code, "A", i * k + p);
       da[i * k + p] = ta.empty() ? detail::decode_operand(dp.a, code, dp.flush_subnormal_inputs) : ta[code];
     }
   });
   tbb::parallel_for(std::size_t{0}, k, [&](std::size_t p) {
     for (std::size_t j = 0; j < n; ++j) {
       const auto code = static_cast<std::uint64_t>(b[p * n + j]);
-      detail::check_code(dp.b, code, "B", p * n + j);
+      detail::require_operand_fits(dp.b, code, "B", p * n + j);
       db[j * k + p] = tb.empty() ? detail::decode_operand(dp.b, code, dp.flush_subnormal_inputs) : tb[code];
     }
   });

@@ -400,12 +400,14 @@ TEST_CASE("gemm's fast path rejects codes wider than their format as the general
   const std::size_t m = 2, n = 16, k = 4;
   std::vector<std::uint64_t> a(m * k, 0x38), b(k * n, 0x38), d(m * n);
   b[1 * n + 9] = 0x138;  // a panel column
-  REQUIRE_THROWS_WITH(gemm(dp, m, n, k, a, b, {}, d),
-                      "B[25] = 0x138: code wider than format 'fp8_e4m3' (8 bits)");
+  REQUIRE_THROWS_WITH(
+      gemm(dp, m, n, k, a, b, {}, d),
+      "B[25]: code 0x138 is wider than format 'fp8_e4m3' (8 bits); expected a code in 0x00..0xff");
   b[1 * n + 9] = 0x38;
   a[5] = 0x1ff;
-  REQUIRE_THROWS_WITH(gemm(dp, m, n, k, a, b, {}, d),
-                      "A[5] = 0x1ff: code wider than format 'fp8_e4m3' (8 bits)");
+  REQUIRE_THROWS_WITH(
+      gemm(dp, m, n, k, a, b, {}, d),
+      "A[5]: code 0x1ff is wider than format 'fp8_e4m3' (8 bits); expected a code in 0x00..0xff");
 }
 
 }  // namespace

@@ -105,8 +105,10 @@ TEST_CASE("dot rejects mismatched sizes and codes wider than their format", "[da
   const std::vector<std::uint64_t> a{0x38, 0x38};
   const std::vector<std::uint64_t> b{0x38};
   REQUIRE_THROWS_AS(dot(dp, a, b, 0), lpemu::ShapeError);
-  REQUIRE_THROWS_WITH(dot(dp, a, std::vector<std::uint64_t>{0x38, 0x138}, 0),
-                      "b[1] = 0x138: code wider than format 'fp8_e4m3' (8 bits)");
+  REQUIRE_THROWS_AS(dot(dp, a, std::vector<std::uint64_t>{0x38, 0x138}, 0), lpemu::ShapeError);
+  REQUIRE_THROWS_WITH(
+      dot(dp, a, std::vector<std::uint64_t>{0x38, 0x138}, 0),
+      "b[1]: code 0x138 is wider than format 'fp8_e4m3' (8 bits); expected a code in 0x00..0xff");
 }
 
 TEST_CASE("special values follow the published models", "[datapath][unit]") {
