@@ -7,3 +7,4 @@ target_sources(lpemu_golden_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/golden/block
 target_link_libraries(lpemu_golden_tests PRIVATE lpemu_toml)
 target_sources(lpemu_property_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/property/block/block_property_test.cpp)
 add_dependencies(lpemu_unit_tests lpemu_cli)
+target_sources(lpemu_exhaustive_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/exhaustive/block/quantize_simd_targets_test.cpp)

@@ -15,6 +15,7 @@
 #include <tbb/parallel_for.h>
 
 #include "block/quantize_detail.hpp"
+#include "block/quantize_fast.hpp"
 #include "format/codec_detail.hpp"
 
 namespace lpemu::block::detail {
@@ -25,14 +26,6 @@ using format::RoundingMode;
 using format::detail::dispatch_mode;
 
 // ---- fast path -------------------------------------------------------------------------------
-
-// Per-call constants of the fast path.
-struct Fast {
-  format::detail::Fast element;  // the element format's fast-kernel constants (floating elements)
-  std::int32_t is_int, int_qe;   // integer elements: fixed quantum 2^int_qe (nearest_even only)
-  std::uint32_t positive_zero;   // zero results are +0
-  float maxf;                    // results saturate to ±maxf
-};
 
 bool fast_eligible(const Ctx& c) {
   const BlockFormat& f = c.f;
@@ -71,34 +64,6 @@ template <RoundingMode M>
   const float v = v0 < p.maxf ? v0 : p.maxf;
   const std::uint32_t sign = (s << 31) & ~format::detail::mask((p.positive_zero != 0) & (r.n == 0));
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) | sign);
-}
-
-// nearest_even without variable shifts (vectorises on any x86-64): adding C = 2^(qe+23) rounds |y|
-// to a multiple of 2^qe in float32's own round-to-nearest-even, and subtracting C is exact. Same
-// result as fast_element<nearest_even>; the property tests compare both with the generic path.
-[[gnu::always_inline]] inline float fast_element_rne(const Fast& p, float y) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(y);
-  const std::uint32_t s = u & 0x80000000U;
-  const std::uint32_t a = u & kAbsMask;
-  const std::int32_t ex = static_cast<std::int32_t>(a >> 23) - 127;
-  const format::detail::Fast& e = p.element;
-  const std::int32_t qf = ex < e.emin ? (e.subnormals != 0 ? e.emin - e.m : e.emin) : ex - e.m;
-  const std::int32_t qe = p.is_int != 0 ? p.int_qe : qf;
-  const float c = std::bit_cast<float>(static_cast<std::uint32_t>(qe + 150) << 23);
-  const float r = (std::bit_cast<float>(a) + c) - c;
-  const float v = r < p.maxf ? r : p.maxf;
-  const std::uint32_t vb = std::bit_cast<std::uint32_t>(v);
-  const std::uint32_t sign = (p.positive_zero != 0 && vb == 0) ? 0U : s;
-  return std::bit_cast<float>(vb | sign);
-}
-
-// x·2^-s with the sign and non-zeroness of the exact product kept when it underflows to zero.
-[[gnu::always_inline]] inline float scale_down(float x, float inv) {
-  const float y = x * inv;
-  const std::uint32_t yb = std::bit_cast<std::uint32_t>(y);
-  const std::uint32_t xb = std::bit_cast<std::uint32_t>(x);
-  const bool lost = (yb & kAbsMask) == 0 && (xb & kAbsMask) != 0;
-  return lost ? std::bit_cast<float>((xb & 0x80000000U) | 1U) : y;
 }
 
 std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab);
@@ -178,6 +143,44 @@ void fast_contiguous(const Ctx& c, const Fast& p, const float* in, float* out, s
     const float* src = in + lo;
     float* dst = out + lo;
     fast_segment<M>(lp, src, dst, n, lo, inv, sc);
+  }
+}
+
+// fast_contiguous for nearest_even on the Highway kernels: runs of equal-length blocks (at most
+// kRun at a time) get their amax, then their exponents here, then their elements; blocks the fast
+// path cannot take go generic afterwards (they were not written, so `in` is intact even when it
+// aliases `out`).
+void fast_contiguous_rne(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t k0,
+                         std::size_t k1) {
+  constexpr std::size_t kRun = 256;
+  const BlockLayout& L = c.L;
+  const std::size_t gr = L.grid_rows();
+  const std::size_t full_len = L.block_rows * L.cols;
+  const std::size_t full_per_outer = L.rows / L.block_rows;  // full blocks per outer index
+  std::uint32_t amax[kRun];
+  std::int32_t exps[kRun];
+  for (std::size_t k = k0; k < k1;) {
+    const std::size_t a = k / gr, bi = k % gr;
+    const std::size_t lo = (a * L.rows + bi * L.block_rows) * L.cols;
+    const std::size_t len = (std::min(L.rows, bi * L.block_rows + L.block_rows) - bi * L.block_rows) * L.cols;
+    // Full blocks run on into the next outer index when no partial block lies between.
+    std::size_t end = k + 1;
+    if (len == full_len) end = L.rows % L.block_rows == 0 ? k1 : a * gr + full_per_outer;
+    const std::size_t n = std::min({end, k1, k + kRun}) - k;
+    simd_block_amax(in + lo, len, n, amax);
+    bool any_skipped = false;
+    for (std::size_t j = 0; j < n; ++j) {
+      const auto e = fast_exponent(c, amax[j]);
+      exps[j] = e ? *e : kSkipBlock;
+      any_skipped = any_skipped || !e;
+    }
+    simd_block_quantize_rne(p, in + lo, out + lo, len, n, exps);
+    if (any_skipped) {
+      for (std::size_t j = 0; j < n; ++j) {
+        if (exps[j] == kSkipBlock) generic_block(c, in, out, nullptr, nullptr, (k + j) / gr, (k + j) % gr, 0);
+      }
+    }
+    k += n;
   }
 }
 
@@ -358,6 +361,13 @@ bool quantize_fast(const Ctx& c, std::span<const float> in, std::span<float> out
       const std::size_t n = c.L.outer * c.L.grid_rows();
       const std::size_t grain = std::max<std::size_t>(
           1, (std::size_t{1} << 15) / std::max<std::size_t>(1, c.L.block_rows * c.L.cols));
+      if (c.eopts.rounding == RoundingMode::nearest_even) {
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
+                          [&](const tbb::blocked_range<std::size_t>& r) {
+                            fast_contiguous_rne(c, p, in.data(), out.data(), r.begin(), r.end());
+                          });
+        return true;
+      }
       dispatch_mode(c.eopts.rounding, [&]<RoundingMode M>() {
         tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
                           [&](const tbb::blocked_range<std::size_t>& r) {
