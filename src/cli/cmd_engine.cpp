@@ -17,10 +17,10 @@
 #include "lpemu/engine/sampling.hpp"
 #include "lpemu/engine/session.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/evaluation.hpp"
 #include "lpemu/io/npy.hpp"
 #include "lpemu/io/output.hpp"
 #include "lpemu/io/text.hpp"
-#include "lpemu/metrics/model_eval.hpp"
 #include "lpemu/metrics/perplexity.hpp"
 
 namespace lpemu::cli {
@@ -227,8 +227,8 @@ void register_engine(CLI::App& app, Context& ctx) {
       return;
     }
     const std::vector<int>& tokens = docs.front();
-    const metrics::EvalResult r =
-        metrics::evaluate(l.model, l.plan, ref, tokens, ctx.quantizers(), ctx.gemms());
+    const experiment::EvalResult r =
+        experiment::evaluate(l.model, l.plan, ref, tokens, ctx.quantizers(), ctx.gemms());
     if (!logits_out.empty()) {
       io::write_npy_floats(logits_out, {std::size_t(r.plan_logits.rows()), std::size_t(r.plan_logits.cols())},
                            r.plan_logits.data());
@@ -302,11 +302,11 @@ void register_engine(CLI::App& app, Context& ctx) {
   rp->callback([&ctx] {
     ctx.apply_threads();
     // A model-independent file (/linear/<name>) needs no model; the stories260K schema does.
-    const bool generic = metrics::is_linear_activations(acts);
+    const bool generic = experiment::is_linear_activations(acts);
     Loaded l = load(ctx, rp_flags, !generic);
     if (generic) l.model.config.name = "(recorded linear layers)";
-    const auto rows = generic ? metrics::replay_linear(acts, l.plan, ctx.quantizers(), ctx.gemms())
-                              : metrics::replay(acts, l.model, l.plan, ctx.quantizers(), ctx.gemms());
+    const auto rows = generic ? experiment::replay_linear(acts, l.plan, ctx.quantizers(), ctx.gemms())
+                              : experiment::replay(acts, l.model, l.plan, ctx.quantizers(), ctx.gemms());
     if (rp_json) {
       nlohmann::json j = {
           {"model", l.model.config.name}, {"plan", l.plan.name}, {"rows", nlohmann::json::array()}};

@@ -13,4 +13,5 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/report_html.cpp
   ${CMAKE_CURRENT_LIST_DIR}/context.cpp
   ${CMAKE_CURRENT_LIST_DIR}/datapath_error.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/evaluation.cpp
 )
