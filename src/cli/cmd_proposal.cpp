@@ -123,9 +123,10 @@ void register_proposal(CLI::App& app, Context& ctx) {
       ->check(at_least(0));
   auto* ver = sub->add_subcommand(
       "verify", "compare a vendor's results CSV (file,row,code|scales|packed|decoded|result)");
-  ver->add_option("DIR", args.verify_dir, "proposal directory")->required();
+  ver->add_option("DIR", args.verify_dir, "proposal directory")->required()->check(CLI::ExistingDirectory);
   ver->add_option("--results", args.results, "results CSV: file,row and the fields computed (hex)")
-      ->required();
+      ->required()
+      ->check(CLI::ExistingFile);
   ver->add_option("--show", args.show, "problems to print")->capture_default_str();
   ver->callback([] {
     const int rc = run_verify(args);
