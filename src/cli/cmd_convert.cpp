@@ -234,12 +234,12 @@ struct ConvertArgs {
   std::string out;
   bool packed = false;
   bool force = false;
-  ConvertFlags flags;
+  format::ConvertOptions convert;
 };
 
 void run_convert(Context& ctx, const ConvertArgs& a) {
   ctx.apply_threads();
-  format::ConvertOptions opts = a.flags.options();
+  format::ConvertOptions opts = a.convert;
   const bool daz = opts.flush_subnormal_inputs;
   opts.flush_subnormal_inputs = false;  // applied against the source format below
 
@@ -402,7 +402,7 @@ void register_convert(CLI::App& app, Context& ctx) {
   sub->add_flag("--packed", args.packed,
                 "codes narrower than 8 bits are bit-packed, LSB first (raw streams)");
   sub->add_flag("--force", args.force, "overwrite OUT if it exists");
-  args.flags.add_to(sub);
+  add_convert_options(sub, args.convert);
   sub->add_option("IN", args.in, "input: FILE.npy, a raw little-endian FILE, or - for stdin")->required();
   sub->add_option("OUT", args.out, "output: FILE.npy, a raw FILE, or - for stdout")->required();
   sub->callback([&ctx] { run_convert(ctx, args); });

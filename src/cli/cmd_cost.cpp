@@ -20,17 +20,6 @@
 namespace lpemu::cli {
 namespace {
 
-struct CostArgs {
-  std::vector<std::filesystem::path> cost_dirs;
-  std::string target, model, plan = "bf16", weights, activations, kv_cache, datapath, phase = "both";
-  long long batch = 1, context = 2048;
-  int top = 8;
-  bool json = false;
-  std::filesystem::path plot_dir;  ///< --plot: write cost_<phase>.svg here
-  // mac
-  std::string format, format_b, iso_target, iso_class = "bf16", iso_format;
-};
-
 std::string fixed(double v, int digits) { return io::format_number(v, io::NumberStyle::fixed, digits); }
 
 std::string sig(double v) { return io::format_number(v, io::NumberStyle::significant, 6); }
@@ -129,15 +118,15 @@ engine::PrecisionPlan cost_plan_of(const engine::PrecisionPlan& loaded, const Co
     spec.origin = "command line";
     plan.roles.push_back({role, spec});
   };
-  set(engine::Role::weights, a.weights);
-  set(engine::Role::lm_head, a.weights);
-  set(engine::Role::linear_input, a.activations);
-  set(engine::Role::lm_head_input, a.activations);
-  set(engine::Role::q, a.activations);
-  set(engine::Role::probs, a.activations);
-  set(engine::Role::kv_cache, a.kv_cache);
-  if (!a.datapath.empty()) {
-    plan.gemm = engine::GemmChoice{a.datapath, false, "command line"};
+  set(engine::Role::weights, a.setup.weights);
+  set(engine::Role::lm_head, a.setup.weights);
+  set(engine::Role::linear_input, a.setup.activations);
+  set(engine::Role::lm_head_input, a.setup.activations);
+  set(engine::Role::q, a.setup.activations);
+  set(engine::Role::probs, a.setup.activations);
+  set(engine::Role::kv_cache, a.setup.kv_cache);
+  if (!a.setup.datapath.empty()) {
+    plan.gemm = engine::GemmChoice{a.setup.datapath, false, "command line"};
     for (auto& o : plan.overrides) o.gemm.reset();
   }
   return plan;
@@ -150,18 +139,16 @@ void run_cost(Context& ctx, const CostArgs& a) {
   cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
   const cost::Target& t = cat.target(a.target);
   const cost::ModelShape& m = cat.shape(a.model);
-  if (!a.datapath.empty()) cat.datapath(a.datapath);  // an unknown name fails here, naming the closest
+  if (!a.setup.datapath.empty())
+    cat.datapath(a.setup.datapath);  // an unknown name fails here, naming the closest
   const engine::PrecisionPlan plan = cost_plan_of(ctx.load_plan(a.plan), a);
-  if (a.phase != "both" && a.phase != "prefill" && a.phase != "decode") {
-    throw Error("--phase = \"" + a.phase + "\": expected prefill, decode or both");
-  }
   std::vector<cost::Phase> phases;
-  if (a.phase != "decode") phases.push_back(cost::Phase::prefill);
-  if (a.phase != "prefill") phases.push_back(cost::Phase::decode);
+  if (a.setup.phase != "decode") phases.push_back(cost::Phase::prefill);
+  if (a.setup.phase != "prefill") phases.push_back(cost::Phase::decode);
 
   std::vector<experiment::Pricing> results;
   for (const auto ph : phases)
-    results.push_back(experiment::price_plan(plan, m, t, cat, ph, a.batch, a.context));
+    results.push_back(experiment::price_plan(plan, m, t, cat, ph, a.setup.batch, a.setup.context));
   if (!a.plot_dir.empty()) {
     std::filesystem::create_directories(a.plot_dir);
     for (const auto& p : results) {
@@ -221,7 +208,7 @@ void print_mac_table(const cost::MacCost& m) {
 
 void run_mac(Context& ctx, const CostArgs& a) {
   cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
-  const cost::MacDatapath& dp = cat.datapath(a.datapath.empty() ? "generic_bf16" : a.datapath);
+  const cost::MacDatapath& dp = cat.datapath(a.setup.datapath.empty() ? "generic_bf16" : a.setup.datapath);
   const cost::CostFormat fa = a.format.empty() ? dp.a : cat.format(a.format);
   const cost::CostFormat fb = !a.format_b.empty() ? cat.format(a.format_b) : a.format.empty() ? dp.b : fa;
   const cost::MacCost m = cost::mac_cost(fa, fb, dp);
@@ -279,65 +266,66 @@ void run_targets(Context& ctx, const CostArgs& a) {
 }  // namespace
 
 void register_cost(CLI::App& app, Context& ctx) {
-  auto args = std::make_shared<CostArgs>();
+  static CostArgs args;
+  args.setup.phase = "both";  // the single-device model prices prefill and decode unless told
   auto* cmd = app.add_subcommand(
       "cost", "roofline time and energy per token of a model on a hardware target under a precision plan");
   cmd->require_subcommand(0, 1);
-  cmd->add_option("--cost-dir", args->cost_dirs,
+  cmd->add_option("--cost-dir", args.cost_dirs,
                   "extra directory with hardware/ and shapes/ TOML files; repeatable")
       ->check(CLI::ExistingDirectory);
-  cmd->add_option("--target", args->target, "hardware target name (data/hardware) or a .toml file");
-  cmd->add_option("--model", args->model, "model shape name (data/shapes) or a .toml file");
-  cmd->add_option("--plan", args->plan, "precision plan: experiments/plans NAME, a plan .toml, fp32 or fp64")
+  cmd->add_option("--target", args.target, "hardware target name (data/hardware) or a .toml file");
+  cmd->add_option("--model", args.model, "model shape name (data/shapes) or a .toml file");
+  cmd->add_option("--plan", args.plan, "precision plan: experiments/plans NAME, a plan .toml, fp32 or fp64")
       ->capture_default_str();
-  cmd->add_option("--weights", args->weights, "override the plan's weight format (blocks and LM head)");
-  cmd->add_option("--activations", args->activations,
+  cmd->add_option("--weights", args.setup.weights, "override the plan's weight format (blocks and LM head)");
+  cmd->add_option("--activations", args.setup.activations,
                   "override the plan's GEMM-input format (linear_input, lm_head_input, q, probs)");
-  cmd->add_option("--kv-cache", args->kv_cache, "override the plan's KV-cache format");
+  cmd->add_option("--kv-cache", args.setup.kv_cache, "override the plan's KV-cache format");
   cmd->add_option(
-      "--datapath", args->datapath,
+      "--datapath", args.setup.datapath,
       "run every GEMM on this datapath record (formats/datapath or a .toml); default: the plan's, else the "
       "target's datapath for each rate class");
-  cmd->add_option("--batch", args->batch, "sequences per step")
+  cmd->add_option("--batch", args.setup.batch, "sequences per step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--context", args->context, "prompt length (prefill) / tokens in the KV cache (decode)")
+      ->check(at_least(1));
+  cmd->add_option("--context", args.setup.context,
+                  "prompt length (prefill) / tokens in the KV cache (decode)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--phase", args->phase, "prefill | decode | both | train (train needs --system)")
-      ->capture_default_str();
-  cmd->add_option("--top", args->top, "ops to list per phase")->capture_default_str();
-  cmd->add_flag("--json", args->json, "print JSON instead of tables");
-  cmd->add_option("--plot", args->plot_dir,
+      ->check(at_least(1));
+  cmd->add_option("--phase", args.setup.phase, "prefill | decode | both | train (train needs --system)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"prefill", "decode", "both", "train"}));
+  cmd->add_option("--top", args.top, "ops to list per phase")->capture_default_str()->check(at_least(0));
+  cmd->add_flag("--json", args.json, "print JSON instead of tables");
+  cmd->add_option("--plot", args.plot_dir,
                   "also draw each phase's per-op time, bytes and energy to DIR/cost_<phase>.svg");
-  auto cluster = add_cost_cluster_options(cmd);
-  cmd->callback([&ctx, args, cluster, cmd] {
+  add_cost_cluster_options(cmd, args);
+  cmd->callback([&ctx, cmd] {
     if (!cmd->get_subcommands().empty()) return;
-    if (cluster->active(args->phase)) {
-      run_cost_cluster(
-          ctx, *cluster,
-          {args->cost_dirs, args->target, args->model, args->plan, args->weights, args->activations,
-           args->kv_cache, args->datapath, args->phase, args->batch, args->context, args->top, args->json});
+    if (args.cluster()) {
+      run_cost_cluster(ctx, args);
     } else {
-      run_cost(ctx, *args);
+      run_cost(ctx, args);
     }
   });
 
   auto* mac =
       cmd->add_subcommand("mac", "per-MAC area/energy breakdown of a format on a datapath, and iso-area");
-  mac->add_option("--format", args->format,
+  mac->add_option("--format", args.format,
                   "element or block format of the inputs (default: the datapath's own input formats)");
-  mac->add_option("--format-b", args->format_b, "second input's format if it differs");
-  mac->add_option("--datapath", args->datapath, "datapath record (formats/datapath; default generic_bf16)");
-  mac->add_option("--iso-target", args->iso_target, "also spend this target's MAC array on --format MACs");
-  mac->add_option("--iso-class", args->iso_class, "rate class whose array is the area budget")
+  mac->add_option("--format-b", args.format_b, "second input's format if it differs");
+  mac->add_option("--datapath", args.setup.datapath,
+                  "datapath record (formats/datapath; default generic_bf16)");
+  mac->add_option("--iso-target", args.iso_target, "also spend this target's MAC array on --format MACs");
+  mac->add_option("--iso-class", args.iso_class, "rate class whose array is the area budget")
       ->capture_default_str();
-  mac->add_option("--iso-format", args->iso_format,
+  mac->add_option("--iso-format", args.iso_format,
                   "format that prices the budget MACs (default: --iso-class)");
-  mac->callback([&ctx, args] { run_mac(ctx, *args); });
+  mac->callback([&ctx] { run_mac(ctx, args); });
 
   auto* targets = cmd->add_subcommand("targets", "list hardware targets with their rates and sources");
-  targets->callback([&ctx, args] { run_targets(ctx, *args); });
+  targets->callback([&ctx] { run_targets(ctx, args); });
 }
 
 }  // namespace lpemu::cli

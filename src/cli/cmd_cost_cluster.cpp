@@ -2,8 +2,6 @@
 // searches and inference at scale. Thin: parse, call lpemu::cost, print.
 #include "cli/cmd_cost_cluster.hpp"
 
-#include "lpemu/experiment/pricing.hpp"
-
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -69,68 +67,55 @@ std::string train_json(const cost::TrainResult& r) {
 
 }  // namespace
 
-std::shared_ptr<ClusterArgs> add_cost_cluster_options(CLI::App* cmd) {
-  auto a = std::make_shared<ClusterArgs>();
+void add_cost_cluster_options(CLI::App* cmd, CostArgs& a) {
+  experiment::ClusterSetup& s = a.setup;
+  std::vector<std::string> recompute;
+  for (const auto r : {cost::Recompute::none, cost::Recompute::selective, cost::Recompute::full})
+    recompute.emplace_back(cost::recompute_name(r));
   cmd->add_option(
-      "--system", a->system,
+      "--system", s.system,
       "system (data/systems: dgx_a100, dgx_h100, gb200_nvl72, tpu_v5p_pod) or a .toml file; its device "
       "is the target unless --target is given");
-  cmd->add_option("--devices", a->devices, "devices in the job (training: dp = devices / (tp pp cp))")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--parallel", a->parallel, "parallel degrees, e.g. tp=8,pp=4,dp=32,cp=1,vpp=1,sp=1,zero=1");
-  cmd->add_flag("--search", a->search, "search parallel configurations on --devices and list the best --top");
-  cmd->add_option("--step-time", a->step_time,
+  cmd->add_option("--devices", s.devices, "devices in the job (training: dp = devices / (tp pp cp))")
+      ->check(at_least(1));
+  cmd->add_option("--parallel", s.parallel, "parallel degrees, e.g. tp=8,pp=4,dp=32,cp=1,vpp=1,sp=1,zero=1");
+  cmd->add_flag("--search", s.search, "search parallel configurations on --devices and list the best --top");
+  cmd->add_option("--step-time", a.step_time,
                   "with --search and no --devices: the fewest devices (scale-up size x 2^k) meeting this "
                   "step time (s)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--global-batch", a->global_batch, "training: sequences per step")
+  cmd->add_option("--global-batch", s.global_batch, "training: sequences per step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--micro-batch", a->micro_batch, "training: sequences per micro-batch")
+      ->check(at_least(1));
+  cmd->add_option("--micro-batch", s.micro_batch, "training: sequences per micro-batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--recompute", a->recompute, "training: none | selective | full")->capture_default_str();
-  cmd->add_option("--gradients", a->gradients, "training: gradient format")->capture_default_str();
-  cmd->add_option("--optimizer-states", a->optimizer_states, "training: Adam state format")
+      ->check(at_least(1));
+  cmd->add_option("--recompute", s.recompute, "training: activation recomputation")
+      ->capture_default_str()
+      ->check(CLI::IsMember(recompute));
+  cmd->add_option("--gradients", s.gradients, "training: gradient format")->capture_default_str();
+  cmd->add_option("--optimizer-states", s.optimizer_states, "training: Adam state format")
       ->capture_default_str();
-  cmd->add_option("--master-weights", a->master_weights, "training: master-weight format")
+  cmd->add_option("--master-weights", s.master_weights, "training: master-weight format")
       ->capture_default_str();
-  cmd->add_option("--comm", a->comm,
+  cmd->add_option("--comm", s.comm,
                   "training: format on the wire for gradients and activations (default: "
                   "gradients bf16, activations in the activation format)");
-  cmd->add_option("--batches", a->batches, "inference: batch sizes to tabulate (default: --batch)")
-      ->delimiter(',');
-  return a;
+  cmd->add_option("--batches", a.batches, "inference: batch sizes to tabulate (default: --batch)")
+      ->delimiter(',')
+      ->check(at_least(1));
 }
 
-void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
+void run_cost_cluster(Context& ctx, const CostArgs& c) {
+  const experiment::ClusterSetup& setup = c.setup;
   if (c.model.empty()) throw Error("lpemu cost: --model is required (see `lpemu cost --help`)");
-  if (a.system.empty())
+  if (setup.system.empty())
     throw Error("lpemu cost: --system is required with --devices, --parallel, --search or --phase train");
   cost::Catalog cat(ctx.formats(), c.cost_dirs, &ctx.blocks(), &ctx.datapaths());
-  const cost::System sys = cost::load_system(a.system, c.cost_dirs);
+  const cost::System sys = cost::load_system(setup.system, c.cost_dirs);
   const cost::Target& t = cat.target(c.target.empty() ? sys.device : c.target);
   const cost::ModelShape& m = cat.shape(c.model);
   // The cluster models take one format per role (experiment::cluster_formats, shared with sweeps).
-  experiment::ClusterSetup setup;
-  setup.system = a.system;
-  setup.phase = c.phase;
-  setup.devices = a.devices;
-  setup.parallel = a.parallel;
-  setup.search = a.search;
-  setup.batch = c.batch;
-  setup.context = c.context;
-  setup.global_batch = a.global_batch;
-  setup.micro_batch = a.micro_batch;
-  setup.recompute = a.recompute;
-  setup.gradients = a.gradients;
-  setup.optimizer_states = a.optimizer_states;
-  setup.master_weights = a.master_weights;
-  setup.comm = a.comm;
-  setup.weights = c.weights;
-  setup.activations = c.activations;
-  setup.kv_cache = c.kv_cache;
-  setup.datapath = c.datapath;
   const experiment::ClusterFormats cf = experiment::cluster_formats(ctx.load_plan(c.plan), m, t, cat, setup);
   const cost::PlanFormats& pf = cf.formats;
   const std::string& dp_name = cf.datapath;
@@ -145,7 +130,7 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
     std::cout << "model    " << m.name << " (" << num(static_cast<double>(m.parameters()) / 1e9, 2)
               << " G parameters)\n";
   }
-  if (c.phase == "train") {
+  if (setup.phase == "train") {
     const cost::TrainFormats f = experiment::train_formats(pf, cat, setup);
     cost::TrainConfig cfg = experiment::train_config(setup);
     if (!c.json) {
@@ -153,29 +138,30 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
                 << ", gradients " << f.gradients.name << ", optimizer states " << f.optimizer_states.name
                 << ", master weights " << f.master_weights.name << "; on the wire: gradients "
                 << f.grad_comm.name << ", activations " << f.act_comm.name << "\n";
-      std::cout << "job      " << a.global_batch << " sequences of " << c.context << " tokens per step\n\n";
+      std::cout << "job      " << setup.global_batch << " sequences of " << setup.context
+                << " tokens per step\n\n";
     }
-    if (a.search) {
-      if (a.devices < 1 && a.step_time <= 0)
+    if (setup.search) {
+      if (setup.devices < 1 && c.step_time <= 0)
         throw Error("lpemu cost --search: --devices or --step-time is required");
-      if (!a.parallel.empty()) cfg.par = cost::parse_parallel(a.parallel);
+      if (!setup.parallel.empty()) cfg.par = cost::parse_parallel(setup.parallel);
       std::vector<cost::TrainResult> all;
-      if (a.devices > 0) {
-        all = cost::search_training(m, f, sys, t, dp, a.devices, cfg);
+      if (setup.devices > 0) {
+        all = cost::search_training(m, f, sys, t, dp, setup.devices, cfg);
         if (all.empty())
-          throw Error("lpemu cost --search: no consistent configuration on " + std::to_string(a.devices) +
+          throw Error("lpemu cost --search: no consistent configuration on " + std::to_string(setup.devices) +
                       " devices");
       } else {
         constexpr long long kMaxDevices = 1LL << 17;
-        all = cost::fewest_devices_for_step(m, f, sys, t, dp, cfg, a.step_time, kMaxDevices);
+        all = cost::fewest_devices_for_step(m, f, sys, t, dp, cfg, c.step_time, kMaxDevices);
         if (all.empty()) {
           throw Error(
-              "lpemu cost --step-time " + num(a.step_time, 3) + ": no device count up to " +
+              "lpemu cost --step-time " + num(c.step_time, 3) + ": no device count up to " +
               std::to_string(sys.max_devices > 0 ? std::min(sys.max_devices, kMaxDevices) : kMaxDevices) +
               " meets it on system '" + sys.name + "'");
         }
         if (!c.json) {
-          std::cout << "fewest devices meeting a step of " << num(a.step_time, 3)
+          std::cout << "fewest devices meeting a step of " << num(c.step_time, 3)
                     << " s: " << all.front().config.par.devices() << "\n";
         }
       }
@@ -204,7 +190,7 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
       std::cout << "(" << all.size() << " consistent configurations; percentages are shares of the step)\n";
       return;
     }
-    cfg.par = cost::parse_parallel(a.parallel.empty() ? "tp=1" : a.parallel, a.devices);
+    cfg.par = cost::parse_parallel(setup.parallel.empty() ? "tp=1" : setup.parallel, setup.devices);
     const cost::TrainResult r = cost::training_step(m, f, sys, t, dp, cfg);
     if (c.json) {
       std::cout << train_json(r) << "\n";
@@ -213,36 +199,32 @@ void run_cost_cluster(Context& ctx, const ClusterArgs& a, const CostCommon& c) {
     print_train(r, t);
     return;
   }
-  // Inference.
-  if (c.phase != "both" && c.phase != "prefill" && c.phase != "decode") {
-    throw Error("--phase = \"" + c.phase + "\": expected train, prefill, decode or both");
-  }
-  const cost::Parallel par = cost::parse_parallel(a.parallel.empty() ? "tp=1" : a.parallel);
-  if (a.devices > 0 && par.devices() != a.devices) {
+  // Inference (--phase is prefill, decode or both: checked when parsed).
+  const cost::Parallel par = cost::parse_parallel(setup.parallel.empty() ? "tp=1" : setup.parallel);
+  if (setup.devices > 0 && par.devices() != setup.devices) {
     throw Error("--parallel " + par.str() + " uses " + std::to_string(par.devices()) +
-                " devices; --devices is " + std::to_string(a.devices));
+                " devices; --devices is " + std::to_string(setup.devices));
   }
-  std::vector<long long> batches = a.batches.empty() ? std::vector<long long>{c.batch} : a.batches;
-  const long long maxb = cost::max_batch_for_kv(m, pf, t, par, c.context);
+  std::vector<long long> batches = c.batches.empty() ? std::vector<long long>{setup.batch} : c.batches;
+  const long long maxb = cost::max_batch_for_kv(m, pf, t, par, setup.context);
   if (!c.json) {
     std::cout << "plan     weights " << pf.weights.name << ", activations " << pf.activations.name << ", kv "
               << pf.kv_cache.name << "; parallel tp=" << par.tp << ",pp=" << par.pp << "\n";
-    std::cout << "KV cache at context " << c.context << ": largest batch that fits per device = " << maxb
+    std::cout << "KV cache at context " << setup.context << ": largest batch that fits per device = " << maxb
               << "\n";
   } else {
     std::cout << "{\"system\": \"" << sys.name << "\", \"max_batch\": " << maxb << ", \"rows\": [";
   }
   bool first = true;
   for (const char* ph : {"prefill", "decode"}) {
-    if (c.phase != "both" && c.phase != ph) continue;
+    if (setup.phase != "both" && setup.phase != ph) continue;
     const cost::Phase phase = std::string(ph) == "prefill" ? cost::Phase::prefill : cost::Phase::decode;
     if (!c.json) {
-      std::printf("\n%s, context %lld\n%7s %10s %12s %14s %8s %8s %8s %9s\n", ph, c.context, "batch",
+      std::printf("\n%s, context %lld\n%7s %10s %12s %14s %8s %8s %8s %9s\n", ph, setup.context, "batch",
                   "step ms", "tokens/s", "tokens/s/dev", "compute", "memory", "TP", "GB/dev");
     }
     for (long long b : batches) {
-      if (b < 1) throw Error("--batches: " + std::to_string(b) + ": expected positive batch sizes");
-      const auto r = cost::inference_step(m, pf, sys, t, dp, par, phase, b, c.context);
+      const auto r = cost::inference_step(m, pf, sys, t, dp, par, phase, b, setup.context);
       if (c.json) {
         std::cout << (first ? "" : ", ") << "{\"phase\": \"" << ph << "\", \"batch\": " << b
                   << ", \"step_s\": " << r.step_s << ", \"tokens_per_s\": " << r.tokens_per_s

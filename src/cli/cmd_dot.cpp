@@ -24,20 +24,23 @@
 namespace lpemu::cli {
 namespace {
 
-using io::split;
-using io::trim;
-
 std::string hex(std::uint64_t v) { return io::format_hex(v, 1, false); }
 
-void run_dot(Context& ctx, const std::string& name, const std::string& inputs, const std::string& in_path,
-             const std::string& out_path, bool force) {
+struct DotArgs {
+  std::string datapath, cases, inputs, out;
+  bool force = false;
+};
+
+void run_dot(Context& ctx, const DotArgs& a) {
   ctx.apply_threads();
-  datapath::Datapath dp = ctx.datapaths().get(name);
-  if (!inputs.empty()) dp.a = dp.b = ctx.formats().get(inputs);
+  const std::string& in_path = a.cases;
+  const std::string& out_path = a.out;
+  datapath::Datapath dp = ctx.datapaths().get(a.datapath);
+  if (!a.inputs.empty()) dp.a = dp.b = ctx.formats().get(a.inputs);
   std::ifstream in = io::open_input(in_path);
   std::unique_ptr<io::AtomicFile> out_file;
   if (!out_path.empty())
-    out_file = std::make_unique<io::AtomicFile>(out_path, io::OutputPolicy{force, {in_path}});
+    out_file = std::make_unique<io::AtomicFile>(out_path, io::OutputPolicy{a.force, {in_path}});
   std::ostream& out = out_path.empty() ? std::cout : out_file->stream();
   std::size_t cases = 0;
   std::size_t mismatches = 0;
@@ -74,9 +77,9 @@ void run_dot(Context& ctx, const std::string& name, const std::string& inputs, c
   }
 }
 
-struct ErrorFlags {
-  std::string datapaths = "h100_e4m3_fp32,h100_e4m3_fp32_promote128,ideal";
-  std::string ks = "16,64,256,1024,4096";
+struct ErrorArgs {
+  std::vector<std::string> datapaths{"h100_e4m3_fp32", "h100_e4m3_fp32_promote128", "ideal"};
+  std::vector<std::size_t> ks{16, 64, 256, 1024, 4096};
   std::string dist = "normal";
   std::string inputs;
   int trials = 100;
@@ -84,16 +87,15 @@ struct ErrorFlags {
   std::string out_dir;
 };
 
-void run_error(Context& ctx, const ErrorFlags& f) {
+void run_error(Context& ctx, const ErrorArgs& f) {
   ctx.apply_threads();
   experiment::DatapathErrorConfig c;
-  for (const auto& n : split(f.datapaths, ',')) {
-    datapath::Datapath dp = ctx.datapaths().get(trim(n));
+  for (const auto& n : f.datapaths) {
+    datapath::Datapath dp = ctx.datapaths().get(n);
     if (!f.inputs.empty()) dp.a = dp.b = ctx.formats().get(f.inputs);
     c.datapaths.push_back(std::move(dp));
   }
-  c.ks.clear();
-  for (const auto& s : split(f.ks, ',')) c.ks.push_back(static_cast<std::size_t>(parse_code(trim(s), "--k")));
+  c.ks = f.ks;
   c.dist = f.dist;
   c.trials = f.trials;
   c.seed = f.seed;
@@ -120,36 +122,40 @@ void show_datapath(Context& ctx, const std::string& name) {
 }  // namespace
 
 void register_datapath(CLI::App& app, Context& ctx) {
+  static DotArgs dot_args;
   auto* dot = app.add_subcommand("dot", "bit-exact dot products d = c + sum a_i*b_i under a datapath");
-  auto dot_name = std::make_shared<std::string>();
-  auto dot_in = std::make_shared<std::string>();
-  auto dot_out = std::make_shared<std::string>();
-  auto dot_inputs = std::make_shared<std::string>();
-  dot->add_option("--datapath", *dot_name, "datapath name (see `lpemu datapath list`)")->required();
+  dot->add_option("--datapath", dot_args.datapath, "datapath name (see `lpemu datapath list`)")->required();
   dot->add_option(
-         "--cases", *dot_in,
+         "--cases", dot_args.cases,
          "CSV with columns a, b (hex codes separated by ';' or spaces), c (hex); optional scale_a, "
          "scale_b (per-block scales), row, expected_result: the dot.csv of `lpemu proposal` reads as is")
-      ->required();
-  dot->add_option("--inputs", *dot_inputs, "override the datapath's input format (a and b)");
-  auto dot_force = std::make_shared<bool>(false);
-  dot->add_option("--out", *dot_out, "output CSV (default: standard output)");
-  dot->add_flag("--force", *dot_force, "replace --out if it exists (never the --cases file)");
-  dot->callback([&ctx, dot_name, dot_inputs, dot_in, dot_out, dot_force] {
-    run_dot(ctx, *dot_name, *dot_inputs, *dot_in, *dot_out, *dot_force);
-  });
+      ->required()
+      ->check(CLI::ExistingFile);
+  dot->add_option("--inputs", dot_args.inputs, "override the datapath's input format (a and b)");
+  dot->add_option("--out", dot_args.out, "output CSV (default: standard output)");
+  dot->add_flag("--force", dot_args.force, "replace --out if it exists (never the --cases file)");
+  dot->callback([&ctx] { run_dot(ctx, dot_args); });
 
+  static ErrorArgs error_args;
   auto* err = app.add_subcommand("datapath-error",
                                  "relative error of datapaths versus K against the exact dot product");
-  auto flags = std::make_shared<ErrorFlags>();
-  err->add_option("--datapath", flags->datapaths, "comma-separated datapath names")->capture_default_str();
-  err->add_option("--k", flags->ks, "comma-separated dot-product lengths")->capture_default_str();
-  err->add_option("--dist", flags->dist, "normal | uniform | lognormal")->capture_default_str();
-  err->add_option("--trials", flags->trials, "random dot products per K")->capture_default_str();
-  err->add_option("--seed", flags->seed, "random seed")->capture_default_str();
-  err->add_option("--inputs", flags->inputs, "override the input format of every datapath");
-  err->add_option("--out", flags->out_dir, "directory for datapath_error.csv and datapath_error.svg");
-  err->callback([&ctx, flags] { run_error(ctx, *flags); });
+  err->add_option("--datapath", error_args.datapaths, "comma-separated datapath names")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->transform([](const std::string& name) { return io::trim(name); });
+  err->add_option("--k", error_args.ks, "comma-separated dot-product lengths")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->transform([](const std::string& k) { return io::trim(k); })
+      ->check(at_least(1));
+  err->add_option("--dist", error_args.dist, "normal | uniform | lognormal")->capture_default_str();
+  err->add_option("--trials", error_args.trials, "random dot products per K")
+      ->capture_default_str()
+      ->check(at_least(1));
+  err->add_option("--seed", error_args.seed, "random seed")->capture_default_str();
+  err->add_option("--inputs", error_args.inputs, "override the input format of every datapath");
+  err->add_option("--out", error_args.out_dir, "directory for datapath_error.csv and datapath_error.svg");
+  err->callback([&ctx] { run_error(ctx, error_args); });
 
   auto* dpc = app.add_subcommand("datapath", "list or show datapaths");
   dpc->require_subcommand(1);
@@ -158,10 +164,10 @@ void register_datapath(CLI::App& app, Context& ctx) {
     const auto& reg = ctx.datapaths();
     for (const auto& n : reg.names()) std::cout << n << "  " << reg.get(n).summary() << "\n";
   });
+  static std::string show_name;
   auto* show = dpc->add_subcommand("show", "show one datapath");
-  auto show_name = std::make_shared<std::string>();
-  show->add_option("name", *show_name, "datapath name")->required();
-  show->callback([&ctx, show_name] { show_datapath(ctx, *show_name); });
+  show->add_option("name", show_name, "datapath name")->required();
+  show->callback([&ctx] { show_datapath(ctx, show_name); });
 }
 
 }  // namespace lpemu::cli

@@ -17,10 +17,10 @@
 #include "lpemu/engine/sampling.hpp"
 #include "lpemu/engine/session.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/evaluation.hpp"
 #include "lpemu/io/npy.hpp"
 #include "lpemu/io/output.hpp"
 #include "lpemu/io/text.hpp"
-#include "lpemu/metrics/model_eval.hpp"
 #include "lpemu/metrics/perplexity.hpp"
 
 namespace lpemu::cli {
@@ -38,6 +38,27 @@ struct ModelFlags {
     sub->add_option("--plan", plan, "precision plan: .toml file, fp32, fp64, or experiments/plans/NAME.toml")
         ->capture_default_str();
   }
+};
+
+struct RunArgs {
+  ModelFlags model;
+  std::string prompt, tokens;
+  int steps = 256;
+  engine::SamplingOptions sampling;
+};
+
+struct EvalArgs {
+  ModelFlags model;
+  std::vector<std::string> texts, tokens;
+  std::string reference = "fp32", logits_out;
+  int context = 0, stride = 0;
+  bool json = false, per_token = false, points = false;
+};
+
+struct ReplayArgs {
+  ModelFlags model;
+  std::string activations;
+  bool json = false;
 };
 
 struct Loaded {
@@ -74,46 +95,43 @@ std::string quoted(const std::string& s) {
 void register_engine(CLI::App& app, Context& ctx) {
   // ---- run ----
   auto* run = app.add_subcommand("run", "generate greedily from a prompt under a precision plan");
-  static ModelFlags run_flags;
-  static std::string prompt;
-  static std::string prompt_tokens;
-  static int steps = 256;
-  static engine::SamplingOptions sampling;
-  run_flags.add_to(run);
-  auto* run_prompt = run->add_option("--prompt", prompt, "prompt text (empty: start from BOS alone)");
-  run->add_option("--tokens", prompt_tokens,
-                  "prompt as a 1-D integer .npy of token ids (BOS included if wanted)")
+  static RunArgs ra;
+  ra.model.add_to(run);
+  auto* run_prompt = run->add_option("--prompt", ra.prompt, "prompt text (empty: start from BOS alone)");
+  run->add_option("--tokens", ra.tokens, "prompt as a 1-D integer .npy of token ids (BOS included if wanted)")
       ->check(CLI::ExistingFile)
       ->excludes(run_prompt);
-  run->add_option("--temperature", sampling.temperature, "sampling temperature; 0 = greedy")
+  run->add_option("--temperature", ra.sampling.temperature, "sampling temperature; 0 = greedy")
       ->capture_default_str();
-  run->add_option("--top-k", sampling.top_k, "sample among the k most likely tokens; 0 = all")
-      ->capture_default_str();
-  run->add_option("--top-p", sampling.top_p, "sample within the smallest set of probability >= p")
-      ->capture_default_str();
-  run->add_option("--seed", sampling.seed, "seed of the sampling stream")->capture_default_str();
-  run->add_option("--steps", steps, "positions to run, prompt included (as llama2.c -n)")
+  run->add_option("--top-k", ra.sampling.top_k, "sample among the k most likely tokens; 0 = all")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(0));
+  run->add_option("--top-p", ra.sampling.top_p, "sample within the smallest set of probability >= p")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  run->add_option("--seed", ra.sampling.seed, "seed of the sampling stream")->capture_default_str();
+  run->add_option("--steps", ra.steps, "positions to run, prompt included (as llama2.c -n)")
+      ->capture_default_str()
+      ->check(at_least(1));
   run->callback([&ctx] {
     ctx.apply_threads();
-    engine::validate(sampling);
-    Loaded l = load(ctx, run_flags);
-    if (l.model.tokenizer.empty() && prompt_tokens.empty()) {
+    engine::validate(ra.sampling);
+    Loaded l = load(ctx, ra.model);
+    if (l.model.tokenizer.empty() && ra.tokens.empty()) {
       throw IoError(l.model.path.string() + ": model file has no tokenizer (give --tokens FILE.npy)");
     }
-    const std::vector<int> p = prompt_tokens.empty()
-                                   ? l.model.tokenizer.encode(prompt)
-                                   : engine::load_token_ids(prompt_tokens, l.model.config.vocab_size);
+    const std::vector<int> p = ra.tokens.empty()
+                                   ? l.model.tokenizer.encode(ra.prompt)
+                                   : engine::load_token_ids(ra.tokens, l.model.config.vocab_size);
     engine::SessionOptions o;
     o.quantizers = &ctx.quantizers();
     o.gemms = &ctx.gemms();
-    const int n = std::min(steps, l.model.config.seq_len);
+    const int n = std::min(ra.steps, l.model.config.seq_len);
     o.max_tokens = n;  // the KV cache holds the positions this run uses, not the model's whole seq_len
     engine::Session s(l.model, l.plan, o);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int> out =
-        sampling.temperature > 0 ? engine::generate(s, p, n, sampling) : engine::generate_greedy(s, p, n);
+    const std::vector<int> out = ra.sampling.temperature > 0 ? engine::generate(s, p, n, ra.sampling)
+                                                             : engine::generate_greedy(s, p, n);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (l.model.tokenizer.empty()) {
       for (std::size_t i = 0; i < out.size(); ++i) std::cout << (i ? " " : "") << out[i];
@@ -127,44 +145,37 @@ void register_engine(CLI::App& app, Context& ctx) {
 
   // ---- eval ----
   auto* ev = app.add_subcommand("eval", "score a text under a plan against the fp32 reference");
-  static ModelFlags ev_flags;
-  static std::vector<std::string> text_files;
-  static std::string reference = "fp32";
-  static bool json = false;
-  static bool per_token = false;
-  static bool points = false;
-  static std::vector<std::string> ev_tokens;
-  static std::string logits_out;
-  static int context = 0;
-  static int stride = 0;
-  ev_flags.add_to(ev);
-  auto* ev_text = ev->add_option("--text", text_files, "UTF-8 text file(s) to score (one document each)")
+  static EvalArgs ea;
+  ea.model.add_to(ev);
+  auto* ev_text = ev->add_option("--text", ea.texts, "UTF-8 text file(s) to score (one document each)")
                       ->check(CLI::ExistingFile);
   auto* ev_tok =
-      ev->add_option("--tokens", ev_tokens, "1-D integer .npy file(s) of token ids to score instead of texts")
+      ev->add_option("--tokens", ea.tokens, "1-D integer .npy file(s) of token ids to score instead of texts")
           ->check(CLI::ExistingFile);
   ev_text->excludes(ev_tok);
-  ev->add_option("--logits-out", logits_out, "write the plan's logits [tokens, vocab] to this float32 .npy");
-  ev->add_option("--context", context,
+  ev->add_option("--logits-out", ea.logits_out,
+                 "write the plan's logits [tokens, vocab] to this float32 .npy");
+  ev->add_option("--context", ea.context,
                  "sliding-window perplexity: window length (default: the model's seq_len)")
-      ->check(CLI::PositiveNumber);
-  ev->add_option("--stride", stride,
+      ->check(at_least(1));
+  ev->add_option("--stride", ea.stride,
                  "sliding-window perplexity: tokens between window starts (default: --context)")
-      ->check(CLI::PositiveNumber);
-  ev->add_option("--reference", reference, "reference plan")->capture_default_str();
-  ev->add_flag("--json", json, "print JSON instead of a table");
-  ev->add_flag("--per-token", per_token, "print every token's NLL (the JSON always has them)");
-  ev->add_flag("--points", points, "print the error each quantisation point adds (the JSON always has them)");
+      ->check(at_least(1));
+  ev->add_option("--reference", ea.reference, "reference plan")->capture_default_str();
+  ev->add_flag("--json", ea.json, "print JSON instead of a table");
+  ev->add_flag("--per-token", ea.per_token, "print every token's NLL (the JSON always has them)");
+  ev->add_flag("--points", ea.points,
+               "print the error each quantisation point adds (the JSON always has them)");
   ev->callback([&ctx] {
     ctx.apply_threads();
-    Loaded l = load(ctx, ev_flags);
-    const engine::PrecisionPlan ref = ctx.load_plan(reference);
-    if (text_files.empty() && ev_tokens.empty())
+    Loaded l = load(ctx, ea.model);
+    const engine::PrecisionPlan ref = ctx.load_plan(ea.reference);
+    if (ea.texts.empty() && ea.tokens.empty())
       throw SpecError("eval: give --text FILE... or --tokens FILE.npy...");
     std::vector<std::vector<int>> docs;
-    std::vector<std::string> names = ev_tokens.empty() ? text_files : ev_tokens;
+    std::vector<std::string> names = ea.tokens.empty() ? ea.texts : ea.tokens;
     for (const auto& name : names) {
-      if (!ev_tokens.empty()) {
+      if (!ea.tokens.empty()) {
         docs.push_back(engine::load_token_ids(name, l.model.config.vocab_size));
         continue;
       }
@@ -174,16 +185,16 @@ void register_engine(CLI::App& app, Context& ctx) {
       while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
       docs.push_back(l.model.tokenizer.encode(text));
     }
-    bool sliding = docs.size() > 1 || context > 0 || stride > 0;
+    bool sliding = docs.size() > 1 || ea.context > 0 || ea.stride > 0;
     for (const auto& d : docs) sliding = sliding || static_cast<int>(d.size()) > l.model.config.seq_len;
     if (sliding) {
       // Long or several documents: sliding-window perplexity under the plan and the reference.
       metrics::PerplexityOptions po;
-      po.context = context;
-      po.stride = stride;
+      po.context = ea.context;
+      po.stride = ea.stride;
       std::size_t total = 0;
       double sum = 0, ref_sum = 0;
-      if (json)
+      if (ea.json)
         std::cout << "{\"model\": " << quoted(l.model.config.name) << ", \"plan\": " << quoted(l.plan.name)
                   << ", \"reference\": " << quoted(ref.name) << ", \"documents\": [";
       for (std::size_t i = 0; i < docs.size(); ++i) {
@@ -200,7 +211,7 @@ void register_engine(CLI::App& app, Context& ctx) {
         total += r.nll.size();
         sum += r.mean_nll * double(r.nll.size());
         ref_sum += rr.mean_nll * double(rr.nll.size());
-        if (json) {
+        if (ea.json) {
           std::cout << (i ? ", " : "") << "{\"name\": " << quoted(names[i])
                     << ", \"tokens\": " << docs[i].size() << ", \"windows\": " << r.windows
                     << ", \"mean_nll\": " << json_num(r.mean_nll)
@@ -214,7 +225,7 @@ void register_engine(CLI::App& app, Context& ctx) {
         }
       }
       const double mean = sum / double(total), ref_mean = ref_sum / double(total);
-      if (json) {
+      if (ea.json) {
         std::cout << "], \"scored\": " << total << ", \"mean_nll\": " << json_num(mean)
                   << ", \"perplexity\": " << json_num(std::exp(mean))
                   << ", \"ref_mean_nll\": " << json_num(ref_mean)
@@ -227,13 +238,14 @@ void register_engine(CLI::App& app, Context& ctx) {
       return;
     }
     const std::vector<int>& tokens = docs.front();
-    const metrics::EvalResult r =
-        metrics::evaluate(l.model, l.plan, ref, tokens, ctx.quantizers(), ctx.gemms());
-    if (!logits_out.empty()) {
-      io::write_npy_floats(logits_out, {std::size_t(r.plan_logits.rows()), std::size_t(r.plan_logits.cols())},
+    const experiment::EvalResult r =
+        experiment::evaluate(l.model, l.plan, ref, tokens, ctx.quantizers(), ctx.gemms());
+    if (!ea.logits_out.empty()) {
+      io::write_npy_floats(ea.logits_out,
+                           {std::size_t(r.plan_logits.rows()), std::size_t(r.plan_logits.cols())},
                            r.plan_logits.data());
     }
-    if (json) {
+    if (ea.json) {
       nlohmann::json j = {{"model", l.model.config.name},
                           {"plan", l.plan.name},
                           {"reference", ref.name},
@@ -271,13 +283,13 @@ void register_engine(CLI::App& app, Context& ctx) {
               << num(r.logits.max_abs, 4) << "\n"
               << "  residual stream SQNR (dB):\n";
     for (const auto& [name, s] : r.residual) std::cout << "    " << name << "  " << num(s.sqnr_db, 4) << "\n";
-    if (points) {
+    if (ea.points) {
       std::cout << "  quantisation points (layer/role/tensor: SQNR dB, max |err|):\n";
       for (const auto& [name, st] : r.points) {
         std::cout << "    " << name << "  " << num(st.sqnr_db, 4) << "  " << num(st.max_abs, 3) << "\n";
       }
     }
-    if (per_token) {
+    if (ea.per_token) {
       std::cout << "  t  token  piece  nll  ref_nll  kl  top1\n";
       for (std::size_t t = 0; t < r.nll.size(); ++t) {
         std::cout << "  " << t << "  " << r.tokens[t + 1] << "  "
@@ -291,23 +303,22 @@ void register_engine(CLI::App& app, Context& ctx) {
 
   // ---- replay ----
   auto* rp = app.add_subcommand("replay", "feed recorded activations through each linear layer under a plan");
-  static ModelFlags rp_flags;
-  static std::string acts;
-  static bool rp_json = false;
-  rp_flags.add_to(rp);
-  rp->add_option("--activations", acts, "recorded activations .h5 (schema: data/README.md)")
+  static ReplayArgs rpa;
+  rpa.model.add_to(rp);
+  rp->add_option("--activations", rpa.activations, "recorded activations .h5 (schema: data/README.md)")
       ->required()
       ->check(CLI::ExistingFile);
-  rp->add_flag("--json", rp_json, "print JSON instead of a table");
+  rp->add_flag("--json", rpa.json, "print JSON instead of a table");
   rp->callback([&ctx] {
     ctx.apply_threads();
     // A model-independent file (/linear/<name>) needs no model; the stories260K schema does.
-    const bool generic = metrics::is_linear_activations(acts);
-    Loaded l = load(ctx, rp_flags, !generic);
+    const bool generic = experiment::is_linear_activations(rpa.activations);
+    Loaded l = load(ctx, rpa.model, !generic);
     if (generic) l.model.config.name = "(recorded linear layers)";
-    const auto rows = generic ? metrics::replay_linear(acts, l.plan, ctx.quantizers(), ctx.gemms())
-                              : metrics::replay(acts, l.model, l.plan, ctx.quantizers(), ctx.gemms());
-    if (rp_json) {
+    const auto rows =
+        generic ? experiment::replay_linear(rpa.activations, l.plan, ctx.quantizers(), ctx.gemms())
+                : experiment::replay(rpa.activations, l.model, l.plan, ctx.quantizers(), ctx.gemms());
+    if (rpa.json) {
       nlohmann::json j = {
           {"model", l.model.config.name}, {"plan", l.plan.name}, {"rows", nlohmann::json::array()}};
       for (const auto& r : rows) {
@@ -326,7 +337,7 @@ void register_engine(CLI::App& app, Context& ctx) {
       return;
     }
     std::printf("model %s, plan %s, activations %s\n", l.model.config.name.c_str(), l.plan.name.c_str(),
-                acts.c_str());
+                rpa.activations.c_str());
     std::printf("%5s %-7s %-13s %-10s %-10s %10s %10s %10s %12s\n", "layer", "tensor", "role", "input",
                 "weight", "in_SQNR", "w_SQNR", "out_SQNR", "out_max_err");
     for (const auto& r : rows) {

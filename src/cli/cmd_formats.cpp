@@ -80,6 +80,20 @@ void show(const format::Format& f, const std::string& origin, bool values) {
   }
 }
 
+struct ShowArgs {
+  std::string name;
+  bool values = false;
+};
+
+struct EncodeArgs {
+  std::string name, value;
+  format::ConvertOptions convert;
+};
+
+struct DecodeArgs {
+  std::string name, code;
+};
+
 }  // namespace
 
 void register_formats(CLI::App& app, Context& ctx) {
@@ -106,42 +120,39 @@ void register_formats(CLI::App& app, Context& ctx) {
     }
   });
 
+  static ShowArgs show_args;
   auto* sh = formats->add_subcommand("show", "show one format's fields, limits and special codes");
-  static std::string show_name;
-  static bool show_values = false;
-  sh->add_option("NAME", show_name, "format name or alias")->required();
-  sh->add_flag("--values", show_values, "list every code with its value (formats of at most 16 bits)");
+  sh->add_option("NAME", show_args.name, "format name or alias")->required();
+  sh->add_flag("--values", show_args.values, "list every code with its value (formats of at most 16 bits)");
   sh->callback([&ctx] {
-    const auto& f = ctx.formats().get(show_name);
-    show(f, ctx.formats().origin(show_name), show_values);
+    const auto& f = ctx.formats().get(show_args.name);
+    show(f, ctx.formats().origin(show_args.name), show_args.values);
   });
 
+  static EncodeArgs enc_args;
   auto* enc = app.add_subcommand("encode", "round a value to a format and print its code");
-  static std::string enc_name;
-  static std::string enc_value;
-  static ConvertFlags enc_flags;
-  enc->add_option("NAME", enc_name, "format name or alias")->required();
-  enc->add_option("X", enc_value, "the value (decimal, hex float, inf, nan)")->required();
-  enc_flags.add_to(enc);
+  enc->add_option("NAME", enc_args.name, "format name or alias")->required();
+  enc->add_option("X", enc_args.value, "the value (decimal, hex float, inf, nan)")->required();
+  add_convert_options(enc, enc_args.convert);
   enc->callback([&ctx] {
     ctx.apply_threads();
-    const auto& f = ctx.formats().get(enc_name);
-    const double x = parse_real(enc_value, "value");
-    const auto opts = enc_flags.options();
-    const std::uint64_t code = format::encode(f, x, opts);
+    const auto& f = ctx.formats().get(enc_args.name);
+    // Read with strtod, not CLI11's strtold-then-round, so that X rounds once to the nearest double.
+    const double x = parse_real(enc_args.value, "value");
+    const std::uint64_t code = format::encode(f, x, enc_args.convert);
     std::cout << format::hex_code(f, code) << "  " << format::fielded_binary(f, code) << "  "
               << format_real(format::decode(f, code)) << "\n";
   });
 
+  static DecodeArgs dec_args;
   auto* dec = app.add_subcommand("decode", "print the value of a code");
-  static std::string dec_name;
-  static std::string dec_code;
-  dec->add_option("NAME", dec_name, "format name or alias")->required();
-  dec->add_option("CODE", dec_code, "the code (decimal, 0x hex or 0b binary)")->required();
+  dec->add_option("NAME", dec_args.name, "format name or alias")->required();
+  dec->add_option("CODE", dec_args.code, "the code (decimal, 0x hex or 0b binary)")->required();
   dec->callback([&ctx] {
-    const auto& f = ctx.formats().get(dec_name);
-    const std::uint64_t code = parse_code(dec_code, "code");
-    format::require_code_fits(f, code, "decode " + f.name + ": CODE = '" + dec_code + "'");
+    const auto& f = ctx.formats().get(dec_args.name);
+    // parse_code reads 0b binary and leading zeros as decimal, which CLI11's integers do not.
+    const std::uint64_t code = parse_code(dec_args.code, "code");
+    format::require_code_fits(f, code, "decode " + f.name + ": CODE = '" + dec_args.code + "'");
     std::cout << format::hex_code(f, code) << "  " << format::fielded_binary(f, code) << "  "
               << format_real(format::decode(f, code)) << "\n";
   });

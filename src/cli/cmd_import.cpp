@@ -6,21 +6,28 @@
 
 namespace lpemu::cli {
 
+namespace {
+
+struct ImportArgs {
+  std::string dir, out;
+};
+
+}  // namespace
+
 void register_import(CLI::App& app, Context& /*ctx*/) {
+  static ImportArgs args;
   auto* im = app.add_subcommand("import", "convert a Hugging Face checkpoint folder to an lpemu model .h5");
-  static std::string dir;
-  static std::string out;
-  im->add_option("DIR", dir, "folder with config.json, *.safetensors and tokenizer.json")
+  im->add_option("DIR", args.dir, "folder with config.json, *.safetensors and tokenizer.json")
       ->required()
       ->check(CLI::ExistingDirectory);
-  im->add_option("OUT", out, "model file to write (.h5)")->required();
+  im->add_option("OUT", args.out, "model file to write (.h5)")->required();
   im->callback([] {
-    const engine::HfCheckpoint ck = engine::import_hf(dir);
-    engine::save_hf_checkpoint(ck, out);
+    const engine::HfCheckpoint ck = engine::import_hf(args.dir);
+    engine::save_hf_checkpoint(ck, args.out);
     const engine::Config& c = ck.model.config;
     std::cout << "lpemu: " << ck.architecture << " " << c.name << ": " << c.n_layers << " layers, dim "
               << c.dim << ", " << c.n_heads << "/" << c.n_kv_heads << " heads, vocab " << c.vocab_size
-              << (ck.model.tokenizer.empty() ? ", no tokenizer" : ", tokenizer.json") << " -> " << out
+              << (ck.model.tokenizer.empty() ? ", no tokenizer" : ", tokenizer.json") << " -> " << args.out
               << "\n";
   });
 }

@@ -52,12 +52,7 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
       }
     } else {
       acc.text = a.text;
-      if (!fs::is_regular_file(acc.text)) throw IoError("proposal: --text " + a.text + ": no such file");
     }
-    if (a.phase != "decode" && a.phase != "prefill") {
-      throw Error("proposal: --phase '" + a.phase + "': expected decode or prefill");
-    }
-    if (a.batch < 1 || a.context < 1) throw Error("proposal: --batch and --context must be at least 1");
     acc.cost.target = a.target;
     acc.cost.shape = a.shape;
     acc.cost.phase = a.phase;
@@ -111,20 +106,27 @@ void register_proposal(CLI::App& app, Context& ctx) {
       "datapath name or .toml: dot-product vectors (inputs replaced by the proposed element format)");
   sub->add_option("--model", args.model,
                   "model name or path: accuracy and cost vs bf16 and mxfp8 in summary.md");
-  sub->add_option("--text", args.text, "text to score (default: paragraph.txt beside the model)");
+  sub->add_option("--text", args.text, "text to score (default: paragraph.txt beside the model)")
+      ->check(CLI::ExistingFile);
   sub->add_option("--target", args.target, "cost-model hardware target (\"\" for none)")
       ->capture_default_str();
   sub->add_option("--shape", args.shape, "cost-model model shape")->capture_default_str();
-  sub->add_option("--phase", args.phase, "decode | prefill")->capture_default_str();
-  sub->add_option("--batch", args.batch, "cost-model batch")->capture_default_str();
-  sub->add_option("--context", args.context, "cost-model context length")->capture_default_str();
+  sub->add_option("--phase", args.phase, "decode | prefill")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"decode", "prefill"}));
+  sub->add_option("--batch", args.batch, "cost-model batch")->capture_default_str()->check(at_least(1));
+  sub->add_option("--context", args.context, "cost-model context length")
+      ->capture_default_str()
+      ->check(at_least(1));
   sub->add_option("--max-tokens", args.max_tokens, "score at most this many tokens (0: all)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   auto* ver = sub->add_subcommand(
       "verify", "compare a vendor's results CSV (file,row,code|scales|packed|decoded|result)");
-  ver->add_option("DIR", args.verify_dir, "proposal directory")->required();
+  ver->add_option("DIR", args.verify_dir, "proposal directory")->required()->check(CLI::ExistingDirectory);
   ver->add_option("--results", args.results, "results CSV: file,row and the fields computed (hex)")
-      ->required();
+      ->required()
+      ->check(CLI::ExistingFile);
   ver->add_option("--show", args.show, "problems to print")->capture_default_str();
   ver->callback([] {
     const int rc = run_verify(args);

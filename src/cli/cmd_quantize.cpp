@@ -31,7 +31,7 @@ struct QuantizeArgs {
   bool stats = false;
   bool json = false;
   bool force = false;
-  ConvertFlags flags;
+  format::ConvertOptions convert;
 };
 
 bool output_exists(const std::string& spec) {
@@ -120,7 +120,7 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
     ov.axis = a.axis;
     ov.block_size = a.block;
     ov.scale_rule = a.scale_rule;
-    ov.element_options = a.flags.options();
+    ov.element_options = a.convert;
     const block::BlockFormat f = block::with_overrides(*bf, ov);
     block::quantize(f, t.data, q.data, t.shape);
     if (a.stats) stats = metrics::quantization_stats(f, t.data, q.data, t.shape);
@@ -136,7 +136,7 @@ void run_quantize(Context& ctx, const QuantizeArgs& a) {
       throw SpecError("--block, --axis and --scale-rule need a block format; '" + a.format +
                       "' is an element format");
     }
-    const format::ConvertOptions o = a.flags.options();
+    const format::ConvertOptions& o = a.convert;
     format::quantize(*ef, std::span<const float>(t.data), std::span<float>(q.data), o);
     if (a.stats) stats = metrics::quantization_stats(*ef, t.data, q.data);
     if (!a.packed.empty()) {
@@ -168,13 +168,14 @@ void register_quantize(CLI::App& app, Context& ctx) {
   sub->add_option("--axis", args.axis, "blocked axis (negative counts from the end); default: the format's");
   sub->add_option("--block", args.block, "block size 1..4096 along the axis; default: the format's")
       ->check(CLI::Range(1, 4096));
-  sub->add_option("--scale-rule", args.scale_rule, "ocp | ceil (rceil) | even | amax_over_max | search");
+  sub->add_option("--scale-rule", args.scale_rule, "ocp | ceil (rceil) | even | amax_over_max | search")
+      ->check(parsed_by([](const std::string& rule) { block::parse_scale_rule(rule); }, ""));
   sub->add_flag("--stats", args.stats,
                 "print SQNR, MSE, max abs/rel error, fractions clipped/saturated/flushed");
   sub->add_flag("--json", args.json, "machine-readable output");
   sub->add_option("--packed", args.packed, "also write packed codes and scales to this HDF5 file");
   sub->add_flag("--force", args.force, "overwrite OUT (and --packed FILE) if it exists");
-  args.flags.add_to(sub, "saturate");
+  add_convert_options(sub, args.convert, format::Overflow::saturate);
   sub->add_option("IN", args.in, "input tensor: FILE.npy or FILE.h5:/path/dataset")->required();
   sub->add_option("OUT", args.out, "output tensor: FILE.npy or FILE.h5:/path/dataset")->required();
   sub->callback([&ctx] { run_quantize(ctx, args); });

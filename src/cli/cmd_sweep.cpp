@@ -20,7 +20,7 @@ struct SweepArgs {
   std::string experiment;
   std::string out;
   int jobs = 1;
-  std::string shard = "0/1";
+  std::pair<int, int> shard{0, 1};  ///< --shard I/N
   bool force = false;
   std::vector<std::string> merge_dirs;
   std::string merge_out;
@@ -52,12 +52,8 @@ void run(Context& ctx, const SweepArgs& a) {
   opt.out = a.out;
   opt.jobs = a.jobs;
   opt.force = a.force;
-  int i = 0;
-  int n = 0;
-  char extra = 0;
-  if (std::sscanf(a.shard.c_str(), "%d/%d%c", &i, &n, &extra) != 2) {
-    throw Error("--shard '" + a.shard + "': expected I/N, e.g. 0/4 (I counts from 0)");
-  }
+  const auto [i, n] = a.shard;
+  const std::string shard = std::to_string(i) + "/" + std::to_string(n);
   opt.shard = i;
   opt.shards = n;
   opt.on_progress = [](const experiment::Progress& p) {
@@ -72,10 +68,10 @@ void run(Context& ctx, const SweepArgs& a) {
     ctx.add_datapath(std::move(g.datapath), exp.study->origin);
   }
   std::cerr << "lpemu: sweep '" << exp.name << "': " << exp.plans.size() << " plans"
-            << (n > 1 ? ", shard " + a.shard : std::string()) << "\n";
+            << (n > 1 ? ", shard " + shard : std::string()) << "\n";
   const auto files = experiment::run_sweep(exp, ctx.toolbox(), opt);
   if (files.report_md.empty()) {
-    std::cout << "lpemu: shard " << a.shard << " done; plan results in "
+    std::cout << "lpemu: shard " << shard << " done; plan results in "
               << fs::absolute(opt.out.empty() ? exp.out_dir : opt.out).string()
               << "/plans. Join the shards with `lpemu sweep merge DIR... --out DIR`.\n";
     return;
@@ -88,14 +84,15 @@ void run(Context& ctx, const SweepArgs& a) {
 void register_sweep(CLI::App& app, Context& ctx) {
   static SweepArgs args;
   auto* sub = app.add_subcommand("sweep", "run every plan of an experiment file and write a report");
-  sub->add_option("EXPERIMENT", args.experiment, "experiment .toml file");
+  sub->add_option("EXPERIMENT", args.experiment, "experiment .toml file")->check(CLI::ExistingFile);
   sub->add_option("--out", args.out, "output directory (default: the experiment's [output] dir)");
-  sub->add_option("--jobs", args.jobs, "plans evaluated at once")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  sub->add_option("--jobs", args.jobs, "plans evaluated at once")->capture_default_str()->check(at_least(1));
   sub->add_option("--shard", args.shard,
                   "run only shard I of N (plans i with i % N == I), e.g. for a Slurm array")
-      ->capture_default_str();
+      ->delimiter('/')
+      ->type_name("I/N")
+      ->default_str("0/1")
+      ->check(at_least(0));
   sub->add_flag("--force", args.force,
                 "recompute plans whose results exist (and discard a different experiment's)");
   auto* merge = sub->add_subcommand("merge", "join shard output directories into one result set");

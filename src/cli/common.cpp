@@ -20,32 +20,36 @@ void Context::apply_threads() {
   }
 }
 
-void ConvertFlags::add_to(CLI::App* sub, std::string default_overflow) {
-  overflow = std::move(default_overflow);
-  sub->add_option(
-         "--rounding", rounding,
-         "nearest_even | nearest_away | toward_zero | toward_positive | toward_negative | stochastic")
-      ->capture_default_str();
-  sub->add_option(
-         "--overflow", overflow,
+void add_convert_options(CLI::App* sub, format::ConvertOptions& o, format::Overflow default_overflow) {
+  o.overflow = default_overflow;
+  // add_option_function: CLI11 2.1 cannot print a default through the library's to_string.
+  sub->add_option_function<format::RoundingMode>(
+         "--rounding", [&o](format::RoundingMode m) { o.rounding = m; }, "rounding mode")
+      ->transform(enum_names(format::kAllRoundingModes))
+      ->type_name("NAME")
+      ->default_str(std::string(format::to_string(o.rounding)));
+  sub->add_option_function<format::Overflow>(
+         "--overflow", [&o](format::Overflow v) { o.overflow = v; },
          "saturate (clamp to ±max) | native (the format's Inf/NaN rule; formats without both saturate)")
-      ->capture_default_str();
-  sub->add_option("--seed", seed, "stochastic rounding seed")->capture_default_str();
-  sub->add_option("--sr-bits", sr_bits, "stochastic rounding random bits, 1..32")->capture_default_str();
-  sub->add_flag("--ftz", ftz, "flush subnormal results to zero");
-  sub->add_flag("--daz", daz, "treat subnormal inputs as zero");
+      ->transform(enum_names(format::kAllOverflowPolicies))
+      ->type_name("NAME")
+      ->default_str(std::string(format::to_string(o.overflow)));
+  sub->add_option("--seed", o.seed, "stochastic rounding seed")->capture_default_str();
+  sub->add_option("--sr-bits", o.sr_bits, "stochastic rounding random bits")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 32));
+  sub->add_flag("--ftz", o.flush_subnormal_outputs, "flush subnormal results to zero");
+  sub->add_flag("--daz", o.flush_subnormal_inputs, "treat subnormal inputs as zero");
 }
 
-format::ConvertOptions ConvertFlags::options() const {
-  format::ConvertOptions o;
-  o.rounding = format::parse_rounding(rounding);
-  o.overflow = format::parse_overflow(overflow);
-  o.seed = seed;
-  o.sr_bits = sr_bits;
-  o.flush_subnormal_outputs = ftz;
-  o.flush_subnormal_inputs = daz;
-  format::validate(o);
-  return o;
+CLI::Validator at_least(long long min) {
+  const std::string want = ">= " + std::to_string(min);
+  return {[min, want](std::string& word) -> std::string {
+            long long v = 0;
+            if (CLI::detail::lexical_cast(word, v) && v >= min) return {};
+            return io::trim(word) + ": expected an integer " + want;
+          },
+          want};
 }
 
 std::uint64_t parse_code(const std::string& text, const std::string& what) {

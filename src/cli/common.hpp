@@ -14,6 +14,7 @@
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/engine/quantizer.hpp"
+#include "lpemu/error.hpp"
 #include "lpemu/experiment/context.hpp"
 #include "lpemu/format/registry.hpp"
 #include "lpemu/format/rounding.hpp"
@@ -35,20 +36,44 @@ struct Context : experiment::Context {
   std::unique_ptr<tbb::global_control> control_;
 };
 
-/// Strings behind the rounding/overflow options of one subcommand, parsed after CLI11 is done.
-struct ConvertFlags {
-  std::string rounding = "nearest_even";
-  std::string overflow = "native";
-  std::uint64_t seed = 0;
-  int sr_bits = 32;
-  bool ftz = false;
-  bool daz = false;
+/// Adds --rounding, --overflow, --seed, --sr-bits, --ftz, --daz to `sub`, bound into `o`; --overflow
+/// starts at `default_overflow`.
+void add_convert_options(CLI::App* sub, format::ConvertOptions& o,
+                         format::Overflow default_overflow = format::Overflow::native);
 
-  /// Adds --rounding, --overflow, --seed, --sr-bits, --ftz, --daz to `sub`.
-  void add_to(CLI::App* sub, std::string default_overflow = "native");
-  /// The validated options (throws lpemu::SpecError on a bad name).
-  format::ConvertOptions options() const;
-};
+/// CLI11 transform for an enum option: accepts the library's spelling (`to_string`) of each of
+/// `values` and stores that value; any other word fails with CLI::IsMember's "WORD not in {a,b,c}".
+template <class E, std::size_t N>
+CLI::Validator enum_names(const E (&values)[N]) {
+  std::vector<std::string> names;
+  std::vector<std::pair<std::string, E>> map;
+  for (const E v : values) {
+    names.emplace_back(to_string(v));
+    map.emplace_back(names.back(), v);
+  }
+  CLI::Validator v = CLI::IsMember(names) & CLI::Transformer(map);
+  v.description(CLI::detail::generate_set(names));
+  return v;
+}
+
+/// CLI11 check by a library parser: `parse(word)` must not throw lpemu::Error; its message is the
+/// check's (for fixed choices whose name table stays in the library, aliases included).
+template <class Parse>
+CLI::Validator parsed_by(Parse parse, std::string description) {
+  return {[parse](std::string& word) -> std::string {
+            try {
+              parse(word);
+              return {};
+            } catch (const Error& e) {
+              return e.what();
+            }
+          },
+          std::move(description)};
+}
+
+/// CLI11 check for counts and sizes: an integer of at least `min` (else "WORD: expected an integer >=
+/// MIN"; the option name is added by CLI11).
+CLI::Validator at_least(long long min);
 
 /// Parses an unsigned integer in decimal or 0x-hex; throws lpemu::Error naming `what`.
 std::uint64_t parse_code(const std::string& text, const std::string& what);

@@ -14,4 +14,5 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/report_md.cpp
   ${CMAKE_CURRENT_LIST_DIR}/context.cpp
   ${CMAKE_CURRENT_LIST_DIR}/datapath_error.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/evaluation.cpp
 )

@@ -286,17 +286,17 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
     std::lock_guard lock(mu);
     r.weight_bits = cost::bits_per_weight(shape_of(model.config), cost_plan(plan, n_layers), *tools.costs);
   }
-  r.eval = metrics::evaluate(model, plan, reference, tokens, *tools.quantizers, *tools.gemms);
+  r.eval = evaluate(model, plan, reference, tokens, *tools.quantizers, *tools.gemms);
   if (!exp.activations.empty()) {
-    r.replay = metrics::is_linear_activations(exp.activations)
-                   ? metrics::replay_linear(exp.activations, plan, *tools.quantizers, *tools.gemms)
-                   : metrics::replay(exp.activations, model, plan, *tools.quantizers, *tools.gemms);
+    r.replay = is_linear_activations(exp.activations)
+                   ? replay_linear(exp.activations, plan, *tools.quantizers, *tools.gemms)
+                   : replay(exp.activations, model, plan, *tools.quantizers, *tools.gemms);
   }
   if (exp.attribution && !plan.is_reference()) {
     for (const auto role : engine::kAllRoles) {
       if (!role_in_model(role, model.config) || !role_used(plan, role, n_layers)) continue;
       const auto only = only_role(plan, role);
-      const auto e = metrics::evaluate(model, only, reference, tokens, *tools.quantizers, *tools.gemms);
+      const auto e = evaluate(model, only, reference, tokens, *tools.quantizers, *tools.gemms);
       const auto spec0 = plan.resolve(role, 0, engine::LayerKind::attention, n_layers);
       r.attribution.push_back({std::string(engine::to_string(role)), spec0 ? spec0->format : "(per layer)",
                                e.mean_kl, e.mean_nll - e.ref_mean_nll});
@@ -304,8 +304,7 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
     if (r.gemm != "eigen") {
       // The accumulation's own share: the plan against the same plan on fp32 accumulation (the
       // operands are rounded the same way in both), so it never mixes in operand rounding.
-      const auto e =
-          metrics::evaluate(model, without_gemms(plan), reference, tokens, *tools.quantizers, *tools.gemms);
+      const auto e = evaluate(model, without_gemms(plan), reference, tokens, *tools.quantizers, *tools.gemms);
       r.attribution.push_back({"gemm", r.gemm, r.eval.mean_kl - e.mean_kl, r.eval.mean_nll - e.mean_nll});
     }
   }
@@ -319,7 +318,7 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
         const int layer = l == n_layers ? -1 : l;  // the blocks, then the LM head
         const auto only = only_role_at(plan, role, layer, n_layers);
         if (!only) continue;
-        const auto e = metrics::evaluate(model, *only, reference, tokens, *tools.quantizers, *tools.gemms);
+        const auto e = evaluate(model, *only, reference, tokens, *tools.quantizers, *tools.gemms);
         r.layer_attribution.push_back(
             {std::string(engine::to_string(role)), layer, e.mean_kl, e.mean_nll - e.ref_mean_nll});
       }
@@ -572,7 +571,7 @@ PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
     const auto w_e = read_stats(f, "/replay/weight_error", tensor);
     const auto out_e = read_stats(f, "/replay/output_error", tensor);
     for (std::size_t i = 0; i < layer.size(); ++i) {
-      metrics::ReplayRow row;
+      ReplayRow row;
       row.layer = static_cast<int>(layer[i]);
       row.tensor = tensor.at(i);
       row.input = input.at(i);

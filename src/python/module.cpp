@@ -25,10 +25,10 @@
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/context.hpp"
 #include "lpemu/experiment/datapath_error.hpp"
+#include "lpemu/experiment/evaluation.hpp"
 #include "lpemu/experiment/experiment.hpp"
 #include "lpemu/experiment/pricing.hpp"
 #include "lpemu/format/codec.hpp"
-#include "lpemu/metrics/model_eval.hpp"
 
 namespace py = pybind11;
 
@@ -173,7 +173,7 @@ class PyPlan {
   engine::PrecisionPlan plan_;
 };
 
-py::dict eval_dict(const metrics::EvalResult& r) {
+py::dict eval_dict(const experiment::EvalResult& r) {
   py::dict d;
   d["tokens"] = r.tokens;
   d["nll"] = py::array_t<double>(static_cast<py::ssize_t>(r.nll.size()), r.nll.data());
@@ -450,23 +450,23 @@ class ContextHandle {
 
   py::dict evaluate(const PyModel& m, const PyPlan& plan, const std::vector<int>& tokens,
                     const PyPlan& reference) {
-    metrics::EvalResult r;
+    experiment::EvalResult r;
     {
       py::gil_scoped_release release;
-      r = metrics::evaluate(*m.model, plan.plan(), reference.plan(), tokens, ctx_->quantizers(),
-                            ctx_->gemms());
+      r = experiment::evaluate(*m.model, plan.plan(), reference.plan(), tokens, ctx_->quantizers(),
+                               ctx_->gemms());
     }
     return eval_dict(r);
   }
 
   py::list replay(const std::filesystem::path& activations, const PyPlan& plan,
                   const std::optional<PyModel>& m) {
-    std::vector<metrics::ReplayRow> rows;
-    if (metrics::is_linear_activations(activations)) {
-      rows = metrics::replay_linear(activations, plan.plan(), ctx_->quantizers(), ctx_->gemms());
+    std::vector<experiment::ReplayRow> rows;
+    if (experiment::is_linear_activations(activations)) {
+      rows = experiment::replay_linear(activations, plan.plan(), ctx_->quantizers(), ctx_->gemms());
     } else {
       if (!m) throw Error(activations.string() + ": this activations file needs its model (model=...)");
-      rows = metrics::replay(activations, *m->model, plan.plan(), ctx_->quantizers(), ctx_->gemms());
+      rows = experiment::replay(activations, *m->model, plan.plan(), ctx_->quantizers(), ctx_->gemms());
     }
     py::list out;
     for (const auto& r : rows) {
@@ -686,7 +686,7 @@ PYBIND11_MODULE(_lpemu, m) {
           "Text of token ids", py::arg("ids"))
       .def(
           "eval_tokens",
-          [](const PyModel& x, const std::string& text) { return metrics::eval_tokens(*x.model, text); },
+          [](const PyModel& x, const std::string& text) { return experiment::eval_tokens(*x.model, text); },
           "The tokens `lpemu eval` scores for a text", py::arg("text"));
 
   py::class_<PyPlan>(m, "Plan", "A precision plan bound to the context that resolved its names")

@@ -285,10 +285,10 @@ TEST_CASE("bad command-line inputs give a non-zero exit and a message", "[cli]")
   for (const Bad& b : std::vector<Bad>{
            {"encode fp8_e4m9 1", "unknown format 'fp8_e4m9'; closest known names: fp8_e4m3"},
            {"encode fp8_e4m3 abc", "value 'abc': expected a real number"},
-           {"encode fp8_e4m3 1 --rounding nearest", "rounding mode 'nearest': expected one of nearest_even"},
-           {"encode fp8_e4m3 1 --overflow clamp", "overflow policy 'clamp': expected saturate or native"},
+           {"encode fp8_e4m3 1 --rounding nearest", "--rounding: nearest not in {nearest_even,nearest_away,"},
+           {"encode fp8_e4m3 1 --overflow clamp", "--overflow: clamp not in {saturate,native}"},
            {"encode fp8_e4m3 1 --rounding stochastic --sr-bits 33",
-            "sr_bits = 33: expected 1..32 random bits"},
+            "--sr-bits: Value 33 not in range 1 to 32"},
            {"decode fp8_e4m3 zz", "expected an unsigned integer code"},
            {"convert --from fp32 --to fp8_e4m3 '" + (s / "missing.f32").string() + "' '" +
                 (s / "o").string() + "'",
@@ -305,6 +305,46 @@ TEST_CASE("bad command-line inputs give a non-zero exit and a message", "[cli]")
     CHECK(r.status != 0);
     CHECK_THAT(r.err, Contains(b.message));
   }
+}
+
+TEST_CASE("option values are checked while parsing: exit 2 and a message naming the option", "[cli]") {
+  struct Bad {
+    std::string args;
+    std::string message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           // a choice outside a fixed set (names from the library's tables)
+           {"encode fp8_e4m3 1 --rounding 2", "--rounding: 2 not in {nearest_even,"},
+           {"quantize --format mxfp4 --scale-rule rounded in.npy out.npy",
+            "--scale-rule: field 'scale_rule' = \"rounded\": expected one of \"ocp\", \"ceil\", \"rceil\""},
+           {"cost --target h100_sxm --model llama3_8b --phase both_ways",
+            "--phase: both_ways not in {prefill,decode,both,train}"},
+           {"cost --system dgx_h100 --model llama3_70b --phase train --recompute most",
+            "--recompute: most not in {none,selective,full}"},
+           // a bad number
+           {"datapath-error --trials 0", "--trials: 0: expected an integer >= 1"},
+           {"run --steps -3", "--steps: -3: expected an integer >= 1"},
+           {"sweep '" + lpemu::test::source_path("experiments/default.toml") + "' --shard 0/x",
+            "--shard: x: expected an integer >= 0"},
+           // a bad element of a comma-separated list
+           {"datapath-error --k 16,x,64", "--k: x: expected an integer >= 1"},
+           {"cost --system dgx_h100 --model llama3_70b --parallel tp=8 --batches 1,0,4",
+            "--batches: 0: expected an integer >= 1"},
+           {"datapath-error --datapath ideal,h100_e4m3_fp33 --k 16 --trials 2",
+            "unknown datapath 'h100_e4m3_fp33'; closest known names: h100_e4m3_fp32"},
+       }) {
+    INFO("lpemu " << b.args);
+    const Run r = lpemu(b.args);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains(b.message));
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("comma-separated options take spaces around their elements", "[cli]") {
+  const Run r = lpemu("datapath-error --datapath 'ideal, h100_e4m3_fp32' --k '16, 32' --trials 2");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Contains("ideal") && Contains("h100_e4m3_fp32") && Contains("\n32 "));
 }
 
 }  // namespace

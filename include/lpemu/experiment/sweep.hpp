@@ -15,8 +15,8 @@
 #include "lpemu/cost/workload.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/quantizer.hpp"
+#include "lpemu/experiment/evaluation.hpp"
 #include "lpemu/experiment/experiment.hpp"
-#include "lpemu/metrics/model_eval.hpp"
 
 namespace lpemu::experiment {
 
@@ -101,8 +101,8 @@ struct PlanResult {
   std::string weight_format;  ///< format of the `weights` role in most blocks ("fp32" if none)
   std::string gemm;           ///< GEMM strategy of most blocks ("eigen": fp32 accumulation)
   double weight_bits = 32;    ///< bits per weight element, scale overhead included
-  metrics::EvalResult eval;
-  std::vector<metrics::ReplayRow> replay;
+  EvalResult eval;
+  std::vector<ReplayRow> replay;
   std::vector<RoleShare> attribution;
   std::vector<LayerShare> layer_attribution;  ///< per block and point (options.layer_attribution)
   PlanCost cost;

@@ -73,7 +73,7 @@ TEST_CASE("lpemu cost cluster errors name the value", "[cost][cli][cluster]") {
   CHECK_THAT(r.out, Catch::Contains("unknown system 'dgx_h9'"));
   r = run("cost --system dgx_h100 --model llama3_70b --phase train --recompute most");
   CHECK(r.rc != 0);
-  CHECK_THAT(r.out, Catch::Contains("none, selective or full"));
+  CHECK_THAT(r.out, Catch::Contains("--recompute: most not in {none,selective,full}"));
 }
 
 }  // namespace

@@ -15,9 +15,9 @@
 #include "lpemu/engine/quantizer.hpp"
 #include "lpemu/engine/session.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/evaluation.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
-#include "lpemu/metrics/model_eval.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -263,8 +263,8 @@ TEST_CASE("stories260K with NVFP4 operands on b200_nvfp4_fp32 loses no more than
   std::vector<int> tokens{1};
   for (int i = 0; i < 63; ++i) tokens.push_back(3 + (i * 37) % 500);
   const auto ref = builtin_plan("fp32");
-  const auto e_dp = lpemu::metrics::evaluate(m, on_dp, ref, tokens, q, gemms);
-  const auto e_fp32 = lpemu::metrics::evaluate(m, on_fp32, ref, tokens, q, gemms);
+  const auto e_dp = lpemu::experiment::evaluate(m, on_dp, ref, tokens, q, gemms);
+  const auto e_fp32 = lpemu::experiment::evaluate(m, on_fp32, ref, tokens, q, gemms);
   WARN("mean KL vs fp32: nvfp4 on b200_nvfp4_fp32 " << e_dp.mean_kl << ", nvfp4 on fp32 (eigen) "
                                                     << e_fp32.mean_kl);
   WARN(checking->checked << " operand values checked; " << checking->inexact

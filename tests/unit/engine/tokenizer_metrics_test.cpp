@@ -7,8 +7,8 @@
 #include "lpemu/engine/session.hpp"
 #include "lpemu/engine/tokenizer.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/evaluation.hpp"
 #include "lpemu/metrics/metrics.hpp"
-#include "lpemu/metrics/model_eval.hpp"
 
 namespace {
 
@@ -77,7 +77,7 @@ TEST_CASE("metrics match hand-computed values", "[metrics]") {
 }
 
 TEST_CASE("error accumulator totals equal one comparison over the concatenation", "[metrics]") {
-  lpemu::metrics::ErrorAccumulator acc;
+  lpemu::experiment::ErrorAccumulator acc;
   acc.add("a", std::vector<float>{1, 2}, std::vector<float>{1, 2.5F});
   acc.add("b", std::vector<float>{3}, std::vector<float>{3});
   acc.add("a", std::vector<float>{-4}, std::vector<float>{-3});

@@ -78,14 +78,14 @@ TEST_CASE("a small sweep writes every output and agrees with a direct evaluation
   CHECK(slurp(files.plots[0]).rfind("<svg", 0) == 0);
   CHECK(fs::file_size(files.report_html) > 0);
 
-  // The fp8 plan's numbers equal a direct metrics::evaluate of the same plan.
+  // The fp8 plan's numbers equal a direct experiment::evaluate of the same plan.
   const engine::Model model = engine::load_model(test::source_path("data/models/stories260K/model.h5"));
   const auto plan = engine::parse_plan_toml(exp.plans[2].inline_toml, "grid", fx.quantizers, fx.gemms);
   std::vector<int> tokens =
       model.tokenizer.encode(slurp(test::source_path("data/models/stories260K/paragraph.txt")));
   tokens.resize(48);
   const auto direct =
-      metrics::evaluate(model, plan, engine::builtin_plan("fp32"), tokens, fx.quantizers, fx.gemms);
+      experiment::evaluate(model, plan, engine::builtin_plan("fp32"), tokens, fx.quantizers, fx.gemms);
   const auto stored = experiment::load_plan_result(fx.dir / "out" / "plans" / "0002.h5");
   CHECK(stored.eval.mean_kl == direct.mean_kl);
   CHECK(stored.eval.perplexity == direct.perplexity);
@@ -133,7 +133,7 @@ TEST_CASE("layer attribution quantises one point in one layer alone, for the pla
         "name = \"only\"\n[[override]]\nlayers = [" + std::to_string(l) + "]\nweights = \"bf16\"\n", "test",
         fx.quantizers, fx.gemms);
     const auto direct =
-        metrics::evaluate(model, only, engine::builtin_plan("fp32"), tokens, fx.quantizers, fx.gemms);
+        experiment::evaluate(model, only, engine::builtin_plan("fp32"), tokens, fx.quantizers, fx.gemms);
     CHECK(a.mean_kl == direct.mean_kl);
     CHECK(a.mean_kl > 0);
   }

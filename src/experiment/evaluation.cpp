@@ -1,4 +1,4 @@
-#include "lpemu/metrics/model_eval.hpp"
+#include "lpemu/experiment/evaluation.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,10 +11,14 @@
 #include "lpemu/error.hpp"
 #include "lpemu/io/hdf5.hpp"
 
-namespace lpemu::metrics {
+namespace lpemu::experiment {
 namespace {
 
 using engine::RowMatrix;
+using metrics::compare;
+using metrics::ErrorStats;
+using metrics::kl_divergence;
+using metrics::nll;
 
 std::span<const float> span_of(const RowMatrix& m) { return {m.data(), static_cast<std::size_t>(m.size())}; }
 
@@ -326,4 +330,4 @@ std::vector<int> eval_tokens(const engine::Model& model, std::string text) {
   return tokens;
 }
 
-}  // namespace lpemu::metrics
+}  // namespace lpemu::experiment

@@ -11,7 +11,7 @@
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/metrics/metrics.hpp"
 
-namespace lpemu::metrics {
+namespace lpemu::experiment {
 
 /// Per-token and summary results of scoring a token sequence under a plan and a reference plan.
 struct EvalResult {
@@ -23,12 +23,12 @@ struct EvalResult {
   double mean_nll = 0, perplexity = 0, ref_mean_nll = 0, ref_perplexity = 0;
   double mean_kl = 0, max_kl = 0, top1_agreement = 0;
   /// Residual-stream error per tensor: "layers/l/residual_input" (l ≥ 1), then "final_residual".
-  std::vector<std::pair<std::string, ErrorStats>> residual;
-  ErrorStats logits;              ///< logits of the plan against the reference
+  std::vector<std::pair<std::string, metrics::ErrorStats>> residual;
+  metrics::ErrorStats logits;     ///< logits of the plan against the reference
   engine::RowMatrix plan_logits;  ///< the plan's logits [tokens, vocab] (row t predicts tokens[t+1])
   /// Error each quantisation point added (its output against its own input), accumulated over
   /// heads and calls, keyed "layer/role/tensor" (layer "head" outside the blocks), in run order.
-  std::vector<std::pair<std::string, ErrorStats>> points;
+  std::vector<std::pair<std::string, metrics::ErrorStats>> points;
 };
 
 /// Accumulates ErrorStats of in→out pairs under a key (for QuantHook-based error attribution).
@@ -37,7 +37,7 @@ class ErrorAccumulator {
   /// Adds the elements of one (reference, test) pair to `key`'s totals.
   void add(const std::string& key, std::span<const float> ref, std::span<const float> test);
   /// Totals per key, in first-seen order.
-  std::vector<std::pair<std::string, ErrorStats>> results() const;
+  std::vector<std::pair<std::string, metrics::ErrorStats>> results() const;
 
  private:
   struct Sums {
@@ -65,9 +65,9 @@ struct ReplayRow {
   std::string role;
   std::string input;  ///< dataset the input came from
   std::string input_format, weight_format, gemm;
-  ErrorStats input_error;   ///< quantised input vs recorded input
-  ErrorStats weight_error;  ///< quantised weight vs model weight
-  ErrorStats output_error;  ///< plan output vs the exact (double) product of the recorded input
+  metrics::ErrorStats input_error;   ///< quantised input vs recorded input
+  metrics::ErrorStats weight_error;  ///< quantised weight vs model weight
+  metrics::ErrorStats output_error;  ///< plan output vs the exact (double) product of the recorded input
 };
 
 /// Feeds each linear layer's recorded input from `activations` (schema of stories260K's
@@ -89,4 +89,4 @@ std::vector<ReplayRow> replay_linear(const std::filesystem::path& activations,
                                      const engine::QuantizerFactory& quantizers,
                                      const engine::GemmFactory& gemms);
 
-}  // namespace lpemu::metrics
+}  // namespace lpemu::experiment
