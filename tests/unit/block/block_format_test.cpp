@@ -95,7 +95,7 @@ TEST_CASE("block format errors name file, line, field, value and expectation", "
   CHECK(
       error_of(base + "scale_rule = \"floor\"\n") ==
       "test.toml:4: field 'scale_rule' = \"floor\": expected one of \"ocp\", \"ceil\", \"rceil\", \"even\", "
-      "\"amax_over_max\", \"search\"");
+      "\"amax_over_max\", \"search\"; closest known names: ocp, ceil, even");
   CHECK(error_of(base + "granularity = \"tile\"\n") ==
         "test.toml:1: field 'tile' = (missing): expected [rows, cols] with granularity = \"tile\"");
   CHECK(error_of(base + "tile = [16]\n") ==
