@@ -2,8 +2,9 @@
 #include "io/toml_util.hpp"
 
 #include <cmath>
-#include <set>
+#include <vector>
 
+#include "format/enum_names.hpp"
 #include "io/toml.hpp"
 
 #include "lpemu/detail/names.hpp"
@@ -12,11 +13,9 @@
 namespace lpemu::block {
 namespace {
 
-using io::detail::fail;
-using io::detail::show;
-using io::detail::where;
+using io::detail::TableReader;
 
-const std::set<std::string, std::less<>> kKeys = {
+const std::vector<std::string_view> kKeys = {
     "name",       "aliases",        "source",           "description", "element",
     "scale",      "granularity",    "block_size",       "axis",        "tile",
     "scale_rule", "search_radius",  "scale_rounding",   "rounding",    "sr_bits",
@@ -47,9 +46,10 @@ constexpr EnumName<SignedZero> kSignedZeroNames[] = {{"keep", SignedZero::keep},
 constexpr EnumName<TensorScale> kTensorScaleNames[] = {{"none", TensorScale::none},
                                                        {"fp32", TensorScale::fp32}};
 
-// The value `text` names in `table`; throws SpecError "field '<field>' = "<text>": expected one of ...".
+// The value `text` names in `table` (a name given outside a spec file, e.g. on the command line);
+// throws SpecError "field '<field>' = "<text>": expected one of ...".
 template <class E, std::size_t N>
-E parse_choice(std::string_view text, const EnumName<E> (&table)[N], std::string_view field) {
+E value_named(std::string_view text, const EnumName<E> (&table)[N], std::string_view field) {
   if (const auto v = lpemu::detail::enum_value(table, text)) return *v;
   throw SpecError("field '" + std::string(field) + "' = \"" + std::string(text) + "\": expected one of " +
                   lpemu::detail::join_names(lpemu::detail::enum_spellings(table, "\"")));
@@ -58,12 +58,10 @@ E parse_choice(std::string_view text, const EnumName<E> (&table)[N], std::string
 }  // namespace
 
 Granularity parse_granularity(std::string_view text) {
-  return parse_choice(text, kGranularityNames, "granularity");
+  return value_named(text, kGranularityNames, "granularity");
 }
 
-ScaleRule parse_scale_rule(std::string_view text) {
-  return parse_choice(text, kScaleRuleNames, "scale_rule");
-}
+ScaleRule parse_scale_rule(std::string_view text) { return value_named(text, kScaleRuleNames, "scale_rule"); }
 
 std::string_view to_string(Granularity g) { return lpemu::detail::enum_name(kGranularityNames, g); }
 std::string_view to_string(ScaleRule r) { return lpemu::detail::enum_name(kScaleRuleNames, r); }
@@ -128,115 +126,61 @@ void BlockFormat::validate() const {
 BlockFormat parse_block_format_toml(std::string_view text, std::string_view origin,
                                     const format::Registry& elements) {
   const toml::table t = io::detail::parse(text, origin);
-  for (const auto& [key, value] : t) {
-    if (kKeys.find(key.str()) == kKeys.end()) {
-      std::string list;
-      for (const auto& k : kKeys) {
-        if (!list.empty()) list += ", ";
-        list += k;
-      }
-      fail(origin, &value, key.str(), show(value), "a known block-format key (" + list + ")");
-    }
-  }
-  auto str = [&](std::string_view key, bool required, std::string def = {}) {
-    const toml::node* n = t.get(key);
-    if (n == nullptr) {
-      if (required) fail(origin, &t, key, "(missing)", "a string");
-      return def;
-    }
-    if (!n->is_string()) fail(origin, n, key, show(*n), "a string");
-    return *n->value<std::string>();
-  };
-  auto integer = [&](std::string_view key, int def, long lo, long hi, std::string_view what) {
-    const toml::node* n = t.get(key);
-    if (n == nullptr) return def;
-    if (!n->is_integer()) fail(origin, n, key, show(*n), what);
-    const auto v = *n->value<std::int64_t>();
-    if (v < lo || v > hi) fail(origin, n, key, std::to_string(v), what);
-    return static_cast<int>(v);
-  };
-  // An enumerated string field: errors keep file:line and list the choices.
-  auto choice = [&](std::string_view key, std::string def, auto parse) {
-    const std::string v = str(key, false, def);
-    try {
-      return parse(v);
-    } catch (const SpecError& e) {
-      throw SpecError(where(origin, t.get(key)) + ": " + e.what());
-    }
-  };
+  const TableReader r(t, origin);
+  r.only(kKeys);
   auto element_format = [&](std::string_view key, const std::string& nm) -> format::Format {
-    try {
-      return elements.get(nm);
-    } catch (const UnknownNameError& e) {
-      throw UnknownNameError(where(origin, t.get(key)) + ": field '" + std::string(key) + "': " + e.what());
-    }
+    if (const format::Format* e = elements.find(nm)) return *e;
+    throw UnknownNameError(r.message(key, '"' + nm + '"',
+                                     "a known element format (see `lpemu formats list`)" +
+                                         lpemu::detail::closest_names_hint(nm, elements.names())));
   };
 
   BlockFormat f;
-  f.name = str("name", true);
-  if (f.name.empty()) fail(origin, t.get("name"), "name", "\"\"", "a non-empty name");
-  f.source = str("source", false);
-  f.description = str("description", false);
-  if (const toml::node* a = t.get("aliases")) {
-    const toml::array* arr = a->as_array();
-    if (arr == nullptr) fail(origin, a, "aliases", show(*a), "an array of strings");
-    for (const toml::node& e : *arr) {
-      if (!e.is_string()) fail(origin, &e, "aliases", show(e), "an array of strings");
-      f.aliases.push_back(*e.value<std::string>());
-    }
-  }
-  f.element = element_format("element", str("element", true));
-  f.scale_name = str("scale", true);
+  f.name = r.required_str("name");
+  if (f.name.empty()) r.fail("name", "a non-empty name");
+  f.source = r.str("source");
+  f.description = r.str("description");
+  f.aliases = r.strings("aliases");
+  f.element = element_format("element", r.required_str("element"));
+  f.scale_name = r.required_str("scale");
   if (f.scale_name == "pow2") {
     f.scale_is_pow2 = true;
   } else {
     f.scale = element_format("scale", f.scale_name);
     if (f.scale.kind != format::Kind::floating) {
-      fail(origin, t.get("scale"), "scale", '"' + f.scale_name + '"',
-           "\"pow2\" or a floating-point format such as \"e8m0\", \"fp8_e4m3\", \"fp32\"");
+      r.fail("scale", "\"pow2\" or a floating-point format such as \"e8m0\", \"fp8_e4m3\", \"fp32\"");
     }
   }
-  f.granularity = choice("granularity", "block", parse_granularity);
-  f.block_size = integer("block_size", 32, 1, 4096, "an integer in 1..4096");
-  f.axis = integer("axis", -1, -64, 63, "an axis in -64..63 (negative counts from the end)");
-  if (const toml::node* n = t.get("tile")) {
-    const toml::array* arr = n->as_array();
-    if (arr == nullptr || arr->size() != 2 || !(*arr)[0].is_integer() || !(*arr)[1].is_integer()) {
-      fail(origin, n, "tile", show(*n), "two integers [rows, cols], each 1..4096");
-    }
-    const auto r = *(*arr)[0].value<std::int64_t>();
-    const auto c = *(*arr)[1].value<std::int64_t>();
-    if (r < 1 || r > 4096 || c < 1 || c > 4096)
-      fail(origin, n, "tile", show(*n), "two integers [rows, cols], each 1..4096");
-    f.tile_rows = static_cast<int>(r);
-    f.tile_cols = static_cast<int>(c);
+  f.granularity = r.choice("granularity", Granularity::block, kGranularityNames);
+  f.block_size = static_cast<int>(r.integer("block_size", 32, 1, 4096));
+  f.axis =
+      static_cast<int>(r.integer("axis", -1, -64, 63, "an axis in -64..63 (negative counts from the end)"));
+  if (r.has("tile")) {
+    const auto tile = r.integers("tile", 1, 4096, "two integers [rows, cols], each 1..4096");
+    if (tile.size() != 2) r.fail("tile", "two integers [rows, cols], each 1..4096");
+    f.tile_rows = tile[0];
+    f.tile_cols = tile[1];
   }
   if (f.granularity == Granularity::tile && f.tile_rows == 0) {
-    fail(origin, &t, "tile", "(missing)", "[rows, cols] with granularity = \"tile\"");
+    r.fail("tile", "[rows, cols] with granularity = \"tile\"");
   }
-  f.rule = choice("scale_rule", "ocp", parse_scale_rule);
-  f.search_radius = integer("search_radius", 1, 1, 8, "an integer in 1..8");
-  f.scale_rounding = choice("scale_rounding", "nearest_even", format::parse_rounding);
-  f.element_options.rounding = choice("rounding", "nearest_even", format::parse_rounding);
-  f.element_options.sr_bits = integer("sr_bits", 32, 1, 32, "an integer in 1..32");
+  f.rule = r.choice("scale_rule", ScaleRule::ocp, kScaleRuleNames);
+  f.search_radius = static_cast<int>(r.integer("search_radius", 1, 1, 8));
+  f.scale_rounding =
+      r.choice("scale_rounding", format::RoundingMode::nearest_even, format::detail::kRoundingNames);
+  f.element_options.rounding =
+      r.choice("rounding", format::RoundingMode::nearest_even, format::detail::kRoundingNames);
+  f.element_options.sr_bits = static_cast<int>(r.integer("sr_bits", 32, 1, 32));
   f.element_options.overflow = format::Overflow::saturate;
-  f.nonfinite = choice("nonfinite", "nan_block",
-                       [](std::string_view v) { return parse_choice(v, kNonFiniteNames, "nonfinite"); });
-  f.scale_overflow = choice("scale_overflow", "nan", [](std::string_view v) {
-    return parse_choice(v, kScaleOverflowNames, "scale_overflow");
-  });
-  f.subnormal_inputs = choice("subnormal_inputs", "keep", [](std::string_view v) {
-    return parse_choice(v, kSubnormalInputsNames, "subnormal_inputs");
-  });
-  f.signed_zero = choice("signed_zero", "keep",
-                         [](std::string_view v) { return parse_choice(v, kSignedZeroNames, "signed_zero"); });
-  f.tensor_scale = choice("tensor_scale", "none", [](std::string_view v) {
-    return parse_choice(v, kTensorScaleNames, "tensor_scale");
-  });
+  f.nonfinite = r.choice("nonfinite", NonFinite::nan_block, kNonFiniteNames);
+  f.scale_overflow = r.choice("scale_overflow", ScaleOverflow::nan, kScaleOverflowNames);
+  f.subnormal_inputs = r.choice("subnormal_inputs", SubnormalInputs::keep, kSubnormalInputsNames);
+  f.signed_zero = r.choice("signed_zero", SignedZero::keep, kSignedZeroNames);
+  f.tensor_scale = r.choice("tensor_scale", TensorScale::none, kTensorScaleNames);
   try {
     f.validate();
   } catch (const SpecError& e) {
-    throw SpecError(where(origin, &t) + ": " + e.what());
+    throw SpecError(io::detail::where(origin, &t) + ": " + e.what());
   }
   return f;
 }

@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "cost/embedded_data.hpp"
-#include "cost/toml_read.hpp"
+#include "io/toml.hpp"
+
+#include "io/toml_util.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/detail/names.hpp"
@@ -13,8 +15,7 @@
 namespace lpemu::cost {
 namespace {
 
-using detail::fail;
-using detail::Reader;
+using io::detail::TableReader;
 
 bool is_path(std::string_view name) { return name.size() > 5 && name.substr(name.size() - 5) == ".toml"; }
 
@@ -53,62 +54,58 @@ std::string origin_text(const std::string& origin) {
 }
 
 std::string name_of(std::string_view text, std::string_view origin) {
-  const toml::table t = detail::parse(text, origin);
-  return Reader{t, origin, ""}.str("name", true);
+  const toml::table t = io::detail::parse(text, origin);
+  return TableReader(t, origin).required_str("name");
 }
 
-Rate read_rate(const toml::table& t, std::string_view origin, const std::string& prefix) {
-  const Reader r{t, origin, prefix};
+// The rate classes as the keys a [rates] table may have.
+std::vector<std::string_view> rate_class_keys() { return {rate_classes().begin(), rate_classes().end()}; }
+
+Rate read_rate(const TableReader& r) {
   r.only({"tflops", "source", "macs_per_clock_per_unit", "macs_source", "unverified", "note", "datapath"});
   Rate rate;
-  rate.tflops = r.number("tflops", true, 0, 1e-6, 1e9, "a positive number of dense TFLOP/s");
-  rate.source = r.str("source", true);
+  rate.tflops = r.required_number("tflops", 1e-6, 1e9, "a positive number of dense TFLOP/s");
+  rate.source = r.required_str("source");
   rate.macs_per_clock_per_unit =
-      r.number("macs_per_clock_per_unit", false, 0, 1, 1e9, "a positive number of MACs per clock per unit");
-  if (rate.macs_per_clock_per_unit > 0) rate.macs_source = r.str("macs_source", true);
+      r.number("macs_per_clock_per_unit", 0, 1, 1e9, "a positive number of MACs per clock per unit");
+  if (rate.macs_per_clock_per_unit > 0) rate.macs_source = r.required_str("macs_source");
   rate.unverified = r.boolean("unverified", false);
-  rate.note = r.str("note", false);
-  rate.datapath = r.str("datapath", false);
+  rate.note = r.str("note");
+  rate.datapath = r.str("datapath");
   return rate;
 }
 
 }  // namespace
 
 ModelShape parse_shape_toml(std::string_view text, std::string_view origin) {
-  const toml::table t = detail::parse(text, origin);
-  const Reader r{t, origin, ""};
+  const toml::table t = io::detail::parse(text, origin);
+  const TableReader r(t, origin);
   r.only({"name", "source", "dim", "n_layers", "n_heads", "n_kv_heads", "hidden_dim", "vocab_size",
           "tied_embeddings", "mlp", "description", "experts", "top_k"});
   ModelShape s;
   s.origin = std::string(origin);
-  s.name = r.str("name", true);
-  s.source = r.str("source", true);
+  s.name = r.required_str("name");
+  s.source = r.required_str("source");
   constexpr long long kMax = 1LL << 40;
-  s.dim = r.integer("dim", true, 0, 1, kMax, "a positive integer");
-  s.n_layers = r.integer("n_layers", true, 0, 1, kMax, "a positive integer");
-  s.n_heads = r.integer("n_heads", true, 0, 1, kMax, "a positive integer");
-  s.n_kv_heads = r.integer("n_kv_heads", true, 0, 1, kMax, "a positive integer");
-  s.hidden_dim = r.integer("hidden_dim", true, 0, 1, kMax, "a positive integer");
-  s.vocab_size = r.integer("vocab_size", true, 0, 1, kMax, "a positive integer");
+  s.dim = r.required_integer("dim", 1, kMax, "a positive integer");
+  s.n_layers = r.required_integer("n_layers", 1, kMax, "a positive integer");
+  s.n_heads = r.required_integer("n_heads", 1, kMax, "a positive integer");
+  s.n_kv_heads = r.required_integer("n_kv_heads", 1, kMax, "a positive integer");
+  s.hidden_dim = r.required_integer("hidden_dim", 1, kMax, "a positive integer");
+  s.vocab_size = r.required_integer("vocab_size", 1, kMax, "a positive integer");
   s.tied_embeddings = r.boolean("tied_embeddings", false);
-  const std::string mlp = r.str("mlp", false, "gated");
-  if (mlp != "gated" && mlp != "dense")
-    fail(origin, t.get("mlp"), "mlp", "\"" + mlp + "\"", "\"gated\" or \"dense\"");
+  const std::string mlp = r.str("mlp", "gated");
+  if (mlp != "gated" && mlp != "dense") r.fail("mlp", "\"gated\" or \"dense\"");
   s.gated_mlp = mlp == "gated";
-  s.experts = r.integer("experts", false, 0, 0, 1LL << 20, "an integer >= 0 (0: a dense MLP)");
-  if (s.experts == 1) fail(origin, t.get("experts"), "experts", "1", "0 (dense) or at least 2 experts");
-  s.top_k = r.integer("top_k", s.experts > 0, 0, 1, std::max<long long>(1, s.experts),
-                      "an integer from 1 to experts = " + std::to_string(s.experts));
-  if (s.experts == 0 && t.get("top_k") != nullptr)
-    fail(origin, t.get("top_k"), "top_k", std::to_string(s.top_k), "no top_k without experts");
-  if (s.dim % s.n_heads != 0) {
-    fail(origin, t.get("n_heads"), "n_heads", std::to_string(s.n_heads),
-         "a divisor of dim = " + std::to_string(s.dim));
-  }
-  if (s.n_heads % s.n_kv_heads != 0) {
-    fail(origin, t.get("n_kv_heads"), "n_kv_heads", std::to_string(s.n_kv_heads),
-         "a divisor of n_heads = " + std::to_string(s.n_heads));
-  }
+  s.experts = r.integer("experts", 0, 0, 1LL << 20, "an integer >= 0 (0: a dense MLP)");
+  if (s.experts == 1) r.fail("experts", "0 (dense) or at least 2 experts");
+  const std::string top_k = "an integer from 1 to experts = " + std::to_string(s.experts);
+  s.top_k =
+      s.experts > 0 ? r.required_integer("top_k", 1, s.experts, top_k) : r.integer("top_k", 0, 1, 1, top_k);
+  if (s.experts == 0 && r.has("top_k")) r.fail("top_k", "no top_k without experts");
+  if (s.dim % s.n_heads != 0) r.fail("n_heads", "a divisor of dim = " + std::to_string(s.dim));
+  if (s.n_heads % s.n_kv_heads != 0)
+    r.fail("n_kv_heads", "a divisor of n_heads = " + std::to_string(s.n_heads));
   return s;
 }
 
@@ -248,37 +245,35 @@ IsoArea iso_area_peak(const Target& target, std::string_view budget_class, const
 }
 
 Target Catalog::parse_target_toml(std::string_view text, std::string_view origin) {
-  const toml::table t = detail::parse(text, origin);
-  const Reader r{t, origin, ""};
+  const toml::table t = io::detail::parse(text, origin);
+  const TableReader r(t, origin);
   r.only({"name", "display_name", "vendor", "kind", "source", "memory", "compute", "rates", "derive"});
   Target g;
   g.origin = std::string(origin);
-  g.name = r.str("name", true);
-  g.display_name = r.str("display_name", false, g.name);
-  g.vendor = r.str("vendor", false);
-  g.kind = r.str("kind", true);
-  if (g.kind != "product" && g.kind != "proposed") {
-    fail(origin, t.get("kind"), "kind", '"' + g.kind + '"', "\"product\" or \"proposed\"");
-  }
-  g.source = r.str("source", true);
+  g.name = r.required_str("name");
+  g.display_name = r.str("display_name", g.name);
+  g.vendor = r.str("vendor");
+  g.kind = r.required_str("kind");
+  if (g.kind != "product" && g.kind != "proposed") r.fail("kind", "\"product\" or \"proposed\"");
+  g.source = r.required_str("source");
 
   if (g.kind == "proposed") {
-    const toml::table* d = r.table("derive", true);
-    const Reader dr{*d, origin, "derive."};
+    const TableReader dr = r.required_sub("derive");
     dr.only({"base", "budget_class", "budget_format", "datapath", "rates"});
-    const std::string base_name = dr.str("base", true);
+    const std::string base_name = dr.required_str("base");
     if (raw_targets_.find(base_name) == raw_targets_.end()) {
-      fail(origin, d->get("base"), "derive.base", '"' + base_name + '"', "the name of a known target");
+      dr.fail("base", "the name of a known target" +
+                          lpemu::detail::closest_names_hint(base_name, keys(raw_targets_)));
     }
     const Target& base = target(base_name);
-    const std::string budget_class = dr.str("budget_class", true);
+    const std::string budget_class = dr.required_str("budget_class");
     const Rate* budget = base.find_rate(budget_class);
     if (budget == nullptr || budget->macs_per_clock_per_unit == 0 || base.units == 0 || base.clock_mhz == 0) {
-      fail(origin, d->get("budget_class"), "derive.budget_class", '"' + budget_class + '"',
-           "a rate class of '" + base_name + "' with units, clock and MACs/clock published");
+      dr.fail("budget_class",
+              "a rate class of '" + base_name + "' with units, clock and MACs/clock published");
     }
-    const CostFormat budget_fmt = format(dr.str("budget_format", true));
-    const MacDatapath& dp = datapath(dr.str("datapath", true));
+    const CostFormat budget_fmt = format(dr.required_str("budget_format"));
+    const MacDatapath& dp = datapath(dr.required_str("datapath"));
     const MacCost budget_mac = mac_cost(budget_fmt, budget_fmt, dp);
     const Target copy = base;  // `base` may move when targets_ grows
     g.bandwidth_gb_s = copy.bandwidth_gb_s;
@@ -291,17 +286,13 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
     g.clock_mhz = copy.clock_mhz;
     g.clock_source = "from " + base_name + ": " + copy.clock_source;
     g.rates = copy.rates;
-    const toml::table* rates = dr.table("rates", true);
-    for (const auto& [cls, node] : *rates) {
+    const TableReader rates = dr.required_sub("rates");
+    rates.only(rate_class_keys(), "a rate class");
+    for (const auto& [cls, node] : *rates.table()) {
       const std::string c(cls.str());
-      if (std::find(rate_classes().begin(), rate_classes().end(), c) == rate_classes().end()) {
-        fail(origin, &node, "derive.rates." + c, "a table",
-             "a rate class (fp4, int4, fp6, fp8, int8, fp16, bf16, tf32, fp32)");
-      }
-      if (!node.is_table()) fail(origin, &node, "derive.rates." + c, detail::show(node), "a table");
-      const Reader rr{*node.as_table(), origin, "derive.rates." + c + "."};
+      const TableReader rr = rates.required_sub(c);
       rr.only({"format"});
-      const CostFormat f = format(rr.str("format", true));
+      const CostFormat f = format(rr.required_str("format"));
       const MacCost m = mac_cost(f, f, dp);
       Rate rate;
       rate.macs_per_clock_per_unit = static_cast<double>(
@@ -318,39 +309,32 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
     return g;
   }
 
-  const toml::table* mem = r.table("memory", true);
-  const Reader mr{*mem, origin, "memory."};
+  const TableReader mr = r.required_sub("memory");
   mr.only({"bandwidth_gb_s", "bandwidth_source", "capacity_gb", "capacity_source", "unverified", "note"});
-  g.bandwidth_gb_s = mr.number("bandwidth_gb_s", true, 0, 1e-3, 1e9, "a positive bandwidth in GB/s");
-  g.bandwidth_source = mr.str("bandwidth_source", true);
-  g.capacity_gb = mr.number("capacity_gb", true, 0, 1e-6, 1e9, "a positive capacity in GB");
-  g.capacity_source = mr.str("capacity_source", true);
+  g.bandwidth_gb_s = mr.required_number("bandwidth_gb_s", 1e-3, 1e9, "a positive bandwidth in GB/s");
+  g.bandwidth_source = mr.required_str("bandwidth_source");
+  g.capacity_gb = mr.required_number("capacity_gb", 1e-6, 1e9, "a positive capacity in GB");
+  g.capacity_source = mr.required_str("capacity_source");
 
-  if (const toml::table* comp = r.table("compute", false)) {
-    const Reader cr{*comp, origin, "compute."};
-    cr.only({"units", "unit_name", "units_source", "clock_mhz", "clock_source", "unverified", "note"});
-    g.units = static_cast<int>(cr.integer("units", false, 0, 1, 1 << 30, "a positive integer"));
-    if (g.units > 0) {
-      g.unit_name = cr.str("unit_name", true);
-      g.units_source = cr.str("units_source", true);
-    }
-    g.clock_mhz = cr.number("clock_mhz", false, 0, 1, 1e6, "a clock in MHz (1..1e6)");
-    if (g.clock_mhz > 0) g.clock_source = cr.str("clock_source", true);
-    g.compute_unverified = cr.boolean("unverified", false);
-    g.compute_note = cr.str("note", false);
+  const TableReader cr = r.sub("compute");
+  cr.only({"units", "unit_name", "units_source", "clock_mhz", "clock_source", "unverified", "note"});
+  g.units = static_cast<int>(cr.integer("units", 0, 1, 1 << 30, "a positive integer"));
+  if (g.units > 0) {
+    g.unit_name = cr.required_str("unit_name");
+    g.units_source = cr.required_str("units_source");
   }
+  g.clock_mhz = cr.number("clock_mhz", 0, 1, 1e6, "a clock in MHz (1..1e6)");
+  if (g.clock_mhz > 0) g.clock_source = cr.required_str("clock_source");
+  g.compute_unverified = cr.boolean("unverified", false);
+  g.compute_note = cr.str("note");
 
-  const toml::table* rates = r.table("rates", true);
-  for (const auto& [cls, node] : *rates) {
+  const TableReader rates = r.required_sub("rates");
+  rates.only(rate_class_keys(), "a rate class");
+  for (const auto& [cls, node] : *rates.table()) {
     const std::string c(cls.str());
-    if (std::find(rate_classes().begin(), rate_classes().end(), c) == rate_classes().end()) {
-      fail(origin, &node, "rates." + c, node.is_table() ? "a table" : detail::show(node),
-           "a rate class (fp4, int4, fp6, fp8, int8, fp16, bf16, tf32, fp32)");
-    }
-    if (!node.is_table()) fail(origin, &node, "rates." + c, detail::show(node), "a table");
-    g.rates[c] = read_rate(*node.as_table(), origin, "rates." + c + ".");
+    g.rates[c] = read_rate(rates.required_sub(c));
   }
-  if (g.rates.empty()) fail(origin, rates, "rates", "an empty table", "at least one rate class");
+  if (g.rates.empty()) r.fail("rates", "an empty table", "at least one rate class");
   return g;
 }
 

@@ -4,7 +4,9 @@
 #include <map>
 
 #include "cost/embedded_data.hpp"
-#include "cost/toml_read.hpp"
+#include "io/toml.hpp"
+
+#include "io/toml_util.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
@@ -13,20 +15,17 @@
 namespace lpemu::cost {
 namespace {
 
-using detail::fail;
-using detail::Reader;
+using io::detail::TableReader;
 
-Link read_link(const toml::table& t, std::string_view origin, const std::string& prefix) {
-  const Reader r{t, origin, prefix};
+Link read_link(const TableReader& r) {
   r.only({"kind", "size", "torus_dims", "bandwidth_gb_s", "latency_us", "source", "unverified", "note"});
   Link l;
-  l.bandwidth_gb_s = r.number("bandwidth_gb_s", true, 0, 1e-6, 1e9, "a positive bandwidth in GB/s");
-  l.latency_us = r.number("latency_us", true, 0, 0, 1e6, "a latency in microseconds (>= 0)");
-  l.source = r.str("source", true);
+  l.bandwidth_gb_s = r.required_number("bandwidth_gb_s", 1e-6, 1e9, "a positive bandwidth in GB/s");
+  l.latency_us = r.required_number("latency_us", 0, 1e6, "a latency in microseconds (>= 0)");
+  l.source = r.required_str("source");
   l.unverified = r.boolean("unverified", false);
-  l.note = r.str("note", false);
-  if (l.unverified && l.note.empty())
-    fail(origin, &t, prefix + "note", "(missing)", "a note saying what is unverified");
+  l.note = r.str("note");
+  if (l.unverified && l.note.empty()) r.fail("note", "a note saying what is unverified");
   return l;
 }
 
@@ -36,8 +35,8 @@ std::map<std::string, std::pair<std::string, std::string>> all_files(
     const std::vector<std::filesystem::path>& dirs) {
   std::map<std::string, std::pair<std::string, std::string>> out;
   auto add = [&](const std::string& text, const std::string& origin) {
-    const toml::table t = detail::parse(text, origin);
-    const std::string name = Reader{t, origin, ""}.str("name", true);
+    const toml::table t = io::detail::parse(text, origin);
+    const std::string name = TableReader(t, origin).required_str("name");
     if (const auto it = out.find(name); it != out.end()) {
       throw SpecError(
           origin + ": name = \"" + name + "\": the system '" + name + "' is already defined by " +
@@ -66,68 +65,48 @@ std::map<std::string, std::pair<std::string, std::string>> all_files(
 }  // namespace
 
 System parse_system_toml(std::string_view text, std::string_view origin) {
-  const toml::table t = detail::parse(text, origin);
-  const Reader r{t, origin, ""};
+  const toml::table t = io::detail::parse(text, origin);
+  const TableReader r(t, origin);
   r.only({"name", "display_name", "device", "source", "devices_per_node", "max_devices", "scale_up",
           "scale_out", "kernel", "description"});
   System s;
   s.origin = std::string(origin);
-  s.name = r.str("name", true);
-  s.display_name = r.str("display_name", false, s.name);
-  s.device = r.str("device", true);
-  s.source = r.str("source", true);
+  s.name = r.required_str("name");
+  s.display_name = r.str("display_name", s.name);
+  s.device = r.required_str("device");
+  s.source = r.required_str("source");
   constexpr long long kMax = 1LL << 40;
-  s.devices_per_node = r.integer("devices_per_node", true, 0, 1, kMax, "a positive integer");
-  s.max_devices = r.integer("max_devices", false, 0, 1, kMax, "a positive integer");
+  s.devices_per_node = r.required_integer("devices_per_node", 1, kMax, "a positive integer");
+  s.max_devices = r.integer("max_devices", 0, 1, kMax, "a positive integer");
 
-  const toml::table* up = r.table("scale_up", true);
-  const Reader ur{*up, origin, "scale_up."};
-  s.scale_up_kind = ur.str("kind", true);
-  if (s.scale_up_kind != "switch" && s.scale_up_kind != "torus") {
-    fail(origin, up->get("kind"), "scale_up.kind", "\"" + s.scale_up_kind + "\"", "\"switch\" or \"torus\"");
-  }
-  s.scale_up = read_link(*up, origin, "scale_up.");
+  const TableReader up = r.required_sub("scale_up");
+  s.scale_up_kind = up.required_str("kind");
+  if (s.scale_up_kind != "switch" && s.scale_up_kind != "torus") up.fail("kind", "\"switch\" or \"torus\"");
+  s.scale_up = read_link(up);
   if (s.scale_up_kind == "switch") {
     s.scale_up_size =
-        ur.integer("size", true, 0, 1, kMax, "a positive number of devices per scale-up domain");
-    if (up->get("torus_dims") != nullptr) {
-      fail(origin, up->get("torus_dims"), "scale_up.torus_dims", detail::show(*up->get("torus_dims")),
-           "no torus_dims for kind = \"switch\"");
-    }
+        up.required_integer("size", 1, kMax, "a positive number of devices per scale-up domain");
+    if (up.has("torus_dims")) up.fail("torus_dims", "no torus_dims for kind = \"switch\"");
   } else {
-    const toml::node* d = up->get("torus_dims");
-    if (d == nullptr || !d->is_array() || d->as_array()->empty()) {
-      fail(origin, d == nullptr ? static_cast<const toml::node*>(up) : d, "scale_up.torus_dims",
-           d == nullptr ? "(missing)" : detail::show(*d), "an array of positive integers, e.g. [16, 16, 24]");
-    }
+    constexpr std::string_view kDims = "an array of positive integers, e.g. [16, 16, 24]";
+    s.torus_dims = up.integers<long long>("torus_dims", 1, kMax, kDims);
+    if (s.torus_dims.empty()) up.fail("torus_dims", kDims);
     s.scale_up_size = 1;
-    for (const auto& e : *d->as_array()) {
-      if (!e.is_integer() || *e.value<std::int64_t>() < 1) {
-        fail(origin, &e, "scale_up.torus_dims", detail::show(e), "a positive integer");
-      }
-      s.torus_dims.push_back(*e.value<std::int64_t>());
-      s.scale_up_size *= s.torus_dims.back();
-    }
-    if (up->get("size") != nullptr) {
-      fail(origin, up->get("size"), "scale_up.size", detail::show(*up->get("size")),
-           "no size for kind = \"torus\" (it is the product of torus_dims)");
-    }
+    for (const long long d : s.torus_dims) s.scale_up_size *= d;
+    if (up.has("size")) up.fail("size", "no size for kind = \"torus\" (it is the product of torus_dims)");
   }
   if (s.scale_up_kind == "switch" && s.scale_up_size % s.devices_per_node != 0 &&
       s.devices_per_node % s.scale_up_size != 0) {
-    fail(origin, up->get("size"), "scale_up.size", std::to_string(s.scale_up_size),
-         "a multiple or divisor of devices_per_node = " + std::to_string(s.devices_per_node));
+    up.fail("size", "a multiple or divisor of devices_per_node = " + std::to_string(s.devices_per_node));
   }
-  const toml::table* out = r.table("scale_out", true);
-  s.scale_out = read_link(*out, origin, "scale_out.");
+  s.scale_out = read_link(r.required_sub("scale_out"));
 
-  const toml::table* k = r.table("kernel", true);
-  const Reader kr{*k, origin, "kernel."};
+  const TableReader kr = r.required_sub("kernel");
   kr.only({"units", "tile_m", "tile_n", "source", "unverified", "note"});
-  s.kernel_units = kr.integer("units", true, 0, 1, kMax, "a positive number of units that each run one tile");
-  s.tile_m = kr.integer("tile_m", true, 0, 1, 1 << 20, "a positive tile height");
-  s.tile_n = kr.integer("tile_n", true, 0, 1, 1 << 20, "a positive tile width");
-  s.kernel_source = kr.str("source", true);
+  s.kernel_units = kr.required_integer("units", 1, kMax, "a positive number of units that each run one tile");
+  s.tile_m = kr.required_integer("tile_m", 1, 1 << 20, "a positive tile height");
+  s.tile_n = kr.required_integer("tile_n", 1, 1 << 20, "a positive tile width");
+  s.kernel_source = kr.required_str("source");
   return s;
 }
 

@@ -1,8 +1,11 @@
 #include "lpemu/engine/plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 
+#include "format/enum_names.hpp"
 #include "io/toml.hpp"
 
 #include "io/toml_util.hpp"
@@ -14,14 +17,11 @@
 namespace lpemu::engine {
 namespace {
 
-using io::detail::show;
+using io::detail::TableReader;
 using io::detail::where;
 
-[[noreturn]] void fail(std::string_view origin, const toml::node* node, std::string_view key,
-                       const std::string& value, std::string_view expected) {
-  throw SpecError(where(origin, node) + ": plan key '" + std::string(key) + "' = " + value + ": expected " +
-                  std::string(expected));
-}
+constexpr lpemu::detail::EnumName<Compute> kComputeNames[] = {{"fp32", Compute::fp32},
+                                                              {"fp64", Compute::fp64}};
 
 std::vector<std::string> role_names() {
   std::vector<std::string> out;
@@ -35,124 +35,98 @@ struct Parser {
   const GemmFactory& gemms;
   format::ConvertOptions defaults;
 
-  std::string string_of(const toml::node& n, std::string_view key, std::string_view expected) const {
-    if (!n.is_string()) fail(origin, &n, key, show(n), expected);
-    return *n.value<std::string>();
-  }
-
-  void read_options(const toml::table& t, std::string_view ctx, format::ConvertOptions& o,
-                    bool allow_format) const {
-    for (const auto& [k, v] : t) {
-      const std::string key(k.str());
-      const std::string full = std::string(ctx) + "." + key;
-      if (key == "rounding") {
-        try {
-          o.rounding = format::parse_rounding(string_of(v, full, "a rounding mode name"));
-        } catch (const SpecError& e) {
-          fail(origin, &v, full, show(v), e.what());
-        }
-      } else if (key == "overflow") {
-        try {
-          o.overflow = format::parse_overflow(string_of(v, full, "\"saturate\" or \"native\""));
-        } catch (const SpecError&) {
-          fail(origin, &v, full, show(v), "\"saturate\" or \"native\"");
-        }
-      } else if (key == "seed") {
-        if (!v.is_integer() || *v.value<std::int64_t>() < 0)
-          fail(origin, &v, full, show(v), "an integer ≥ 0");
-        o.seed = static_cast<std::uint64_t>(*v.value<std::int64_t>());
-      } else if (key == "sr_bits") {
-        if (!v.is_integer() || *v.value<std::int64_t>() < 1 || *v.value<std::int64_t>() > 32) {
-          fail(origin, &v, full, show(v), "an integer in 1..32");
-        }
-        o.sr_bits = static_cast<int>(*v.value<std::int64_t>());
-      } else if (key == "ftz" || key == "daz") {
-        if (!v.is_boolean()) fail(origin, &v, full, show(v), "true or false");
-        (key == "ftz" ? o.flush_subnormal_outputs : o.flush_subnormal_inputs) = *v.value<bool>();
-      } else if (!(allow_format && key == "format")) {
-        fail(origin, &v, full, "(unknown key)",
-             allow_format ? "one of format, rounding, overflow, seed, sr_bits, ftz, daz"
-                          : "one of rounding, overflow, seed, sr_bits, ftz, daz");
-      }
+  // Conversion options (rounding, overflow, ...) of a table; `allow_format` for a role's own table.
+  static void read_options(const TableReader& r, format::ConvertOptions& o, bool allow_format) {
+    if (allow_format) {
+      r.only({"format", "rounding", "overflow", "seed", "sr_bits", "ftz", "daz"});
+    } else {
+      r.only({"rounding", "overflow", "seed", "sr_bits", "ftz", "daz"});
     }
+    if (const auto m = r.opt_choice("rounding", format::detail::kRoundingNames)) o.rounding = *m;
+    if (const auto v = r.opt_choice("overflow", format::detail::kOverflowNames)) o.overflow = *v;
+    if (const auto v = r.opt_integer("seed", 0, std::numeric_limits<std::int64_t>::max(), "an integer ≥ 0"))
+      o.seed = static_cast<std::uint64_t>(*v);
+    if (const auto v = r.opt_integer("sr_bits", 1, 32)) o.sr_bits = static_cast<int>(*v);
+    o.flush_subnormal_outputs = r.boolean("ftz", o.flush_subnormal_outputs);
+    o.flush_subnormal_inputs = r.boolean("daz", o.flush_subnormal_inputs);
   }
 
-  std::optional<QuantSpec> spec(const toml::node& v, std::string_view key) const {
+  // The entry `key` of table `r`: a format name, "none", or { format = ..., rounding = ... }.
+  std::optional<QuantSpec> spec(const TableReader& r, std::string_view key) const {
+    const toml::node& v = *r.node(key);
     QuantSpec s;
     s.options = defaults;
     s.origin = where(origin, &v);
     const toml::node* name_node = &v;
+    std::string name_field = r.field(key);
     if (v.is_string()) {
       s.format = *v.value<std::string>();
     } else if (v.is_table()) {
-      const toml::table& t = *v.as_table();
-      name_node = t.get("format");
-      if (name_node == nullptr) fail(origin, &v, std::string(key) + ".format", "(missing)", "a format name");
-      s.format = string_of(*name_node, std::string(key) + ".format", "a format name");
-      read_options(t, key, s.options, true);
+      const TableReader t = r.sub(key);
+      read_options(t, s.options, true);
+      name_node = t.node("format");
+      name_field = t.field("format");
+      if (name_node == nullptr || !name_node->is_string()) t.fail("format", "a format name");
+      s.format = *name_node->value<std::string>();
     } else {
-      fail(origin, &v, key, show(v), "a format name, \"none\", or a table { format = ..., rounding = ... }");
+      r.fail(key, "a format name, \"none\", or a table { format = ..., rounding = ... }");
     }
     if (s.format == "none") return std::nullopt;
     if (!quantizers.knows(s.format)) {
-      throw UnknownNameError(where(origin, name_node) + ": plan key '" + std::string(key) + "' = \"" +
-                             s.format + "\": unknown format" +
-                             lpemu::detail::closest_names_hint(s.format, quantizers.names()));
+      throw UnknownNameError(io::detail::field_message(
+          origin, name_node, name_field, '"' + s.format + '"',
+          "a known format" + lpemu::detail::closest_names_hint(s.format, quantizers.names())));
     }
     return s;
   }
 
-  // `gemm = "D"` (or "none" = eigen), or `gemm = { datapath = "D", convert = true }`.
-  GemmChoice gemm(const toml::node& v, std::string_view key) const {
+  // The entry `key` of table `r`: `gemm = "D"` (or "none" = eigen), or `{ datapath = "D", convert = true }`.
+  GemmChoice gemm(const TableReader& r, std::string_view key) const {
+    const toml::node& v = *r.node(key);
     GemmChoice g;
     g.origin = where(origin, &v);
     const toml::node* name_node = &v;
+    std::string name_field = r.field(key);
     if (v.is_table()) {
-      const toml::table& t = *v.as_table();
-      for (const auto& [k2, v2] : t) {
-        const std::string sub(k2.str());
-        if (sub == "convert") {
-          if (!v2.is_boolean()) fail(origin, &v2, std::string(key) + ".convert", show(v2), "true or false");
-          g.convert = *v2.value<bool>();
-        } else if (sub != "datapath") {
-          fail(origin, &v2, std::string(key) + "." + sub, "(unknown key)", "one of datapath, convert");
-        }
-      }
-      name_node = t.get("datapath");
-      if (name_node == nullptr)
-        fail(origin, &v, std::string(key) + ".datapath", "(missing)", "a GEMM datapath name");
+      const TableReader t = r.sub(key);
+      t.only({"datapath", "convert"});
+      g.convert = t.boolean("convert", false);
+      name_node = t.node("datapath");
+      name_field = t.field("datapath");
+      if (name_node == nullptr || !name_node->is_string()) t.fail("datapath", "a GEMM datapath name");
+    } else if (!v.is_string()) {
+      r.fail(key, "a GEMM datapath name, \"none\", or { datapath = ..., convert = true }");
     }
-    const std::string name =
-        string_of(*name_node, key, "a GEMM datapath name, \"none\", or { datapath = ..., convert = true }");
+    const std::string name = *name_node->value<std::string>();
     g.datapath = name == "none" ? "eigen" : name;
     if (!gemms.knows(g.datapath)) {
-      throw UnknownNameError(where(origin, name_node) + ": plan key '" + std::string(key) + "' = \"" + name +
-                             "\": unknown gemm datapath" +
-                             lpemu::detail::closest_names_hint(name, gemms.names()));
+      throw UnknownNameError(io::detail::field_message(
+          origin, name_node, name_field, '"' + name + '"',
+          "a known GEMM datapath" + lpemu::detail::closest_names_hint(name, gemms.names())));
     }
     return g;
   }
 
-  // Reads role entries of a table, skipping `skip` keys; returns the gemm entry if present.
-  std::optional<GemmChoice> entries(const toml::table& t, std::string_view ctx,
-                                    std::vector<PrecisionPlan::Entry>& out,
+  // Reads the role entries of table `r`, skipping `skip` keys; returns the gemm entry if present.
+  std::optional<GemmChoice> entries(const TableReader& r, std::vector<PrecisionPlan::Entry>& out,
                                     std::initializer_list<std::string_view> skip,
                                     std::optional<GemmChoice>& attention_gemm) const {
     std::optional<GemmChoice> g;
-    for (const auto& [k, v] : t) {
+    if (r.table() == nullptr) return g;
+    for (const auto& [k, v] : *r.table()) {
       const std::string key(k.str());
       if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
-      const std::string full = std::string(ctx) + "." + key;
       if (key == "gemm") {
-        g = gemm(v, full);
+        g = gemm(r, key);
         continue;
       }
       if (key == "attention_gemm") {
-        attention_gemm = gemm(v, full);
+        attention_gemm = gemm(r, key);
         if (attention_gemm->convert) {
-          fail(origin, &v, full + ".convert", "true",
-               "false: attention's operands enter as their role formats (q, k, v, kv_cache, probs); quantise "
-               "them instead");
+          r.sub(key).fail(
+              "convert",
+              "false: attention's operands enter as their role formats (q, k, v, kv_cache, probs); "
+              "quantise them instead");
         }
         continue;
       }
@@ -161,13 +135,10 @@ struct Parser {
         std::vector<std::string> known = role_names();
         known.emplace_back("gemm");
         known.emplace_back("attention_gemm");
-        throw SpecError(where(origin, &v) + ": plan key '" + full + "': unknown role" +
-                        lpemu::detail::closest_names_hint(key, known) +
-                        "; roles are weights, linear_input, q, k, v, kv_cache, scores, probs, attn_output, "
-                        "mlp_hidden, residual, lm_head, lm_head_input, logits, expert_weights, expert_input, "
-                        "expert_hidden, router_weights, router_input, router_logits, gemm, attention_gemm");
+        r.fail(key, "a known role (" + lpemu::detail::join_names(known) + ")" +
+                        lpemu::detail::closest_names_hint(key, known));
       }
-      out.push_back({role, spec(v, full)});
+      out.push_back({role, spec(r, key)});
     }
     return g;
   }
@@ -258,69 +229,44 @@ bool PrecisionPlan::is_reference() const {
 PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
                               const QuantizerFactory& quantizers, const GemmFactory& gemms) {
   const toml::table doc = io::detail::parse(text, origin);
+  const TableReader top(doc, origin);
+  top.only({"name", "description", "compute", "defaults", "roles", "override"});
   PrecisionPlan plan;
   plan.origin = std::string(origin);
-  plan.name = std::filesystem::path(std::string(origin)).stem().string();
+  plan.name = top.str("name", std::filesystem::path(std::string(origin)).stem().string());
+  plan.description = top.str("description");
+  plan.compute = top.choice("compute", Compute::fp32, kComputeNames);
   Parser p{origin, quantizers, gemms, {}};
-  if (const toml::node* d = doc.get("defaults")) {
-    if (!d->is_table()) fail(origin, d, "defaults", show(*d), "a table of rounding, overflow, seed, ...");
-    p.read_options(*d->as_table(), "defaults", p.defaults, false);
-  }
-  for (const auto& [k, v] : doc) {
-    const std::string key(k.str());
-    if (key == "name") {
-      plan.name = p.string_of(v, key, "a string");
-    } else if (key == "description") {
-      plan.description = p.string_of(v, key, "a string");
-    } else if (key == "compute") {
-      const std::string c = p.string_of(v, key, "\"fp32\" or \"fp64\"");
-      if (c != "fp32" && c != "fp64") fail(origin, &v, key, show(v), "\"fp32\" or \"fp64\"");
-      plan.compute = c == "fp64" ? Compute::fp64 : Compute::fp32;
-    } else if (key == "defaults") {
-      continue;
-    } else if (key == "roles") {
-      if (!v.is_table()) fail(origin, &v, key, show(v), "a table mapping roles to formats");
-      plan.gemm = p.entries(*v.as_table(), "roles", plan.roles, {}, plan.attention_gemm);
-    } else if (key == "override") {
-      if (!v.is_array_of_tables()) fail(origin, &v, key, show(v), "an array of tables [[override]]");
-      for (const auto& item : *v.as_array()) {
-        const toml::table& t = *item.as_table();
-        PrecisionPlan::Override o;
-        o.origin = where(origin, &item);
-        if (const toml::node* l = t.get("layers")) {
-          const auto add = [&](const toml::node& n) {
-            if (n.is_integer()) {
-              o.layers.push_back(static_cast<int>(*n.value<std::int64_t>()));
-            } else if (n.is_string() && *n.value<std::string>() == "first") {
-              o.layers.push_back(0);
-            } else if (n.is_string() && *n.value<std::string>() == "last") {
-              o.layers.push_back(-1);
-            } else {
-              fail(origin, &n, "override.layers", show(n),
-                   "layer indices (negative count from the end), \"first\" or \"last\"");
-            }
-          };
-          if (l->is_array()) {
-            for (const auto& n : *l->as_array()) add(n);
-          } else {
-            add(*l);
-          }
+  Parser::read_options(top.sub("defaults"), p.defaults, false);
+  plan.gemm = p.entries(top.sub("roles"), plan.roles, {}, plan.attention_gemm);
+  for (const TableReader& t : top.tables("override")) {
+    PrecisionPlan::Override o;
+    o.origin = where(origin, t.table());
+    if (const toml::node* l = t.node("layers")) {
+      const auto add = [&](const toml::node& n) {
+        if (n.is_integer()) {
+          o.layers.push_back(static_cast<int>(*n.value<std::int64_t>()));
+        } else if (n.is_string() && *n.value<std::string>() == "first") {
+          o.layers.push_back(0);
+        } else if (n.is_string() && *n.value<std::string>() == "last") {
+          o.layers.push_back(-1);
+        } else {
+          t.fail_at(n, "layers", "layer indices (negative count from the end), \"first\" or \"last\"");
         }
-        if (const toml::node* kn = t.get("kind")) {
-          const std::string kind = p.string_of(*kn, "override.kind", "\"attention\", \"mlp\" or \"head\"");
-          LayerKind lk{};
-          if (!parse_layer_kind(kind, lk)) {
-            fail(origin, kn, "override.kind", show(*kn), "\"attention\", \"mlp\" or \"head\"");
-          }
-          o.kind = lk;
-        }
-        o.gemm = p.entries(t, "override", o.entries, {"layers", "kind"}, o.attention_gemm);
-        plan.overrides.push_back(std::move(o));
+      };
+      if (l->is_array()) {
+        for (const auto& n : *l->as_array()) add(n);
+      } else {
+        add(*l);
       }
-    } else {
-      fail(origin, &v, key, "(unknown key)",
-           "one of name, description, compute, defaults, roles, [[override]]");
     }
+    if (const auto kind = t.opt_str("kind")) {
+      LayerKind lk{};
+      if (!parse_layer_kind(*kind, lk)) t.fail("kind", "\"attention\", \"mlp\" or \"head\"");
+      o.kind = lk;
+    }
+    o.gemm = p.entries(t, o.entries, {"layers", "kind"}, o.attention_gemm);
+    plan.overrides.push_back(std::move(o));
   }
   return plan;
 }

@@ -1,6 +1,7 @@
 #include "lpemu/experiment/experiment.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -17,64 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void fail(const fs::path& origin, const toml::node* n, const std::string& field,
-                       const std::string& value, const std::string& expected) {
-  io::detail::fail(origin.string(), n, field, value, expected);
-}
-
-using io::detail::show;
-
-void check_keys(const toml::table& t, const fs::path& origin, const std::string& where_in,
-                const std::set<std::string, std::less<>>& allowed) {
-  for (const auto& [k, v] : t) {
-    if (allowed.count(k.str()) == 0) {
-      std::string list;
-      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      fail(origin, &v, where_in + std::string(k.str()), show(v), "one of: " + list);
-    }
-  }
-}
-
-std::string get_string(const toml::table& t, const fs::path& origin, const std::string& key,
-                       const std::string& prefix, const std::string& def, bool required = false) {
-  const toml::node* n = t.get(key);
-  if (n == nullptr) {
-    if (required) fail(origin, &t, prefix + key, "(missing)", "a string");
-    return def;
-  }
-  if (!n->is_string()) fail(origin, n, prefix + key, show(*n), "a string");
-  return *n->value<std::string>();
-}
-
-std::vector<std::string> get_strings(const toml::table& t, const fs::path& origin, const std::string& key,
-                                     const std::string& prefix) {
-  std::vector<std::string> out;
-  const toml::node* n = t.get(key);
-  if (n == nullptr) return out;
-  const toml::array* a = n->as_array();
-  if (a == nullptr) fail(origin, n, prefix + key, show(*n), "an array of strings");
-  for (const auto& e : *a) {
-    if (!e.is_string()) fail(origin, &e, prefix + key, show(e), "an array of strings");
-    out.push_back(*e.value<std::string>());
-  }
-  return out;
-}
-
-std::vector<int> get_ints(const toml::table& t, const fs::path& origin, const std::string& key,
-                          const std::string& prefix, long lo, long hi) {
-  std::vector<int> out;
-  const toml::node* n = t.get(key);
-  if (n == nullptr) return out;
-  const toml::array* a = n->as_array();
-  const std::string what = "an array of integers in " + std::to_string(lo) + ".." + std::to_string(hi);
-  if (a == nullptr) fail(origin, n, prefix + key, show(*n), what);
-  for (const auto& e : *a) {
-    const auto v = e.value<std::int64_t>();
-    if (!e.is_integer() || !v || *v < lo || *v > hi) fail(origin, &e, prefix + key, show(e), what);
-    out.push_back(static_cast<int>(*v));
-  }
-  return out;
-}
+using io::detail::TableReader;
 
 fs::path resolve_input(const fs::path& origin, const std::string& p) {
   if (p.empty()) return {};
@@ -97,10 +41,10 @@ std::string Experiment::fingerprint() const {
   std::ostringstream s;
   s << "cost=" << cost.target << "|" << cost.shape << "|" << cost.phase << "|" << cost.batch << "|"
     << cost.context;
-  if (!cost.system.empty()) {
-    s << "|" << cost.system << "|" << cost.devices << "|" << cost.parallel << "|" << cost.search << "|"
-      << cost.global_batch << "|" << cost.micro_batch << "|" << cost.recompute << "|" << cost.gradients << "|"
-      << cost.optimizer_states << "|" << cost.master_weights << "|" << cost.comm;
+  if (const ClusterSetup& c = cost.cluster; !c.system.empty()) {
+    s << "|" << c.system << "|" << c.devices << "|" << c.parallel << "|" << c.search << "|" << c.global_batch
+      << "|" << c.micro_batch << "|" << c.recompute << "|" << c.gradients << "|" << c.optimizer_states << "|"
+      << c.master_weights << "|" << c.comm;
   }
   s << "\nmodel=" << model << "\nreference=" << reference << "\nmax_tokens=" << max_tokens
     << "\nattribution=" << attribution << "\n";
@@ -118,191 +62,159 @@ std::string Experiment::fingerprint() const {
 }
 
 Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) {
-  const toml::table t = io::detail::parse(text, origin.string());
-  check_keys(t, origin, "", {"name", "description", "source", "output", "options", "cost", "plan", "grid"});
+  const std::string file = origin.string();
+  const toml::table t = io::detail::parse(text, file);
+  const TableReader top(t, file);
+  top.only({"name", "description", "source", "output", "options", "cost", "plan", "grid"});
   Experiment x;
   x.origin = origin;
-  x.name = get_string(t, origin, "name", "", "", true);
-  x.description = get_string(t, origin, "description", "", "");
-  const toml::table* src = t["source"].as_table();
-  if (src == nullptr) fail(origin, &t, "source", "(missing)", "a [source] table with model and text");
-  check_keys(*src, origin, "source.", {"model", "text", "tokens", "activations", "max_tokens"});
-  x.model = get_string(*src, origin, "model", "source.", "stories260K");
-  if (src->contains("tokens")) {
+  x.name = top.required_str("name");
+  x.description = top.str("description");
+  if (!top.has("source")) top.fail("source", "a [source] table with model and text");
+  const TableReader src = top.sub("source");
+  src.only({"model", "text", "tokens", "activations", "max_tokens"});
+  x.model = src.str("model", "stories260K");
+  if (src.has("tokens")) {
     // Token ids instead of a text, for any tokenizer the user trusts.
-    if (src->contains("text"))
-      fail(origin, src->get("tokens"), "source.tokens", "(with source.text)", "text or tokens, not both");
-    x.tokens = resolve_input(origin, get_string(*src, origin, "tokens", "source.", "", true));
+    if (src.has("text")) src.fail("tokens", "(with source.text)", "text or tokens, not both");
+    x.tokens = resolve_input(origin, src.required_str("tokens"));
     if (!fs::is_regular_file(x.tokens)) {  // a device or FIFO would hang the fingerprint's hash
-      fail(origin, src->get("tokens"), "source.tokens", '"' + x.tokens.string() + '"',
-           "an existing .npy file of token ids");
+      src.fail("tokens", '"' + x.tokens.string() + '"', "an existing .npy file of token ids");
     }
   } else {
-    x.text = resolve_input(origin, get_string(*src, origin, "text", "source.", "", true));
+    x.text = resolve_input(origin, src.required_str("text"));
     if (!fs::is_regular_file(x.text)) {  // a device or FIFO (/dev/zero) would hang the fingerprint's hash
-      fail(origin, src->get("text"), "source.text", '"' + x.text.string() + '"',
-           "an existing regular text file");
+      src.fail("text", '"' + x.text.string() + '"', "an existing regular text file");
     }
   }
-  x.activations = resolve_input(origin, get_string(*src, origin, "activations", "source.", ""));
+  x.activations = resolve_input(origin, src.str("activations"));
   if (!x.activations.empty() && !fs::is_regular_file(x.activations)) {
-    fail(origin, src->get("activations"), "source.activations", '"' + x.activations.string() + '"',
-         "an existing HDF5 file");
+    src.fail("activations", '"' + x.activations.string() + '"', "an existing HDF5 file");
   }
-  if (const toml::node* n = src->get("max_tokens")) {
-    if (!n->is_integer() || *n->value<std::int64_t>() < 0)
-      fail(origin, n, "source.max_tokens", show(*n), "an integer ≥ 0");
-    x.max_tokens = static_cast<int>(*n->value<std::int64_t>());
-  }
-  if (const toml::table* o = t["output"].as_table()) {
-    check_keys(*o, origin, "output.", {"dir"});
-    x.out_dir = get_string(*o, origin, "dir", "output.", "");
-  }
+  x.max_tokens =
+      static_cast<int>(src.integer("max_tokens", 0, 0, std::numeric_limits<int>::max(), "an integer ≥ 0"));
+  const TableReader out = top.sub("output");
+  out.only({"dir"});
+  x.out_dir = out.str("dir");
   if (x.out_dir.empty()) x.out_dir = fs::path("out") / x.name;
-  if (const toml::table* o = t["options"].as_table()) {
-    check_keys(*o, origin, "options.", {"reference", "attribution", "layer_attribution"});
-    x.reference = get_string(*o, origin, "reference", "options.", "fp32");
-    if (const toml::node* n = o->get("attribution")) {
-      if (!n->is_boolean()) fail(origin, n, "options.attribution", show(*n), "true or false");
-      x.attribution = *n->value<bool>();
-    }
-    if (const toml::node* n = o->get("layer_attribution")) {
-      const char* want = "true, false or an array of plan labels";
-      if (n->is_boolean()) {
-        x.layer_attribution_all = *n->value<bool>();
-      } else if (const toml::array* a = n->as_array()) {
-        for (const auto& e : *a) {
-          if (!e.is_string()) fail(origin, &e, "options.layer_attribution", show(e), want);
-          x.layer_attribution.push_back(*e.value<std::string>());
-        }
-      } else {
-        fail(origin, n, "options.layer_attribution", show(*n), want);
-      }
+  const TableReader opt = top.sub("options");
+  opt.only({"reference", "attribution", "layer_attribution"});
+  x.reference = opt.str("reference", "fp32");
+  x.attribution = opt.boolean("attribution", false);
+  if (const toml::node* n = opt.node("layer_attribution")) {
+    const char* want = "true, false or an array of plan labels";
+    if (n->is_boolean()) {
+      x.layer_attribution_all = *n->value<bool>();
+    } else if (n->is_array()) {
+      x.layer_attribution = opt.strings("layer_attribution");
+    } else {
+      opt.fail("layer_attribution", want);
     }
   }
-  if (const toml::table* c = t["cost"].as_table()) {
-    check_keys(*c, origin, "cost.",
-               {"target", "shape", "phase", "batch", "context", "system", "devices", "parallel", "search",
-                "global_batch", "micro_batch", "recompute", "gradients", "optimizer_states", "master_weights",
-                "comm"});
-    x.cost.system = get_string(*c, origin, "system", "cost.", "");
+  if (top.has("cost")) {
+    const TableReader c = top.sub("cost");
+    c.only({"target", "shape", "phase", "batch", "context", "system", "devices", "parallel", "search",
+            "global_batch", "micro_batch", "recompute", "gradients", "optimizer_states", "master_weights",
+            "comm"});
+    ClusterSetup& cl = x.cost.cluster;
+    cl.system = c.str("system");
     // With a system, its device is the target unless one is named.
-    x.cost.target = get_string(*c, origin, "target", "cost.", "", x.cost.system.empty());
-    x.cost.shape = get_string(*c, origin, "shape", "cost.", x.model);
-    x.cost.phase = get_string(*c, origin, "phase", "cost.", "decode");
+    x.cost.target = cl.system.empty() ? c.required_str("target") : c.str("target");
+    x.cost.shape = c.str("shape", x.model);
+    x.cost.phase = c.str("phase", "decode");
     if (x.cost.phase != "decode" && x.cost.phase != "prefill" &&
-        (x.cost.phase != "train" || x.cost.system.empty())) {
-      fail(origin, c->get("phase"), "cost.phase", '"' + x.cost.phase + '"',
-           x.cost.system.empty() ? "\"decode\" or \"prefill\" (\"train\" needs cost.system)"
-                                 : "\"decode\", \"prefill\" or \"train\"");
+        (x.cost.phase != "train" || cl.system.empty())) {
+      c.fail("phase", cl.system.empty() ? "\"decode\" or \"prefill\" (\"train\" needs cost.system)"
+                                        : "\"decode\", \"prefill\" or \"train\"");
     }
-    x.cost.parallel = get_string(*c, origin, "parallel", "cost.", "");
-    x.cost.recompute = get_string(*c, origin, "recompute", "cost.", "selective");
-    if (x.cost.recompute != "none" && x.cost.recompute != "selective" && x.cost.recompute != "full") {
-      fail(origin, c->get("recompute"), "cost.recompute", '"' + x.cost.recompute + '"',
-           "none, selective or full");
+    cl.parallel = c.str("parallel");
+    cl.recompute = c.str("recompute", "selective");
+    if (cl.recompute != "none" && cl.recompute != "selective" && cl.recompute != "full") {
+      c.fail("recompute", "none, selective or full");
     }
-    x.cost.gradients = get_string(*c, origin, "gradients", "cost.", "fp32");
-    x.cost.optimizer_states = get_string(*c, origin, "optimizer_states", "cost.", "fp32");
-    x.cost.master_weights = get_string(*c, origin, "master_weights", "cost.", "fp32");
-    x.cost.comm = get_string(*c, origin, "comm", "cost.", "");
-    if (const toml::node* n = c->get("search")) {
-      if (!n->is_boolean()) fail(origin, n, "cost.search", show(*n), "true or false");
-      x.cost.search = *n->value<bool>();
-    }
+    cl.gradients = c.str("gradients", "fp32");
+    cl.optimizer_states = c.str("optimizer_states", "fp32");
+    cl.master_weights = c.str("master_weights", "fp32");
+    cl.comm = c.str("comm");
+    cl.search = c.boolean("search", false);
     for (const char* key : {"devices", "parallel", "search", "global_batch", "micro_batch", "recompute",
                             "gradients", "optimizer_states", "master_weights", "comm"}) {
-      if (x.cost.system.empty() && c->get(key) != nullptr) {
-        fail(origin, c->get(key), std::string("cost.") + key, show(*c->get(key)),
-             "cost.system to be set as well");
-      }
+      if (cl.system.empty() && c.has(key)) c.fail(key, "cost.system to be set as well");
     }
-    for (const auto& [key, dst] : {std::pair<const char*, long long*>{"batch", &x.cost.batch},
-                                   {"context", &x.cost.context},
-                                   {"devices", &x.cost.devices},
-                                   {"global_batch", &x.cost.global_batch},
-                                   {"micro_batch", &x.cost.micro_batch}}) {
-      if (const toml::node* n = c->get(key)) {
-        if (!n->is_integer() || *n->value<std::int64_t>() < 1) {
-          fail(origin, n, std::string("cost.") + key, show(*n), "an integer >= 1");
-        }
-        *dst = *n->value<std::int64_t>();
-      }
-    }
-    if (x.cost.search && x.cost.devices < 1) {
-      fail(origin, c->get("search"), "cost.search", "true", "cost.devices: the devices to search on");
-    }
+    constexpr long long kMax = std::numeric_limits<std::int64_t>::max();
+    x.cost.batch = c.integer("batch", x.cost.batch, 1, kMax, "an integer >= 1");
+    x.cost.context = c.integer("context", x.cost.context, 1, kMax, "an integer >= 1");
+    cl.devices = c.integer("devices", cl.devices, 1, kMax, "an integer >= 1");
+    cl.global_batch = c.integer("global_batch", cl.global_batch, 1, kMax, "an integer >= 1");
+    cl.micro_batch = c.integer("micro_batch", cl.micro_batch, 1, kMax, "an integer >= 1");
+    if (cl.search && cl.devices < 1) c.fail("search", "true", "cost.devices: the devices to search on");
   }
+  x.cost.cluster.phase = x.cost.phase;
+  x.cost.cluster.batch = x.cost.batch;
+  x.cost.cluster.context = x.cost.context;
   std::set<std::string> labels;
   const auto add_plan = [&](PlanSpec p, const toml::node* n) {
     if (!labels.insert(p.label).second)
-      fail(origin, n, "plan.label", '"' + p.label + '"', "a label not used before");
+      io::detail::fail(file, n, "plan.label", '"' + p.label + '"', "a label not used before");
     x.plans.push_back(std::move(p));
   };
-  if (const toml::node* pn = t.get("plan")) {
-    const toml::array* arr = pn->as_array();
-    if (arr == nullptr) fail(origin, pn, "plan", show(*pn), "an array of tables ([[plan]])");
-    for (const auto& e : *arr) {
-      const toml::table* pt = e.as_table();
-      if (pt == nullptr) fail(origin, &e, "plan", show(e), "a table");
-      PlanSpec p;
-      p.plan = get_string(*pt, origin, "plan", "plan.", "");
-      toml::table body = *pt;
-      body.erase("label");
-      body.erase("plan");
-      if (p.plan.empty() == body.empty()) {
-        fail(origin, pt, "plan", "a table",
-             "either plan = \"NAME or file\" or an inline plan ([plan.roles], ...), not both");
-      }
-      p.label = get_string(*pt, origin, "label", "plan.", p.plan);
-      if (p.label.empty()) fail(origin, pt, "plan.label", "(missing)", "a label for an inline plan");
-      if (!body.empty()) {
-        body.insert_or_assign("name", p.label);
-        std::ostringstream s;
-        s << body;
-        p.inline_toml = s.str();
-      }
-      add_plan(std::move(p), pt);
+  for (const TableReader& pr : top.tables("plan")) {
+    PlanSpec p;
+    p.plan = pr.str("plan");
+    toml::table body = *pr.table();
+    body.erase("label");
+    body.erase("plan");
+    if (p.plan.empty() == body.empty()) {
+      io::detail::fail(file, pr.table(), "plan", "a table",
+                       "either plan = \"NAME or file\" or an inline plan ([plan.roles], ...), not both");
     }
+    p.label = pr.str("label", p.plan);
+    if (p.label.empty()) pr.fail("label", "a label for an inline plan");
+    if (!body.empty()) {
+      body.insert_or_assign("name", p.label);
+      std::ostringstream s;
+      s << body;
+      p.inline_toml = s.str();
+    }
+    add_plan(std::move(p), pr.table());
   }
-  if (const toml::table* g = t["grid"].as_table()) {
-    check_keys(*g, origin, "grid.",
-               {"formats", "roles", "gemms", "native", "others", "keep", "keep_format", "keep_gemm", "label",
-                "datapath"});
-    const auto formats = get_strings(*g, origin, "formats", "grid.");
-    auto roles = get_strings(*g, origin, "roles", "grid.");
-    auto gemms = get_strings(*g, origin, "gemms", "grid.");
-    const auto keep = get_strings(*g, origin, "keep", "grid.");  // e.g. ["first", "last", "head"]
-    const std::string keep_format = get_string(*g, origin, "keep_format", "grid.", "bf16");
-    const std::string keep_gemm = get_string(*g, origin, "keep_gemm", "grid.", "eigen");
-    if (formats.empty()) fail(origin, g, "grid.formats", "(missing)", "a non-empty array of format names");
+  if (top.has("grid")) {
+    const TableReader gr = top.sub("grid");
+    const toml::table* g = gr.table();
+    gr.only({"formats", "roles", "gemms", "native", "others", "keep", "keep_format", "keep_gemm", "label",
+             "datapath"});
+    const auto formats = gr.strings("formats");
+    auto roles = gr.strings("roles");
+    auto gemms = gr.strings("gemms");
+    const auto keep = gr.strings("keep");  // e.g. ["first", "last", "head"]
+    const std::string keep_format = gr.str("keep_format", "bf16");
+    const std::string keep_gemm = gr.str("keep_gemm", "eigen");
+    if (formats.empty()) gr.fail("formats", "a non-empty array of format names");
     if (roles.empty()) roles = {"weights", "linear_input"};
     if (gemms.empty()) gemms = {"eigen"};
     // [grid.native]: format -> the datapath(s) that would run it, beside `gemms`.
     std::map<std::string, std::vector<std::string>> native;
-    if (const toml::node* n = g->get("native")) {
-      const toml::table* nt = n->as_table();
-      if (nt == nullptr)
-        fail(origin, n, "grid.native", show(*n), "a table of format = \"datapath\" (or [\"d1\", ...])");
-      for (const auto& [k, v] : *nt) {
+    if (gr.has("native")) {
+      if (!gr.node("native")->is_table())
+        gr.fail("native", "a table of format = \"datapath\" (or [\"d1\", ...])");
+      const TableReader nt = gr.sub("native");
+      nt.only({formats.begin(), formats.end()}, "a format listed in grid.formats");
+      for (const auto& [k, v] : *nt.table()) {
         const std::string f(k.str());
-        if (std::find(formats.begin(), formats.end(), f) == formats.end()) {
-          fail(origin, &v, "grid.native." + f, show(v), "a format listed in grid.formats");
-        }
         if (v.is_string()) {
           native[f].push_back(*v.value<std::string>());
         } else {
-          native[f] = get_strings(*nt, origin, f, "grid.native.");
+          native[f] = nt.strings(f);
         }
       }
     }
     // [grid.others]: role = format, applied to every generated plan (e.g. attention internals).
     std::vector<std::pair<std::string, std::string>> others;
-    if (const toml::node* n = g->get("others")) {
-      const toml::table* ot = n->as_table();
-      if (ot == nullptr) fail(origin, n, "grid.others", show(*n), "a table of role = \"format\"");
-      for (const auto& [k, v] : *ot) {
-        if (!v.is_string()) fail(origin, &v, "grid.others." + std::string(k.str()), show(v), "a format name");
+    if (gr.has("others")) {
+      if (!gr.node("others")->is_table()) gr.fail("others", "a table of role = \"format\"");
+      const TableReader ot = gr.sub("others");
+      for (const auto& [k, v] : *ot.table()) {
+        if (!v.is_string()) ot.fail(k.str(), "a format name");
         others.emplace_back(std::string(k.str()), *v.value<std::string>());
       }
     }
@@ -347,23 +259,23 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
         if (std::find(gemms.begin(), gemms.end(), d) == gemms.end()) add(f, d);
       }
     }
-    if (const toml::node* n = g->get("datapath")) {
-      const toml::table* dt = n->as_table();
-      if (dt == nullptr) fail(origin, n, "grid.datapath", show(*n), "a table [grid.datapath]");
-      check_keys(*dt, origin, "grid.datapath.",
-                 {"base", "fused_terms", "fraction_bits", "accumulator", "promote_every", "formats"});
+    if (gr.has("datapath")) {
+      if (!gr.node("datapath")->is_table()) gr.fail("datapath", "a table [grid.datapath]");
+      const TableReader dr = gr.sub("datapath");
+      const toml::table* dt = dr.table();
+      dr.only({"base", "fused_terms", "fraction_bits", "accumulator", "promote_every", "formats"});
       DatapathStudy st;
-      st.base = get_string(*dt, origin, "base", "grid.datapath.", "", true);
-      st.fused_terms = get_ints(*dt, origin, "fused_terms", "grid.datapath.", 1, 64);
-      st.fraction_bits = get_ints(*dt, origin, "fraction_bits", "grid.datapath.", 0, 100);
-      st.accumulator = get_strings(*dt, origin, "accumulator", "grid.datapath.");
-      st.promote_every = get_ints(*dt, origin, "promote_every", "grid.datapath.", 0, 1 << 24);
-      st.formats = get_strings(*dt, origin, "formats", "grid.datapath.");
+      st.base = dr.required_str("base");
+      st.fused_terms = dr.integers("fused_terms", 1, 64);
+      st.fraction_bits = dr.integers("fraction_bits", 0, 100);
+      st.accumulator = dr.strings("accumulator");
+      st.promote_every = dr.integers("promote_every", 0, 1 << 24);
+      st.formats = dr.strings("formats");
       if (st.formats.empty()) st.formats = formats;
       if (st.fused_terms.empty() && st.fraction_bits.empty() && st.accumulator.empty() &&
           st.promote_every.empty()) {
-        fail(origin, dt, "grid.datapath", "(no axis)",
-             "at least one of fused_terms, fraction_bits, accumulator, promote_every");
+        gr.fail("datapath", "(no axis)",
+                "at least one of fused_terms, fraction_bits, accumulator, promote_every");
       }
       const auto axis = [](const auto& v, auto none) {
         return v.empty() ? std::vector<decltype(none)>{none} : v;
@@ -380,18 +292,18 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
           }
         }
       }
-      st.origin = origin.string() + ":" + std::to_string(dt->source().begin.line);
+      st.origin = file + ":" + std::to_string(dt->source().begin.line);
       x.study = std::move(st);
     }
   }
-  if (x.plans.empty()) fail(origin, &t, "plan", "(missing)", "at least one [[plan]] or a [grid]");
+  if (x.plans.empty()) top.fail("plan", "at least one [[plan]] or a [grid]");
   for (const auto& l : x.layer_attribution) {
     if (labels.count(l) == 0) {
-      const toml::node* n = t["options"]["layer_attribution"].node();
-      std::string known;
-      for (const auto& p : x.plans) known += (known.empty() ? "" : ", ") + p.label;
-      fail(origin, n, "options.layer_attribution", '"' + l + '"',
-           "a plan label of this experiment (" + known + ")");
+      std::vector<std::string> known;
+      for (const auto& p : x.plans) known.push_back(p.label);
+      opt.fail("layer_attribution", '"' + l + '"',
+               "a plan label of this experiment (" + lpemu::detail::join_names(known) + ")" +
+                   lpemu::detail::closest_names_hint(l, known));
     }
   }
   return x;

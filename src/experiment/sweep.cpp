@@ -199,34 +199,20 @@ cost::ModelShape shape_of(const engine::Config& c) {
 // GEMM on the datapath that runs it.
 PlanCost price_plan(const engine::PrecisionPlan& plan, const Experiment& exp, const Toolbox& tools) {
   PlanCost c;
-  if ((exp.cost.target.empty() && exp.cost.system.empty()) || tools.costs == nullptr) return c;
+  if ((exp.cost.target.empty() && exp.cost.cluster.system.empty()) || tools.costs == nullptr) return c;
   static std::mutex mu;  // the catalog parses lazily
   std::lock_guard lock(mu);
   cost::Catalog& cat = *tools.costs;
   std::optional<cost::System> sys;
-  if (!exp.cost.system.empty()) sys = cost::load_system(exp.cost.system);
+  if (!exp.cost.cluster.system.empty()) sys = cost::load_system(exp.cost.cluster.system);
   c.target = exp.cost.target.empty() ? sys->device : exp.cost.target;
   if (sys) {
     c.cluster_system = sys->name;
-    ClusterSetup setup;
-    setup.system = exp.cost.system;
-    setup.phase = exp.cost.phase;
-    setup.devices = exp.cost.devices;
-    setup.parallel = exp.cost.parallel;
-    setup.search = exp.cost.search;
-    setup.batch = exp.cost.batch;
-    setup.context = exp.cost.context;
-    setup.global_batch = exp.cost.global_batch;
-    setup.micro_batch = exp.cost.micro_batch;
-    setup.recompute = exp.cost.recompute;
-    setup.gradients = exp.cost.gradients;
-    setup.optimizer_states = exp.cost.optimizer_states;
-    setup.master_weights = exp.cost.master_weights;
-    setup.comm = exp.cost.comm;
     try {
       cost::System on = *sys;
       on.device = c.target;  // a [cost] target replaces the system's device, as `lpemu cost --target` does
-      const ClusterPricing cp = price_plan_cluster(plan, cat.shape(exp.cost.shape), on, cat, setup);
+      const ClusterPricing cp =
+          price_plan_cluster(plan, cat.shape(exp.cost.shape), on, cat, exp.cost.cluster);
       c.cluster_parallel = cp.parallel;
       c.cluster_step_s = cp.step_s;
       c.cluster_tokens_per_s = cp.tokens_per_s;
@@ -243,7 +229,7 @@ PlanCost price_plan(const engine::PrecisionPlan& plan, const Experiment& exp, co
     const Pricing p = experiment::price_plan(
         plan, cat.shape(exp.cost.shape), cat.target(c.target), cat,
         prefill ? cost::Phase::prefill : cost::Phase::decode,
-        exp.cost.phase == "train" ? exp.cost.micro_batch : exp.cost.batch, exp.cost.context);
+        exp.cost.phase == "train" ? exp.cost.cluster.micro_batch : exp.cost.batch, exp.cost.context);
     c.datapath = p.datapath;
     c.computed = p.computed;
     c.bits_per_weight = p.workload.bits_per_weight;

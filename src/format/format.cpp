@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "format/enum_names.hpp"
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
@@ -19,9 +20,8 @@ namespace {
 constexpr int kDoubleEmax = 1023;
 constexpr int kDoubleMinSubnormalExp = -1074;
 
-constexpr lpemu::detail::EnumName<Specials> kSpecialsNames[] = {
-    {"ieee", Specials::ieee}, {"fn", Specials::fn}, {"fnuz", Specials::fnuz}, {"none", Specials::none}};
-constexpr lpemu::detail::EnumName<Kind> kKindNames[] = {{"float", Kind::floating}, {"int", Kind::integer}};
+using detail::kKindNames;
+using detail::kSpecialsNames;
 
 }  // namespace
 

@@ -2,8 +2,8 @@
 #include "io/toml_util.hpp"
 
 #include <algorithm>
-#include <set>
 
+#include "format/enum_names.hpp"
 #include "io/toml.hpp"
 
 #include "lpemu/error.hpp"
@@ -12,51 +12,13 @@
 namespace lpemu::format {
 namespace {
 
-using io::detail::fail;
-using io::detail::show;
-using io::detail::where;
+using io::detail::TableReader;
 
-struct Reader {
-  const toml::table& t;
-  std::string_view origin;
-
-  const toml::node* node(std::string_view key) const { return t.get(key); }
-
-  std::string str(std::string_view key, bool required, std::string def = {}) const {
-    const toml::node* n = node(key);
-    if (n == nullptr) {
-      if (required) fail(origin, &t, key, "(missing)", "a string");
-      return def;
-    }
-    if (!n->is_string()) fail(origin, n, key, show(*n), "a string");
-    return *n->value<std::string>();
-  }
-
-  int integer(std::string_view key, bool required, int def, long lo, long hi, std::string_view what) const {
-    const toml::node* n = node(key);
-    if (n == nullptr) {
-      if (required) fail(origin, &t, key, "(missing)", what);
-      return def;
-    }
-    if (!n->is_integer()) fail(origin, n, key, show(*n), what);
-    const auto v = *n->value<std::int64_t>();
-    if (v < lo || v > hi) fail(origin, n, key, std::to_string(v), what);
-    return static_cast<int>(v);
-  }
-
-  bool boolean(std::string_view key, bool def) const {
-    const toml::node* n = node(key);
-    if (n == nullptr) return def;
-    if (!n->is_boolean()) fail(origin, n, key, show(*n), "true or false");
-    return *n->value<bool>();
-  }
-};
-
-const std::set<std::string, std::less<>> kFloatKeys = {
-    "name", "aliases",  "source",     "kind",   "exponent_bits", "mantissa_bits",
-    "bias", "specials", "subnormals", "signed", "zero",          "description"};
-const std::set<std::string, std::less<>> kIntKeys = {
-    "name", "aliases", "source", "kind", "bits", "signed", "fraction_bits", "symmetric", "description"};
+const std::vector<std::string_view> kFloatKeys = {"name",          "aliases",       "source", "kind",
+                                                  "exponent_bits", "mantissa_bits", "bias",   "specials",
+                                                  "subnormals",    "signed",        "zero",   "description"};
+const std::vector<std::string_view> kIntKeys = {"name",   "aliases",       "source",    "kind",       "bits",
+                                                "signed", "fraction_bits", "symmetric", "description"};
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> prev(b.size() + 1);
@@ -77,51 +39,28 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 Format parse_format_toml(std::string_view text, std::string_view origin) {
   const toml::table t = io::detail::parse(text, origin);
-  const Reader r{t, origin};
+  const TableReader r(t, origin);
   Format f;
-  f.name = r.str("name", true);
-  if (f.name.empty()) fail(origin, r.node("name"), "name", "\"\"", "a non-empty name");
-  f.source = r.str("source", false);
-  const std::string kind = r.str("kind", false, "float");
-  if (kind != "float" && kind != "int")
-    fail(origin, r.node("kind"), "kind", '"' + kind + '"', "\"float\" or \"int\"");
-  f.kind = kind == "float" ? Kind::floating : Kind::integer;
-  const auto& allowed = f.kind == Kind::floating ? kFloatKeys : kIntKeys;
-  for (const auto& [key, value] : t) {
-    if (allowed.find(key.str()) == allowed.end()) {
-      std::string list;
-      for (const auto& k : allowed) {
-        if (!list.empty()) list += ", ";
-        list += k;
-      }
-      fail(origin, &value, key.str(), show(value), "a known key for kind = \"" + kind + "\" (" + list + ")");
-    }
-  }
-  if (const toml::node* a = r.node("aliases")) {
-    const toml::array* arr = a->as_array();
-    if (arr == nullptr) fail(origin, a, "aliases", show(*a), "an array of strings");
-    for (const toml::node& e : *arr) {
-      if (!e.is_string()) fail(origin, &e, "aliases", show(e), "an array of strings");
-      f.aliases.push_back(*e.value<std::string>());
-    }
-  }
+  f.name = r.required_str("name");
+  if (f.name.empty()) r.fail("name", "a non-empty name");
+  f.source = r.str("source");
+  f.kind = r.choice("kind", Kind::floating, detail::kKindNames);
+  r.only(f.kind == Kind::floating ? kFloatKeys : kIntKeys,
+         "a known key for kind = \"" + std::string(to_string(f.kind)) + "\"");
+  f.aliases = r.strings("aliases");
   f.is_signed = r.boolean("signed", true);
   if (f.kind == Kind::floating) {
-    f.exponent_bits = r.integer("exponent_bits", true, 0, 1, kMaxExponentBits, "an integer in 1..11");
-    f.mantissa_bits = r.integer("mantissa_bits", true, 0, 0, kMaxMantissaBits, "an integer in 0..52");
+    f.exponent_bits = static_cast<int>(r.required_integer("exponent_bits", 1, kMaxExponentBits));
+    f.mantissa_bits = static_cast<int>(r.required_integer("mantissa_bits", 0, kMaxMantissaBits));
     const int ieee_bias = (1 << (f.exponent_bits - 1)) - 1;
-    f.bias = r.integer("bias", false, ieee_bias, -100000, 100000, "an integer");
-    const std::string sp = r.str("specials", false, "ieee");
-    if (sp != "ieee" && sp != "fn" && sp != "fnuz" && sp != "none") {
-      fail(origin, r.node("specials"), "specials", '"' + sp + '"',
-           "one of \"ieee\", \"fn\", \"fnuz\", \"none\"");
-    }
-    f.specials = parse_specials(sp);
+    f.bias = static_cast<int>(r.integer("bias", ieee_bias, -100000, 100000, "an integer"));
+    f.specials = r.choice("specials", Specials::ieee, detail::kSpecialsNames);
     f.subnormals = r.boolean("subnormals", true);
     f.has_zero = r.boolean("zero", true);
   } else {
-    f.bits = r.integer("bits", true, 0, kMinIntegerBits, kMaxIntegerBits, "an integer width in 2..32");
-    f.fraction_bits = r.integer("fraction_bits", false, 0, -1000, 1000, "an integer in -1000..1000");
+    f.bits = static_cast<int>(
+        r.required_integer("bits", kMinIntegerBits, kMaxIntegerBits, "an integer width in 2..32"));
+    f.fraction_bits = static_cast<int>(r.integer("fraction_bits", 0, -1000, 1000));
     f.symmetric = r.boolean("symmetric", false);
   }
   try {
@@ -135,7 +74,7 @@ Format parse_format_toml(std::string_view text, std::string_view origin) {
       const std::string field = msg.substr(k + 7, end - k - 7);
       if (const toml::node* n = t.get(field)) at = n;
     }
-    throw SpecError(where(origin, at) + ": " + msg);
+    throw SpecError(io::detail::where(origin, at) + ": " + msg);
   }
   return f;
 }

@@ -2,23 +2,13 @@
 
 #include <string>
 
+#include "format/enum_names.hpp"
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::format {
-namespace {
-
-using lpemu::detail::EnumName;
-
-constexpr EnumName<RoundingMode> kRoundingNames[] = {
-    {"nearest_even", RoundingMode::nearest_even},       {"nearest_away", RoundingMode::nearest_away},
-    {"toward_zero", RoundingMode::toward_zero},         {"toward_positive", RoundingMode::toward_positive},
-    {"toward_negative", RoundingMode::toward_negative}, {"stochastic", RoundingMode::stochastic}};
-
-constexpr EnumName<Overflow> kOverflowNames[] = {{"saturate", Overflow::saturate},
-                                                 {"native", Overflow::native}};
-
-}  // namespace
+using detail::kOverflowNames;
+using detail::kRoundingNames;
 
 RoundingMode parse_rounding(std::string_view text) {
   if (const auto m = lpemu::detail::enum_value(kRoundingNames, text)) return *m;

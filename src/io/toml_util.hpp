@@ -1,14 +1,20 @@
 // Private helpers shared by every TOML spec loader (formats, block formats, datapaths, plans,
-// experiments, cost files): positions, value printing and the one error-message shape
-// "file:line: field 'x' = value: expected ...".
+// experiments, cost files): positions, value printing, the one error-message shape
+// "file:line: field 'x' = value: expected ..." and TableReader, the one way a loader reads fields.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "io/toml.hpp"
 
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::io::detail {
@@ -87,11 +93,17 @@ inline std::string where(std::string_view origin, const toml::node* node) {
   return out;
 }
 
+/// "origin:line: field 'field' = value: expected expected": the one wording of a bad field.
+inline std::string field_message(std::string_view origin, const toml::node* node, std::string_view field,
+                                 const std::string& value, std::string_view expected) {
+  return where(origin, node) + ": field '" + std::string(field) + "' = " + value + ": expected " +
+         std::string(expected);
+}
+
 /// Throws SpecError "origin:line: field 'field' = value: expected expected".
 [[noreturn]] inline void fail(std::string_view origin, const toml::node* node, std::string_view field,
                               const std::string& value, std::string_view expected) {
-  throw SpecError(where(origin, node) + ": field '" + std::string(field) + "' = " + value + ": expected " +
-                  std::string(expected));
+  throw SpecError(field_message(origin, node, field, value, expected));
 }
 
 /// A node's value as a user wrote it ("\"text\"", 3, true), or "a table" / "an array".
@@ -108,5 +120,219 @@ inline std::string show(const toml::node& n) {
   }
   return s.str();
 }
+
+/// Reads the fields of one table with every error in the one wording. `prefix` ("memory.") names
+/// the fields of a nested table; a reader of an absent table finds no keys, and points errors
+/// about missing ones at the enclosing table.
+class TableReader {
+ public:
+  /// A reader of `t`, from the file `origin`, naming its fields `prefix` + key.
+  TableReader(const toml::table& t, std::string_view origin, std::string prefix = {})
+      : t_(&t), at_(&t), origin_(origin), prefix_(std::move(prefix)) {}
+
+  /// The file the table comes from.
+  std::string_view origin() const { return origin_; }
+  /// The table read (nullptr for an absent one).
+  const toml::table* table() const { return t_; }
+  /// The node errors about the table point at: the table, or where an absent one would be.
+  const toml::node* anchor() const { return at_; }
+  /// The field name of `key` in messages: prefix + key.
+  std::string field(std::string_view key) const { return prefix_ + std::string(key); }
+  /// The value of `key`, or nullptr.
+  const toml::node* node(std::string_view key) const { return t_ == nullptr ? nullptr : t_->get(key); }
+  /// Whether the table has `key`.
+  bool has(std::string_view key) const { return node(key) != nullptr; }
+
+  /// The message of a bad `key` = `value` (at the key's line, else the table's).
+  std::string message(std::string_view key, const std::string& value, std::string_view expected) const {
+    const toml::node* n = node(key);
+    return field_message(origin_, n != nullptr ? n : at_, field(key), value, expected);
+  }
+  /// Throws SpecError: `key` = `value` is not `expected`.
+  [[noreturn]] void fail(std::string_view key, const std::string& value, std::string_view expected) const {
+    throw SpecError(message(key, value, expected));
+  }
+  /// Throws SpecError: `key` (its value as written, or "(missing)") is not `expected`.
+  [[noreturn]] void fail(std::string_view key, std::string_view expected) const {
+    const toml::node* n = node(key);
+    fail(key, n != nullptr ? show(*n) : std::string("(missing)"), expected);
+  }
+  /// Throws SpecError at node `n` (an array element, say) of field `key`.
+  [[noreturn]] void fail_at(const toml::node& n, std::string_view key, std::string_view expected) const {
+    io::detail::fail(origin_, &n, field(key), show(n), expected);
+  }
+
+  /// Refuses any key not in `keys`: "expected <what> (a, b, c); closest known names: ...".
+  void only(std::vector<std::string_view> keys, std::string_view what = "a known key") const {
+    if (t_ == nullptr) return;
+    std::sort(keys.begin(), keys.end());
+    for (const auto& [k, v] : *t_) {
+      if (std::find(keys.begin(), keys.end(), k.str()) != keys.end()) continue;
+      const std::vector<std::string> known(keys.begin(), keys.end());
+      io::detail::fail(origin_, &v, field(k.str()), show(v),
+                       std::string(what) + " (" + lpemu::detail::join_names(known) + ")" +
+                           lpemu::detail::closest_names_hint(k.str(), known));
+    }
+  }
+
+  /// An optional string.
+  std::optional<std::string> opt_str(std::string_view key) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) return std::nullopt;
+    if (!n->is_string()) fail(key, "a string");
+    return *n->value<std::string>();
+  }
+  /// An optional string, `def` when absent.
+  std::string str(std::string_view key, std::string def = {}) const {
+    return opt_str(key).value_or(std::move(def));
+  }
+  /// A required string.
+  std::string required_str(std::string_view key) const {
+    auto s = opt_str(key);
+    if (!s) fail(key, "a string");
+    return *s;
+  }
+
+  /// An optional integer in lo..hi (`expected` defaults to "an integer in lo..hi").
+  std::optional<long long> opt_integer(std::string_view key, long long lo, long long hi,
+                                       std::string_view expected = {}) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) return std::nullopt;
+    const std::string what = expected.empty() ? range_text(lo, hi) : std::string(expected);
+    if (!n->is_integer()) fail(key, what);
+    const auto v = *n->value<std::int64_t>();
+    if (v < lo || v > hi) fail(key, std::to_string(v), what);
+    return v;
+  }
+  /// An optional integer in lo..hi, `def` when absent.
+  long long integer(std::string_view key, long long def, long long lo, long long hi,
+                    std::string_view expected = {}) const {
+    return opt_integer(key, lo, hi, expected).value_or(def);
+  }
+  /// A required integer in lo..hi.
+  long long required_integer(std::string_view key, long long lo, long long hi,
+                             std::string_view expected = {}) const {
+    const auto v = opt_integer(key, lo, hi, expected);
+    if (!v) fail(key, expected.empty() ? range_text(lo, hi) : std::string(expected));
+    return *v;
+  }
+
+  /// An optional number (integer or float) in lo..hi.
+  std::optional<double> opt_number(std::string_view key, double lo, double hi,
+                                   std::string_view expected) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) return std::nullopt;
+    if (!n->is_number()) fail(key, expected);
+    const double v = n->is_integer() ? static_cast<double>(*n->value<std::int64_t>()) : *n->value<double>();
+    if (!(v >= lo && v <= hi)) fail(key, expected);
+    return v;
+  }
+  /// An optional number in lo..hi, `def` when absent.
+  double number(std::string_view key, double def, double lo, double hi, std::string_view expected) const {
+    return opt_number(key, lo, hi, expected).value_or(def);
+  }
+  /// A required number in lo..hi.
+  double required_number(std::string_view key, double lo, double hi, std::string_view expected) const {
+    const auto v = opt_number(key, lo, hi, expected);
+    if (!v) fail(key, expected);
+    return *v;
+  }
+
+  /// An optional boolean, `def` when absent.
+  bool boolean(std::string_view key, bool def) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) return def;
+    if (!n->is_boolean()) fail(key, "true or false");
+    return *n->value<bool>();
+  }
+
+  /// An optional sub-table, read with prefix "key." (absent: a reader that finds no keys).
+  TableReader sub(std::string_view key) const {
+    const toml::node* n = node(key);
+    if (n == nullptr) return TableReader(nullptr, at_, origin_, field(key) + ".");
+    if (!n->is_table()) fail(key, "a table");
+    return TableReader(*n->as_table(), origin_, field(key) + ".");
+  }
+  /// A required sub-table, read with prefix "key.".
+  TableReader required_sub(std::string_view key) const {
+    if (!has(key)) fail(key, "a table");
+    return sub(key);
+  }
+  /// An optional array of tables ([[key]]), each read with prefix "key.".
+  std::vector<TableReader> tables(std::string_view key) const {
+    std::vector<TableReader> out;
+    const toml::node* n = node(key);
+    if (n == nullptr) return out;
+    const std::string what = "an array of tables ([[" + field(key) + "]])";
+    if (!n->is_array()) fail(key, what);
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_table()) fail_at(e, key, what);
+      out.emplace_back(*e.as_table(), origin_, field(key) + ".");
+    }
+    return out;
+  }
+
+  /// An optional array of strings (empty when absent).
+  std::vector<std::string> strings(std::string_view key) const {
+    std::vector<std::string> out;
+    const toml::node* n = node(key);
+    if (n == nullptr) return out;
+    if (!n->is_array()) fail(key, "an array of strings");
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_string()) fail_at(e, key, "an array of strings");
+      out.push_back(*e.value<std::string>());
+    }
+    return out;
+  }
+  /// An optional array of integers in lo..hi (empty when absent; `expected` defaults to "an
+  /// array of integers in lo..hi").
+  template <class I = int>
+  std::vector<I> integers(std::string_view key, long long lo, long long hi,
+                          std::string_view expected = {}) const {
+    std::vector<I> out;
+    const toml::node* n = node(key);
+    if (n == nullptr) return out;
+    const std::string what = expected.empty()
+                                 ? "an array of integers in " + std::to_string(lo) + ".." + std::to_string(hi)
+                                 : std::string(expected);
+    if (!n->is_array()) fail(key, what);
+    for (const toml::node& e : *n->as_array()) {
+      const auto v = e.value<std::int64_t>();
+      if (!e.is_integer() || !v || *v < lo || *v > hi) fail_at(e, key, what);
+      out.push_back(static_cast<I>(*v));
+    }
+    return out;
+  }
+
+  /// An optional string naming a value of `table` (an enum name table of lpemu/detail/names.hpp):
+  /// "expected one of "a", "b", "c"; closest known names: ..." otherwise.
+  template <class E, std::size_t N>
+  std::optional<E> opt_choice(std::string_view key, const lpemu::detail::EnumName<E> (&table)[N]) const {
+    const auto s = opt_str(key);
+    if (!s) return std::nullopt;
+    if (const auto v = lpemu::detail::enum_value(table, *s)) return *v;
+    fail(key, '"' + *s + '"',
+         "one of " + lpemu::detail::join_names(lpemu::detail::enum_spellings(table, "\"")) +
+             lpemu::detail::closest_names_hint(*s, lpemu::detail::enum_spellings(table)));
+  }
+  /// An optional choice of `table`, `def` when absent.
+  template <class E, std::size_t N>
+  E choice(std::string_view key, E def, const lpemu::detail::EnumName<E> (&table)[N]) const {
+    return opt_choice(key, table).value_or(def);
+  }
+
+ private:
+  TableReader(std::nullptr_t, const toml::node* at, std::string_view origin, std::string prefix)
+      : at_(at), origin_(origin), prefix_(std::move(prefix)) {}
+
+  static std::string range_text(long long lo, long long hi) {
+    return "an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
+  }
+
+  const toml::table* t_ = nullptr;
+  const toml::node* at_ = nullptr;
+  std::string_view origin_;
+  std::string prefix_;
+};
 
 }  // namespace lpemu::io::detail

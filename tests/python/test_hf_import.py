@@ -423,7 +423,7 @@ def test_mixtral_refusals(tmp_path):
     np.save(tmp_path / "ids.npy", np.array([1, 2, 3], dtype=np.int64))
     r = lpemu("eval", "--model", "stories260K", "--plan", str(tmp_path / "bad.toml"), "--tokens",
               str(tmp_path / "ids.npy"), check=False)
-    assert r.returncode == 2 and "unknown role; closest known names: expert_weights" in r.stderr
+    assert r.returncode == 2 and "expected a known role" in r.stderr and "closest known names: expert_weights" in r.stderr
 
 
 def hf_perplexity_recipe(forward, ids, max_length, stride):

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "lpemu/experiment/pricing.hpp"
+
 namespace lpemu::experiment {
 
 /// One plan of an experiment: a plan name/path, or an inline plan document.
@@ -24,18 +26,12 @@ struct PlanSpec {
 struct CostSetup {
   std::string target;            ///< data/hardware name, e.g. "h100_sxm"
   std::string shape;             ///< data/shapes name; default: the experiment's model name
-  std::string phase = "decode";  ///< "decode" or "prefill"
+  std::string phase = "decode";  ///< "decode" or "prefill" ("train" with a system)
   long long batch = 1;
   long long context = 512;
-  // Cluster level (optional): each plan also priced on a system, as `lpemu cost --system` does.
-  std::string system;                             ///< data/systems name or .toml; empty: no cluster columns
-  long long devices = 0;                          ///< devices in the job
-  std::string parallel;                           ///< "tp=8,pp=4,..." ("" = tp=1 for inference)
-  bool search = false;                            ///< training: the best configuration found on `devices`
-  long long global_batch = 512, micro_batch = 1;  ///< training (phase = "train")
-  std::string recompute = "selective";            ///< training
-  std::string gradients = "fp32", optimizer_states = "fp32", master_weights = "fp32";  ///< training formats
-  std::string comm;  ///< training: wire format ("" = bf16 gradients, activations as computed)
+  /// Cluster level (optional): each plan also priced on cluster.system, as `lpemu cost --system`
+  /// does; the loader gives it the phase, batch and context above.
+  ClusterSetup cluster;
 };
 
 /// An accumulator study ([grid.datapath]): variants of a base datapath record, one per combination

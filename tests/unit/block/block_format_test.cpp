@@ -91,17 +91,19 @@ TEST_CASE("block format errors name file, line, field, value and expectation", "
         "test.toml:4: field 'block_size' = 5000: expected an integer in 1..4096");
   CHECK_THAT(
       error_of(base + "colour = 1\n"),
-      Catch::Matchers::StartsWith("test.toml:4: field 'colour' = 1: expected a known block-format key"));
+      Catch::Matchers::StartsWith("test.toml:4: field 'colour' = 1: expected a known key (aliases, axis,"));
   CHECK(
       error_of(base + "scale_rule = \"floor\"\n") ==
       "test.toml:4: field 'scale_rule' = \"floor\": expected one of \"ocp\", \"ceil\", \"rceil\", \"even\", "
-      "\"amax_over_max\", \"search\"");
+      "\"amax_over_max\", \"search\"; closest known names: ocp, ceil, even");
   CHECK(error_of(base + "granularity = \"tile\"\n") ==
         "test.toml:1: field 'tile' = (missing): expected [rows, cols] with granularity = \"tile\"");
   CHECK(error_of(base + "tile = [16]\n") ==
         "test.toml:4: field 'tile' = an array: expected two integers [rows, cols], each 1..4096");
-  CHECK_THAT(error_of("name = \"x\"\nelement = \"fp4_e2m2\"\nscale = \"e8m0\"\n"),
-             Catch::Matchers::StartsWith("test.toml:2: field 'element': unknown format 'fp4_e2m2'"));
+  CHECK_THAT(
+      error_of("name = \"x\"\nelement = \"fp4_e2m2\"\nscale = \"e8m0\"\n"),
+      Catch::Matchers::StartsWith("test.toml:2: field 'element' = \"fp4_e2m2\": expected a known element "
+                                  "format (see `lpemu formats list`); closest known names: "));
   CHECK(
       error_of("name = \"x\"\nelement = \"fp4_e2m1\"\nscale = \"int8\"\n") ==
       "test.toml:3: field 'scale' = \"int8\": expected \"pow2\" or a floating-point format such as \"e8m0\", "

@@ -147,10 +147,10 @@ TEST_CASE("bad target files get clear errors", "[cost]") {
       "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\nbandwidth_gb_s = 1\nbandwidth_source = "
       "\"s\"\n"
       "capacity_gb = 1\ncapacity_source = \"s\"\n[rates.fp9]\ntflops = 1\nsource = \"s\"\n";
-  REQUIRE_THROWS_WITH(
-      c.parse_target_toml(bad_class, "bad.toml"),
-      "bad.toml:9: field 'rates.fp9' = a table: expected a rate class (fp4, int4, fp6, fp8, int8, "
-      "fp16, bf16, tf32, fp32)");
+  REQUIRE_THROWS_WITH(c.parse_target_toml(bad_class, "bad.toml"),
+                      "bad.toml:9: field 'rates.fp9' = a table: expected a rate class (bf16, fp16, fp32, "
+                      "fp4, fp6, fp8, int4, "
+                      "int8, tf32); closest known names: fp4, fp6, fp8");
   const std::string neg =
       "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\nbandwidth_gb_s = -5\nbandwidth_source = "
       "\"s\"\n"

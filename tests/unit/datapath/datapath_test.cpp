@@ -78,7 +78,7 @@ TEST_CASE("datapath TOML errors name file, line, field and expectation", "[datap
   REQUIRE_THROWS_WITH(
       parse_datapath_toml(base + "[alignment]\nmode = \"chop\"\n", "my.toml", f),
       "my.toml:9: field 'alignment.mode' = \"chop\": expected one of \"exact\", \"truncate\", "
-      "\"nearest_even\", \"round_down\"");
+      "\"nearest_even\", \"round_down\"; closest known names: exact, truncate, round_down");
   REQUIRE_THROWS_WITH(parse_datapath_toml(base + "colour = 1\n", "my.toml", f),
                       Catch::StartsWith("my.toml:8: field 'accumulator.colour' = 1: expected a known key"));
   const std::string bad_fmt = "name = \"x\"\nsource = \"s\"\n[inputs]\na = \"fp8_e4m4\"\nb = \"fp16\"\n";

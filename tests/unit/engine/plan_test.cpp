@@ -99,18 +99,19 @@ router_weights = "none"
   CHECK(p.resolve_gemm_site(0, LayerKind::mlp, "expert_w2", 2).datapath == "eigen");
   CHECK(p.resolve_gemm_site(0, LayerKind::mlp, "router", 2).datapath == "eigen");
   const std::string e = error_of("[roles]\nexpert_weight = \"bf16\"\n");
-  CHECK_THAT(e, Catch::Contains("test.toml:2") &&
-                    Catch::Contains("unknown role; closest known names: expert_weights") &&
-                    Catch::Contains("router_logits"));
+  CHECK_THAT(
+      e, Catch::Contains("test.toml:2") &&
+             Catch::Contains("field 'roles.expert_weight' = \"bf16\": expected a known role (weights, ") &&
+             Catch::Contains("; closest known names: expert_weights") && Catch::Contains("router_logits"));
 }
 
 TEST_CASE("bad plans name file, line, key and what was expected", "[engine][plan]") {
   const std::string role = error_of("[roles]\nweights = \"fp8_e4m3\"\nweigths = \"bf16\"\n");
   CHECK_THAT(role, Catch::Contains("test.toml:3") && Catch::Contains("weigths") &&
-                       Catch::Contains("unknown role") && Catch::Contains("weights"));
+                       Catch::Contains("expected a known role") && Catch::Contains("weights"));
   const std::string fmt = error_of("[roles]\n\nweights = \"fp8_e4m4\"\n");
   CHECK_THAT(fmt, Catch::Contains("test.toml:3") && Catch::Contains("fp8_e4m4") &&
-                      Catch::Contains("unknown format") && Catch::Contains("fp8_e4m3"));
+                      Catch::Contains("expected a known format") && Catch::Contains("fp8_e4m3"));
   CHECK_THROWS_AS(parse("[roles]\nweights = \"fp8_e4m4\"\n"), lpemu::UnknownNameError);
   const std::string key = error_of("name = \"x\"\nprecision = 3\n");
   CHECK_THAT(key, Catch::Contains("test.toml:2") && Catch::Contains("precision"));
@@ -121,7 +122,8 @@ TEST_CASE("bad plans name file, line, key and what was expected", "[engine][plan
   const std::string kind = error_of("[[override]]\nkind = \"ffn\"\nweights = \"bf16\"\n");
   CHECK_THAT(kind, Catch::Contains("test.toml:2") && Catch::Contains("attention"));
   const std::string gemm = error_of("[roles]\ngemm = \"h100_e4m3\"\n");
-  CHECK_THAT(gemm, Catch::Contains("test.toml:2") && Catch::Contains("unknown gemm"));
+  CHECK_THAT(gemm, Catch::Contains("test.toml:2") &&
+                       Catch::Contains("field 'roles.gemm' = \"h100_e4m3\": expected a known GEMM datapath"));
   const std::string syntax = error_of("[roles\n");
   CHECK_THAT(syntax, Catch::Contains("test.toml:1"));
 }

@@ -42,11 +42,13 @@ TEST_CASE("malformed format files name file:line, field, value and expectation",
         "formats/element/my.toml:4: field 'mantissa_bits' = \"three\": expected an integer in 0..52");
   CHECK(spec_error(head + "exponent_bits = 4\nmantissa_bits = 3\nspecials = \"inf\"\n") ==
         "formats/element/my.toml:5: field 'specials' = \"inf\": expected one of \"ieee\", \"fn\", \"fnuz\", "
-        "\"none\"");
+        "\"none\"; closest known names: fn, fnuz, ieee");
   CHECK(spec_error(head + "exponent_bits = 4\nmantissa_bits = 3\nsubnormals = \"yes\"\n") ==
         "formats/element/my.toml:5: field 'subnormals' = \"yes\": expected true or false");
   CHECK(spec_error("name = \"my\"\nkind = \"fixed\"\n") ==
-        "formats/element/my.toml:2: field 'kind' = \"fixed\": expected \"float\" or \"int\"");
+        "formats/element/my.toml:2: field 'kind' = \"fixed\": expected one of \"float\", \"int\"; closest "
+        "known names: "
+        "float, int");
   CHECK(spec_error("name = \"my\"\nkind = \"int\"\nbits = 33\n") ==
         "formats/element/my.toml:3: field 'bits' = 33: expected an integer width in 2..32");
   CHECK(spec_error("name = \"my\"\nkind = \"int\"\nbits = 1\n") ==
@@ -68,10 +70,12 @@ TEST_CASE("an unknown key is rejected with the list of known keys", "[format][un
   CHECK(spec_error(std::string(kFloatHead) + "expnent_bits = 4\nmantissa_bits = 3\n") ==
         "formats/element/my.toml:3: field 'expnent_bits' = 4: expected a known key for kind = \"float\" "
         "(aliases, bias, description, exponent_bits, kind, mantissa_bits, name, signed, source, specials, "
-        "subnormals, zero)");
+        "subnormals, zero); closest known names: exponent_bits, mantissa_bits, bias");
   CHECK(spec_error("name = \"my\"\nkind = \"int\"\nbits = 8\nbias = 3\n") ==
         "formats/element/my.toml:4: field 'bias' = 3: expected a known key for kind = \"int\" "
-        "(aliases, bits, description, fraction_bits, kind, name, signed, source, symmetric)");
+        "(aliases, bits, description, fraction_bits, kind, name, signed, source, symmetric); closest known "
+        "names: bits, "
+        "kind, aliases");
 }
 
 TEST_CASE("invalid TOML is reported with its line", "[format][unit]") {
