@@ -55,9 +55,9 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
     }
     acc.cost.target = a.target;
     acc.cost.shape = a.shape;
-    acc.cost.phase = a.phase;
-    acc.cost.batch = a.batch;
-    acc.cost.context = a.context;
+    acc.cost.cluster.phase = a.phase;
+    acc.cost.cluster.batch = a.batch;
+    acc.cost.cluster.context = a.context;
     acc.max_tokens = a.max_tokens;
     if (!a.target.empty()) {
       ctx.costs().target(a.target);  // unknown names throw here, listing the closest ones

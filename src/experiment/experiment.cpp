@@ -39,8 +39,8 @@ std::string datapath_variant_name(const std::string& base, const DatapathVariant
 
 std::string Experiment::fingerprint() const {
   std::ostringstream s;
-  s << "cost=" << cost.target << "|" << cost.shape << "|" << cost.phase << "|" << cost.batch << "|"
-    << cost.context;
+  s << "cost=" << cost.target << "|" << cost.shape << "|" << cost.cluster.phase << "|" << cost.cluster.batch
+    << "|" << cost.cluster.context;
   if (const ClusterSetup& c = cost.cluster; !c.system.empty()) {
     s << "|" << c.system << "|" << c.devices << "|" << c.parallel << "|" << c.search << "|" << c.global_batch
       << "|" << c.micro_batch << "|" << c.recompute << "|" << c.gradients << "|" << c.optimizer_states << "|"
@@ -121,9 +121,8 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     // With a system, its device is the target unless one is named.
     x.cost.target = cl.system.empty() ? c.required_str("target") : c.str("target");
     x.cost.shape = c.str("shape", x.model);
-    x.cost.phase = c.str("phase", "decode");
-    if (x.cost.phase != "decode" && x.cost.phase != "prefill" &&
-        (x.cost.phase != "train" || cl.system.empty())) {
+    cl.phase = c.str("phase", "decode");
+    if (cl.phase != "decode" && cl.phase != "prefill" && (cl.phase != "train" || cl.system.empty())) {
       c.fail("phase", cl.system.empty() ? "\"decode\" or \"prefill\" (\"train\" needs cost.system)"
                                         : "\"decode\", \"prefill\" or \"train\"");
     }
@@ -142,16 +141,13 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
       if (cl.system.empty() && c.has(key)) c.fail(key, "cost.system to be set as well");
     }
     constexpr long long kMax = std::numeric_limits<std::int64_t>::max();
-    x.cost.batch = c.integer("batch", x.cost.batch, 1, kMax, "an integer >= 1");
-    x.cost.context = c.integer("context", x.cost.context, 1, kMax, "an integer >= 1");
+    cl.batch = c.integer("batch", cl.batch, 1, kMax, "an integer >= 1");
+    cl.context = c.integer("context", cl.context, 1, kMax, "an integer >= 1");
     cl.devices = c.integer("devices", cl.devices, 1, kMax, "an integer >= 1");
     cl.global_batch = c.integer("global_batch", cl.global_batch, 1, kMax, "an integer >= 1");
     cl.micro_batch = c.integer("micro_batch", cl.micro_batch, 1, kMax, "an integer >= 1");
     if (cl.search && cl.devices < 1) c.fail("search", "true", "cost.devices: the devices to search on");
   }
-  x.cost.cluster.phase = x.cost.phase;
-  x.cost.cluster.batch = x.cost.batch;
-  x.cost.cluster.context = x.cost.context;
   std::set<std::string> labels;
   const auto add_plan = [&](PlanSpec p, const toml::node* n) {
     if (!labels.insert(p.label).second)

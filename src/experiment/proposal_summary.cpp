@@ -68,8 +68,8 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
   if (!acc.cost.target.empty()) {
     t << "[cost]\ntarget = " << quoted(acc.cost.target) << "\n";
     if (!acc.cost.shape.empty()) t << "shape = " << quoted(acc.cost.shape) << "\n";
-    t << "phase = " << quoted(acc.cost.phase) << "\nbatch = " << acc.cost.batch
-      << "\ncontext = " << acc.cost.context << "\n";
+    t << "phase = " << quoted(acc.cost.cluster.phase) << "\nbatch = " << acc.cost.cluster.batch
+      << "\ncontext = " << acc.cost.cluster.context << "\n";
   }
   t << plan_toml("fp32", "", "") << plan_toml("bf16", "bf16", "")
     << plan_toml("mxfp8_e4m3", "mxfp8_e4m3", "");
@@ -108,7 +108,8 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
     << "reference (perplexity " << num(ref.eval.perplexity) << ").";
   if (!acc.cost.target.empty()) {
     s << " Cost: " << acc.cost.target << ", " << (acc.cost.shape.empty() ? acc.model : acc.cost.shape) << " "
-      << acc.cost.phase << " at batch " << acc.cost.batch << ", context " << acc.cost.context
+      << acc.cost.cluster.phase << " at batch " << acc.cost.cluster.batch << ", context "
+      << acc.cost.cluster.context
       << " (lpemu cost model: roofline time and energy per token, MAC area relative to a bf16 MAC).";
   }
   if (!acc.gemm.empty()) {

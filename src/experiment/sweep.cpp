@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -225,11 +226,12 @@ PlanCost price_plan(const engine::PrecisionPlan& plan, const Experiment& exp, co
   }
   try {
     // Single device: the phase priced (training: the forward pass of one micro-batch, as a prefill).
-    const bool prefill = exp.cost.phase != "decode";
+    const bool prefill = exp.cost.cluster.phase != "decode";
     const Pricing p = experiment::price_plan(
         plan, cat.shape(exp.cost.shape), cat.target(c.target), cat,
         prefill ? cost::Phase::prefill : cost::Phase::decode,
-        exp.cost.phase == "train" ? exp.cost.cluster.micro_batch : exp.cost.batch, exp.cost.context);
+        exp.cost.cluster.phase == "train" ? exp.cost.cluster.micro_batch : exp.cost.cluster.batch,
+        exp.cost.cluster.context);
     c.datapath = p.datapath;
     c.computed = p.computed;
     c.bits_per_weight = p.workload.bits_per_weight;
@@ -349,9 +351,24 @@ std::vector<metrics::ErrorStats> read_stats(const io::H5File& f, const std::stri
   return out;
 }
 
-template <class T>
-std::vector<double> as_doubles(const std::vector<T>& v) {
-  return {v.begin(), v.end()};
+/// Writes one column of a record table: `field(row)` of every row, as strings, int64 (integers
+/// and booleans as 0/1) or doubles.
+template <class Rows, class Field>
+void write_column(io::H5File& f, const std::string& path, const Rows& rows, Field field) {
+  using V = std::decay_t<decltype(field(*rows.begin()))>;
+  if constexpr (std::is_same_v<V, std::string>) {
+    std::vector<std::string> v;
+    for (const auto& r : rows) v.push_back(field(r));
+    f.write_strings(path, v);
+  } else if constexpr (std::is_integral_v<V>) {
+    std::vector<std::int64_t> v;
+    for (const auto& r : rows) v.push_back(static_cast<std::int64_t>(field(r)));
+    f.write_ints(path, {v.size()}, v.data());
+  } else {
+    std::vector<double> v;
+    for (const auto& r : rows) v.push_back(static_cast<double>(field(r)));
+    f.write_doubles(path, {v.size()}, v.data());
+  }
 }
 
 }  // namespace
@@ -412,80 +429,50 @@ void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult&
     }
     write_stats(f, prefix + "/residual", names, stats);
     if (!r.replay.empty()) {
-      std::vector<std::string> tensor, input, ifmt, wfmt, gemm;
-      std::vector<std::int64_t> layer;
+      const auto& rows = r.replay;
+      const std::string rp = prefix + "/replay/";
+      write_column(f, rp + "layer", rows, [](const auto& x) { return x.layer; });
+      write_column(f, rp + "input", rows, [](const auto& x) { return x.input; });
+      write_column(f, rp + "input_format", rows, [](const auto& x) { return x.input_format; });
+      write_column(f, rp + "weight_format", rows, [](const auto& x) { return x.weight_format; });
+      write_column(f, rp + "gemm", rows, [](const auto& x) { return x.gemm; });
+      std::vector<std::string> tensor;
       std::vector<metrics::ErrorStats> in_e, w_e, out_e;
-      for (const auto& row : r.replay) {
-        layer.push_back(row.layer);
+      for (const auto& row : rows) {
         tensor.push_back(row.tensor);
-        input.push_back(row.input);
-        ifmt.push_back(row.input_format);
-        wfmt.push_back(row.weight_format);
-        gemm.push_back(row.gemm);
         in_e.push_back(row.input_error);
         w_e.push_back(row.weight_error);
         out_e.push_back(row.output_error);
       }
-      f.write_ints(prefix + "/replay/layer", {layer.size()}, layer.data());
-      f.write_strings(prefix + "/replay/input", input);
-      f.write_strings(prefix + "/replay/input_format", ifmt);
-      f.write_strings(prefix + "/replay/weight_format", wfmt);
-      f.write_strings(prefix + "/replay/gemm", gemm);
-      write_stats(f, prefix + "/replay/input_error", tensor, in_e);
-      write_stats(f, prefix + "/replay/weight_error", tensor, w_e);
-      write_stats(f, prefix + "/replay/output_error", tensor, out_e);
+      write_stats(f, rp + "input_error", tensor, in_e);
+      write_stats(f, rp + "weight_error", tensor, w_e);
+      write_stats(f, rp + "output_error", tensor, out_e);
     }
     if (!r.attribution.empty()) {
-      std::vector<std::string> role, fmt;
-      std::vector<double> kl, dn;
-      for (const auto& a : r.attribution) {
-        role.push_back(a.role);
-        fmt.push_back(a.format);
-        kl.push_back(a.mean_kl);
-        dn.push_back(a.delta_nll);
-      }
-      f.write_strings(prefix + "/attribution/role", role);
-      f.write_strings(prefix + "/attribution/format", fmt);
-      f.write_doubles(prefix + "/attribution/mean_kl", {kl.size()}, kl.data());
-      f.write_doubles(prefix + "/attribution/delta_nll", {dn.size()}, dn.data());
+      const std::string ap = prefix + "/attribution/";
+      write_column(f, ap + "role", r.attribution, [](const auto& a) { return a.role; });
+      write_column(f, ap + "format", r.attribution, [](const auto& a) { return a.format; });
+      write_column(f, ap + "mean_kl", r.attribution, [](const auto& a) { return a.mean_kl; });
+      write_column(f, ap + "delta_nll", r.attribution, [](const auto& a) { return a.delta_nll; });
     }
     if (!r.layer_attribution.empty()) {
-      std::vector<std::string> role;
-      std::vector<std::int64_t> layer;
-      std::vector<double> kl, dn;
-      for (const auto& a : r.layer_attribution) {
-        role.push_back(a.role);
-        layer.push_back(a.layer);
-        kl.push_back(a.mean_kl);
-        dn.push_back(a.delta_nll);
-      }
-      f.write_strings(prefix + "/layer_attribution/role", role);
-      f.write_ints(prefix + "/layer_attribution/layer", {layer.size()}, layer.data());
-      f.write_doubles(prefix + "/layer_attribution/mean_kl", {kl.size()}, kl.data());
-      f.write_doubles(prefix + "/layer_attribution/delta_nll", {dn.size()}, dn.data());
+      const std::string lp = prefix + "/layer_attribution/";
+      write_column(f, lp + "role", r.layer_attribution, [](const auto& a) { return a.role; });
+      write_column(f, lp + "layer", r.layer_attribution, [](const auto& a) { return a.layer; });
+      write_column(f, lp + "mean_kl", r.layer_attribution, [](const auto& a) { return a.mean_kl; });
+      write_column(f, lp + "delta_nll", r.layer_attribution, [](const auto& a) { return a.delta_nll; });
     }
     if (!r.cost.ops.empty()) {
-      std::vector<std::string> name, kind, fmt;
-      std::vector<std::int64_t> count, bound;
-      std::vector<double> t, b, en;
-      for (const auto& op : r.cost.ops) {
-        name.push_back(op.name);
-        kind.push_back(op.kind);
-        fmt.push_back(op.b_format);
-        count.push_back(op.count);
-        bound.push_back(op.compute_bound ? 1 : 0);
-        t.push_back(op.time_s);
-        b.push_back(op.bytes);
-        en.push_back(op.energy_j);
-      }
-      f.write_strings(prefix + "/cost_ops/name", name);
-      f.write_strings(prefix + "/cost_ops/kind", kind);
-      f.write_strings(prefix + "/cost_ops/weight_format", fmt);
-      f.write_ints(prefix + "/cost_ops/count", {count.size()}, count.data());
-      f.write_ints(prefix + "/cost_ops/compute_bound", {bound.size()}, bound.data());
-      f.write_doubles(prefix + "/cost_ops/time_s", {t.size()}, t.data());
-      f.write_doubles(prefix + "/cost_ops/bytes", {b.size()}, b.data());
-      f.write_doubles(prefix + "/cost_ops/energy_j", {en.size()}, en.data());
+      const auto& ops = r.cost.ops;
+      const std::string cp = prefix + "/cost_ops/";
+      write_column(f, cp + "name", ops, [](const auto& op) { return op.name; });
+      write_column(f, cp + "kind", ops, [](const auto& op) { return op.kind; });
+      write_column(f, cp + "weight_format", ops, [](const auto& op) { return op.b_format; });
+      write_column(f, cp + "count", ops, [](const auto& op) { return op.count; });
+      write_column(f, cp + "compute_bound", ops, [](const auto& op) { return op.compute_bound; });
+      write_column(f, cp + "time_s", ops, [](const auto& op) { return op.time_s; });
+      write_column(f, cp + "bytes", ops, [](const auto& op) { return op.bytes; });
+      write_column(f, cp + "energy_j", ops, [](const auto& op) { return op.energy_j; });
     }
   }
 }

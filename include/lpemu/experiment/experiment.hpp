@@ -22,16 +22,18 @@ struct PlanSpec {
 };
 
 /// Where each plan is priced by the cost model (lpemu::cost): a hardware target, a model shape,
-/// the phase, batch and context. Empty target: no cost columns.
+/// and the job (phase, batch, context and, optionally, a cluster). Empty target: no cost columns.
 struct CostSetup {
-  std::string target;            ///< data/hardware name, e.g. "h100_sxm"
-  std::string shape;             ///< data/shapes name; default: the experiment's model name
-  std::string phase = "decode";  ///< "decode" or "prefill" ("train" with a system)
-  long long batch = 1;
-  long long context = 512;
-  /// Cluster level (optional): each plan also priced on cluster.system, as `lpemu cost --system`
-  /// does; the loader gives it the phase, batch and context above.
-  ClusterSetup cluster;
+  std::string target;  ///< data/hardware name, e.g. "h100_sxm"
+  std::string shape;   ///< data/shapes name; default: the experiment's model name
+  /// The job: phase ("decode" or "prefill"; "train" with a system), batch and context (512 in an
+  /// experiment); with cluster.system set, each plan is also priced on that cluster, as
+  /// `lpemu cost --system` does.
+  ClusterSetup cluster = [] {
+    ClusterSetup c;
+    c.context = 512;
+    return c;
+  }();
 };
 
 /// An accumulator study ([grid.datapath]): variants of a base datapath record, one per combination
