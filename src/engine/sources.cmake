@@ -1,6 +1,8 @@
 target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/roles.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quantizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/datapath_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/model.cpp
