@@ -80,12 +80,13 @@ const Model& llama7b_layer() {
     c.vocab_size = 32;
     c.seq_len = 256;
     std::uint64_t s = 0x9E3779B97F4A7C15ULL;
-    auto fill = [&s](RowMatrix& w, Eigen::Index r, Eigen::Index k) {
-      w.resize(r, k);
-      for (Eigen::Index i = 0; i < w.size(); ++i) {
+    auto fill = [&s](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
+      RowMatrix v(r, k);
+      for (Eigen::Index i = 0; i < v.size(); ++i) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        w.data()[i] = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
+        v.data()[i] = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
       }
+      w = std::move(v);
     };
     fill(x.tok_embeddings, 32, 4096);
     fill(x.output, 32, 4096);
@@ -138,12 +139,13 @@ const Model& llama1b() {
     c.rope_original_max_positions = 8192;
     c.tied_embeddings = true;
     std::uint64_t s = 0x9E3779B97F4A7C15ULL;
-    auto fill = [&s](RowMatrix& w, Eigen::Index r, Eigen::Index k) {
-      w.resize(r, k);
-      for (Eigen::Index i = 0; i < w.size(); ++i) {
+    auto fill = [&s](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
+      RowMatrix v(r, k);
+      for (Eigen::Index i = 0; i < v.size(); ++i) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        w.data()[i] = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
+        v.data()[i] = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
       }
+      w = std::move(v);
     };
     fill(x.tok_embeddings, c.vocab_size, c.dim);
     x.output = x.tok_embeddings;
@@ -208,17 +210,17 @@ void sgemm_1b(benchmark::State& state) {
   const Model& m = llama1b();
   const RowMatrix x = RowMatrix::Constant(kPrefill1b, m.config.dim, 0.01F);
   const RowMatrix xh = RowMatrix::Constant(kPrefill1b, m.config.hidden_dim, 0.01F);
-  RowMatrix y;
+  RowMatrix y, buffer;  // float32 weights: view() is the stored matrix itself
   for (auto _ : state) {
     for (const auto& w : m.layers) {
-      for (const RowMatrix* wt : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w3}) {
-        y.noalias() = x * wt->transpose();
+      for (const WeightMatrix* wt : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w3}) {
+        y.noalias() = x * wt->view(buffer).transpose();
         benchmark::DoNotOptimize(y.data());
       }
-      y.noalias() = xh * w.w2.transpose();
+      y.noalias() = xh * w.w2.view(buffer).transpose();
       benchmark::DoNotOptimize(y.data());
     }
-    y.noalias() = x * m.output.transpose();
+    y.noalias() = x * m.output.view(buffer).transpose();
     benchmark::DoNotOptimize(y.data());
   }
   const double n = kPrefill1b * static_cast<double>(state.iterations());

@@ -3,6 +3,7 @@ target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/gemm_empty_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/tokenizer_metrics_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/forward_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/weights_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/cli_engine_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/block_plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/datapath_plan_test.cpp

@@ -123,7 +123,11 @@ class Tensors {
 
   bool has(const std::string& name) const { return where_.count(name) != 0; }
 
-  std::vector<float> floats(const std::string& name, const std::vector<std::size_t>& shape) const {
+  // The tensor's values as float32 (exact). With `codes_out`, a BF16 / F16 tensor's codes go there
+  // instead (the values are not decoded) and `storage` receives its precision.
+  std::vector<float> floats(const std::string& name, const std::vector<std::size_t>& shape,
+                            std::vector<std::uint16_t>* codes_out = nullptr,
+                            WeightStorage* storage = nullptr) const {
     const auto it = where_.find(name);
     if (it == where_.end()) {
       throw IoError(dir_.string() + ": no tensor '" + name + "' in the checkpoint's safetensors files");
@@ -135,6 +139,12 @@ class Tensors {
                        ", expected " + dims(shape) + " from config.json");
     }
     const std::vector<std::uint8_t> raw = f.read_bytes(name);
+    if (codes_out != nullptr && (e.dtype == "F16" || e.dtype == "BF16")) {
+      codes_out->resize(raw.size() / sizeof(std::uint16_t));
+      std::memcpy(codes_out->data(), raw.data(), raw.size());
+      *storage = e.dtype == "F16" ? WeightStorage::fp16 : WeightStorage::bf16;
+      return {};
+    }
     std::vector<float> out(raw.size() / io::safetensors_dtype_size(e.dtype));
     if (e.dtype == "F32") {
       std::memcpy(out.data(), raw.data(), raw.size());
@@ -149,14 +159,25 @@ class Tensors {
     return out;
   }
 
-  RowMatrix matrix(const std::string& name, Eigen::Index rows, Eigen::Index cols,
-                   bool transpose = false) const {
+  // A weight matrix in the checkpoint's precision: a BF16 / F16 tensor keeps its codes.
+  WeightMatrix matrix(const std::string& name, Eigen::Index rows, Eigen::Index cols,
+                      bool transpose = false) const {
     const std::vector<std::size_t> shape =
         transpose ? std::vector<std::size_t>{std::size_t(cols), std::size_t(rows)}
                   : std::vector<std::size_t>{std::size_t(rows), std::size_t(cols)};
-    const std::vector<float> v = floats(name, shape);
-    if (!transpose) return Eigen::Map<const RowMatrix>(v.data(), rows, cols);
-    return Eigen::Map<const RowMatrix>(v.data(), cols, rows).transpose();
+    std::vector<std::uint16_t> codes;
+    WeightStorage storage = WeightStorage::fp32;
+    const std::vector<float> v = floats(name, shape, &codes, &storage);
+    if (storage != WeightStorage::fp32) {
+      if (transpose) {
+        using Codes = Eigen::Matrix<std::uint16_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+        const Codes t = Eigen::Map<const Codes>(codes.data(), cols, rows).transpose();
+        std::copy(t.data(), t.data() + t.size(), codes.begin());
+      }
+      return WeightMatrix::from_codes(storage, rows, cols, std::move(codes));
+    }
+    if (!transpose) return RowMatrix(Eigen::Map<const RowMatrix>(v.data(), rows, cols));
+    return RowMatrix(Eigen::Map<const RowMatrix>(v.data(), cols, rows).transpose());
   }
 
   Vec<float> vector(const std::string& name, Eigen::Index n) const {
@@ -323,7 +344,7 @@ void read_gpt2(const HfConfig& h, const Tensors& t, Model& m) {
     LayerWeights w;
     w.attention_norm = t.vector(p + "ln_1.weight", d);
     w.attention_norm_bias = t.vector(p + "ln_1.bias", d);
-    const RowMatrix qkv = t.matrix(p + "attn.c_attn.weight", 3 * d, d, true);
+    const RowMatrix qkv = t.matrix(p + "attn.c_attn.weight", 3 * d, d, true).to_float();
     const Vec<float> qkv_b = t.vector(p + "attn.c_attn.bias", 3 * d);
     w.wq = qkv.topRows(d);
     w.wk = qkv.middleRows(d, d);

@@ -21,7 +21,24 @@ namespace fs = std::filesystem;
 
 std::string file_msg(const io::H5File& f, const std::string& what) { return f.path().string() + ": " + what; }
 
-RowMatrix read_matrix(const io::H5File& f, const std::string& name, Eigen::Index rows, Eigen::Index cols) {
+// The narrowest of bf16, fp16 that holds every value exactly; fp32 when only float32 does.
+WeightStorage narrowest_storage(std::span<const float> v) {
+  bool bf16 = true;
+  for (const float x : v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    if (!std::isfinite(x)) return WeightStorage::fp32;
+    bf16 = bf16 && (bits & 0xFFFFu) == 0;
+  }
+  if (bf16) return WeightStorage::bf16;
+  std::vector<float> q(v.size());
+  format::quantize(format::Registry::builtin().get("fp16"), v, std::span<float>(q));
+  return std::memcmp(v.data(), q.data(), v.size_bytes()) == 0 ? WeightStorage::fp16 : WeightStorage::fp32;
+}
+
+// A weight matrix in its stored precision: a dataset stored in 16 bits stays 16-bit in memory, as
+// bf16 or fp16, whichever holds its values exactly (float32 if neither does, e.g. non-finite values).
+WeightMatrix read_matrix(const io::H5File& f, const std::string& name, Eigen::Index rows, Eigen::Index cols) {
   const io::Tensor t = f.read_floats(name);
   if (t.shape.size() != 2 || static_cast<Eigen::Index>(t.shape[0]) != rows ||
       static_cast<Eigen::Index>(t.shape[1]) != cols) {
@@ -30,9 +47,9 @@ RowMatrix read_matrix(const io::H5File& f, const std::string& name, Eigen::Index
     throw ShapeError(file_msg(f, "dataset '" + name + "' has shape [" + got + "], expected [" +
                                      std::to_string(rows) + ", " + std::to_string(cols) + "]"));
   }
-  RowMatrix m(rows, cols);
-  std::copy(t.data.begin(), t.data.end(), m.data());
-  return m;
+  const std::span<const float> v(t.data);
+  const WeightStorage s = f.stored_bits(name) == 16 ? narrowest_storage(v) : WeightStorage::fp32;
+  return WeightMatrix::stored_as(s, rows, cols, v);
 }
 
 Vec<float> read_vector(const io::H5File& f, const std::string& name, Eigen::Index n, bool optional = false) {
@@ -75,32 +92,21 @@ E pick(const io::H5File& f, const std::string& attr, const std::string& value,
   throw SpecError(file_msg(f, "root attribute '" + attr + "' = \"" + value + "\": expected one of " + names));
 }
 
-// The narrowest of bf16, fp16 that holds every value of `m` exactly; "" when only float32 does.
-std::string narrowest_16bit(const RowMatrix& m) {
-  const std::span<const float> v(m.data(), static_cast<std::size_t>(m.size()));
-  bool bf16 = true;
-  for (const float x : v) {
-    std::uint32_t bits;
-    std::memcpy(&bits, &x, sizeof bits);
-    if (!std::isfinite(x)) return {};
-    bf16 = bf16 && (bits & 0xFFFFu) == 0;
-  }
-  if (bf16) return "bf16";
-  std::vector<float> q(v.size());
-  format::quantize(format::Registry::builtin().get("fp16"), v, std::span<float>(q));
-  return std::equal(v.begin(), v.end(), q.begin()) ? "fp16" : "";
-}
-
 // Weights keep the precision they were given: a matrix whose values are all bf16 (or fp16) values
 // is stored in 16 bits (read back exactly, widened to float).
-void write_matrix(io::H5File& f, const std::string& name, const RowMatrix& m) {
-  const std::vector<std::size_t> shape{static_cast<std::size_t>(m.rows()),
-                                       static_cast<std::size_t>(m.cols())};
-  const std::string kind = narrowest_16bit(m);
-  if (kind.empty()) {
+void write_matrix(io::H5File& f, const std::string& name, const WeightMatrix& w) {
+  const std::vector<std::size_t> shape{static_cast<std::size_t>(w.rows()),
+                                       static_cast<std::size_t>(w.cols())};
+  RowMatrix buffer;
+  const RowMatrix& m = w.view(buffer);
+  const WeightStorage s =
+      w.storage() != WeightStorage::fp32
+          ? w.storage()
+          : narrowest_storage(std::span<const float>(m.data(), static_cast<std::size_t>(m.size())));
+  if (s == WeightStorage::fp32) {
     f.write_floats(name, shape, m.data());
   } else {
-    f.write_floats16(name, shape, m.data(), kind);
+    f.write_floats16(name, shape, m.data(), std::string(to_string(s)));
   }
 }
 
@@ -178,6 +184,21 @@ void Model::validate() const {
        "a mixture of experts needs ffn = swiglu and 1 <= n_experts_per_token <= n_experts");
   need(c.positions == PositionKind::rope || (pos_embeddings.rows() >= 1 && pos_embeddings.cols() == c.dim),
        "pos_embeddings is not [seq_len, dim]");
+}
+
+std::size_t Model::weight_bytes() const {
+  const auto vec = [](const Vec<float>& v) { return static_cast<std::size_t>(v.size()) * sizeof(float); };
+  std::size_t n = tok_embeddings.bytes() + pos_embeddings.bytes() + vec(norm) + vec(norm_bias);
+  if (!output.shares_storage(tok_embeddings)) n += output.bytes();
+  for (const auto& l : layers) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3, &l.router})
+      n += w->bytes();
+    for (const auto& e : l.experts) n += e.w1.bytes() + e.w2.bytes() + e.w3.bytes();
+    for (const Vec<float>* v : {&l.attention_norm, &l.attention_norm_bias, &l.bq, &l.bk, &l.bv, &l.bo,
+                                &l.ffn_norm, &l.ffn_norm_bias, &l.b1, &l.b2, &l.b3})
+      n += vec(*v);
+  }
+  return n;
 }
 
 Model load_model(const fs::path& file) {
@@ -271,6 +292,8 @@ Model load_model(const fs::path& file) {
   m.norm = read_vector(f, "norm", c.dim);
   m.norm_bias = read_vector(f, "norm_bias", c.dim, true);
   m.output = f.exists("output") ? read_matrix(f, "output", c.vocab_size, c.dim) : m.tok_embeddings;
+  // Tied embeddings are held once.
+  if (c.tied_embeddings && m.output.same_bits(m.tok_embeddings)) m.output = m.tok_embeddings;
   if (f.exists("tokenizer/pieces")) {
     const auto pieces = f.read_strings("tokenizer/pieces");
     const io::Tensor scores = f.read_floats("tokenizer/scores");

@@ -1,3 +1,4 @@
+// Quantisers (element and block formats), their factory, and operand encodings.
 #include "lpemu/engine/quantizer.hpp"
 
 #include <algorithm>
@@ -12,40 +13,15 @@
 #include <tbb/parallel_for.h>
 
 #include "lpemu/detail/names.hpp"
-#include "lpemu/engine/ops.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
 
-#include "engine/datapath_gemm.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/quantize.hpp"
-#include "lpemu/datapath/datapath.hpp"
-#include "lpemu/datapath/gemm.hpp"
 
 namespace lpemu::engine {
 namespace {
-
-constexpr std::string_view kRoleNames[] = {"weights",
-                                           "linear_input",
-                                           "q",
-                                           "k",
-                                           "v",
-                                           "kv_cache",
-                                           "scores",
-                                           "probs",
-                                           "attn_output",
-                                           "mlp_hidden",
-                                           "residual",
-                                           "lm_head",
-                                           "lm_head_input",
-                                           "logits",
-                                           "expert_weights",
-                                           "expert_input",
-                                           "expert_hidden",
-                                           "router_weights",
-                                           "router_input",
-                                           "router_logits"};
 
 // Each quantisation point gets its own stochastic stream: seeds mixed with the SplitMix64 finaliser.
 using format::mix64;
@@ -129,20 +105,6 @@ class BlockQuantizer final : public Quantizer {
   QuantSpec spec_;
 };
 
-class EigenGemm final : public Gemm {
- public:
-  const std::string& name() const override { return name_; }
-  void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint&) const override {
-    linear(a, b, Vec<float>(), c);
-  }
-  void nt(const RowMatrixD& a, const RowMatrixD& b, RowMatrixD& c, const GemmPoint&) const override {
-    linear(a, b, Vec<double>(), c);
-  }
-
- private:
-  std::string name_ = "eigen";
-};
-
 }  // namespace
 
 std::unique_ptr<Quantizer> make_block_quantizer(const block::BlockFormat& f, const QuantSpec& spec) {
@@ -173,42 +135,6 @@ EncodedOperand encode_values(const RowMatrix& x, const format::Format& element, 
     }
   }
   return e;
-}
-
-std::string_view to_string(Role r) { return kRoleNames[static_cast<std::size_t>(r)]; }
-
-Role fallback_role(Role r) {
-  switch (r) {
-    case Role::expert_weights:
-    case Role::router_weights: return Role::weights;
-    case Role::expert_input:
-    case Role::router_input: return Role::linear_input;
-    case Role::expert_hidden: return Role::mlp_hidden;
-    default: return r;
-  }
-}
-
-bool parse_role(std::string_view text, Role& out) {
-  for (const Role r : kAllRoles) {
-    if (to_string(r) == text) {
-      out = r;
-      return true;
-    }
-  }
-  return false;
-}
-
-namespace {
-constexpr lpemu::detail::EnumName<LayerKind> kLayerKindNames[] = {
-    {"attention", LayerKind::attention}, {"mlp", LayerKind::mlp}, {"head", LayerKind::head}};
-}  // namespace
-
-std::string_view to_string(LayerKind k) { return lpemu::detail::enum_name(kLayerKindNames, k); }
-
-bool parse_layer_kind(std::string_view text, LayerKind& out) {
-  const auto k = lpemu::detail::enum_value(kLayerKindNames, text);
-  if (k) out = *k;
-  return k.has_value();
 }
 
 void Quantizer::apply(RowMatrixD& x, const QuantPoint& p) const {
@@ -272,59 +198,6 @@ std::unique_ptr<Quantizer> QuantizerFactory::make(const QuantSpec& spec) const {
   std::string msg =
       (spec.origin.empty() ? std::string() : spec.origin + ": ") + "unknown format '" + spec.format + "'";
   throw UnknownNameError(msg + lpemu::detail::closest_names_hint(spec.format, names()));
-}
-
-void Gemm::nt(const RowMatrixD& a, const RowMatrixD& b, RowMatrixD& c, const GemmPoint& p) const {
-  const RowMatrix af = a.cast<float>();
-  const RowMatrix bf = b.cast<float>();
-  RowMatrix cf;
-  nt(af, bf, cf, p);
-  c = cf.cast<double>();
-}
-
-const Gemm& eigen_gemm() {
-  static const EigenGemm g;
-  return g;
-}
-
-GemmFactory GemmFactory::builtin() { return with_datapaths(datapath::DatapathRegistry::builtin()); }
-
-GemmFactory GemmFactory::with_datapaths(const datapath::DatapathRegistry& datapaths) {
-  GemmFactory f;
-  auto shared = []() { return std::shared_ptr<const Gemm>(&eigen_gemm(), [](const Gemm*) {}); };
-  f.add("eigen", shared);
-  f.add("fp32", shared);
-  f.add("native", shared);
-  for (const auto& name : datapaths.names()) f.add_datapath(datapaths.get(name));
-  return f;
-}
-
-void GemmFactory::add_datapath(const datapath::Datapath& dp) {
-  auto strategy = detail::make_datapath_gemm(dp);
-  add(dp.name, [strategy]() { return std::shared_ptr<const Gemm>(strategy); });
-}
-
-void GemmFactory::add(std::string name, Maker maker) {
-  makers_.emplace_back(std::move(name), std::move(maker));
-}
-
-bool GemmFactory::knows(std::string_view name) const {
-  return std::any_of(makers_.begin(), makers_.end(), [&](const auto& m) { return m.first == name; });
-}
-
-std::vector<std::string> GemmFactory::names() const {
-  std::vector<std::string> out;
-  for (const auto& m : makers_) out.push_back(m.first);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::shared_ptr<const Gemm> GemmFactory::make(std::string_view name) const {
-  for (auto it = makers_.rbegin(); it != makers_.rend(); ++it) {
-    if (it->first == name) return it->second();
-  }
-  throw UnknownNameError("unknown gemm datapath '" + std::string(name) + "'" +
-                         lpemu::detail::closest_names_hint(name, names()));
 }
 
 }  // namespace lpemu::engine

@@ -52,20 +52,25 @@ RowMatrix to_f(const Mat<T>& m) {
   }
 }
 
-// A weight in the compute type: the model's own matrix when it needs no conversion or
-// quantisation (float compute, no weight format), otherwise an owned copy.
+// A weight in the compute type. Without quantisation or a datapath it is the model's own matrix:
+// float32 storage used in place (float compute), 16-bit storage decoded right before each GEMM
+// into a reusable buffer. Otherwise an owned copy: converted to double, or the quantised values
+// (a float cache of the quantised weight, kept for the session's life).
 template <class T>
-using WeightPtr = std::shared_ptr<const Mat<T>>;
+struct WeightT {
+  std::shared_ptr<const Mat<T>> values;  ///< the values, or null: decode `stored` before each use
+  const WeightMatrix* stored = nullptr;  ///< 16-bit storage decoded on use
+};
 
 template <class T>
 struct ExpertT {
-  WeightPtr<T> w1, w2, w3;
+  WeightT<T> w1, w2, w3;
 };
 
 template <class T>
 struct LayerT {
-  WeightPtr<T> wq, wk, wv, wo, w1, w2, w3;
-  WeightPtr<T> router;              ///< mixture of experts: the gate [n_experts, dim]
+  WeightT<T> wq, wk, wv, wo, w1, w2, w3;
+  WeightT<T> router;                ///< mixture of experts: the gate [n_experts, dim]
   std::vector<ExpertT<T>> experts;  ///< mixture of experts
   std::map<std::string, std::shared_ptr<const EncodedOperand>, std::less<>>
       encoded;  ///< weights on a datapath
@@ -200,21 +205,11 @@ class ImplT final : public Session::Impl {
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = m.layers[static_cast<std::size_t>(l)];
       LayerT<T> t;
-      // `name` is the weight's own name (its quantisation point), `site_name` its GEMM site.
-      const auto weight = [&](const RowMatrix& src, LayerKind k, const std::string& name,
-                              const std::string& site_name) -> WeightPtr<T> {
-        if (src.size() == 0) return std::make_shared<Mat<T>>();
-        const Role role = sites_.at({l, k, site_name}).roles[1];
-        if constexpr (std::is_same_v<T, float>) {
-          if (sites_.at({l, k, site_name}).gemm->datapath() != nullptr) {
-            auto x = std::make_shared<Mat<T>>(src);
-            t.encoded[name] = operand(*x, role, l, k, names_.intern(name), 1, 0);
-            return x;
-          }
-          if (find(role, l, k) == nullptr) return WeightPtr<T>(&src, [](const Mat<T>*) {});
-        }
-        auto x = std::make_shared<Mat<T>>(to_t<T>(src));
-        quant(*x, role, l, k, names_.intern(name), -1, 1);
+      const auto weight = [&](const WeightMatrix& src, LayerKind k, const std::string& name,
+                              const std::string& site_name) {
+        std::shared_ptr<const EncodedOperand> encoded;
+        WeightT<T> x = make_weight(src, l, k, names_.intern(name), site_name, encoded);
+        if (encoded) t.encoded[name] = std::move(encoded);
         return x;
       };
       t.wq = weight(w.wq, LayerKind::attention, "wq", "wq");
@@ -249,19 +244,10 @@ class ImplT final : public Session::Impl {
       t.v_cache = Mat<T>::Zero(max_tokens, kd);
       layers_.push_back(std::move(t));
     }
-    emb_ = to_t<T>(m.tok_embeddings);
-    pos_emb_ = to_t<T>(m.pos_embeddings);
     norm_ = to_t<T>(m.norm);
     norm_bias_ = to_t<T>(m.norm_bias);
-    output_ = to_t<T>(m.output);
     if (c.positions == PositionKind::rope) inv_freq_ = rope_frequencies(c);
-    if constexpr (std::is_same_v<T, float>) {
-      if (sites_.at({-1, LayerKind::head, "output"}).gemm->datapath() != nullptr) {
-        output_encoded_ = operand(output_, Role::lm_head, -1, LayerKind::head, "output", 1, 0);
-        return;
-      }
-    }
-    quant(output_, Role::lm_head, -1, LayerKind::head, "output", -1, 1);
+    output_ = make_weight(m.output, -1, LayerKind::head, "output", "output", output_encoded_);
   }
 
   RowMatrix forward(std::span<const int> tokens) override {
@@ -276,20 +262,27 @@ class ImplT final : public Session::Impl {
       throw ShapeError("session: " + std::to_string(pos + n) + " positions exceed the sliding window of " +
                        std::to_string(c.sliding_window) + " (sliding-window attention is not emulated)");
     }
-    if (c.positions == PositionKind::learned && pos + n > pos_emb_.rows()) {
+    if (c.positions == PositionKind::learned && pos + n > model->pos_embeddings.rows()) {
       throw ShapeError("session: position " + std::to_string(pos + n - 1) +
                        " has no learned position embedding (" + model->path.string() +
-                       ": pos_embeddings holds " + std::to_string(pos_emb_.rows()) +
+                       ": pos_embeddings holds " + std::to_string(model->pos_embeddings.rows()) +
                        " positions = seq_len); use at most that many tokens");
     }
     const int p0 = pos;
     Mat<T> x(n, c.dim);
+    // Embedding lookup: only the rows of these tokens (and positions) are read.
+    Eigen::Matrix<float, 1, Eigen::Dynamic> row(c.dim);
+    const std::span<float> row_span(row.data(), static_cast<std::size_t>(c.dim));
     for (int i = 0; i < n; ++i) {
       const int t = tokens[static_cast<std::size_t>(i)];
       if (t < 0 || t >= c.vocab_size)
         throw ShapeError("session: token id " + std::to_string(t) + " out of range");
-      x.row(i) = emb_.row(t);
-      if (c.positions == PositionKind::learned) x.row(i) += pos_emb_.row(p0 + i);
+      model->tok_embeddings.read_rows(t, 1, row_span);
+      x.row(i) = row.template cast<T>();
+      if (c.positions == PositionKind::learned) {
+        model->pos_embeddings.read_rows(p0 + i, 1, row_span);
+        x.row(i) += row.template cast<T>();
+      }
     }
     Mat<T> xb, q, k, v, att, tmp, h1, h3;
     for (int l = 0; l < c.n_layers; ++l) {
@@ -300,9 +293,9 @@ class ImplT final : public Session::Impl {
       norm(x, w.attention_norm, w.attention_norm_bias, xb);
       trace(pre + "attention/qkv_input", xb);
       auto xin = input(xb, l, LayerKind::attention, {"wq", "wk", "wv"}, "qkv_input", p0);
-      gemm(xb, *w.wq, w.bq, q, l, LayerKind::attention, "wq", xin.get(), w);
-      gemm(xb, *w.wk, w.bk, k, l, LayerKind::attention, "wk", xin.get(), w);
-      gemm(xb, *w.wv, w.bv, v, l, LayerKind::attention, "wv", xin.get(), w);
+      gemm(xb, values(w.wq), w.bq, q, l, LayerKind::attention, "wq", xin.get(), w);
+      gemm(xb, values(w.wk), w.bk, k, l, LayerKind::attention, "wk", xin.get(), w);
+      gemm(xb, values(w.wv), w.bv, v, l, LayerKind::attention, "wv", xin.get(), w);
       if (c.positions == PositionKind::rope) {
         rope(q, c.n_heads, c.head_dim, p0, inv_freq_, c.rope_style);
         rope(k, c.n_kv_heads, c.head_dim, p0, inv_freq_, c.rope_style);
@@ -331,7 +324,7 @@ class ImplT final : public Session::Impl {
       quant(att, Role::attn_output, l, LayerKind::attention, "attn_output", -1, 1, p0);
       trace(pre + "attention/wo_input", att);
       xin = input(att, l, LayerKind::attention, {"wo"}, "wo_input", p0);
-      gemm(att, *w.wo, w.bo, tmp, l, LayerKind::attention, "wo", xin.get(), w);
+      gemm(att, values(w.wo), w.bo, tmp, l, LayerKind::attention, "wo", xin.get(), w);
       x += tmp;
       quant(x, Role::residual, l, LayerKind::attention, "residual", -1, 1, p0);
       // Feed-forward.
@@ -344,9 +337,9 @@ class ImplT final : public Session::Impl {
         continue;
       }
       xin = input(xb, l, LayerKind::mlp, {"w1", "w3"}, "w1_w3_input", p0);
-      gemm(xb, *w.w1, w.b1, h1, l, LayerKind::mlp, "w1", xin.get(), w);
+      gemm(xb, values(w.w1), w.b1, h1, l, LayerKind::mlp, "w1", xin.get(), w);
       if (c.ffn == FfnKind::swiglu) {
-        gemm(xb, *w.w3, w.b3, h3, l, LayerKind::mlp, "w3", xin.get(), w);
+        gemm(xb, values(w.w3), w.b3, h3, l, LayerKind::mlp, "w3", xin.get(), w);
         activate(h1, &h3, c.activation);
       } else {
         activate<T>(h1, nullptr, c.activation);
@@ -354,7 +347,7 @@ class ImplT final : public Session::Impl {
       quant(h1, Role::mlp_hidden, l, LayerKind::mlp, "mlp_hidden", -1, 1, p0);
       trace(pre + "feed_forward/w2_input", h1);
       xin = input(h1, l, LayerKind::mlp, {"w2"}, "w2_input", p0);
-      gemm(h1, *w.w2, w.b2, tmp, l, LayerKind::mlp, "w2", xin.get(), w);
+      gemm(h1, values(w.w2), w.b2, tmp, l, LayerKind::mlp, "w2", xin.get(), w);
       x += tmp;
       quant(x, Role::residual, l, LayerKind::mlp, "residual", -1, 1, p0);
     }
@@ -376,6 +369,57 @@ class ImplT final : public Session::Impl {
   const Quantizer* find(Role r, int l, LayerKind k) const {
     const auto it = quant_.find({r, l, k});
     return it == quant_.end() ? nullptr : it->second.get();
+  }
+
+  // Weight `src` of GEMM site `site_name` in the compute type (WeightT); `name` is the weight's own
+  // name (its quantisation point). On a datapath, `encoded` receives its encoding.
+  WeightT<T> make_weight(const WeightMatrix& src, int l, LayerKind k, std::string_view name,
+                         const std::string& site_name, std::shared_ptr<const EncodedOperand>& encoded) {
+    WeightT<T> out;
+    if (src.size() == 0) {
+      out.values = std::make_shared<Mat<T>>();
+      return out;
+    }
+    const Role role = sites_.at({l, k, site_name}).roles[1];
+    if constexpr (std::is_same_v<T, float>) {
+      if (sites_.at({l, k, site_name}).gemm->datapath() != nullptr) {
+        auto x = std::make_shared<Mat<T>>(src.to_float());
+        encoded = operand(*x, role, l, k, name, 1, 0);
+        out.values = std::move(x);
+        return out;
+      }
+    }
+    if (find(role, l, k) == nullptr) {
+      if (src.storage() != WeightStorage::fp32) {
+        out.stored = &src;
+        return out;
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        RowMatrix unused;
+        out.values = std::shared_ptr<const Mat<T>>(&src.view(unused), [](const Mat<T>*) {});
+        return out;
+      }
+    }
+    RowMatrix buffer;
+    auto x = std::make_shared<Mat<T>>(to_t<T>(src.view(buffer)));
+    quant(*x, role, l, k, name, -1, 1);
+    out.values = std::move(x);
+    return out;
+  }
+
+  // The values of weight `w`: its own matrix, or its 16-bit storage decoded into the buffer kept
+  // for matrices of its size (valid until the next decode of that size).
+  const Mat<T>& values(const WeightT<T>& w) {
+    if (w.values) return *w.values;
+    RowMatrix& f = decoded_[w.stored->size()];
+    const RowMatrix& v = w.stored->view(f);
+    if constexpr (std::is_same_v<T, float>) {
+      return v;
+    } else {
+      Mat<T>& d = decoded_t_[w.stored->size()];
+      d = v.template cast<T>();
+      return d;
+    }
   }
 
   void quant(Mat<T>& x, Role r, int l, LayerKind k, std::string_view tensor, int head, int axis,
@@ -489,7 +533,7 @@ class ImplT final : public Session::Impl {
     constexpr LayerKind kMlp = LayerKind::mlp;
     Mat<T> xr = xb, logits;
     const auto rin = input(xr, l, kMlp, {"router"}, "router_input", p0);
-    gemm(xr, *w.router, Vec<T>(), logits, l, kMlp, "router", rin.get(), w);
+    gemm(xr, values(w.router), Vec<T>(), logits, l, kMlp, "router", rin.get(), w);
     quant(logits, Role::router_logits, l, kMlp, "router_logits", -1, 1, p0);
     trace(pre + "feed_forward/router_logits", logits);
     // Routing (softmax in the compute type, as transformers' softmax(dtype=float) in float32).
@@ -521,12 +565,12 @@ class ImplT final : public Session::Impl {
         xe.row(static_cast<Eigen::Index>(r)) = xb.row(tokens[r].first);
       const std::string_view in_name = names_.intern(en + "w1_w3_input");
       const auto ein = input(xe, l, kMlp, {"expert_w1", "expert_w3"}, in_name, p0);
-      gemm(xe, *ex.w1, Vec<T>(), h1, l, kMlp, "expert_w1", ein.get(), w, names_.intern(en + "w1"));
-      gemm(xe, *ex.w3, Vec<T>(), h3, l, kMlp, "expert_w3", ein.get(), w, names_.intern(en + "w3"));
+      gemm(xe, values(ex.w1), Vec<T>(), h1, l, kMlp, "expert_w1", ein.get(), w, names_.intern(en + "w1"));
+      gemm(xe, values(ex.w3), Vec<T>(), h3, l, kMlp, "expert_w3", ein.get(), w, names_.intern(en + "w3"));
       activate(h1, &h3, c.activation);
       quant(h1, Role::expert_hidden, l, kMlp, names_.intern(en + "hidden"), -1, 1, p0);
       const auto hin = input(h1, l, kMlp, {"expert_w2"}, names_.intern(en + "w2_input"), p0);
-      gemm(h1, *ex.w2, Vec<T>(), y, l, kMlp, "expert_w2", hin.get(), w, names_.intern(en + "w2"));
+      gemm(h1, values(ex.w2), Vec<T>(), y, l, kMlp, "expert_w2", hin.get(), w, names_.intern(en + "w2"));
       for (std::size_t r = 0; r < tokens.size(); ++r) {
         out.row(tokens[r].first) += tokens[r].second * y.row(static_cast<Eigen::Index>(r));
       }
@@ -534,7 +578,7 @@ class ImplT final : public Session::Impl {
   }
 
   void gemm_head(const Mat<T>& a, Mat<T>& c, const EncodedOperand* ea) {
-    run_gemm(a, output_, c, -1, LayerKind::head, "output", ea, output_encoded_.get());
+    run_gemm(a, values(output_), c, -1, LayerKind::head, "output", ea, output_encoded_.get());
   }
 
   void run_gemm(const Mat<T>& a, const Mat<T>& b, Mat<T>& c, int l, LayerKind k, std::string_view tensor,
@@ -600,7 +644,10 @@ class ImplT final : public Session::Impl {
   std::mutex convert_mutex_;
   std::shared_ptr<const EncodedOperand> output_encoded_;
   std::vector<LayerT<T>> layers_;
-  Mat<T> emb_, pos_emb_, output_;
+  WeightT<T> output_;
+  // Buffers of decoded 16-bit weights, one per element count (float32, and the compute type).
+  std::map<Eigen::Index, RowMatrix> decoded_;
+  std::map<Eigen::Index, Mat<T>> decoded_t_;
   Vec<T> norm_, norm_bias_;
   std::vector<double> inv_freq_;  // RoPE frequencies after the config's rope_scaling
   // Tensor names made at run time (experts), kept so that QuantPoint / GemmPoint views stay valid.

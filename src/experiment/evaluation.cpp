@@ -201,9 +201,11 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
     return m;
   };
   auto one = [&](int layer, engine::LayerKind kind, const std::string& tensor, const std::string& input,
-                 const RowMatrix& x, const RowMatrix& w, engine::Role in_role, engine::Role w_role) {
-    rows.push_back(
-        replay_one(layer, kind, tensor, input, x, w, in_role, w_role, plan, n_layers, quantizers, gemms));
+                 const RowMatrix& x, const engine::WeightMatrix& w, engine::Role in_role,
+                 engine::Role w_role) {
+    RowMatrix buffer;
+    rows.push_back(replay_one(layer, kind, tensor, input, x, w.view(buffer), in_role, w_role, plan, n_layers,
+                              quantizers, gemms));
     rows.back().role = tensor == "wq"   ? "attention.q"
                        : tensor == "wk" ? "attention.k"
                        : tensor == "wv" ? "attention.v"

@@ -3,12 +3,14 @@
 // chosen by the file's config attributes.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "lpemu/engine/tensor.hpp"
 #include "lpemu/engine/tokenizer.hpp"
+#include "lpemu/engine/weights.hpp"
 
 namespace lpemu::engine {
 
@@ -64,35 +66,39 @@ std::vector<double> rope_frequencies(const Config& c);
 
 /// One expert of a sparse mixture-of-experts block: a SwiGLU FFN (w1 gate, w3 up, w2 down).
 struct ExpertWeights {
-  RowMatrix w1, w2, w3;
+  WeightMatrix w1, w2, w3;
 };
 
 /// The weights of one transformer block. Biases and `w3` are empty when the model has none; a
 /// mixture-of-experts block has `router` [n_experts, dim] and `experts` instead of w1/w2/w3.
+/// Matrices keep their stored precision; norm weights and biases are float32.
 struct LayerWeights {
   Vec<float> attention_norm, attention_norm_bias;
-  RowMatrix wq, wk, wv, wo;
+  WeightMatrix wq, wk, wv, wo;
   Vec<float> bq, bk, bv, bo;
   Vec<float> ffn_norm, ffn_norm_bias;
-  RowMatrix w1, w2, w3;
+  WeightMatrix w1, w2, w3;
   Vec<float> b1, b2, b3;
-  RowMatrix router;
+  WeightMatrix router;
   std::vector<ExpertWeights> experts;
 };
 
 /// A loaded model: config, weights and (optionally) tokenizer.
 struct Model {
   Config config;
-  RowMatrix tok_embeddings;  ///< [vocab, dim]
-  RowMatrix pos_embeddings;  ///< [seq_len, dim] for learned positions, else empty
+  WeightMatrix tok_embeddings;  ///< [vocab, dim]
+  WeightMatrix pos_embeddings;  ///< [seq_len, dim] for learned positions, else empty
   std::vector<LayerWeights> layers;
   Vec<float> norm, norm_bias;
-  RowMatrix output;     ///< [vocab, dim] classifier (a copy of tok_embeddings when tied)
+  WeightMatrix output;  ///< [vocab, dim] classifier (shares tok_embeddings' storage when tied)
   Tokenizer tokenizer;  ///< empty when the file has no tokenizer group
   std::filesystem::path path;
 
   /// Throws ShapeError if any weight's shape disagrees with the config.
   void validate() const;
+  /// Bytes of every weight as held in memory (matrices in their stored precision, vectors in
+  /// float32; storage shared by tied embeddings counted once).
+  std::size_t weight_bytes() const;
 };
 
 /// Loads a model from an HDF5 file (schema in data/README.md); throws IoError/SpecError/ShapeError.

@@ -87,7 +87,8 @@ Model tiny_model(bool gpt2, unsigned seed) {
 }
 
 // ---- the naive reference: one token position at a time, double, plain loops ----
-std::vector<double> mv(const RowMatrix& w, const Vec<float>& b, const std::vector<double>& x) {
+std::vector<double> mv(const WeightMatrix& weight, const Vec<float>& b, const std::vector<double>& x) {
+  const RowMatrix w = weight.to_float();
   std::vector<double> y(static_cast<std::size_t>(w.rows()), 0.0);
   for (Eigen::Index i = 0; i < w.rows(); ++i) {
     double s = b.size() != 0 ? static_cast<double>(b(i)) : 0.0;
@@ -136,12 +137,14 @@ Dmat naive_logits(const Model& m, const std::vector<int>& tokens) {
   const std::size_t T = tokens.size();
   const int hd = c.head_dim;
   Dmat x(T, std::vector<double>(static_cast<std::size_t>(c.dim)));
+  const RowMatrix tok_embeddings = m.tok_embeddings.to_float();
+  const RowMatrix pos_embeddings = m.pos_embeddings.to_float();
   for (std::size_t t = 0; t < T; ++t) {
     for (int j = 0; j < c.dim; ++j) {
       x[t][static_cast<std::size_t>(j)] =
-          static_cast<double>(m.tok_embeddings(tokens[t], j)) +
+          static_cast<double>(tok_embeddings(tokens[t], j)) +
           (c.positions == PositionKind::learned
-               ? static_cast<double>(m.pos_embeddings(static_cast<Eigen::Index>(t), j))
+               ? static_cast<double>(pos_embeddings(static_cast<Eigen::Index>(t), j))
                : 0.0);
     }
   }

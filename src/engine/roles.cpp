@@ -1,0 +1,69 @@
+// Role and layer-kind names as plan files spell them, and the roles' fallbacks.
+#include <string_view>
+
+#include "lpemu/detail/names.hpp"
+#include "lpemu/engine/quantizer.hpp"
+
+namespace lpemu::engine {
+namespace {
+
+constexpr std::string_view kRoleNames[] = {"weights",
+                                           "linear_input",
+                                           "q",
+                                           "k",
+                                           "v",
+                                           "kv_cache",
+                                           "scores",
+                                           "probs",
+                                           "attn_output",
+                                           "mlp_hidden",
+                                           "residual",
+                                           "lm_head",
+                                           "lm_head_input",
+                                           "logits",
+                                           "expert_weights",
+                                           "expert_input",
+                                           "expert_hidden",
+                                           "router_weights",
+                                           "router_input",
+                                           "router_logits"};
+
+}  // namespace
+
+std::string_view to_string(Role r) { return kRoleNames[static_cast<std::size_t>(r)]; }
+
+Role fallback_role(Role r) {
+  switch (r) {
+    case Role::expert_weights:
+    case Role::router_weights: return Role::weights;
+    case Role::expert_input:
+    case Role::router_input: return Role::linear_input;
+    case Role::expert_hidden: return Role::mlp_hidden;
+    default: return r;
+  }
+}
+
+bool parse_role(std::string_view text, Role& out) {
+  for (const Role r : kAllRoles) {
+    if (to_string(r) == text) {
+      out = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+constexpr lpemu::detail::EnumName<LayerKind> kLayerKindNames[] = {
+    {"attention", LayerKind::attention}, {"mlp", LayerKind::mlp}, {"head", LayerKind::head}};
+}  // namespace
+
+std::string_view to_string(LayerKind k) { return lpemu::detail::enum_name(kLayerKindNames, k); }
+
+bool parse_layer_kind(std::string_view text, LayerKind& out) {
+  const auto k = lpemu::detail::enum_value(kLayerKindNames, text);
+  if (k) out = *k;
+  return k.has_value();
+}
+
+}  // namespace lpemu::engine
