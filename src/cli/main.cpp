@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(args);
     lpemu::io::flush_stdout();  // output that did not reach stdout is a failure, not a success
+  } catch (const CLI::RuntimeError& e) {
+    // A command's own non-zero status (`proposal verify` found differences: 1); it printed why.
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every usage error exits 2 like every other bad input.
     if (e.get_exit_code() == 0) return app.exit(e);

@@ -248,6 +248,17 @@ TEST_CASE("proposal verify reads only files inside the package", "[cli][regressi
   CHECK_THAT(r.err, Contains("MANIFEST: line 'xyz  spec.md': expected 64 lowercase hex digits"));
 }
 
+TEST_CASE("proposal verify exits 1, without an error line, when results differ", "[cli][regression]") {
+  Scratch s("verify_rc");
+  std::ofstream(s / "MANIFEST") << "";
+  std::ofstream(s / "results.csv") << "file,row,code\nvectors.csv,0,0x00\n";
+  const Run r =
+      run_lpemu("proposal verify '" + s.dir.string() + "' --results '" + (s / "results.csv").string() + "'");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, Contains("1 problems"));
+  CHECK_THAT(r.err, !Contains("error"));
+}
+
 TEST_CASE("quantize --stats counts finite inputs that became NaN as unbounded error", "[cli][regression]") {
   Scratch s("nanstats");
   // fp8_e4m3 has no infinity: with --overflow native, 1000 (> 448) becomes NaN.
