@@ -68,15 +68,6 @@ template <RoundingMode M>
 
 std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab);
 
-#if defined(__clang__) ||    \
-    !(defined(__x86_64__) || \
-      defined(               \
-          __i386__))  // non-x86, or clang 14 cannot multiversion templates (fuzz preset): one generic build
-#define LPEMU_CLONES
-#else
-#define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-
 template <RoundingMode M>
 LPEMU_CLONES void fast_segment(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0,
                                float inv, float scale) {

@@ -87,15 +87,6 @@ template <RoundingMode M>
   }
 }
 
-#if defined(__clang__) ||    \
-    !(defined(__x86_64__) || \
-      defined(               \
-          __i386__))  // non-x86, or clang 14 cannot multiversion templates (fuzz preset): one generic build
-#define LPEMU_CLONES
-#else
-#define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-
 template <RoundingMode M>
 LPEMU_CLONES void encode_u8(const Fast& p, const float* in, std::uint8_t* out, std::size_t n,
                             std::uint64_t i0) {

@@ -1,6 +1,14 @@
 // Private pieces of the conversion path shared by the scalar and bulk codecs, and by the block
-// layer's fast path (src/block/quantize.cpp), which rounds its pre-scaled values with fast_round.
+// layer's fast path (src/block/quantize_fast.cpp), which rounds its pre-scaled values with fast_round.
 #pragma once
+
+// Kernels compiled twice, for AVX2 and baseline x86-64, picked at load time. One generic build on
+// non-x86 targets and under clang 14, which cannot multiversion templates (fuzz preset).
+#if defined(__clang__) || !(defined(__x86_64__) || defined(__i386__))
+#define LPEMU_CLONES
+#else
+#define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
 
 #include <bit>
 #include <cstdint>
@@ -53,7 +61,7 @@ inline std::uint32_t sr_round_up(std::uint64_t rem, int shift, int r, std::uint3
 
 // ---- the float32 fast kernel ------------------------------------------------------------------
 // Branch-free and integer-only, so that GCC vectorises the loops that inline it: the bulk codecs
-// (codec_bulk.cpp) and the block fast path (block/quantize.cpp, on pre-scaled values).
+// (codec_bulk.cpp) and the block fast path (block/quantize_fast.cpp, on pre-scaled values).
 
 /// Per-call constants of the fast kernel: everything that depends on the format and the options.
 struct Fast {
