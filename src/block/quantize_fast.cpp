@@ -176,10 +176,10 @@ void fast_contiguous_rne(const Ctx& c, const Fast& p, const float* in, float* ou
 }
 
 // Non-power-of-two scales (NVFP4, FP32 scales) under nearest_even: y = x / S in double (the
-// generic path's quotient), rounded by adding and subtracting 2^(qe+52), clamped, times S.
+// generic path's quotient), rounded by rne_on_grid<double>, times S.
 struct FastD {
-  std::int64_t m, emin, is_int, int_qe;
-  std::uint64_t subnormals, positive_zero;
+  std::int32_t m, emin, int_qe;
+  bool is_int, subnormals, positive_zero;
   double maxd;
 };
 
@@ -188,18 +188,9 @@ LPEMU_CLONES void fast_scaled_segment(const FastD& p, const float* in, float* ou
   const FastD lp = p;
   for (std::size_t i = 0; i < n; ++i) {
     const double y = static_cast<double>(in[i]) / scale;
-    const std::uint64_t u = std::bit_cast<std::uint64_t>(y);
-    const std::uint64_t sg = u & 0x8000000000000000ULL;
-    const std::uint64_t a = u & 0x7fffffffffffffffULL;
-    const std::int64_t ex = static_cast<std::int64_t>(a >> 52) - 1023;
-    const std::int64_t qf = ex < lp.emin ? (lp.subnormals != 0 ? lp.emin - lp.m : lp.emin) : ex - lp.m;
-    const std::int64_t qe = lp.is_int != 0 ? lp.int_qe : qf;
-    const double c = std::bit_cast<double>(static_cast<std::uint64_t>(qe + 1075) << 52);
-    const double r = (std::bit_cast<double>(a) + c) - c;
-    const double v = r < lp.maxd ? r : lp.maxd;
-    const std::uint64_t vb = std::bit_cast<std::uint64_t>(v);
-    const std::uint64_t sign = (lp.positive_zero != 0 && vb == 0) ? 0ULL : sg;
-    out[i] = narrow(std::bit_cast<double>(vb | sign) * scale);
+    const double q =
+        rne_on_grid<double>(y, lp.emin, lp.m, lp.subnormals, lp.is_int, lp.int_qe, lp.positive_zero, lp.maxd);
+    out[i] = narrow(q * scale);
   }
 }
 
@@ -313,10 +304,10 @@ FastD make_fast_d(const Ctx& c) {
   FastD p{};
   p.m = e.mantissa_bits;
   p.emin = e.emin;
-  p.is_int = e.kind == format::Kind::integer ? 1 : 0;
+  p.is_int = e.kind == format::Kind::integer;
   p.int_qe = -e.fraction_bits;
-  p.subnormals = e.subnormals ? 1U : 0U;
-  p.positive_zero = (c.f.signed_zero == SignedZero::positive || !e.has_negative_zero()) ? 1U : 0U;
+  p.subnormals = e.subnormals;
+  p.positive_zero = c.f.signed_zero == SignedZero::positive || !e.has_negative_zero();
   p.maxd = e.max_finite;
   return p;
 }

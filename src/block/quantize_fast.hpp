@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "block/quantize_detail.hpp"
 #include "format/codec_detail.hpp"
@@ -20,23 +21,40 @@ struct Fast {
   float maxf;                    // results saturate to ±maxf
 };
 
-/// nearest_even without variable shifts (vectorises on any x86-64): adding C = 2^(qe+23) rounds |y|
-// to a multiple of 2^qe in float32's own round-to-nearest-even, and subtracting C is exact. Same
-// result as fast_element<nearest_even>; the property tests compare both with the generic path.
+/// nearest_even onto an element grid without variable shifts (vectorises on any x86-64), in float
+/// or double: adding C = 2^(qe + mantissa bits) rounds |y| to a multiple of 2^qe in T's own
+/// round-to-nearest-even, and subtracting C is exact; qe from the element's emin and m (a fixed
+/// quantum 2^int_qe for integer elements); saturates at max_value; zero results are +0 when
+/// positive_zero. Same result as fast_element<nearest_even>; the property tests compare both with
+/// the generic path.
+template <class T>
+[[gnu::always_inline]] inline T rne_on_grid(T y, std::int32_t emin, std::int32_t m, bool subnormals,
+                                            bool is_int, std::int32_t int_qe, bool positive_zero,
+                                            T max_value) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  using I = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+  constexpr int kMant = std::numeric_limits<T>::digits - 1;        // 23 or 52
+  constexpr int kBias = std::numeric_limits<T>::max_exponent - 1;  // 127 or 1023
+  constexpr U kSign = U{1} << (sizeof(T) * 8 - 1);
+  const U u = std::bit_cast<U>(y);
+  const U s = u & kSign;
+  const U a = u & ~kSign;
+  const I ex = static_cast<I>(a >> kMant) - kBias;
+  const I qf = ex < emin ? (subnormals ? I{emin} - m : I{emin}) : ex - m;
+  const I qe = is_int ? I{int_qe} : qf;
+  const T c = std::bit_cast<T>(static_cast<U>(qe + kBias + kMant) << kMant);
+  const T r = (std::bit_cast<T>(a) + c) - c;
+  const T v = r < max_value ? r : max_value;
+  const U vb = std::bit_cast<U>(v);
+  const U sign = (positive_zero && vb == 0) ? U{0} : s;
+  return std::bit_cast<T>(vb | sign);
+}
+
+/// rne_on_grid in float32 with the fast path's constants.
 [[gnu::always_inline]] inline float fast_element_rne(const Fast& p, float y) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(y);
-  const std::uint32_t s = u & 0x80000000U;
-  const std::uint32_t a = u & kAbsMask;
-  const std::int32_t ex = static_cast<std::int32_t>(a >> 23) - 127;
   const format::detail::Fast& e = p.element;
-  const std::int32_t qf = ex < e.emin ? (e.subnormals != 0 ? e.emin - e.m : e.emin) : ex - e.m;
-  const std::int32_t qe = p.is_int != 0 ? p.int_qe : qf;
-  const float c = std::bit_cast<float>(static_cast<std::uint32_t>(qe + 150) << 23);
-  const float r = (std::bit_cast<float>(a) + c) - c;
-  const float v = r < p.maxf ? r : p.maxf;
-  const std::uint32_t vb = std::bit_cast<std::uint32_t>(v);
-  const std::uint32_t sign = (p.positive_zero != 0 && vb == 0) ? 0U : s;
-  return std::bit_cast<float>(vb | sign);
+  return rne_on_grid<float>(y, e.emin, e.m, e.subnormals != 0, p.is_int != 0, p.int_qe, p.positive_zero != 0,
+                            p.maxf);
 }
 
 /// x·2^-s with the sign and non-zeroness of the exact product kept when it underflows to zero.
