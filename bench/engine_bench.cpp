@@ -1,14 +1,18 @@
 // Engine throughput: tokens/s of prefill (128 tokens) and decode for stories260K and for one
 // Llama-7B-shaped block with random weights (d = 4096, 32 heads, SwiGLU 11008), under the fp32
-// plan and element / block fake-quant plans. Baseline: the fp32 plan (Eigen float GEMM).
+// plan and element / block fake-quant plans. Baseline: the fp32 plan (Eigen float GEMM). The block
+// also runs with its (bf16-valued) weights held as bf16, beside the same weights held as float32.
 // With LPEMU_BENCH_1B=1 also a random model of Llama-3.2-1B shape (generated here, never shipped):
 // prefill tokens/s for the fp32, mxfp4 and h100_e4m3 (FP8 datapath) plans beside Eigen's sgemm on
 // the same weight matrices (the same GEMM FLOPs) in the same run, one thread and all threads.
 // LPEMU_BENCH_1B_LAYERS=N keeps the first N of the 16 layers (same layer shape, same classifier).
+#include <bit>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <span>
 
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
@@ -66,9 +70,11 @@ const Model& stories() {
 }
 
 // One Llama-7B block (no tokenizer; 32-token vocabulary so the classifier costs nothing).
-const Model& llama7b_layer() {
-  static const Model m = [] {
-    Model x;
+// The block's weights are bf16 values (random float32 with the low 16 bits cleared), held as
+// float32 or, for the _bf16 model, as bf16 codes decoded before each GEMM.
+Model make_llama7b_layer(WeightStorage storage) {
+  Model x;
+  {
     Config& c = x.config;
     c.name = "llama7b-layer";
     c.dim = 4096;
@@ -80,13 +86,16 @@ const Model& llama7b_layer() {
     c.vocab_size = 32;
     c.seq_len = 256;
     std::uint64_t s = 0x9E3779B97F4A7C15ULL;
-    auto fill = [&s](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
+    auto fill = [&s, storage](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
       RowMatrix v(r, k);
       for (Eigen::Index i = 0; i < v.size(); ++i) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        v.data()[i] = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
+        const float r32 = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
+        v.data()[i] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(r32) & 0xffff0000U);
       }
-      w = std::move(v);
+      w = storage == WeightStorage::fp32
+              ? WeightMatrix(std::move(v))
+              : WeightMatrix::stored_as(storage, r, k, std::span<const float>(v.data(), v.size()));
     };
     fill(x.tok_embeddings, 32, 4096);
     fill(x.output, 32, 4096);
@@ -102,8 +111,17 @@ const Model& llama7b_layer() {
     w.ffn_norm = Vec<float>::Ones(4096);
     x.layers.push_back(std::move(w));
     x.norm = Vec<float>::Ones(4096);
-    return x;
-  }();
+  }
+  return x;
+}
+
+const Model& llama7b_layer() {
+  static const Model m = make_llama7b_layer(WeightStorage::fp32);
+  return m;
+}
+
+const Model& llama7b_layer_bf16() {
+  static const Model m = make_llama7b_layer(WeightStorage::bf16);
   return m;
 }
 
@@ -285,12 +303,15 @@ void decode(benchmark::State& state, const Model& (*model)(), const std::string&
 void register_all() {
   using Fn = void (*)(benchmark::State&, const Model& (*)(), const std::string&);
   for (const auto& [model_name, model] : {std::pair<std::string, const Model& (*)()>{"stories260K", &stories},
-                                          {"llama7b_layer", &llama7b_layer}}) {
+                                          {"llama7b_layer", &llama7b_layer},
+                                          {"llama7b_layer_bf16", &llama7b_layer_bf16}}) {
     for (const auto& [kind, fn] : {std::pair<std::string, Fn>{"prefill128", &prefill}, {"decode", &decode}}) {
       for (const std::string p : {"fp32", "fp8_e4m3", "mxfp4", "h100_e4m3"}) {
         if (plan(p) == nullptr) continue;
         // Bit-exact datapath emulation of a 7B block would take minutes per iteration.
         if (p == "h100_e4m3" && model_name != "stories260K") continue;
+        // The bf16-held block beside the float32-held one: the cost of decoding weights per GEMM.
+        if (model_name == "llama7b_layer_bf16" && p != "fp32") continue;
         const auto m = model;
         const auto f = fn;
         benchmark::RegisterBenchmark((kind + "/" + model_name + "/" + p).c_str(),

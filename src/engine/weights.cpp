@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
@@ -11,17 +12,15 @@
 namespace lpemu::engine {
 namespace {
 
+// The storage names are the element formats' registry names.
+constexpr detail::EnumName<WeightStorage> kWeightStorageNames[] = {
+    {"fp32", WeightStorage::fp32}, {"bf16", WeightStorage::bf16}, {"fp16", WeightStorage::fp16}};
+
 const format::Format& format_of(WeightStorage s) { return format::Registry::builtin().get(to_string(s)); }
 
 }  // namespace
 
-std::string_view to_string(WeightStorage s) {
-  switch (s) {
-    case WeightStorage::bf16: return "bf16";
-    case WeightStorage::fp16: return "fp16";
-    default: return "fp32";
-  }
-}
+std::string_view to_string(WeightStorage s) { return detail::enum_name(kWeightStorageNames, s); }
 
 WeightMatrix::WeightMatrix(RowMatrix m)
     : f32_(std::make_shared<const RowMatrix>(std::move(m))), rows_(f32_->rows()), cols_(f32_->cols()) {}
