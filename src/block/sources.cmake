@@ -7,6 +7,3 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/quantize_fast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pack.cpp)
 target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/quantize_simd.cpp)
-# Every Highway target this architecture has, as format/codec_simd.cpp (the tests run each).
-set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/quantize_simd.cpp PROPERTIES COMPILE_DEFINITIONS
-                            "HWY_COMPILE_ALL_ATTAINABLE;HWY_WANT_AVX3_DL")

@@ -16,8 +16,9 @@ bool fast_gemm_applicable(const Datapath& dp, bool no_scales);
 void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
                std::span<const std::uint64_t> a, std::span<const std::uint64_t> b,
                std::span<const std::uint64_t> c, std::span<std::uint64_t> d);
+/// As above for 8-bit input codes and 32-bit accumulator codes (gemm's compact overload).
 void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
                std::span<const std::uint8_t> a, std::span<const std::uint8_t> b,
-               std::span<const std::uint64_t> c, std::span<std::uint64_t> d);
+               std::span<const std::uint32_t> c, std::span<std::uint32_t> d);
 
 }  // namespace lpemu::datapath::detail

@@ -43,11 +43,9 @@ void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
 
   if (detail::fast_gemm_applicable(dp, scales.a.empty() && scales.b.empty() && scales.a_significand.empty() &&
                                            scales.b_significand.empty())) {
-    // Packs straight from the codes (decode with m = 1 must not pay for a matrix of Operands).
-    std::vector<std::uint64_t> c64(c.begin(), c.end());
-    std::vector<std::uint64_t> d64(m * n);
-    detail::fast_gemm(dp, m, n, k, a, b, c64, d64);
-    for (std::size_t i = 0; i < m * n; ++i) d[i] = static_cast<Acc>(d64[i]);
+    // Packs straight from the codes (decode with m = 1 must not pay for a matrix of Operands) and
+    // writes D in the caller's storage.
+    detail::fast_gemm(dp, m, n, k, a, b, c, d);
     return;
   }
 

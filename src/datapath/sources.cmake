@@ -4,4 +4,5 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/dot_cases.cpp
   ${CMAKE_CURRENT_LIST_DIR}/exact.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fast.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fast_rows.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp)

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
+#include <hwy/targets.h>
 #include <tbb/global_control.h>
 #include <boost/multiprecision/cpp_int.hpp>
 #include <catch2/catch.hpp>
@@ -325,13 +327,11 @@ TEST_CASE("gemm equals dot with NaN, Inf and zero-heavy rows", "[datapath][prope
 
 namespace {
 
-TEST_CASE(
-    "gemm equals dot at the fast kernels' edges: row and column tails, short K, RNE, overflow and subnormal "
-    "sums",
-    "[datapath][property]") {
-  // The eight-column kernel takes rows in tiles of four and keeps each block's common rounding
-  // in vector lanes; rows, columns and K that do not fill a tile, RNE accumulators, fp16
-  // accumulators that overflow, and C values that are huge, tiny or subnormal take the other paths.
+// The 16-column kernel takes rows in tiles of four and keeps each block's common rounding in
+// vector lanes; rows, columns and K that do not fill a tile, RNE accumulators, fp16 accumulators
+// that overflow, and C values that are huge, tiny or subnormal take the other paths. Every element
+// of every GEMM is compared with dot (the block engine); `label` names the SIMD target.
+void check_fast_kernel_edges(const std::string& label) {
   const auto& reg = DatapathRegistry::builtin();
   Datapath rne23 = reg.get("h100_e4m3_fp32");
   rne23.name = "h100_e4m3_fp32 with RNE to 23 bits";
@@ -351,8 +351,8 @@ TEST_CASE(
     std::size_t m, n, k;
   };
   // Up to 16 rows, B is packed panel by panel where used; 17 and more rows pack it up front.
-  const Shape shapes[] = {{1, 8, 32},  {5, 16, 33}, {7, 13, 1},  {6, 27, 95},
-                          {9, 24, 64}, {4, 8, 0},   {17, 9, 40}, {22, 27, 70}};
+  const Shape shapes[] = {{1, 16, 32}, {5, 32, 33}, {7, 13, 1},   {6, 43, 95}, {9, 24, 64},
+                          {4, 16, 0},  {17, 9, 40}, {22, 40, 70}, {3, 48, 300}};
   std::mt19937_64 rng(77);
   for (const Datapath& dp : dps) {
     for (const Shape& s : shapes) {
@@ -385,13 +385,31 @@ TEST_CASE(
                                          a.begin() + static_cast<long>((i + 1) * s.k));
           std::vector<std::uint64_t> col(s.k);
           for (std::size_t p = 0; p < s.k; ++p) col[p] = b[p * s.n + j];
-          INFO(dp.name << " m " << s.m << " n " << s.n << " k " << s.k << " (" << i << ", " << j << ") c "
-                       << std::hex << c[i * s.n + j]);
+          INFO(label << " " << dp.name << " m " << s.m << " n " << s.n << " k " << s.k << " (" << i << ", "
+                     << j << ") c " << std::hex << c[i * s.n + j]);
           CHECK(d[i * s.n + j] == dot(dp, row, col, c[i * s.n + j], {}, i * s.n + j));
         }
       }
     }
   }
+}
+
+TEST_CASE(
+    "gemm equals dot at the fast kernels' edges: row and column tails, short K, RNE, overflow and subnormal "
+    "sums",
+    "[datapath][property]") {
+  check_fast_kernel_edges("default target");
+}
+
+TEST_CASE("the fast GEMM's Highway row kernel equals dot under every SIMD target",
+          "[datapath][property][simd]") {
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  REQUIRE(!targets.empty());
+  for (const std::int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    check_fast_kernel_edges(hwy::TargetName(t));
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST_CASE("gemm's fast path rejects codes wider than their format as the general path does",
