@@ -403,9 +403,10 @@ class GemmRun {
            rows_trunc_exact(dp_.a, dp_.b, F, bs);
     panels_ = vec_ ? n_ / kPanel : 0;
     jt_ = panels_ * kPanel;
-    // Few rows (decode: m = 1): each panel is packed where it is used, while it is in cache,
-    // instead of all of B up front.
-    fused_ = vec_ && m_ <= kFusedRows;
+    // Few rows (decode: m = 1), or a B too large to keep packed (an LM head): each panel is
+    // packed where it is used, while it is in cache, instead of all of B up front.
+    const std::size_t packed_b_bytes = panels_ * k_ * kPanel * (sizeof(float) + sizeof(std::int32_t));
+    fused_ = vec_ && (m_ <= kFusedRows || packed_b_bytes > kScratchKept);
     return true;
   }
 

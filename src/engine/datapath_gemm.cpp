@@ -146,27 +146,29 @@ class DatapathGemm final : public Gemm {
     const Side& sa = pa->side;
     const Side& sb = pb->side;
     datapath::GemmScales scales{sa.exps, sb.exps, sa.sigs, sb.sigs};
-    std::vector<double> d(m * n);
+    c.resize(a.rows(), b.rows());
+    const std::span<float> out(c.data(), m * n);
     if (bytes()) {
       std::vector<std::uint32_t> d32(m * n);
       datapath::gemm(dp_, m, n, k, pa->codes8, pb->codes8, {}, d32, scales);
-      for (std::size_t i = 0; i < m * n; ++i) d[i] = format::decode(dp_.output(), d32[i]);
+      if (format::fits_in_float(dp_.output())) {
+        format::decode(dp_.output(), d32, out);  // bulk and exact
+      } else {                                   // e.g. an int32 accumulator: its value, rounded to float
+        for (std::size_t i = 0; i < m * n; ++i)
+          out[i] = static_cast<float>(format::decode(dp_.output(), d32[i]));
+      }
     } else {
       std::vector<std::uint64_t> d64(m * n);
       datapath::gemm(dp_, m, n, k, sa.codes, sb.codes, {}, d64, scales);
-      for (std::size_t i = 0; i < m * n; ++i) d[i] = format::decode(dp_.output(), d64[i]);
+      for (std::size_t i = 0; i < m * n; ++i)
+        out[i] = static_cast<float>(format::decode(dp_.output(), d64[i]));
     }
-    c.resize(a.rows(), b.rows());
+    if (sa.epilogue.empty() && sb.epilogue.empty()) return;
     for (std::size_t i = 0; i < m; ++i) {
       for (std::size_t j = 0; j < n; ++j) {
-        const auto acc = static_cast<float>(d[i * n + j]);  // the datapath's output is fp32 or narrower
-        if (sa.epilogue.empty() && sb.epilogue.empty()) {
-          c.data()[i * n + j] = acc;
-          continue;
-        }
         const float alpha =
             (sa.epilogue.empty() ? 1.0F : sa.epilogue[i]) * (sb.epilogue.empty() ? 1.0F : sb.epilogue[j]);
-        c.data()[i * n + j] = alpha * acc;
+        out[i * n + j] = alpha * out[i * n + j];
       }
     }
   }
