@@ -6,7 +6,6 @@
 // prefill tokens/s for the fp32, mxfp4 and h100_e4m3 (FP8 datapath) plans beside Eigen's sgemm on
 // the same weight matrices (the same GEMM FLOPs) in the same run, one thread and all threads.
 // LPEMU_BENCH_1B_LAYERS=N keeps the first N of the 16 layers (same layer shape, same classifier).
-#include <bit>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -22,6 +21,7 @@
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/session.hpp"
+#include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
 
 namespace {
@@ -74,44 +74,44 @@ const Model& stories() {
 // float32 or, for the _bf16 model, as bf16 codes decoded before each GEMM.
 Model make_llama7b_layer(WeightStorage storage) {
   Model x;
-  {
-    Config& c = x.config;
-    c.name = "llama7b-layer";
-    c.dim = 4096;
-    c.n_layers = 1;
-    c.n_heads = 32;
-    c.n_kv_heads = 32;
-    c.head_dim = 128;
-    c.hidden_dim = 11008;
-    c.vocab_size = 32;
-    c.seq_len = 256;
-    std::uint64_t s = 0x9E3779B97F4A7C15ULL;
-    auto fill = [&s, storage](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
-      RowMatrix v(r, k);
-      for (Eigen::Index i = 0; i < v.size(); ++i) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        const float r32 = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
-        v.data()[i] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(r32) & 0xffff0000U);
-      }
-      w = storage == WeightStorage::fp32
-              ? WeightMatrix(std::move(v))
-              : WeightMatrix::stored_as(storage, r, k, std::span<const float>(v.data(), v.size()));
-    };
-    fill(x.tok_embeddings, 32, 4096);
-    fill(x.output, 32, 4096);
-    LayerWeights w;
-    fill(w.wq, 4096, 4096);
-    fill(w.wk, 4096, 4096);
-    fill(w.wv, 4096, 4096);
-    fill(w.wo, 4096, 4096);
-    fill(w.w1, 11008, 4096);
-    fill(w.w2, 4096, 11008);
-    fill(w.w3, 11008, 4096);
-    w.attention_norm = Vec<float>::Ones(4096);
-    w.ffn_norm = Vec<float>::Ones(4096);
-    x.layers.push_back(std::move(w));
-    x.norm = Vec<float>::Ones(4096);
-  }
+  Config& c = x.config;
+  c.name = "llama7b-layer";
+  c.dim = 4096;
+  c.n_layers = 1;
+  c.n_heads = 32;
+  c.n_kv_heads = 32;
+  c.head_dim = 128;
+  c.hidden_dim = 11008;
+  c.vocab_size = 32;
+  c.seq_len = 256;
+  const lpemu::format::Format& bf16 = lpemu::format::Registry::builtin().get("bf16");
+  std::uint64_t s = 0x9E3779B97F4A7C15ULL;
+  // Random weights, rounded to bf16 values so both storages hold the same model.
+  auto fill = [&s, &bf16, storage](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
+    RowMatrix v(r, k);
+    for (Eigen::Index i = 0; i < v.size(); ++i) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      v.data()[i] = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
+    }
+    const std::span<float> all(v.data(), static_cast<std::size_t>(v.size()));
+    lpemu::format::quantize(bf16, all, all);
+    w = storage == WeightStorage::fp32 ? WeightMatrix(std::move(v))
+                                       : WeightMatrix::stored_as(storage, r, k, all);
+  };
+  fill(x.tok_embeddings, 32, 4096);
+  fill(x.output, 32, 4096);
+  LayerWeights w;
+  fill(w.wq, 4096, 4096);
+  fill(w.wk, 4096, 4096);
+  fill(w.wv, 4096, 4096);
+  fill(w.wo, 4096, 4096);
+  fill(w.w1, 11008, 4096);
+  fill(w.w2, 4096, 11008);
+  fill(w.w3, 11008, 4096);
+  w.attention_norm = Vec<float>::Ones(4096);
+  w.ffn_norm = Vec<float>::Ones(4096);
+  x.layers.push_back(std::move(w));
+  x.norm = Vec<float>::Ones(4096);
   return x;
 }
 

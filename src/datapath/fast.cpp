@@ -103,6 +103,7 @@ struct Packed {
   std::int32_t* m = nullptr;  // signed significand (0 for zero)
   std::int32_t* e = nullptr;  // alignment exponent (kZeroExp for zero)
   std::int32_t* l = nullptr;  // lsb exponent (ideal only)
+  std::int8_t* e8 = nullptr;  // alignment exponent in rows_trunc's 8-bit layout, [rows][k8]
   std::vector<char> special;  // per row: holds NaN or Inf
 };
 
@@ -172,27 +173,43 @@ class Decoder {
 [[gnu::always_inline]] inline bool put(Packed& p, std::size_t j, const Lane& x) {
   if (p.v != nullptr) p.v[j] = x.v;
   if (p.m != nullptr) p.m[j] = x.m;
-  p.e[j] = x.e;
+  if (p.e != nullptr) p.e[j] = x.e;
   if (p.l != nullptr) p.l[j] = x.l;
   return x.special;
 }
 
-// Packed arrays for rows × k operands in `s`: exponents always; values as floats, significands
-// and lsb exponents where asked.
-Packed make_packed(Scratch& s, std::size_t rows, std::size_t k, bool with_v, bool with_m, bool with_l) {
+// Packed arrays for rows × k operands in `s`, those asked for: values as floats, significands,
+// alignment exponents, lsb exponents, and 8-bit exponents ([rows][k8], padding kZeroExp8).
+Packed make_packed(Scratch& s, std::size_t rows, std::size_t k, bool with_v, bool with_m, bool with_e,
+                   bool with_l, std::size_t k8) {
   Packed p;
   if (with_v) p.v = s.take<float>(rows * k);
   if (with_m) p.m = s.take<std::int32_t>(rows * k);
-  p.e = s.take<std::int32_t>(rows * k);
+  if (with_e) p.e = s.take<std::int32_t>(rows * k);
   if (with_l) p.l = s.take<std::int32_t>(rows * k);
+  if (k8 > 0) {
+    p.e8 = s.take<std::int8_t>(rows * k8);
+    if (k8 != k) std::fill_n(p.e8, rows * k8, kZeroExp8);
+  }
   p.special.assign(rows, 0);
   return p;
 }
 
+// An alignment exponent in 8-bit lanes (rows_trunc_applies bounds the finite ones).
+std::int8_t exp8(std::int32_t e) { return e == kZeroExp ? kZeroExp8 : static_cast<std::int8_t>(e); }
+
+// TruncParams and the per-element kernel's integer shifts.
+struct ElementParams : TruncParams {
+  int base_shift;    // int64 kernel: products lifted by 2^kLift
+  int base_shift32;  // int32 kernel: products lifted by 2^lift32
+  int lift32;
+  bool use32;  // the int32 kernel is exact
+};
+
 // One output element of a truncating BFMA datapath (tensor-cores.md §1, steps 1–8), all inlined
 // so each clone vectorises its inner loops. Returns false where the general engine must decide
 // (special values, an all-zero block with zero c, or a rounding round_state defers).
-LPEMU_AVX2_CLONES bool element_trunc(const TruncParams& P, const std::int32_t* am, const std::int32_t* ae,
+LPEMU_AVX2_CLONES bool element_trunc(const ElementParams& P, const std::int32_t* am, const std::int32_t* ae,
                                      const std::int32_t* bm, const std::int32_t* be, std::size_t k,
                                      std::uint64_t c, std::uint64_t& out) {
   const Datapath& dp = *P.dp;
@@ -396,16 +413,19 @@ class GemmRun {
     const std::uint64_t top = (static_cast<std::uint64_t>(acc.emax + acc.bias) << acc.mantissa_bits) |
                               ((std::uint64_t{1} << acc.mantissa_bits) - 1);
     const int emax_common = top == acc.max_code ? acc.emax : acc.emax - 1;
-    tp_ = TruncParams{&dp_, bs, F, floor, mbsum - F + kLift, base_shift32, lift32, use32, emax_common};
-    // The vector kernel keeps accumulator significands in int32 lanes and forms, truncates and
-    // sums each block's products in float.
+    const std::size_t block8 = (bs + kExpGroup - 1) / kExpGroup * kExpGroup;
+    tp_ = ElementParams{
+        {&dp_, bs, F, floor, emax_common, block8}, mbsum - F + kLift, base_shift32, lift32, use32};
+    // The vector kernel keeps accumulator significands in int32 lanes, exponents in 8-bit lanes,
+    // and forms, truncates and sums each block's products in float.
     vec_ = use32 && !exact_ && acc.mantissa_bits <= 29 && dp_.accumulator_fraction_bits <= 29 &&
-           rows_trunc_exact(dp_.a, dp_.b, F, bs);
+           rows_trunc_applies(dp_.a, dp_.b, F, bs);
+    k8_ = vec_ ? (k_ + bs - 1) / bs * block8 : 0;
     panels_ = vec_ ? n_ / kPanel : 0;
     jt_ = panels_ * kPanel;
     // Few rows (decode: m = 1), or a B too large to keep packed (an LM head): each panel is
     // packed where it is used, while it is in cache, instead of all of B up front.
-    const std::size_t packed_b_bytes = panels_ * k_ * kPanel * (sizeof(float) + sizeof(std::int32_t));
+    const std::size_t packed_b_bytes = panels_ * kPanel * (k_ * sizeof(float) + k8_);
     fused_ = vec_ && (m_ <= kFusedRows || packed_b_bytes > kScratchKept);
     return true;
   }
@@ -414,30 +434,33 @@ class GemmRun {
   void prepare_a() {
     // The tile kernel reads values and exponents; the per-element kernels significands (and, for
     // ideal, lsb exponents) of the columns outside the panels.
-    pa_ = make_packed(scratch_, m_, k_, vec_, !vec_ || jt_ < n_, exact_);
+    const bool scalar_cols = !vec_ || jt_ < n_;
+    pa_ = make_packed(scratch_, m_, k_, vec_, scalar_cols, scalar_cols, exact_, k8_);
     tbb::parallel_for(std::size_t{0}, m_, [&](std::size_t i) {
       for (std::size_t p = 0; p < k_; ++p) {
-        if (put(pa_, i * k_ + p, dec_a_.lane(a_[i * k_ + p], i * k_ + p))) pa_.special[i] = 1;
+        const Lane x = dec_a_.lane(a_[i * k_ + p], i * k_ + p);
+        if (put(pa_, i * k_ + p, x)) pa_.special[i] = 1;
+        if (vec_) pa_.e8[i * k8_ + exp8_index(tp_, p)] = exp8(x.e);
       }
     });
   }
 
-  // B's first n/16·16 columns (vector kernel) in panels of 16, [n/16][k][16], values as floats
-  // and alignment exponents (packed here unless fused); the other columns (all of them without the vector
-  // kernel) by columns, [n − jt][k].
+  // B's first n/16·16 columns (vector kernel) in panels of 16: values as floats, [n/16][k][16], and
+  // 8-bit exponents, [n/16][k8/4][16][4] (packed here unless fused); the other columns (all of
+  // them without the vector kernel) by columns, [n − jt][k].
   void prepare_b() {
     bspecial_.assign(n_, 0);
-    const std::size_t held = fused_ ? 0 : panels_ * k_ * kPanel;
-    bvk_ = scratch_.take<float>(held);
-    bek_ = scratch_.take<std::int32_t>(held);
-    if (!fused_) {
+    const bool held = !fused_;
+    bvk_ = scratch_.take<float>(held ? panels_ * k_ * kPanel : 0);
+    bek_ = scratch_.take<std::int8_t>(held ? panels_ * k8_ * kPanel : 0);
+    if (held) {
       tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels_, 8), [&](const auto& r) {
         for (std::size_t q = r.begin(); q != r.end(); ++q) {
-          pack_panel(q, bvk_ + q * k_ * kPanel, bek_ + q * k_ * kPanel);
+          pack_panel(q, bvk_ + q * k_ * kPanel, bek_ + q * k8_ * kPanel);
         }
       });
     }
-    pb_ = make_packed(scratch_, n_ - jt_, k_, false, true, exact_);
+    pb_ = make_packed(scratch_, n_ - jt_, k_, false, true, true, exact_, 0);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(jt_, n_, 16), [&](const auto& r) {
       for (std::size_t p = 0; p < k_; ++p) {
         for (std::size_t j = r.begin(); j != r.end(); ++j) {
@@ -447,15 +470,19 @@ class GemmRun {
     });
   }
 
-  // Packs panel q (columns 16q..16q+15) into pv, pe ([k][16] each) and marks its NaN/Inf columns.
-  void pack_panel(std::size_t q, float* pv, std::int32_t* pe) {
+  // Packs panel q (columns 16q..16q+15) into pv ([k][16]) and pe ([k8/4][16][4]) and marks its
+  // NaN/Inf columns.
+  void pack_panel(std::size_t q, float* pv, std::int8_t* pe) {
+    if (k8_ != k_) std::fill_n(pe, k8_ * kPanel, kZeroExp8);
     bool special[kPanel] = {};
     for (std::size_t p = 0; p < k_; ++p) {
       const std::size_t at = p * n_ + q * kPanel;
+      const std::size_t x8 = exp8_index(tp_, p);
+      std::int8_t* pe_p = pe + (x8 / kExpGroup) * kPanel * kExpGroup + x8 % kExpGroup;
       for (std::size_t l = 0; l < kPanel; ++l) {
         const Lane x = dec_b_.lane(b_[at + l], at + l);
         pv[p * kPanel + l] = x.v;
-        pe[p * kPanel + l] = x.e;
+        pe_p[l * kExpGroup] = exp8(x.e);
         special[l] |= x.special;
       }
     }
@@ -466,7 +493,7 @@ class GemmRun {
   // its outputs (the general engine's where the kernel or a NaN/Inf column defers).
   template <std::size_t R>
   void run_tile(const std::size_t* rows, std::size_t j, void (*kernel)(RowsArgs<R>&), const float* pv,
-                const std::int32_t* pe) {
+                const std::int8_t* pe) {
     RowsArgs<R> args;
     args.P = &tp_;
     args.bvk = pv;
@@ -474,7 +501,7 @@ class GemmRun {
     args.k = k_;
     for (std::size_t r = 0; r < R; ++r) {
       args.av[r] = pa_.v + rows[r] * k_;
-      args.ae[r] = pa_.e + rows[r] * k_;
+      args.ae[r] = pa_.e8 + rows[r] * k8_;
       for (std::size_t l = 0; l < kPanel; ++l) args.c[r][l] = c_.empty() ? 0 : c_[rows[r] * n_ + j + l];
     }
     kernel(args);
@@ -496,7 +523,7 @@ class GemmRun {
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, panels_, 4), [&](const auto& r) {
       // One panel per task (a Scratch is one thread's): small, [k][16].
       const auto pv = std::make_unique_for_overwrite<float[]>(k_ * kPanel);
-      const auto pe = std::make_unique_for_overwrite<std::int32_t[]>(k_ * kPanel);
+      const auto pe = std::make_unique_for_overwrite<std::int8_t[]>(k8_ * kPanel);
       for (std::size_t q = r.begin(); q != r.end(); ++q) {
         pack_panel(q, pv.get(), pe.get());
         std::size_t t = 0;
@@ -517,13 +544,13 @@ class GemmRun {
       std::size_t t = 0;
       for (; t + kRowTile <= np; t += kRowTile) {
         for (std::size_t j = jv0; j < jv1; j += kPanel) {
-          run_tile<kRowTile>(plain + t, j, &rows_trunc, bvk_ + j * k_, bek_ + j * k_);
+          run_tile<kRowTile>(plain + t, j, &rows_trunc, bvk_ + j * k_, bek_ + j * k8_);
         }
       }
       if (all) {
         for (; t < np; ++t) {
           for (std::size_t j = jv0; j < jv1; j += kPanel) {
-            run_tile<1>(plain + t, j, &rows_trunc, bvk_ + j * k_, bek_ + j * k_);
+            run_tile<1>(plain + t, j, &rows_trunc, bvk_ + j * k_, bek_ + j * k8_);
           }
         }
       }
@@ -576,14 +603,15 @@ class GemmRun {
   // Set by plan().
   bool exact_ = false, vec_ = false, fused_ = false;
   int lmin_ = 0;
-  TruncParams tp_{};
+  ElementParams tp_{};
   std::size_t panels_ = 0, jt_ = 0;  // B's vector panels; jt = their column count
+  std::size_t k8_ = 0;               // 8-bit exponents per row of A and per column of a panel
   Scratch scratch_;                  // the packed arrays' memory
   // Set by prepare_a() and prepare_b().
   Packed pa_, pb_;
   std::vector<char> bspecial_;  // per column of B: holds NaN or Inf
   float* bvk_ = nullptr;
-  std::int32_t* bek_ = nullptr;
+  std::int8_t* bek_ = nullptr;
 };
 
 }  // namespace

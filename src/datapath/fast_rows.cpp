@@ -1,11 +1,15 @@
 // The vector row kernel of the fast datapath GEMM in Google Highway: R rows of A × one 16-column
 // panel of B under a truncating BFMA datapath (tensor-cores.md §1), lanes = columns, so every max
 // and sum is vertical and rows share B's loads. The same results as element_trunc (fast.cpp),
-// with each block's products formed, truncated and summed in float where that is exact
-// (rows_trunc_exact, below). Between blocks the accumulator stays decoded per lane as a signed
+// with each block's largest exponent sum found in 8-bit lanes, four products per column at once,
+// and its products formed, truncated and summed in float where that is exact
+// (rows_trunc_applies, below). Between blocks the accumulator stays decoded per lane as a signed
 // significand sr and its lsb exponent q (sr = 0: zero); the common case of each block's rounding
 // (a normal result, no overflow) is vectorised, other lanes take round_state. Compiled once per
 // SIMD target and chosen at run time; tests run it under every target the machine supports.
+#include <algorithm>
+#include <cstring>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "datapath/fast_rows.cpp"
 // The kernel keeps arrays of vectors, which need sized vector types: the scalable targets (SVE,
@@ -65,6 +69,52 @@ HWY_INLINE V BitWidth(V x) {
   return hn::Add(k, hn::Set(d, 1));
 }
 
+// §1.4: the largest exponent sum e_a + e_b over the products of a block (quads t0..t1 of the 8-bit
+// layout) per lane group g = r·NV + c; 2·kZeroExp where every product has a zero operand.
+template <std::size_t R, std::size_t G>
+HWY_INLINE void BlockExpMax(const RowsArgs<R>& A, std::size_t t0, std::size_t t1, V (&raw)[G]) {
+  const D d;
+  constexpr std::size_t N = hn::MaxLanes(D());
+  constexpr std::size_t NV = kPanel / N;
+  constexpr std::size_t Q = kPanel * kExpGroup;  // bytes per quad of the B panel
+#if HWY_TARGET == HWY_SCALAR
+  // One lane per vector: the same saturating 8-bit sums, a byte at a time.
+  for (std::size_t r = 0; r < R; ++r) {
+    for (std::size_t c = 0; c < NV; ++c) {
+      int best = kZeroExp8;
+      for (std::size_t t = t0; t < t1; ++t) {
+        for (std::size_t j = 0; j < kExpGroup; ++j) {
+          const int sum = A.ae[r][t * kExpGroup + j] + A.bek[t * Q + c * kExpGroup + j];
+          best = std::max(best, std::clamp(sum, -128, 127));
+        }
+      }
+      raw[r * NV + c] = hn::Set(d, best < kAllZeroBelow8 ? 2 * kZeroExp : best);
+    }
+  }
+#else
+  const hn::Repartition<std::int8_t, D> d8;
+  hn::Vec<decltype(d8)> m8[G];
+  for (std::size_t g = 0; g < G; ++g) m8[g] = hn::Set(d8, kZeroExp8);
+  for (std::size_t t = t0; t < t1; ++t) {
+    for (std::size_t c = 0; c < NV; ++c) {
+      const auto be = hn::LoadU(d8, A.bek + t * Q + c * N * kExpGroup);
+      for (std::size_t r = 0; r < R; ++r) {
+        std::int32_t a4;  // four exponents of row r, one per product of the quad
+        std::memcpy(&a4, A.ae[r] + t * kExpGroup, sizeof a4);
+        m8[r * NV + c] = hn::Max(m8[r * NV + c], hn::SaturatedAdd(hn::BitCast(d8, hn::Set(d, a4)), be));
+      }
+    }
+  }
+  for (std::size_t g = 0; g < G; ++g) {
+    // The largest of each 32-bit lane's four bytes, sign-extended.
+    auto x = hn::Max(m8[g], hn::BitCast(d8, hn::ShiftRight<16>(hn::BitCast(d, m8[g]))));
+    x = hn::Max(x, hn::BitCast(d8, hn::ShiftRight<8>(hn::BitCast(d, x))));
+    const V e = hn::ShiftRight<24>(hn::ShiftLeft<24>(hn::BitCast(d, x)));
+    raw[g] = hn::IfThenElse(hn::Lt(e, hn::Set(d, kAllZeroBelow8)), hn::Set(d, 2 * kZeroExp), e);
+  }
+#endif
+}
+
 template <std::size_t R>
 HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
   const D d;
@@ -78,19 +128,24 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
   const int pbits = dp.accumulator_fraction_bits;
   const bool rne = dp.accumulator_rounding.mode == format::RoundingMode::nearest_even;
   const std::size_t k = A.k;
-  V sr[G], q[G], bad[G];
+  // The accumulator between blocks: sr·2^q, its §1.3 exponent e_c = max(floor(log2|c|),
+  // addend_emin) (kept, not recomputed), and bad = −1 where the general engine decides.
+  V sr[G], q[G], ec[G], bad[G];
   for (std::size_t r = 0; r < R; ++r) {
-    HWY_ALIGN std::int32_t s0[kPanel], q0[kPanel], b0[kPanel];
+    HWY_ALIGN std::int32_t s0[kPanel], q0[kPanel], e0[kPanel], b0[kPanel];
     for (std::size_t l = 0; l < kPanel; ++l) {
       const Operand c0 = decode_acc(f, A.c[r][l], dp.addend_emin);
       const auto mag = static_cast<std::int32_t>(c0.mag);
-      s0[l] = c0.kind != Kind::finite ? 0 : (c0.neg ? -mag : mag);
-      q0[l] = c0.kind != Kind::finite ? 0 : c0.lsb;
+      const bool finite = c0.kind == Kind::finite;
+      s0[l] = finite ? (c0.neg ? -mag : mag) : 0;
+      q0[l] = finite ? c0.lsb : 0;
+      e0[l] = finite ? c0.e : 0;
       b0[l] = c0.kind == Kind::nan || c0.kind == Kind::inf ? -1 : 0;
     }
     for (std::size_t c = 0; c < NV; ++c) {
       sr[r * NV + c] = hn::Load(d, s0 + c * N);
       q[r * NV + c] = hn::Load(d, q0 + c * N);
+      ec[r * NV + c] = hn::Load(d, e0 + c * N);
       bad[r * NV + c] = hn::Load(d, b0 + c * N);
     }
   }
@@ -112,33 +167,24 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
     const std::size_t s1 = std::min(k, s0 + P.block);
     // §1.4: E = max(e_i, e_c, E_floor); zero operands carry a hugely negative exponent.
     V raw[G];
-    for (std::size_t g = 0; g < G; ++g) raw[g] = hn::Set(d, 2 * kZeroExp);
-    for (std::size_t p = s0; p < s1; ++p) {
-      for (std::size_t c = 0; c < NV; ++c) {
-        const V be = hn::LoadU(d, A.bek + p * kPanel + c * N);
-        for (std::size_t r = 0; r < R; ++r) {
-          raw[r * NV + c] = hn::Max(raw[r * NV + c], hn::Add(hn::Set(d, A.ae[r][p]), be));
-        }
-      }
-    }
+    const std::size_t t0 = s0 / P.block * (P.block8 / kExpGroup);
+    BlockExpMax<R>(A, t0, t0 + (s1 - s0 + kExpGroup - 1) / kExpGroup, raw);
     V emax[G], absr[G];
     for (std::size_t g = 0; g < G; ++g) {
       absr[g] = hn::Abs(sr[g]);
-      // §1.3: e_c = max(floor(log2|c|), addend_emin).
-      const V e_c = hn::Max(hn::Sub(hn::Add(q[g], BitWidth(absr[g])), one), addend_emin);
       const auto c_zero = hn::Eq(sr[g], zero);
-      emax[g] = hn::Max(hn::Max(raw[g], floor), hn::IfThenElse(c_zero, floor, e_c));
+      emax[g] = hn::Max(hn::Max(raw[g], floor), hn::IfThenElse(c_zero, floor, ec[g]));
       // The sign of an all-zero block depends on the zeros' signs: the general engine decides.
       bad[g] = hn::Or(bad[g], hn::VecFromMask(d, hn::And(c_zero, hn::Lt(raw[g], all_zero_below))));
     }
     // §1.5: each product truncated toward zero at 2^q; §1.6: exact sum. In float, exactly: a·b
     // is exact (its significand and exponent fit float's), scaling it by 2^-q is exact down to
     // float's normal range (below it the value is < 1 and truncates to 0 either way), Trunc
-    // rounds toward zero, and every partial sum is an integer below 2^24 (rows_trunc_exact).
+    // rounds toward zero, and every partial sum is an integer below 2^24 (rows_trunc_applies).
     VF scale[G], sumf[G];
     for (std::size_t g = 0; g < G; ++g) {
       // 2^-q as float bits; q beyond ±126 only where every product of the block is zero or
-      // truncates to zero (rows_trunc_exact), so clamping it changes nothing.
+      // truncates to zero (rows_trunc_applies), so clamping it changes nothing.
       const V qc = hn::Min(hn::Max(hn::Sub(emax[g], F), scale_lo), scale_hi);
       scale[g] = hn::BitCast(df, hn::ShiftLeft<23>(hn::Sub(float_bias, qc)));
       sumf[g] = hn::Zero(df);
@@ -180,13 +226,15 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
       const auto is_zero = hn::Eq(s, zero);
       V nsr = hn::IfThenZeroElse(is_zero, SignOf(rv, s));
       V nq = hn::IfThenZeroElse(is_zero, qo);
+      V nec = hn::Max(hn::Add(qo, pb), addend_emin);  // a normal result: floor(log2) = qo + p
       const auto rare = hn::Not(hn::Or(hn::Or(common, is_zero), hn::Ne(bad[g], zero)));
       if (HWY_UNLIKELY(!hn::AllFalse(d, rare))) {
-        HWY_ALIGN std::int32_t a_s[N], a_qb[N], a_sr[N], a_q[N], a_bad[N], a_rare[N];
+        HWY_ALIGN std::int32_t a_s[N], a_qb[N], a_sr[N], a_q[N], a_ec[N], a_bad[N], a_rare[N];
         hn::Store(s, d, a_s);
         hn::Store(qb, d, a_qb);
         hn::Store(nsr, d, a_sr);
         hn::Store(nq, d, a_q);
+        hn::Store(nec, d, a_ec);
         hn::Store(bad[g], d, a_bad);
         hn::Store(hn::VecFromMask(d, rare), d, a_rare);
         for (std::size_t l = 0; l < N; ++l) {
@@ -196,6 +244,7 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
             const auto rr = static_cast<std::int32_t>(st.r);
             a_sr[l] = st.neg ? -rr : rr;
             a_q[l] = st.q;
+            a_ec[l] = std::max(st.q + static_cast<int>(std::bit_width(st.r)) - 1, dp.addend_emin);
           } else {
             a_bad[l] = -1;
             a_sr[l] = 0;
@@ -204,12 +253,14 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
         }
         nsr = hn::Load(d, a_sr);
         nq = hn::Load(d, a_q);
+        nec = hn::Load(d, a_ec);
         bad[g] = hn::Load(d, a_bad);
       }
       // Lanes already handed to the general engine keep a zero state, so every lane stays in range.
       const auto is_bad = hn::Ne(bad[g], zero);
       sr[g] = hn::IfThenZeroElse(is_bad, nsr);
       q[g] = hn::IfThenZeroElse(is_bad, nq);
+      ec[g] = nec;  // read only where sr != 0
     }
     if (s1 >= k) break;
   }
@@ -239,12 +290,15 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace lpemu::datapath::detail {
 
+// Exponents fit the 8-bit lanes: finite alignment exponents lie in [emin, emax] within ±kExp8Max.
 // Products of a and b are exact in float: significands of at most 24 bits, lsb at least 2^-149,
 // below 2^126 (so the smallest scale, 2^-126, truncates every one to zero, as any larger q
 // does). A block holding a nonzero product has q = E − F >= a.emin + b.emin − F >= −126, so its
 // scale is never clamped. Each truncated product is below 2^(F+2), so `block` of them sum to
 // below 2^24 when block <= 2^(22−F): every partial sum is an exact float.
-bool rows_trunc_exact(const format::Format& a, const format::Format& b, int F, std::size_t block) {
+bool rows_trunc_applies(const format::Format& a, const format::Format& b, int F, std::size_t block) {
+  const auto fits8 = [](const format::Format& f) { return f.emin >= -kExp8Max && f.emax <= kExp8Max; };
+  if (!fits8(a) || !fits8(b)) return false;
   const int lsb = (a.emin - a.mantissa_bits) + (b.emin - b.mantissa_bits);
   const int top = (a.emax + 1) + (b.emax + 1);
   return a.mantissa_bits + b.mantissa_bits + 2 <= 24 && lsb >= -149 && top <= 126 &&

@@ -16,6 +16,16 @@ namespace lpemu::datapath::detail {
 constexpr int kZeroExp = -(1 << 20);
 /// Below this, a block's largest exponent sum comes from products with a zero operand only.
 constexpr std::int32_t kAllZeroBelow = kZeroExp / 2;
+/// The vector kernel keeps alignment exponents in 8-bit lanes, kExpGroup consecutive products of a
+/// block per 32-bit lane, added with saturation: finite exponents lie in ±kExp8Max, so finite sums
+/// are >= -80 and sums with a zero operand (kZeroExp8) saturate to <= -88.
+constexpr int kExp8Max = 40;
+/// Alignment exponent of a zero operand (and the padding) in 8-bit lanes.
+constexpr std::int8_t kZeroExp8 = -128;
+/// Below this, an 8-bit lane's largest exponent sum comes from products with a zero operand only.
+constexpr int kAllZeroBelow8 = -84;
+/// Products per 32-bit lane of 8-bit exponents; each block is padded to a multiple of it.
+constexpr std::size_t kExpGroup = 4;
 /// Columns of B per vector-kernel panel (one AVX-512 vector of int32, two AVX2, four SSE4/NEON).
 constexpr std::size_t kPanel = 16;
 /// Rows of A per tile of the vector kernel.
@@ -110,39 +120,43 @@ inline std::uint64_t encode_state(const format::Format& f, int p, const AccState
 /// Parameters of the truncating kernels, set once per GEMM.
 struct TruncParams {
   const Datapath* dp;
-  std::size_t block;
-  int F;
-  int floor;
-  int base_shift;
-  int base_shift32;
-  int lift32;
-  bool use32;
-  int emax_common;  // largest exponent whose every normal significand is finite (rows_trunc)
+  std::size_t block;   // products per block
+  int F;               // alignment fraction bits
+  int floor;           // E_floor (INT_MIN / 2 when the datapath has none)
+  int emax_common;     // largest exponent whose every normal significand is finite
+  std::size_t block8;  // the vector kernel: `block` rounded up to a multiple of kExpGroup
 };
 
-/// Arguments of the R-row kernel: rows av[r] (values as floats) and ae[r] (alignment exponents)
-/// of A; one panel of B, [k][16] values as floats and exponents; c, out and ok are [R][16]; ok is
-/// false where the general engine must decide.
+/// Position of product p in the vector kernel's 8-bit exponent layout (blocks padded to block8).
+inline std::size_t exp8_index(const TruncParams& P, std::size_t p) {
+  return p / P.block * P.block8 + p % P.block;
+}
+
+/// Arguments of the R-row kernel: rows av[r] (values as floats, [k]) and ae[r] (8-bit alignment
+/// exponents at exp8_index) of A; one panel of B: values as floats, [k][16], and 8-bit exponents,
+/// [k8 / kExpGroup][16][kExpGroup]; c, out and ok are [R][16]; ok is false where the general
+/// engine must decide.
 template <std::size_t R>
 struct RowsArgs {
   const TruncParams* P;
   const float* av[R];
-  const std::int32_t* ae[R];
+  const std::int8_t* ae[R];
   const float* bvk;
-  const std::int32_t* bek;
+  const std::int8_t* bek;
   std::size_t k;
   std::uint64_t c[R][kPanel];
   std::uint64_t out[R][kPanel];
   bool ok[R][kPanel];
 };
 
-/// True if rows_trunc's float arithmetic is exact for a datapath with inputs a and b, F fraction
-/// bits and `block` products per block (see fast_rows.cpp).
-bool rows_trunc_exact(const format::Format& a, const format::Format& b, int F, std::size_t block);
+/// True if rows_trunc applies to a datapath with inputs a and b, F fraction bits and `block`
+/// products per block: its float arithmetic is exact and the exponents fit its 8-bit lanes (see
+/// fast_rows.cpp).
+bool rows_trunc_applies(const format::Format& a, const format::Format& b, int F, std::size_t block);
 
 /// R rows × 16 output columns of a truncating datapath (tensor-cores.md §1) on the best SIMD
 /// target of this machine (Google Highway run-time dispatch; fast_rows.cpp); only where
-/// rows_trunc_exact holds.
+/// rows_trunc_applies.
 void rows_trunc(RowsArgs<kRowTile>& args);
 /// One row × 16 output columns, as rows_trunc on a tile.
 void rows_trunc(RowsArgs<1>& args);

@@ -340,7 +340,16 @@ void check_fast_kernel_edges(const std::string& label) {
   Datapath no_floor = reg.get("h100_e5m2_fp32");
   no_floor.name = "h100_e5m2_fp32 without exponent floor";
   no_floor.exponent_floor.reset();
+  // Blocks that are not a multiple of the kernel's four 8-bit exponents per lane (padded).
+  Datapath blocks_of_5 = reg.get("h100_e4m3_fp32");
+  blocks_of_5.name = "h100_e4m3_fp32 with blocks of 5";
+  blocks_of_5.fused_terms = 5;
+  Datapath blocks_of_1 = reg.get("h100_e5m2_fp32");
+  blocks_of_1.name = "h100_e5m2_fp32 with blocks of 1";
+  blocks_of_1.fused_terms = 1;
   const std::vector<Datapath> dps = {reg.get("h100_e4m3_fp32"),
+                                     blocks_of_5,
+                                     blocks_of_1,
                                      reg.get("h100_e4m3_fp16"),
                                      reg.get("ada_e4m3_fp16"),
                                      reg.get("ada_e5m2_fp32"),
