@@ -65,6 +65,7 @@ void gemm_datapath_1thread(benchmark::State& state, const char* name) {
 }
 
 // Decode-style GEMV: one row of A times the n × n B (m = 1), where packing B dominates.
+// Threads: all.
 void gemm_datapath_m1(benchmark::State& state, const char* name) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const datapath::Datapath& dp = datapath::DatapathRegistry::builtin().get(name);
@@ -76,6 +77,29 @@ void gemm_datapath_m1(benchmark::State& state, const char* name) {
     benchmark::DoNotOptimize(d.data());
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(n * n));
+  state.SetLabel("MACs/s");
+}
+
+// m × n × n (m: the range's second argument) on one thread, B given as codes (packed on every
+// call) or prepared once before timing (a weight: datapath::PreparedB, packed for the kernels).
+void gemm_datapath_rows_1thread(benchmark::State& state, const char* name, bool prepared) {
+  tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto m = static_cast<std::size_t>(state.range(1));
+  const datapath::Datapath& dp = datapath::DatapathRegistry::builtin().get(name);
+  const Inputs& in = inputs(n);
+  const datapath::PreparedB b(dp, n, n, in.b, prepared);
+  const std::span<const std::uint8_t> a(in.a.data(), m * n);
+  std::vector<std::uint32_t> d(m * n);
+  for (auto _ : state) {
+    if (prepared) {
+      datapath::gemm(m, a, b, {}, d);
+    } else {
+      datapath::gemm(dp, m, n, n, a, in.b, {}, d);
+    }
+    benchmark::DoNotOptimize(d.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(m * n * n));
   state.SetLabel("MACs/s");
 }
 
@@ -116,6 +140,17 @@ BENCHMARK_CAPTURE(gemm_datapath, ideal, "ideal")
     ->UseRealTime();
 BENCHMARK_CAPTURE(gemm_datapath_m1, h100_e4m3_fp32, "h100_e4m3_fp32")
     ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath_rows_1thread, h100_e4m3_fp32_codes, "h100_e4m3_fp32", false)
+    ->Args({1024, 1})
+    ->Args({1024, 64})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(gemm_datapath_rows_1thread, h100_e4m3_fp32_prepared_b, "h100_e4m3_fp32", true)
+    ->Args({1024, 1})
+    ->Args({1024, 64})
+    ->Args({1024, 1024})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK_CAPTURE(gemm_datapath, fp32_sequential, "fp32_sequential")

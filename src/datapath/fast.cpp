@@ -42,7 +42,8 @@ constexpr std::size_t kScratchKept = std::size_t{64} << 20;  // bytes of scratch
 // thread picked up while waiting) allocates its own. Not shared between threads.
 class Scratch {
  public:
-  Scratch() : arena_(arena().busy ? nullptr : &arena()) {
+  /// Memory from the thread's arena when `kept` and the arena is free, else allocated for this Scratch.
+  explicit Scratch(bool kept = true) : arena_(!kept || arena().busy ? nullptr : &arena()) {
     if (arena_ != nullptr) arena_->busy = true;
   }
   ~Scratch() {
@@ -51,11 +52,18 @@ class Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
 
-  /// Room for n values of T.
+  /// Room for n values of T (null for none).
   template <typename T>
   T* take(std::size_t n) {
     static_assert(std::is_trivial_v<T>);
-    return reinterpret_cast<T*>(bytes(std::max<std::size_t>(n, 1) * sizeof(T)));
+    return n == 0 ? nullptr : reinterpret_cast<T*>(bytes(n * sizeof(T)));
+  }
+
+  /// The memory allocated for this Scratch (not the arena's), handed over with its size in bytes.
+  std::vector<std::unique_ptr<std::byte[]>> release(std::size_t& size) {
+    size = own_bytes_;
+    own_bytes_ = 0;
+    return std::move(own_);
   }
 
  private:
@@ -82,7 +90,10 @@ class Scratch {
     return a;
   }
   std::byte* bytes(std::size_t n) {
-    if (arena_ == nullptr) return own_.emplace_back(std::make_unique_for_overwrite<std::byte[]>(n)).get();
+    if (arena_ == nullptr) {
+      own_bytes_ += n;
+      return own_.emplace_back(std::make_unique_for_overwrite<std::byte[]>(n)).get();
+    }
     if (arena_->next == arena_->blocks.size()) arena_->blocks.emplace_back();
     Block& b = arena_->blocks[arena_->next++];
     if (b.size < n) {
@@ -95,6 +106,7 @@ class Scratch {
 
   Arena* arena_;
   std::vector<std::unique_ptr<std::byte[]>> own_;
+  std::size_t own_bytes_ = 0;
 };
 
 // An operand's arrays, [rows][k]; arrays a GEMM does not read are not made (null).
@@ -314,6 +326,17 @@ bool narrow(const format::Format& f) { return f.kind == format::Kind::floating &
 
 }  // namespace
 
+// B packed once (fast_prepare_b): what prepare_b makes, in memory of its own.
+struct FastB {
+  std::size_t n = 0, k = 0;
+  float* bvk = nullptr;
+  std::int8_t* bek = nullptr;
+  Packed pb;
+  std::vector<char> bspecial;
+  std::vector<std::unique_ptr<std::byte[]>> memory;
+  std::size_t bytes = 0;
+};
+
 bool fast_gemm_applicable(const Datapath& dp, bool no_scales) {
   if (!no_scales || dp.scale_application != ScaleApplication::none || dp.product_format ||
       dp.promote_every > 0 || dp.order != Order::sequential || dp.addend != Addend::fused ||
@@ -345,8 +368,9 @@ namespace {
 template <typename In, typename Acc>
 class GemmRun {
  public:
+  /// `pre`: B already packed by fast_prepare_b (from the same codes b, under the same datapath).
   GemmRun(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const In> a,
-          std::span<const In> b, std::span<const Acc> c, std::span<Acc> d)
+          std::span<const In> b, std::span<const Acc> c, std::span<Acc> d, const FastB* pre = nullptr)
       : dp_(dp),
         m_(m),
         n_(n),
@@ -356,7 +380,34 @@ class GemmRun {
         c_(c),
         d_(d),
         dec_a_(dp.a, dp.flush_subnormal_inputs, "A"),
-        dec_b_(dp.b, dp.flush_subnormal_inputs, "B") {}
+        dec_b_(dp.b, dp.flush_subnormal_inputs, "B"),
+        pre_(pre),
+        scratch_(m > 0) {}
+
+  /// Bytes pack_b() would allocate.
+  std::size_t packed_b_size() {
+    if (!plan()) return 0;
+    const std::size_t scalar_arrays = exact_ ? 3 : 2;  // significands, exponents (, lsb exponents)
+    return panels_ * kPanel * (k_ * sizeof(float) + k8_) +
+           (n_ - jt_) * k_ * sizeof(std::int32_t) * scalar_arrays + n_;
+  }
+
+  /// B packed as run() reads it, in memory of its own; null when no kernel reads packed B.
+  std::unique_ptr<FastB> pack_b() {
+    if (!plan()) return nullptr;
+    fused_ = false;
+    prepare_b();
+    auto out = std::make_unique<FastB>();
+    out->n = n_;
+    out->k = k_;
+    out->bvk = bvk_;
+    out->bek = bek_;
+    out->pb = std::move(pb_);
+    out->bspecial = std::move(bspecial_own_);
+    out->memory = scratch_.release(out->bytes);
+    out->bytes += out->bspecial.size();
+    return out;
+  }
 
   /// Computes every element of D.
   void run() {
@@ -366,7 +417,15 @@ class GemmRun {
       return;
     }
     prepare_a();
-    prepare_b();
+    if (pre_ != nullptr) {
+      fused_ = false;
+      bvk_ = pre_->bvk;
+      bek_ = pre_->bek;
+      pb_ = pre_->pb;
+      bspecial_ = pre_->bspecial.data();
+    } else {
+      prepare_b();
+    }
     if (fused_) run_fused_panels();
     // Columns in chunks of 16: a whole chunk inside the panels goes to the vector kernel (done
     // above when fused).
@@ -449,7 +508,8 @@ class GemmRun {
   // 8-bit exponents, [n/16][k8/4][16][4] (packed here unless fused); the other columns (all of
   // them without the vector kernel) by columns, [n − jt][k].
   void prepare_b() {
-    bspecial_.assign(n_, 0);
+    bspecial_own_.assign(n_, 0);
+    bspecial_ = bspecial_own_.data();
     const bool held = !fused_;
     bvk_ = scratch_.take<float>(held ? panels_ * k_ * kPanel : 0);
     bek_ = scratch_.take<std::int8_t>(held ? panels_ * k8_ * kPanel : 0);
@@ -464,7 +524,7 @@ class GemmRun {
     tbb::parallel_for(tbb::blocked_range<std::size_t>(jt_, n_, 16), [&](const auto& r) {
       for (std::size_t p = 0; p < k_; ++p) {
         for (std::size_t j = r.begin(); j != r.end(); ++j) {
-          if (put(pb_, (j - jt_) * k_ + p, dec_b_.lane(b_[p * n_ + j], p * n_ + j))) bspecial_[j] = 1;
+          if (put(pb_, (j - jt_) * k_ + p, dec_b_.lane(b_[p * n_ + j], p * n_ + j))) bspecial_own_[j] = 1;
         }
       }
     });
@@ -486,7 +546,7 @@ class GemmRun {
         special[l] |= x.special;
       }
     }
-    for (std::size_t l = 0; l < kPanel; ++l) bspecial_[q * kPanel + l] = special[l] ? 1 : 0;
+    for (std::size_t l = 0; l < kPanel; ++l) bspecial_own_[q * kPanel + l] = special[l] ? 1 : 0;
   }
 
   // Runs the R-row tile kernel on rows `rows` and the panel pv, pe of columns j..j+15, and writes
@@ -600,6 +660,7 @@ class GemmRun {
   std::span<const Acc> c_;
   std::span<Acc> d_;
   const Decoder dec_a_, dec_b_;
+  const FastB* pre_;
   // Set by plan().
   bool exact_ = false, vec_ = false, fused_ = false;
   int lmin_ = 0;
@@ -609,7 +670,8 @@ class GemmRun {
   Scratch scratch_;                  // the packed arrays' memory
   // Set by prepare_a() and prepare_b().
   Packed pa_, pb_;
-  std::vector<char> bspecial_;  // per column of B: holds NaN or Inf
+  std::vector<char> bspecial_own_;  // per column of B: holds NaN or Inf (when packed here)
+  const char* bspecial_ = nullptr;  // bspecial_own_ or pre_'s
   float* bvk_ = nullptr;
   std::int8_t* bek_ = nullptr;
 };
@@ -626,6 +688,23 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
                std::span<const std::uint8_t> a, std::span<const std::uint8_t> b,
                std::span<const std::uint32_t> c, std::span<std::uint32_t> d) {
   GemmRun<std::uint8_t, std::uint32_t>(dp, m, n, k, a, b, c, d).run();
+}
+
+std::shared_ptr<const FastB> fast_prepare_b(const Datapath& dp, std::size_t n, std::size_t k,
+                                            std::span<const std::uint8_t> b) {
+  return GemmRun<std::uint8_t, std::uint32_t>(dp, 0, n, k, {}, b, {}, {}).pack_b();
+}
+
+std::size_t fast_b_bytes(const FastB& b) { return b.bytes; }
+
+std::size_t fast_b_bytes(const Datapath& dp, std::size_t n, std::size_t k) {
+  return GemmRun<std::uint8_t, std::uint32_t>(dp, 0, n, k, {}, {}, {}, {}).packed_b_size();
+}
+
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
+               std::span<const std::uint8_t> a, std::span<const std::uint8_t> b, const FastB& pre,
+               std::span<const std::uint32_t> c, std::span<std::uint32_t> d) {
+  GemmRun<std::uint8_t, std::uint32_t>(dp, m, n, k, a, b, c, d, &pre).run();
 }
 
 }  // namespace lpemu::datapath::detail

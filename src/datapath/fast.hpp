@@ -2,7 +2,9 @@
 // (checked by tests/property/datapath: fast path vs block engine).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "datapath/engine.hpp"
@@ -19,6 +21,21 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
 /// As above for 8-bit input codes and 32-bit accumulator codes (gemm's compact overload).
 void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
                std::span<const std::uint8_t> a, std::span<const std::uint8_t> b,
+               std::span<const std::uint32_t> c, std::span<std::uint32_t> d);
+
+/// B ([k×n] 8-bit codes) packed as fast_gemm reads it, made once for many GEMMs.
+struct FastB;
+/// Checks B's codes (ShapeError as gemm's) and packs them; null where fast_gemm would not read a
+/// packed B. The datapath must be one fast_gemm_applicable accepts.
+std::shared_ptr<const FastB> fast_prepare_b(const Datapath& dp, std::size_t n, std::size_t k,
+                                            std::span<const std::uint8_t> b);
+/// Bytes a packed B holds.
+std::size_t fast_b_bytes(const FastB& b);
+/// Bytes fast_prepare_b would allocate for a [k×n] B.
+std::size_t fast_b_bytes(const Datapath& dp, std::size_t n, std::size_t k);
+/// fast_gemm with B packed by fast_prepare_b from the same codes `b` under the same datapath.
+void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
+               std::span<const std::uint8_t> a, std::span<const std::uint8_t> b, const FastB& packed,
                std::span<const std::uint32_t> c, std::span<std::uint32_t> d);
 
 }  // namespace lpemu::datapath::detail

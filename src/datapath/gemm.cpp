@@ -121,4 +121,39 @@ void gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::
   gemm_impl<std::uint8_t, std::uint32_t>(dp, m, n, k, a, b, c, d, scales);
 }
 
+PreparedB::PreparedB(const Datapath& dp, std::size_t n, std::size_t k, std::span<const std::uint8_t> b,
+                     bool pack)
+    : dp_(dp), n_(n), k_(k), codes_(b.begin(), b.end()) {
+  check_size("B", b.size(), k * n);
+  if (pack && k > 0 && detail::fast_gemm_applicable(dp, true)) {
+    fast_ = detail::fast_prepare_b(dp, n, k, codes_);  // checks every code
+  } else {
+    for (std::size_t i = 0; i < codes_.size(); ++i) detail::require_operand_fits(dp.b, codes_[i], "B", i);
+  }
+}
+
+std::size_t PreparedB::bytes() const { return codes_.size() + (fast_ ? detail::fast_b_bytes(*fast_) : 0); }
+
+std::size_t PreparedB::packed_bytes(const Datapath& dp, std::size_t n, std::size_t k) {
+  return k > 0 && detail::fast_gemm_applicable(dp, true) ? detail::fast_b_bytes(dp, n, k) : 0;
+}
+
+void gemm(std::size_t m, std::span<const std::uint8_t> a, const PreparedB& b,
+          std::span<const std::uint32_t> c, std::span<std::uint32_t> d, const GemmScales& scales) {
+  const bool no_scales =
+      scales.a.empty() && scales.b.empty() && scales.a_significand.empty() && scales.b_significand.empty();
+  if (b.fast_ == nullptr || !no_scales) {
+    gemm(b.dp_, m, b.n_, b.k_, a, b.codes_, c, d, scales);
+    return;
+  }
+  check_size("A", a.size(), m * b.k_);
+  if (!c.empty()) check_size("C", c.size(), m * b.n_);
+  check_size("D", d.size(), m * b.n_);
+  if (b.dp_.output().bits > 32) {
+    throw ShapeError("gemm: 32-bit C/D storage cannot hold codes of '" + b.dp_.output().name + "'");
+  }
+  for (std::size_t i = 0; i < c.size(); ++i) detail::require_operand_fits(b.dp_.output(), c[i], "C", i);
+  detail::fast_gemm(b.dp_, m, b.n_, b.k_, a, b.codes_, *b.fast_, c, d);
+}
+
 }  // namespace lpemu::datapath

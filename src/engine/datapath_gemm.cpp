@@ -6,11 +6,15 @@
 #include "engine/datapath_gemm.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "lpemu/datapath/gemm.hpp"
 #include "lpemu/error.hpp"
@@ -112,8 +116,48 @@ Side prepare(const datapath::Datapath& dp, bool a_side, const EncodedOperand& op
   return s;
 }
 
+// Bytes of packed weight operands held at most, in all: LPEMU_PACKED_WEIGHTS_MB, or an eighth of
+// physical memory. A weight beyond it is packed on each GEMM instead (the same bits, slower).
+std::size_t packed_budget() {
+  static const std::size_t budget = [] {
+    if (const char* e = std::getenv("LPEMU_PACKED_WEIGHTS_MB"); e != nullptr) {
+      char* end = nullptr;
+      const unsigned long long mb = std::strtoull(e, &end, 10);
+      if (end == e || *end != '\0' || mb > (std::size_t{1} << 40)) {
+        throw Error("LPEMU_PACKED_WEIGHTS_MB = '" + std::string(e) + "': expected a whole number of MiB");
+      }
+      return static_cast<std::size_t>(mb) << 20;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 8 : 0;
+  }();
+  return budget;
+}
+
+std::atomic<std::size_t> packed_held{0};
+
+// A claim on the packed-weight budget, given back when the prepared weight goes.
+struct BudgetClaim {
+  std::size_t bytes = 0;
+  BudgetClaim() = default;
+  BudgetClaim(const BudgetClaim&) = delete;
+  BudgetClaim& operator=(const BudgetClaim&) = delete;
+  ~BudgetClaim() { packed_held -= bytes; }
+  // Claims `n` bytes if they fit the budget.
+  bool claim(std::size_t n) {
+    std::size_t held = packed_held.load();
+    do {
+      if (n == 0 || held + n > packed_budget()) return false;
+    } while (!packed_held.compare_exchange_weak(held, held + n));
+    bytes = n;
+    return true;
+  }
+};
+
 // A side ready for the datapath GEMM: the layout above, and its codes as bytes when the
-// datapath's inputs are at most 8 bits wide (the byte kernel's operands).
+// datapath's inputs are at most 8 bits wide (the byte kernel's operands); B (a weight) as a
+// datapath::PreparedB, packed for the kernels while the budget allows.
 struct Prepared {
   const void* codes_at = nullptr;  // the operand's code storage this was made from
   std::size_t count = 0;
@@ -121,6 +165,8 @@ struct Prepared {
   std::string dp_name;
   Side side;
   std::vector<std::uint8_t> codes8;
+  BudgetClaim claim;
+  std::unique_ptr<const datapath::PreparedB> b;
 };
 
 class DatapathGemm final : public Gemm {
@@ -140,9 +186,9 @@ class DatapathGemm final : public Gemm {
     const EncodedOperand ea = p.a_operand != nullptr ? EncodedOperand{} : from_values(a, p.a_format, "A", p);
     const EncodedOperand eb = p.b_operand != nullptr ? EncodedOperand{} : from_values(b, p.b_format, "B", p);
     const auto pa = make_prepared(true, p.a_operand != nullptr ? *p.a_operand : ea, m, k, p.tensor);
-    // B (the weights) is prepared once per operand and kept with it.
+    // B (the weights) is prepared once per operand and kept with it, packed for the kernels.
     const auto pb = p.b_operand != nullptr ? prepared_of(*p.b_operand, n, k, p.tensor)
-                                           : make_prepared(false, eb, n, k, p.tensor);
+                                           : make_prepared(false, eb, n, k, p.tensor, false);
     const Side& sa = pa->side;
     const Side& sb = pb->side;
     datapath::GemmScales scales{sa.exps, sb.exps, sa.sigs, sb.sigs};
@@ -150,7 +196,11 @@ class DatapathGemm final : public Gemm {
     const std::span<float> out(c.data(), m * n);
     if (bytes()) {
       std::vector<std::uint32_t> d32(m * n);
-      datapath::gemm(dp_, m, n, k, pa->codes8, pb->codes8, {}, d32, scales);
+      if (pb->b) {
+        datapath::gemm(m, pa->codes8, *pb->b, {}, d32, scales);
+      } else {
+        datapath::gemm(dp_, m, n, k, pa->codes8, pb->codes8, {}, d32, scales);
+      }
       if (format::fits_in_float(dp_.output())) {
         format::decode(dp_.output(), d32, out);  // bulk and exact
       } else {                                   // e.g. an int32 accumulator: its value, rounded to float
@@ -189,8 +239,10 @@ class DatapathGemm final : public Gemm {
   // Inputs of at most 8 bits and an output of at most 32 go to the byte kernel.
   bool bytes() const { return dp_.a.bits <= 8 && dp_.b.bits <= 8 && dp_.output().bits <= 32; }
 
+  // `keep`: B kept with its operand (a weight): a datapath::PreparedB, packed within the budget.
   std::shared_ptr<const Prepared> make_prepared(bool a_side, const EncodedOperand& op, std::size_t rows,
-                                                std::size_t k, std::string_view site) const {
+                                                std::size_t k, std::string_view site,
+                                                bool keep = false) const {
     auto out = std::make_shared<Prepared>();
     out->codes_at = op.tensor.codes.data();
     out->count = op.tensor.codes.size();
@@ -200,6 +252,11 @@ class DatapathGemm final : public Gemm {
     if (bytes()) {
       out->codes8.assign(out->side.codes.begin(), out->side.codes.end());
       out->side.codes = {};
+      if (keep) {
+        const bool pack = out->claim.claim(datapath::PreparedB::packed_bytes(dp_, rows, k));
+        out->b = std::make_unique<const datapath::PreparedB>(dp_, rows, k, out->codes8, pack);
+        out->codes8 = {};
+      }
     }
     return out;
   }
@@ -216,7 +273,7 @@ class DatapathGemm final : public Gemm {
         return kept;
       }
     }
-    auto made = make_prepared(false, op, rows, k, site);
+    auto made = make_prepared(false, op, rows, k, site, true);
     const std::lock_guard<std::mutex> lock(mutex_);
     op.prepared = made;
     return made;

@@ -46,15 +46,16 @@ struct Scratch {
   fs::path operator/(const std::string& f) const { return dir / f; }
 };
 
-// Runs `lpemu ARGS` with stdout sent to `stdout_to` (a file of ours unless given), with a 60 s limit.
-Run run_lpemu(const std::string& args, const std::string& stdout_to = "") {
+// Runs `lpemu ARGS` with stdout sent to `stdout_to` (a file of ours unless given), with a 60 s limit;
+// `env`: VAR=value assignments for the command.
+Run run_lpemu(const std::string& args, const std::string& stdout_to = "", const std::string& env = "") {
   static int counter = 0;
   const std::string base = (fs::temp_directory_path() / ("lpemu_robust_run_" + std::to_string(::getpid()) +
                                                          "_" + std::to_string(counter++)))
                                .string();
   const std::string out = stdout_to.empty() ? base + ".out" : stdout_to;
-  const std::string cmd =
-      "timeout 60 '" + lpemu::test::lpemu_binary() + "' " + args + " >'" + out + "' 2>'" + base + ".err'";
+  const std::string cmd = env + " timeout 60 '" + lpemu::test::lpemu_binary() + "' " + args + " >'" + out +
+                          "' 2>'" + base + ".err'";
   Run r;
   const int raw = std::system(cmd.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -95,6 +96,21 @@ TEST_CASE("bad .npy headers are errors naming the file, and nothing is written",
     CHECK_THAT(v.err, Contains(c.file));
     CHECK_FALSE(fs::exists(s / "o.npy"));
   }
+}
+
+TEST_CASE("packed weights are a memory budget, not a result: eval is the same without them",
+          "[cli][regression]") {
+  const std::string args = "eval --plan h100_e4m3 --text '" +
+                           lpemu::test::source_path("data/models/stories260K/paragraph.txt") + "'";
+  const Run packed = run_lpemu(args);
+  const Run unpacked = run_lpemu(args, "", "LPEMU_PACKED_WEIGHTS_MB=0");
+  REQUIRE(packed.status == 0);
+  REQUIRE(unpacked.status == 0);
+  CHECK_THAT(packed.out, Contains("plan h100_e4m3"));
+  CHECK(unpacked.out == packed.out);
+  const Run bad = run_lpemu(args, "", "LPEMU_PACKED_WEIGHTS_MB=lots");
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.err, Contains("LPEMU_PACKED_WEIGHTS_MB = 'lots': expected a whole number of MiB"));
 }
 
 TEST_CASE("outputs need --force, and --force never destroys an input", "[cli][regression]") {

@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <vector>
 
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/datapath/dot.hpp"
@@ -31,5 +33,43 @@ void gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::
 void gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint8_t> a,
           std::span<const std::uint8_t> b, std::span<const std::uint32_t> c, std::span<std::uint32_t> d,
           const GemmScales& scales = {});
+
+namespace detail {
+struct FastB;
+}  // namespace detail
+
+/// B's codes of at most 8 bits, [K×N] row-major, prepared once for many GEMMs under one datapath
+/// (a weight matrix): checked and kept, and packed as the fast kernels read them, so each gemm()
+/// on it skips packing B. Results are the bits gemm() gives on the codes.
+class PreparedB {
+ public:
+  /// Checks and copies `b` (ShapeError as gemm's); packs it when `pack` and a fast kernel applies.
+  PreparedB(const Datapath& dp, std::size_t n, std::size_t k, std::span<const std::uint8_t> b,
+            bool pack = true);
+  /// The datapath it was prepared for (a copy).
+  const Datapath& datapath() const { return dp_; }
+  /// Columns N.
+  std::size_t n() const { return n_; }
+  /// Rows K.
+  std::size_t k() const { return k_; }
+  /// True if B is held packed for the fast kernels.
+  bool packed() const { return fast_ != nullptr; }
+  /// Memory held, in bytes: the codes and, when packed, the packed operand.
+  std::size_t bytes() const;
+  /// Bytes packing B for `dp` would add to the codes (0 where no fast kernel applies).
+  static std::size_t packed_bytes(const Datapath& dp, std::size_t n, std::size_t k);
+
+ private:
+  friend void gemm(std::size_t, std::span<const std::uint8_t>, const PreparedB&,
+                   std::span<const std::uint32_t>, std::span<std::uint32_t>, const GemmScales&);
+  Datapath dp_;
+  std::size_t n_, k_;
+  std::vector<std::uint8_t> codes_;
+  std::shared_ptr<const detail::FastB> fast_;
+};
+
+/// D[M×N] = C + A[M×K]·B under b's datapath: the bits of gemm() on b's codes.
+void gemm(std::size_t m, std::span<const std::uint8_t> a, const PreparedB& b,
+          std::span<const std::uint32_t> c, std::span<std::uint32_t> d, const GemmScales& scales = {});
 
 }  // namespace lpemu::datapath

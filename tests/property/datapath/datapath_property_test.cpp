@@ -399,6 +399,21 @@ void check_fast_kernel_edges(const std::string& label) {
           CHECK(d[i * s.n + j] == dot(dp, row, col, c[i * s.n + j], {}, i * s.n + j));
         }
       }
+      // The same GEMM with B prepared once (packed for the kernels, and not), 8-bit overload.
+      const std::vector<std::uint8_t> a8(a.begin(), a.end()), b8(b.begin(), b.end());
+      const std::vector<std::uint32_t> c32(c.begin(), c.end());
+      for (const bool pack : {true, false}) {
+        const PreparedB pb(dp, s.n, s.k, b8, pack);
+        CHECK(pb.packed() == (pack && s.k > 0));
+        CHECK(pb.bytes() == b8.size() + (pb.packed() ? PreparedB::packed_bytes(dp, s.n, s.k) : 0));
+        std::vector<std::uint32_t> d32(s.m * s.n);
+        gemm(s.m, a8, pb, c32, d32);
+        for (std::size_t e = 0; e < d.size(); ++e) {
+          INFO(label << " " << dp.name << " prepared B (packed " << pack << ") m " << s.m << " n " << s.n
+                     << " k " << s.k << " element " << e);
+          CHECK(d32[e] == d[e]);
+        }
+      }
     }
   }
 }
@@ -419,6 +434,34 @@ TEST_CASE("the fast GEMM's Highway row kernel equals dot under every SIMD target
     check_fast_kernel_edges(hwy::TargetName(t));
   }
   hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST_CASE("a prepared B gives gemm's bits with block scales and checks its codes", "[datapath][property]") {
+  const Datapath& dp = DatapathRegistry::builtin().get("b200_mxfp8_fp32");
+  const std::size_t m = 3, n = 20, k = 70, ns = (k + dp.scale_block - 1) / dp.scale_block;
+  std::mt19937_64 rng(5);
+  std::vector<std::uint8_t> a(m * k), b(k * n);
+  for (auto& x : a) x = static_cast<std::uint8_t>(random_finite(rng, dp.a));
+  for (auto& x : b) x = static_cast<std::uint8_t>(random_finite(rng, dp.b));
+  std::vector<std::int32_t> sa(m * ns), sb(ns * n);
+  for (auto& x : sa) x = static_cast<std::int32_t>(rng() % 9) - 4;
+  for (auto& x : sb) x = static_cast<std::int32_t>(rng() % 9) - 4;
+  const GemmScales scales{sa, sb};
+  std::vector<std::uint32_t> want(m * n), got(m * n);
+  gemm(dp, m, n, k, a, b, {}, want, scales);
+  const PreparedB pb(dp, n, k, b);
+  gemm(m, a, pb, {}, got, scales);
+  CHECK(got == want);
+  CHECK(!pb.packed());  // block-scaled: no fast kernel reads a packed B
+
+  const Datapath& h100 = DatapathRegistry::builtin().get("h100_e4m3_fp32");
+  std::vector<std::uint8_t> wide(4 * 16, 0x38);
+  wide[25] = 0x7f;  // NaN in fp8_e4m3: fine
+  CHECK(PreparedB(h100, 16, 4, wide).packed());
+  REQUIRE_THROWS_WITH(PreparedB(h100, 16, 5, wide), "gemm: B has 64 elements, expected 80");
+  std::vector<std::uint32_t> d(2 * 16);
+  REQUIRE_THROWS_WITH(gemm(2, std::vector<std::uint8_t>(7), PreparedB(h100, 16, 4, wide), {}, d),
+                      "gemm: A has 7 elements, expected 8");
 }
 
 TEST_CASE("gemm's fast path rejects codes wider than their format as the general path does",
