@@ -72,6 +72,29 @@ const Model& stories() {
 // One Llama-7B block (no tokenizer; 32-token vocabulary so the classifier costs nothing).
 // The block's weights are bf16 values (random float32 with the low 16 bits cleared), held as
 // float32 or, for the _bf16 model, as bf16 codes decoded before each GEMM.
+// Next random weight in ±0.02 from the fixed LCG state s (the same stream on every run).
+float random_weight(std::uint64_t& s) {
+  s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
+}
+
+// One transformer layer's weights by fill(matrix, rows, cols): attention dim × dim (K and V
+// kv × dim), SwiGLU with `hidden` units; RMSNorm gains 1.
+template <typename Fill>
+LayerWeights random_layer(Fill& fill, Eigen::Index dim, Eigen::Index kv, Eigen::Index hidden) {
+  LayerWeights w;
+  fill(w.wq, dim, dim);
+  fill(w.wk, kv, dim);
+  fill(w.wv, kv, dim);
+  fill(w.wo, dim, dim);
+  fill(w.w1, hidden, dim);
+  fill(w.w2, dim, hidden);
+  fill(w.w3, hidden, dim);
+  w.attention_norm = Vec<float>::Ones(dim);
+  w.ffn_norm = Vec<float>::Ones(dim);
+  return w;
+}
+
 Model make_llama7b_layer(WeightStorage storage) {
   Model x;
   Config& c = x.config;
@@ -89,10 +112,7 @@ Model make_llama7b_layer(WeightStorage storage) {
   // Random weights, rounded to bf16 values so both storages hold the same model.
   auto fill = [&s, &bf16, storage](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
     RowMatrix v(r, k);
-    for (Eigen::Index i = 0; i < v.size(); ++i) {
-      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-      v.data()[i] = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
-    }
+    for (Eigen::Index i = 0; i < v.size(); ++i) v.data()[i] = random_weight(s);
     const std::span<float> all(v.data(), static_cast<std::size_t>(v.size()));
     lpemu::format::quantize(bf16, all, all);
     w = storage == WeightStorage::fp32 ? WeightMatrix(std::move(v))
@@ -100,17 +120,7 @@ Model make_llama7b_layer(WeightStorage storage) {
   };
   fill(x.tok_embeddings, 32, 4096);
   fill(x.output, 32, 4096);
-  LayerWeights w;
-  fill(w.wq, 4096, 4096);
-  fill(w.wk, 4096, 4096);
-  fill(w.wv, 4096, 4096);
-  fill(w.wo, 4096, 4096);
-  fill(w.w1, 11008, 4096);
-  fill(w.w2, 4096, 11008);
-  fill(w.w3, 11008, 4096);
-  w.attention_norm = Vec<float>::Ones(4096);
-  w.ffn_norm = Vec<float>::Ones(4096);
-  x.layers.push_back(std::move(w));
+  x.layers.push_back(random_layer(fill, 4096, 4096, 11008));
   x.norm = Vec<float>::Ones(4096);
   return x;
 }
@@ -159,27 +169,12 @@ const Model& llama1b() {
     std::uint64_t s = 0x9E3779B97F4A7C15ULL;
     auto fill = [&s](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
       RowMatrix v(r, k);
-      for (Eigen::Index i = 0; i < v.size(); ++i) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        v.data()[i] = (static_cast<float>(s >> 40) / 16777216.0F - 0.5F) * 0.04F;
-      }
+      for (Eigen::Index i = 0; i < v.size(); ++i) v.data()[i] = random_weight(s);
       w = std::move(v);
     };
     fill(x.tok_embeddings, c.vocab_size, c.dim);
     x.output = x.tok_embeddings;
-    for (int l = 0; l < c.n_layers; ++l) {
-      LayerWeights w;
-      fill(w.wq, 2048, 2048);
-      fill(w.wk, 512, 2048);
-      fill(w.wv, 512, 2048);
-      fill(w.wo, 2048, 2048);
-      fill(w.w1, 8192, 2048);
-      fill(w.w2, 2048, 8192);
-      fill(w.w3, 8192, 2048);
-      w.attention_norm = Vec<float>::Ones(2048);
-      w.ffn_norm = Vec<float>::Ones(2048);
-      x.layers.push_back(std::move(w));
-    }
+    for (int l = 0; l < c.n_layers; ++l) x.layers.push_back(random_layer(fill, 2048, 512, 8192));
     x.norm = Vec<float>::Ones(2048);
     x.validate();
     return x;

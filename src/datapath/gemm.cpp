@@ -5,6 +5,7 @@
 
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <tbb/blocked_range2d.h>
@@ -121,10 +122,9 @@ void gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::
   gemm_impl<std::uint8_t, std::uint32_t>(dp, m, n, k, a, b, c, d, scales);
 }
 
-PreparedB::PreparedB(const Datapath& dp, std::size_t n, std::size_t k, std::span<const std::uint8_t> b,
-                     bool pack)
-    : dp_(dp), n_(n), k_(k), codes_(b.begin(), b.end()) {
-  check_size("B", b.size(), k * n);
+PreparedB::PreparedB(const Datapath& dp, std::size_t n, std::size_t k, std::vector<std::uint8_t> b, bool pack)
+    : dp_(dp), n_(n), k_(k), codes_(std::move(b)) {
+  check_size("B", codes_.size(), k * n);
   if (pack && k > 0 && detail::fast_gemm_applicable(dp, true)) {
     fast_ = detail::fast_prepare_b(dp, n, k, codes_);  // checks every code
   } else {

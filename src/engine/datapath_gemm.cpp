@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,13 +61,14 @@ void split_scale(const block::BlockFormat& f, std::uint32_t code, std::int32_t& 
 // One side of the GEMM in the datapath's terms.
 struct Side {
   std::vector<std::uint64_t> codes;  // [rows, K] row-major (A) or [K, rows] (B)
+  std::vector<std::uint8_t> codes8;  // the same as bytes, instead, for inputs of at most 8 bits
   std::vector<std::int32_t> exps;    // block scales along K: [rows × kb] (A) or [kb × rows] (B)
   std::vector<std::uint32_t> sigs;   // their significands (empty when all are 1)
   std::vector<float> epilogue;       // FP32 factor per row (empty = 1)
 };
 
 Side prepare(const datapath::Datapath& dp, bool a_side, const EncodedOperand& op, std::size_t rows,
-             std::size_t k, std::string_view site) {
+             std::size_t k, std::string_view site, bool as_bytes) {
   const format::Format& in = a_side ? dp.a : dp.b;
   const block::BlockFormat* bf = op.block.get();
   if (const std::string why = datapath_entry_problem(dp, a_side, op.element, bf); !why.empty()) {
@@ -79,13 +82,18 @@ Side prepare(const datapath::Datapath& dp, bool a_side, const EncodedOperand& op
   if (t.codes.size() != rows * k)
     throw ShapeError("datapath gemm: an operand encoding does not match its values");
   Side s;
-  s.codes.resize(rows * k);
+  (as_bytes ? s.codes8.resize(rows * k) : s.codes.resize(rows * k));
   const bool same = in.name == op.element.name;
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < k; ++c) {
       const std::uint32_t code = t.codes[r * k + c];
       const std::uint64_t v = same ? code : format::encode(in, format::decode(op.element, code));
-      s.codes[a_side ? r * k + c : c * rows + r] = v;
+      const std::size_t at = a_side ? r * k + c : c * rows + r;
+      if (as_bytes) {
+        s.codes8[at] = static_cast<std::uint8_t>(v);
+      } else {
+        s.codes[at] = v;
+      }
     }
   }
   if (bf == nullptr) return s;
@@ -117,7 +125,8 @@ Side prepare(const datapath::Datapath& dp, bool a_side, const EncodedOperand& op
 }
 
 // Bytes of packed weight operands held at most, in all: LPEMU_PACKED_WEIGHTS_MB, or an eighth of
-// physical memory. A weight beyond it is packed on each GEMM instead (the same bits, slower).
+// physical memory; a weight is packed only while as much memory again stays available. A weight
+// beyond it is packed on each GEMM instead (the same bits, slower).
 std::size_t packed_budget() {
   static const std::size_t budget = [] {
     if (const char* e = std::getenv("LPEMU_PACKED_WEIGHTS_MB"); e != nullptr) {
@@ -135,6 +144,18 @@ std::size_t packed_budget() {
   return budget;
 }
 
+// Memory the system could still give (Linux: MemAvailable), or SIZE_MAX where unknown.
+std::size_t memory_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::size_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb << 10;
+  }
+  return SIZE_MAX;
+}
+
 std::atomic<std::size_t> packed_held{0};
 
 // A claim on the packed-weight budget, given back when the prepared weight goes.
@@ -144,8 +165,9 @@ struct BudgetClaim {
   BudgetClaim(const BudgetClaim&) = delete;
   BudgetClaim& operator=(const BudgetClaim&) = delete;
   ~BudgetClaim() { packed_held -= bytes; }
-  // Claims `n` bytes if they fit the budget.
+  // Claims `n` bytes if they fit the budget and leave at least as much memory free.
   bool claim(std::size_t n) {
+    if (n > memory_available() / 2) return false;
     std::size_t held = packed_held.load();
     do {
       if (n == 0 || held + n > packed_budget()) return false;
@@ -155,16 +177,15 @@ struct BudgetClaim {
   }
 };
 
-// A side ready for the datapath GEMM: the layout above, and its codes as bytes when the
-// datapath's inputs are at most 8 bits wide (the byte kernel's operands); B (a weight) as a
-// datapath::PreparedB, packed for the kernels while the budget allows.
+// A side ready for the datapath GEMM: the layout above (codes as bytes when the datapath's inputs
+// are at most 8 bits wide: the byte kernel's operands); B (a weight) of the byte kernel as a
+// datapath::PreparedB instead, packed for the kernels while the budget allows.
 struct Prepared {
   const void* codes_at = nullptr;  // the operand's code storage this was made from
   std::size_t count = 0;
   const datapath::Datapath* dp = nullptr;
   std::string dp_name;
   Side side;
-  std::vector<std::uint8_t> codes8;
   BudgetClaim claim;
   std::unique_ptr<const datapath::PreparedB> b;
 };
@@ -197,9 +218,9 @@ class DatapathGemm final : public Gemm {
     if (bytes()) {
       std::vector<std::uint32_t> d32(m * n);
       if (pb->b) {
-        datapath::gemm(m, pa->codes8, *pb->b, {}, d32, scales);
+        datapath::gemm(m, sa.codes8, *pb->b, {}, d32, scales);
       } else {
-        datapath::gemm(dp_, m, n, k, pa->codes8, pb->codes8, {}, d32, scales);
+        datapath::gemm(dp_, m, n, k, sa.codes8, sb.codes8, {}, d32, scales);
       }
       if (format::fits_in_float(dp_.output())) {
         format::decode(dp_.output(), d32, out);  // bulk and exact
@@ -248,15 +269,11 @@ class DatapathGemm final : public Gemm {
     out->count = op.tensor.codes.size();
     out->dp = &dp_;
     out->dp_name = dp_.name;
-    out->side = prepare(dp_, a_side, op, rows, k, site);
-    if (bytes()) {
-      out->codes8.assign(out->side.codes.begin(), out->side.codes.end());
-      out->side.codes = {};
-      if (keep) {
-        const bool pack = out->claim.claim(datapath::PreparedB::packed_bytes(dp_, rows, k));
-        out->b = std::make_unique<const datapath::PreparedB>(dp_, rows, k, out->codes8, pack);
-        out->codes8 = {};
-      }
+    out->side = prepare(dp_, a_side, op, rows, k, site, bytes());
+    if (keep && bytes()) {
+      const bool pack = out->claim.claim(datapath::PreparedB::packed_bytes(dp_, rows, k));
+      out->b = std::make_unique<const datapath::PreparedB>(dp_, rows, k, std::move(out->side.codes8), pack);
+      out->side.codes8 = {};
     }
     return out;
   }

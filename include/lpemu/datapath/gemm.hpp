@@ -43,9 +43,8 @@ struct FastB;
 /// on it skips packing B. Results are the bits gemm() gives on the codes.
 class PreparedB {
  public:
-  /// Checks and copies `b` (ShapeError as gemm's); packs it when `pack` and a fast kernel applies.
-  PreparedB(const Datapath& dp, std::size_t n, std::size_t k, std::span<const std::uint8_t> b,
-            bool pack = true);
+  /// Checks and keeps `b` (ShapeError as gemm's); packs it when `pack` and a fast kernel applies.
+  PreparedB(const Datapath& dp, std::size_t n, std::size_t k, std::vector<std::uint8_t> b, bool pack = true);
   /// The datapath it was prepared for (a copy).
   const Datapath& datapath() const { return dp_; }
   /// Columns N.
