@@ -7,7 +7,9 @@
 #include <cstring>
 #include <limits>
 #include <numbers>
+#include <optional>
 #include <span>
+#include <utility>
 
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
@@ -39,14 +41,31 @@ WeightStorage narrowest_storage(std::span<const float> v) {
 // A weight matrix in its stored precision: a dataset stored in 16 bits stays 16-bit in memory, as
 // bf16 or fp16, whichever holds its values exactly (float32 if neither does, e.g. non-finite values).
 WeightMatrix read_matrix(const io::H5File& f, const std::string& name, Eigen::Index rows, Eigen::Index cols) {
-  const io::Tensor t = f.read_floats(name);
-  if (t.shape.size() != 2 || static_cast<Eigen::Index>(t.shape[0]) != rows ||
-      static_cast<Eigen::Index>(t.shape[1]) != cols) {
-    std::string got;
-    for (const auto d : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-    throw ShapeError(file_msg(f, "dataset '" + name + "' has shape [" + got + "], expected [" +
-                                     std::to_string(rows) + ", " + std::to_string(cols) + "]"));
+  const auto check_shape = [&](const std::vector<std::size_t>& shape) {
+    if (shape.size() != 2 || static_cast<Eigen::Index>(shape[0]) != rows ||
+        static_cast<Eigen::Index>(shape[1]) != cols) {
+      std::string got;
+      for (const auto d : shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+      throw ShapeError(file_msg(f, "dataset '" + name + "' has shape [" + got + "], expected [" +
+                                       std::to_string(rows) + ", " + std::to_string(cols) + "]"));
+    }
+  };
+  if (f.stored_bits(name) == 16) {
+    // bf16 / fp16 datasets: their codes as they are (no float32 copy), unless one is NaN or Inf.
+    if (std::optional<io::Codes16> c = f.read_codes16(name)) {
+      check_shape(c->shape);
+      const bool bf16 = c->kind == "bf16";
+      const std::uint16_t exp_mask = bf16 ? 0x7F80 : 0x7C00;
+      const bool finite = std::none_of(c->codes.begin(), c->codes.end(),
+                                       [&](std::uint16_t x) { return (x & exp_mask) == exp_mask; });
+      if (finite) {
+        return WeightMatrix::from_codes(bf16 ? WeightStorage::bf16 : WeightStorage::fp16, rows, cols,
+                                        std::move(c->codes));
+      }
+    }
   }
+  const io::Tensor t = f.read_floats(name);
+  check_shape(t.shape);
   const std::span<const float> v(t.data);
   const WeightStorage s = f.stored_bits(name) == 16 ? narrowest_storage(v) : WeightStorage::fp32;
   return WeightMatrix::stored_as(s, rows, cols, v);

@@ -357,6 +357,44 @@ Tensor H5File::read_floats(const std::string& dataset) const {
   });
 }
 
+std::optional<Codes16> H5File::read_codes16(const std::string& dataset) const {
+  std::lock_guard lock(h5_mutex());
+  return impl_->guard(dataset, [&]() -> std::optional<Codes16> {
+    H5::DataSet ds = impl_->dataset(dataset);
+    if (ds.getTypeClass() != H5T_FLOAT) return std::nullopt;
+    H5::FloatType ft = ds.getFloatType();
+    std::string norm;
+    if (ft.getSize() != 2 || ft.getPrecision() != 16 || ft.getOffset() != 0 ||
+        ft.getNorm(norm) != H5T_NORM_IMPLIED) {
+      return std::nullopt;
+    }
+    std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+    ft.getFields(spos, epos, esize, mpos, msize);
+    const std::size_t bias = ft.getEbias();
+    Codes16 c;
+    if (spos == 15 && epos == 7 && esize == 8 && mpos == 0 && msize == 7 && bias == 127) {
+      c.kind = "bf16";
+    } else if (spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10 && bias == 15) {
+      c.kind = "fp16";
+    } else {
+      return std::nullopt;
+    }
+    const std::size_t n = impl_->checked_count(ds, dataset);
+    c.shape = dims_of(ds.getSpace());
+    c.codes.resize(n);
+    // The file's own type in this machine's byte order: HDF5 copies (or byte-swaps) the codes.
+    H5::FloatType mem;
+    mem.copy(ft);
+    mem.setOrder(H5::PredType::NATIVE_UINT16.getOrder());
+    try {
+      ds.read(c.codes.data(), mem);
+    } catch (const H5::Exception&) {
+      impl_->fail(dataset, "cannot read its 16-bit codes (corrupt or truncated data?)");
+    }
+    return c;
+  });
+}
+
 std::vector<double> H5File::read_doubles(const std::string& dataset, std::vector<std::size_t>* shape) const {
   std::lock_guard lock(h5_mutex());
   return impl_->guard(dataset, [&] {

@@ -15,6 +15,13 @@
 
 namespace lpemu::io {
 
+/// A dense row-major tensor of 16-bit float codes.
+struct Codes16 {
+  std::vector<std::size_t> shape;
+  std::vector<std::uint16_t> codes;
+  std::string kind;  ///< "bf16" or "fp16"
+};
+
 /// A dense row-major float tensor.
 struct Tensor {
   std::vector<std::size_t> shape;
@@ -59,6 +66,10 @@ class H5File {
   std::vector<std::size_t> shape(const std::string& dataset) const;
   /// Any numeric dataset converted to float32; throws IoError naming file and dataset.
   Tensor read_floats(const std::string& dataset) const;
+  /// The raw codes of a dataset stored as 16-bit floats of either layout write_floats16 writes
+  /// (bf16, or IEEE binary16 from any writer), in either byte order, without conversion to float;
+  /// nullopt for any other type.
+  std::optional<Codes16> read_codes16(const std::string& dataset) const;
   /// Any numeric dataset converted to float64.
   std::vector<double> read_doubles(const std::string& dataset,
                                    std::vector<std::size_t>* shape = nullptr) const;

@@ -4,9 +4,12 @@
 #include <string>
 #include <vector>
 
+#include <H5Cpp.h>
 #include <catch2/catch.hpp>
 
 #include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/format/registry.hpp"
 #include "lpemu/io/hdf5.hpp"
 #include "support/test_support.hpp"
 
@@ -38,6 +41,49 @@ TEST_CASE("HDF5 tensors and attributes round-trip", "[io][unit]") {
   CHECK_THROWS_WITH(f.read_floats("/a/missing"), Catch::Contains("t.h5:/a/missing: no such dataset"));
   CHECK_THROWS_WITH(f.attr_double("/a", "zzz"), Catch::Contains("missing attribute 'zzz'"));
   CHECK_THROWS_AS(H5File::open(dir / "nope.h5"), lpemu::IoError);
+}
+
+TEST_CASE("16-bit float datasets read as their raw codes, in either byte order", "[io][unit]") {
+  const auto dir = std::filesystem::temp_directory_path() / "lpemu_io_codes16";
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "t.h5";
+  std::filesystem::remove(file);
+  // Normal, subnormal, signed zero and largest finite values of both formats.
+  const std::vector<float> v{1.5F, -2.0F, 0.0078125F, -0.0F, 3.0517578125e-05F, 65504.0F};
+  {
+    H5File f = H5File::open_rw(file);
+    f.write_floats16("/bf", {2, 3}, v.data(), "bf16");
+    f.write_floats16("/h", {3, 2}, v.data(), "fp16");
+    f.write_floats("/f", {6}, v.data());
+  }
+  {  // IEEE binary16, big-endian, as another writer may store it.
+    H5::H5File raw(file.string(), H5F_ACC_RDWR);
+    const hsize_t dims[1] = {6};
+    H5::FloatType be(H5::PredType::IEEE_F32BE);
+    be.setFields(15, 10, 5, 0, 10);
+    be.setPrecision(16);
+    be.setSize(2);
+    be.setEbias(15);
+    H5::DataSet d16 = raw.createDataSet("/be", be, H5::DataSpace(1, dims));
+    d16.write(v.data(), H5::PredType::NATIVE_FLOAT);
+  }
+  const H5File f = H5File::open(file);
+  for (const auto& [name, kind] :
+       {std::pair<std::string, std::string>{"/bf", "bf16"}, {"/h", "fp16"}, {"/be", "fp16"}}) {
+    INFO(name);
+    const auto c = f.read_codes16(name);
+    REQUIRE(c);
+    CHECK(c->kind == kind);
+    CHECK(c->shape == f.shape(name));
+    const auto& fmt = lpemu::format::Registry::builtin().get(kind);
+    REQUIRE(c->codes.size() == v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      INFO(i);
+      CHECK(c->codes[i] == lpemu::format::encode(fmt, v[i]));
+    }
+  }
+  CHECK_FALSE(f.read_codes16("/f"));
+  CHECK_THROWS_WITH(f.read_codes16("/missing"), Catch::Contains("t.h5:/missing: no such dataset"));
 }
 
 TEST_CASE("the shipped stories260K model file reads", "[io][unit]") {
