@@ -111,22 +111,27 @@ E pick(const io::H5File& f, const std::string& attr, const std::string& value,
   throw SpecError(file_msg(f, "root attribute '" + attr + "' = \"" + value + "\": expected one of " + names));
 }
 
-// Weights keep the precision they were given: a matrix whose values are all bf16 (or fp16) values
-// is stored in 16 bits (read back exactly, widened to float).
+// Weights keep the precision they were given: 16-bit weights are written as their codes, and a
+// float32 matrix whose values are all bf16 (or fp16) values is stored in 16 bits too (read back
+// exactly).
 void write_matrix(io::H5File& f, const std::string& name, const WeightMatrix& w) {
   const std::vector<std::size_t> shape{static_cast<std::size_t>(w.rows()),
                                        static_cast<std::size_t>(w.cols())};
+  if (w.storage() != WeightStorage::fp32) {
+    f.write_codes16(name, shape, w.codes().data(), std::string(to_string(w.storage())));
+    return;
+  }
   RowMatrix buffer;
-  const RowMatrix& m = w.view(buffer);
-  const WeightStorage s =
-      w.storage() != WeightStorage::fp32
-          ? w.storage()
-          : narrowest_storage(std::span<const float>(m.data(), static_cast<std::size_t>(m.size())));
+  const RowMatrix& m = w.view(buffer);  // the stored matrix itself
+  const std::span<const float> v(m.data(), static_cast<std::size_t>(m.size()));
+  const WeightStorage s = narrowest_storage(v);
   if (s == WeightStorage::fp32) {
     f.write_floats(name, shape, m.data());
-  } else {
-    f.write_floats16(name, shape, m.data(), std::string(to_string(s)));
+    return;
   }
+  std::vector<std::uint16_t> codes(v.size());
+  format::encode(format::Registry::builtin().get(to_string(s)), v, std::span<std::uint16_t>(codes));
+  f.write_codes16(name, shape, codes.data(), std::string(to_string(s)));
 }
 
 void write_vector(io::H5File& f, const std::string& name, const Vec<float>& v) {

@@ -112,6 +112,10 @@ void WeightMatrix::read_rows(Eigen::Index row0, Eigen::Index n, std::span<float>
   format::decode(format_of(storage_), std::span<const std::uint16_t>(codes_->data() + lo, out.size()), out);
 }
 
+std::span<const std::uint16_t> WeightMatrix::codes() const {
+  return codes_ ? std::span<const std::uint16_t>(*codes_) : std::span<const std::uint16_t>();
+}
+
 RowMatrix WeightMatrix::to_float() const {
   if (storage_ == WeightStorage::fp32) return f32_ ? *f32_ : RowMatrix();
   RowMatrix buffer;

@@ -518,15 +518,16 @@ void H5File::write_floats(const std::string& dataset, const std::vector<std::siz
   });
 }
 
-void H5File::write_floats16(const std::string& dataset, const std::vector<std::size_t>& shape,
-                            const float* data, const std::string& kind) {
+void H5File::write_codes16(const std::string& dataset, const std::vector<std::size_t>& shape,
+                           const std::uint16_t* codes, const std::string& kind) {
   if (kind != "bf16" && kind != "fp16") {
     throw IoError(path().string() + ": dataset '" + dataset + "': 16-bit kind '" + kind +
                   "': expected bf16 or fp16");
   }
   std::lock_guard lock(h5_mutex());
   return impl_->guard(dataset, [&] {
-    // A 16-bit little-endian float type: bf16 is the top half of IEEE binary32, fp16 is binary16.
+    // A 16-bit float type: bf16 is the top half of IEEE binary32, fp16 is binary16; little-endian
+    // on disk, this machine's byte order in memory, so HDF5 copies the codes.
     H5::FloatType disk(H5::PredType::IEEE_F32LE);
     if (kind == "bf16") {
       disk.setFields(15, 7, 8, 0, 7);
@@ -539,7 +540,10 @@ void H5File::write_floats16(const std::string& dataset, const std::vector<std::s
       disk.setSize(2);
       disk.setEbias(15);
     }
-    impl_->write(dataset, shape, data, H5::PredType::NATIVE_FLOAT, disk);
+    H5::FloatType mem;
+    mem.copy(disk);
+    mem.setOrder(H5::PredType::NATIVE_UINT16.getOrder());
+    impl_->write(dataset, shape, codes, mem, disk);
   });
 }
 

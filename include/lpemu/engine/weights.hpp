@@ -58,6 +58,8 @@ class WeightMatrix {
   void read_rows(Eigen::Index row0, Eigen::Index n, std::span<float> out) const;
   /// A float32 copy of the values.
   RowMatrix to_float() const;
+  /// The 16-bit codes, row-major (empty for float32 storage).
+  std::span<const std::uint16_t> codes() const;
 
  private:
   std::shared_ptr<const RowMatrix> f32_;                     ///< float32 storage (null when empty)

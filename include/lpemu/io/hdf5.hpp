@@ -66,7 +66,7 @@ class H5File {
   std::vector<std::size_t> shape(const std::string& dataset) const;
   /// Any numeric dataset converted to float32; throws IoError naming file and dataset.
   Tensor read_floats(const std::string& dataset) const;
-  /// The raw codes of a dataset stored as 16-bit floats of either layout write_floats16 writes
+  /// The raw codes of a dataset stored as 16-bit floats of either layout write_codes16 writes
   /// (bf16, or IEEE binary16 from any writer), in either byte order, without conversion to float;
   /// nullopt for any other type.
   std::optional<Codes16> read_codes16(const std::string& dataset) const;
@@ -90,11 +90,11 @@ class H5File {
 
   /// Writes (replacing) a float32 dataset, creating intermediate groups.
   void write_floats(const std::string& dataset, const std::vector<std::size_t>& shape, const float* data);
-  /// Writes (replacing) a dataset stored in 16 bits: `kind` "bf16" (bfloat16: sign, 8 exponent bits,
-  /// 7 mantissa bits, bias 127) or "fp16" (IEEE binary16), as an HDF5 float type, so read_floats
-  /// widens it. Values should be representable: HDF5's conversion rounds the others.
-  void write_floats16(const std::string& dataset, const std::vector<std::size_t>& shape, const float* data,
-                      const std::string& kind);
+  /// Writes (replacing) a dataset of 16-bit float codes as they are: `kind` "bf16" (bfloat16: sign,
+  /// 8 exponent bits, 7 mantissa bits, bias 127) or "fp16" (IEEE binary16), stored little-endian as
+  /// an HDF5 float type, so read_floats widens it and read_codes16 returns the codes.
+  void write_codes16(const std::string& dataset, const std::vector<std::size_t>& shape,
+                     const std::uint16_t* codes, const std::string& kind);
   /// Bits per element of a numeric dataset as stored in the file (16 for bf16/fp16 weights).
   int stored_bits(const std::string& dataset) const;
   /// Writes (replacing) a float64 dataset.

@@ -43,7 +43,7 @@ TEST_CASE("HDF5 tensors and attributes round-trip", "[io][unit]") {
   CHECK_THROWS_AS(H5File::open(dir / "nope.h5"), lpemu::IoError);
 }
 
-TEST_CASE("16-bit float datasets read as their raw codes, in either byte order", "[io][unit]") {
+TEST_CASE("16-bit float datasets write and read as their raw codes, in either byte order", "[io][unit]") {
   const auto dir = std::filesystem::temp_directory_path() / "lpemu_io_codes16";
   std::filesystem::create_directories(dir);
   const auto file = dir / "t.h5";
@@ -52,8 +52,12 @@ TEST_CASE("16-bit float datasets read as their raw codes, in either byte order",
   const std::vector<float> v{1.5F, -2.0F, 0.0078125F, -0.0F, 3.0517578125e-05F, 65504.0F};
   {
     H5File f = H5File::open_rw(file);
-    f.write_floats16("/bf", {2, 3}, v.data(), "bf16");
-    f.write_floats16("/h", {3, 2}, v.data(), "fp16");
+    for (const auto& [name, kind] : {std::pair<std::string, std::string>{"/bf", "bf16"}, {"/h", "fp16"}}) {
+      std::vector<std::uint16_t> codes(v.size());
+      lpemu::format::encode(lpemu::format::Registry::builtin().get(kind), v, std::span<std::uint16_t>(codes));
+      f.write_codes16(name, name == "/bf" ? std::vector<std::size_t>{2, 3} : std::vector<std::size_t>{3, 2},
+                      codes.data(), kind);
+    }
     f.write_floats("/f", {6}, v.data());
   }
   {  // IEEE binary16, big-endian, as another writer may store it.
@@ -81,6 +85,11 @@ TEST_CASE("16-bit float datasets read as their raw codes, in either byte order",
       INFO(i);
       CHECK(c->codes[i] == lpemu::format::encode(fmt, v[i]));
     }
+  }
+  for (const auto& [name, kind] : {std::pair<std::string, std::string>{"/bf", "bf16"}, {"/h", "fp16"}}) {
+    std::vector<float> q(v.size());  // the values the codes hold, widened exactly
+    lpemu::format::quantize(lpemu::format::Registry::builtin().get(kind), v, std::span<float>(q));
+    CHECK(f.read_floats(name).data == q);
   }
   CHECK_FALSE(f.read_codes16("/f"));
   CHECK_THROWS_WITH(f.read_codes16("/missing"), Catch::Contains("t.h5:/missing: no such dataset"));
