@@ -25,15 +25,21 @@ void check_size(const char* what, std::size_t got, std::size_t want) {
   }
 }
 
+// Block scales per row of A (and per column of B) along K.
+std::size_t scale_blocks(const Datapath& dp, std::size_t k) {
+  const std::size_t sb = dp.scale_block > 0 ? static_cast<std::size_t>(dp.scale_block) : 0;
+  return sb > 0 ? (k + sb - 1) / sb : 0;
+}
+
+// The operands' sizes (B's: b_size) and C's codes, as every gemm() checks them.
 template <typename In, typename Acc>
-void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const In> a,
-               std::span<const In> b, std::span<const Acc> c, std::span<Acc> d, const GemmScales& scales) {
+void check_operands(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const In> a,
+                    std::size_t b_size, std::span<const Acc> c, std::span<Acc> d, const GemmScales& scales) {
   check_size("A", a.size(), m * k);
-  check_size("B", b.size(), k * n);
+  check_size("B", b_size, k * n);
   if (!c.empty()) check_size("C", c.size(), m * n);
   check_size("D", d.size(), m * n);
-  const std::size_t sb = dp.scale_block > 0 ? static_cast<std::size_t>(dp.scale_block) : 0;
-  const std::size_t ns = sb > 0 ? (k + sb - 1) / sb : 0;
+  const std::size_t ns = scale_blocks(dp, k);
   if (!scales.a.empty()) check_size("A's scales", scales.a.size(), m * ns);
   if (!scales.b.empty()) check_size("B's scales", scales.b.size(), ns * n);
   if (!scales.a_significand.empty())
@@ -41,9 +47,26 @@ void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, 
   if (!scales.b_significand.empty())
     check_size("B's scale significands", scales.b_significand.size(), ns * n);
   for (std::size_t i = 0; i < c.size(); ++i) detail::require_operand_fits(dp.output(), c[i], "C", i);
+}
 
-  if (detail::fast_gemm_applicable(dp, scales.a.empty() && scales.b.empty() && scales.a_significand.empty() &&
-                                           scales.b_significand.empty())) {
+// True when neither operand has block scales.
+bool no_scales(const GemmScales& s) {
+  return s.a.empty() && s.b.empty() && s.a_significand.empty() && s.b_significand.empty();
+}
+
+// 32-bit C/D storage must hold the datapath's output codes.
+void check_storage32(const Datapath& dp) {
+  if (dp.output().bits > 32) {
+    throw ShapeError("gemm: 32-bit C/D storage cannot hold codes of '" + dp.output().name + "'");
+  }
+}
+
+template <typename In, typename Acc>
+void gemm_impl(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const In> a,
+               std::span<const In> b, std::span<const Acc> c, std::span<Acc> d, const GemmScales& scales) {
+  check_operands(dp, m, n, k, a, b.size(), c, d, scales);
+  const std::size_t ns = scale_blocks(dp, k);
+  if (detail::fast_gemm_applicable(dp, no_scales(scales))) {
     // Packs straight from the codes (decode with m = 1 must not pay for a matrix of Operands) and
     // writes D in the caller's storage.
     detail::fast_gemm(dp, m, n, k, a, b, c, d);
@@ -116,9 +139,7 @@ void gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::
 void gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::span<const std::uint8_t> a,
           std::span<const std::uint8_t> b, std::span<const std::uint32_t> c, std::span<std::uint32_t> d,
           const GemmScales& scales) {
-  if (dp.output().bits > 32) {
-    throw ShapeError("gemm: 32-bit C/D storage cannot hold codes of '" + dp.output().name + "'");
-  }
+  check_storage32(dp);
   gemm_impl<std::uint8_t, std::uint32_t>(dp, m, n, k, a, b, c, d, scales);
 }
 
@@ -140,19 +161,12 @@ std::size_t PreparedB::packed_bytes(const Datapath& dp, std::size_t n, std::size
 
 void gemm(std::size_t m, std::span<const std::uint8_t> a, const PreparedB& b,
           std::span<const std::uint32_t> c, std::span<std::uint32_t> d, const GemmScales& scales) {
-  const bool no_scales =
-      scales.a.empty() && scales.b.empty() && scales.a_significand.empty() && scales.b_significand.empty();
-  if (b.fast_ == nullptr || !no_scales) {
+  if (b.fast_ == nullptr || !no_scales(scales)) {
     gemm(b.dp_, m, b.n_, b.k_, a, b.codes_, c, d, scales);
     return;
   }
-  check_size("A", a.size(), m * b.k_);
-  if (!c.empty()) check_size("C", c.size(), m * b.n_);
-  check_size("D", d.size(), m * b.n_);
-  if (b.dp_.output().bits > 32) {
-    throw ShapeError("gemm: 32-bit C/D storage cannot hold codes of '" + b.dp_.output().name + "'");
-  }
-  for (std::size_t i = 0; i < c.size(); ++i) detail::require_operand_fits(b.dp_.output(), c[i], "C", i);
+  check_storage32(b.dp_);
+  check_operands(b.dp_, m, b.n_, b.k_, a, b.codes_.size(), c, d, scales);
   detail::fast_gemm(b.dp_, m, b.n_, b.k_, a, b.codes_, *b.fast_, c, d);
 }
 
