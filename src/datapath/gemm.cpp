@@ -147,8 +147,9 @@ PreparedB::PreparedB(const Datapath& dp, std::size_t n, std::size_t k, std::vect
     : dp_(dp), n_(n), k_(k), codes_(std::move(b)) {
   check_size("B", codes_.size(), k * n);
   if (pack && k > 0 && detail::fast_gemm_applicable(dp, true)) {
-    fast_ = detail::fast_prepare_b(dp, n, k, codes_);  // checks every code
-  } else {
+    fast_ = detail::fast_prepare_b(dp, n, k, codes_);  // checks every code where it packs
+  }
+  if (fast_ == nullptr) {
     for (std::size_t i = 0; i < codes_.size(); ++i) detail::require_operand_fits(dp.b, codes_[i], "B", i);
   }
 }

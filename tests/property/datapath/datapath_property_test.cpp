@@ -453,6 +453,12 @@ TEST_CASE("a prepared B gives gemm's bits with block scales and checks its codes
   gemm(m, a, pb, {}, got, scales);
   CHECK(got == want);
   CHECK(!pb.packed());  // block-scaled: no fast kernel reads a packed B
+  // Codes are checked whether or not B is packed.
+  const Datapath& fp4 = DatapathRegistry::builtin().get("b200_mxfp4_fp32");
+  REQUIRE(fp4.b.bits == 4);
+  std::vector<std::uint8_t> wide4(2 * 3, 1);
+  wide4[4] = 0x1f;
+  REQUIRE_THROWS_WITH(PreparedB(fp4, 3, 2, wide4), Catch::Contains("B[4]: code 0x1f is wider than format"));
 
   const Datapath& h100 = DatapathRegistry::builtin().get("h100_e4m3_fp32");
   std::vector<std::uint8_t> wide(4 * 16, 0x38);
