@@ -19,6 +19,7 @@
 #include <cstdlib>
 
 #include "lpemu/engine/model.hpp"
+#include "lpemu/engine/ops.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/session.hpp"
 #include "lpemu/format/codec.hpp"
@@ -241,6 +242,65 @@ void sgemm_1b(benchmark::State& state) {
   state.counters["GFLOP/s"] =
       benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
 }
+
+// The fp32 plan's linear map Y = X·Wᵀ (m × 1024 × 1024: the engine's float kernel, every sum in
+// ascending k) beside Eigen's product of the same row-major matrices, both on `threads` threads
+// (Eigen's product is single-threaded without OpenMP, so it runs on one only).
+struct LinearInputs {
+  RowMatrix x, w;
+};
+
+const LinearInputs& linear_inputs(Eigen::Index m) {
+  static std::map<Eigen::Index, LinearInputs> cache;
+  auto& in = cache[m];
+  if (in.x.size() == 0) {
+    std::uint64_t s = 3;
+    in.x.resize(m, 1024);
+    in.w.resize(1024, 1024);
+    for (Eigen::Index i = 0; i < in.x.size(); ++i) in.x.data()[i] = random_weight(s);
+    for (Eigen::Index i = 0; i < in.w.size(); ++i) in.w.data()[i] = random_weight(s);
+  }
+  return in;
+}
+
+void linear_fp32(benchmark::State& state) {
+  const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
+                                    static_cast<std::size_t>(state.range(1)));
+  const LinearInputs& in = linear_inputs(state.range(0));
+  RowMatrix y;
+  for (auto _ : state) {
+    linear(in.x, in.w, Vec<float>(), y);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2e-9 * static_cast<double>(in.x.rows()) * 1024.0 * 1024.0 * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+
+void linear_eigen(benchmark::State& state) {
+  const LinearInputs& in = linear_inputs(state.range(0));
+  RowMatrix y;
+  for (auto _ : state) {
+    y.noalias() = in.x * in.w.transpose();
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2e-9 * static_cast<double>(in.x.rows()) * 1024.0 * 1024.0 * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(linear_eigen)
+    ->ArgName("m")
+    ->Arg(1)
+    ->Arg(64)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(linear_fp32)
+    ->ArgNames({"m", "threads"})
+    ->ArgsProduct({{1, 64, 1024}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 std::vector<int> tokens(int n, int vocab) {
   std::vector<int> t(static_cast<std::size_t>(n));

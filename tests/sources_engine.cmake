@@ -16,7 +16,8 @@ target_sources(lpemu_golden_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/golden/engine/stories260k_test.cpp)
 add_dependencies(lpemu_unit_tests lpemu_cli)
 target_sources(lpemu_property_tests PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/property/engine/forward_property_test.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/property/engine/forward_property_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/property/engine/linear_property_test.cpp)
 
 # Hugging Face import: tiny random checkpoints written as safetensors by PyTorch, logits of
 # `lpemu eval` against an independent float64 forward pass (needs python3-torch, python3-pytest,

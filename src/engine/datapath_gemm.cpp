@@ -167,10 +167,10 @@ struct BudgetClaim {
   ~BudgetClaim() { packed_held -= bytes; }
   // Claims `n` bytes if they fit the budget and leave at least as much memory free.
   bool claim(std::size_t n) {
-    if (n > memory_available() / 2) return false;
+    if (n == 0 || n > packed_budget() || n > memory_available() / 2) return false;
     std::size_t held = packed_held.load();
     do {
-      if (n == 0 || held + n > packed_budget()) return false;
+      if (held + n > packed_budget()) return false;
     } while (!packed_held.compare_exchange_weak(held, held + n));
     bytes = n;
     return true;

@@ -7,6 +7,7 @@
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
 
+#include "engine/sgemm.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::engine {
@@ -16,6 +17,8 @@ namespace {
 // Eigen product of a fixed shape, so results are bit-identical for any number of threads.
 constexpr Eigen::Index kTileRows = 32;
 constexpr Eigen::Index kTileCols = 128;
+// Rows of A per task of the float kernel (each task packs its panel of B once per chunk of K).
+constexpr Eigen::Index kPanelRows = 256;
 
 Eigen::Index tiles(Eigen::Index n, Eigen::Index t) { return (n + t - 1) / t; }
 
@@ -48,6 +51,23 @@ void linear(const Mat<T>& x, const Mat<T>& w, const Vec<T>& b, Mat<T>& y) {
   const Eigen::Index tr = tiles(m, kTileRows);
   const Eigen::Index tc = tiles(n, kTileCols);
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(x.cols());
+  if constexpr (std::is_same_v<T, float>) {
+    // Row chunks × panels of B; every output is summed in ascending k whatever the split.
+    const auto pw = static_cast<Eigen::Index>(detail::sgemm_panel_width());
+    const auto k = static_cast<std::size_t>(x.cols());
+    const Eigen::Index fr = tiles(m, kPanelRows);
+    const Eigen::Index fc = tiles(n, pw);
+    for_each_piece(fr * fc, work, [&](Eigen::Index t) {
+      const Eigen::Index r0 = (t / fc) * kPanelRows;
+      const Eigen::Index c0 = (t % fc) * pw;
+      const Eigen::Index rn = std::min(kPanelRows, m - r0);
+      const Eigen::Index cn = std::min(pw, n - c0);
+      detail::sgemm_panel(static_cast<std::size_t>(rn), static_cast<std::size_t>(cn), k, x.row(r0).data(), k,
+                          w.row(c0).data(), k, &y(r0, c0), static_cast<std::size_t>(n));
+      if (b.size() != 0) y.block(r0, c0, rn, cn).rowwise() += b.segment(c0, cn).transpose();
+    });
+    return;
+  }
   for_each_piece(tr * tc, work, [&](Eigen::Index t) {
     const Eigen::Index r0 = (t / tc) * kTileRows;
     const Eigen::Index c0 = (t % tc) * kTileCols;

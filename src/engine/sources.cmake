@@ -1,5 +1,6 @@
 target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sgemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/roles.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quantizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
