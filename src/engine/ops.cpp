@@ -36,38 +36,54 @@ void for_each_piece(Eigen::Index n, double work, const F& body) {
   }
 }
 
+// Throws ShapeError unless x [m, k] · Wᵀ (+ b) fits W [n, w_cols] and a bias of b_size (0: none).
+void check_linear(Eigen::Index k, Eigen::Index w_cols, Eigen::Index n, Eigen::Index b_size) {
+  if (k != w_cols) {
+    throw ShapeError("linear: input has " + std::to_string(k) + " features, weight expects " +
+                     std::to_string(w_cols));
+  }
+  if (b_size != 0 && b_size != n) throw ShapeError("linear: bias size disagrees with weight rows");
+}
+
+// y = x · Bᵀ (+ b) for B [n, x.cols()] on the float kernel, over chunks of rows × panels of B (every
+// output is summed in ascending k whatever the split). rows_of(c0, cn) gives B's rows c0 .. c0 + cn
+// as float, row-major, valid while the calling task runs.
+template <class RowsOf>
+void float_linear(const Mat<float>& x, Eigen::Index n, const Vec<float>& b, Mat<float>& y,
+                  const RowsOf& rows_of) {
+  const Eigen::Index m = x.rows();
+  const auto k = static_cast<std::size_t>(x.cols());
+  y.resize(m, n);
+  const auto pw = static_cast<Eigen::Index>(detail::sgemm_panel_width());
+  const Eigen::Index fr = tiles(m, kPanelRows);
+  const Eigen::Index fc = tiles(n, pw);
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  for_each_piece(fr * fc, work, [&](Eigen::Index t) {
+    const Eigen::Index r0 = (t / fc) * kPanelRows;
+    const Eigen::Index c0 = (t % fc) * pw;
+    const Eigen::Index rn = std::min(kPanelRows, m - r0);
+    const Eigen::Index cn = std::min(pw, n - c0);
+    detail::sgemm_panel(static_cast<std::size_t>(rn), static_cast<std::size_t>(cn), k, x.row(r0).data(), k,
+                        rows_of(c0, cn), k, &y(r0, c0), static_cast<std::size_t>(n));
+    if (b.size() != 0) y.block(r0, c0, rn, cn).rowwise() += b.segment(c0, cn).transpose();
+  });
+}
+
 }  // namespace
 
 template <class T>
 void linear(const Mat<T>& x, const Mat<T>& w, const Vec<T>& b, Mat<T>& y) {
-  if (x.cols() != w.cols()) {
-    throw ShapeError("linear: input has " + std::to_string(x.cols()) + " features, weight expects " +
-                     std::to_string(w.cols()));
+  check_linear(x.cols(), w.cols(), w.rows(), b.size());
+  if constexpr (std::is_same_v<T, float>) {
+    float_linear(x, w.rows(), b, y, [&](Eigen::Index c0, Eigen::Index) { return w.row(c0).data(); });
+    return;
   }
-  if (b.size() != 0 && b.size() != w.rows()) throw ShapeError("linear: bias size disagrees with weight rows");
   const Eigen::Index m = x.rows();
   const Eigen::Index n = w.rows();
   y.resize(m, n);
   const Eigen::Index tr = tiles(m, kTileRows);
   const Eigen::Index tc = tiles(n, kTileCols);
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(x.cols());
-  if constexpr (std::is_same_v<T, float>) {
-    // Row chunks × panels of B; every output is summed in ascending k whatever the split.
-    const auto pw = static_cast<Eigen::Index>(detail::sgemm_panel_width());
-    const auto k = static_cast<std::size_t>(x.cols());
-    const Eigen::Index fr = tiles(m, kPanelRows);
-    const Eigen::Index fc = tiles(n, pw);
-    for_each_piece(fr * fc, work, [&](Eigen::Index t) {
-      const Eigen::Index r0 = (t / fc) * kPanelRows;
-      const Eigen::Index c0 = (t % fc) * pw;
-      const Eigen::Index rn = std::min(kPanelRows, m - r0);
-      const Eigen::Index cn = std::min(pw, n - c0);
-      detail::sgemm_panel(static_cast<std::size_t>(rn), static_cast<std::size_t>(cn), k, x.row(r0).data(), k,
-                          w.row(c0).data(), k, &y(r0, c0), static_cast<std::size_t>(n));
-      if (b.size() != 0) y.block(r0, c0, rn, cn).rowwise() += b.segment(c0, cn).transpose();
-    });
-    return;
-  }
   for_each_piece(tr * tc, work, [&](Eigen::Index t) {
     const Eigen::Index r0 = (t / tc) * kTileRows;
     const Eigen::Index c0 = (t % tc) * kTileCols;
@@ -75,6 +91,23 @@ void linear(const Mat<T>& x, const Mat<T>& w, const Vec<T>& b, Mat<T>& y) {
     const Eigen::Index cn = std::min(kTileCols, n - c0);
     y.block(r0, c0, rn, cn).noalias() = x.middleRows(r0, rn) * w.middleRows(c0, cn).transpose();
     if (b.size() != 0) y.block(r0, c0, rn, cn).rowwise() += b.segment(c0, cn).transpose();
+  });
+}
+
+void linear(const Mat<float>& x, const WeightMatrix& w, const Vec<float>& b, Mat<float>& y) {
+  check_linear(x.cols(), w.cols(), w.rows(), b.size());
+  if (w.storage() == WeightStorage::fp32) {
+    RowMatrix unused;
+    const RowMatrix& f = w.view(unused);
+    float_linear(x, w.rows(), b, y, [&](Eigen::Index c0, Eigen::Index) { return f.row(c0).data(); });
+    return;
+  }
+  // 16-bit storage: each panel's rows decoded by the format layer's bulk decoder (exact).
+  float_linear(x, w.rows(), b, y, [&](Eigen::Index c0, Eigen::Index cn) {
+    thread_local std::vector<float> rows;
+    rows.resize(static_cast<std::size_t>(cn * w.cols()));
+    w.read_rows(c0, cn, rows);
+    return static_cast<const float*>(rows.data());
   });
 }
 

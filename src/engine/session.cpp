@@ -293,9 +293,9 @@ class ImplT final : public Session::Impl {
       norm(x, w.attention_norm, w.attention_norm_bias, xb);
       trace(pre + "attention/qkv_input", xb);
       auto xin = input(xb, l, LayerKind::attention, {"wq", "wk", "wv"}, "qkv_input", p0);
-      gemm(xb, values(w.wq), w.bq, q, l, LayerKind::attention, "wq", xin.get(), w);
-      gemm(xb, values(w.wk), w.bk, k, l, LayerKind::attention, "wk", xin.get(), w);
-      gemm(xb, values(w.wv), w.bv, v, l, LayerKind::attention, "wv", xin.get(), w);
+      gemm(xb, w.wq, w.bq, q, l, LayerKind::attention, "wq", xin.get(), w);
+      gemm(xb, w.wk, w.bk, k, l, LayerKind::attention, "wk", xin.get(), w);
+      gemm(xb, w.wv, w.bv, v, l, LayerKind::attention, "wv", xin.get(), w);
       if (c.positions == PositionKind::rope) {
         rope(q, c.n_heads, c.head_dim, p0, inv_freq_, c.rope_style);
         rope(k, c.n_kv_heads, c.head_dim, p0, inv_freq_, c.rope_style);
@@ -324,7 +324,7 @@ class ImplT final : public Session::Impl {
       quant(att, Role::attn_output, l, LayerKind::attention, "attn_output", -1, 1, p0);
       trace(pre + "attention/wo_input", att);
       xin = input(att, l, LayerKind::attention, {"wo"}, "wo_input", p0);
-      gemm(att, values(w.wo), w.bo, tmp, l, LayerKind::attention, "wo", xin.get(), w);
+      gemm(att, w.wo, w.bo, tmp, l, LayerKind::attention, "wo", xin.get(), w);
       x += tmp;
       quant(x, Role::residual, l, LayerKind::attention, "residual", -1, 1, p0);
       // Feed-forward.
@@ -337,9 +337,9 @@ class ImplT final : public Session::Impl {
         continue;
       }
       xin = input(xb, l, LayerKind::mlp, {"w1", "w3"}, "w1_w3_input", p0);
-      gemm(xb, values(w.w1), w.b1, h1, l, LayerKind::mlp, "w1", xin.get(), w);
+      gemm(xb, w.w1, w.b1, h1, l, LayerKind::mlp, "w1", xin.get(), w);
       if (c.ffn == FfnKind::swiglu) {
-        gemm(xb, values(w.w3), w.b3, h3, l, LayerKind::mlp, "w3", xin.get(), w);
+        gemm(xb, w.w3, w.b3, h3, l, LayerKind::mlp, "w3", xin.get(), w);
         activate(h1, &h3, c.activation);
       } else {
         activate<T>(h1, nullptr, c.activation);
@@ -347,7 +347,7 @@ class ImplT final : public Session::Impl {
       quant(h1, Role::mlp_hidden, l, LayerKind::mlp, "mlp_hidden", -1, 1, p0);
       trace(pre + "feed_forward/w2_input", h1);
       xin = input(h1, l, LayerKind::mlp, {"w2"}, "w2_input", p0);
-      gemm(h1, values(w.w2), w.b2, tmp, l, LayerKind::mlp, "w2", xin.get(), w);
+      gemm(h1, w.w2, w.b2, tmp, l, LayerKind::mlp, "w2", xin.get(), w);
       x += tmp;
       quant(x, Role::residual, l, LayerKind::mlp, "residual", -1, 1, p0);
     }
@@ -512,7 +512,7 @@ class ImplT final : public Session::Impl {
 
   // C = A·Bᵀ + bias at GEMM site `tensor`; `weight` names B (its encoding, conversion cache) when
   // it is not the site's own weight (the experts of a mixture-of-experts block).
-  void gemm(const Mat<T>& a, const Mat<T>& b, const Vec<T>& bias, Mat<T>& c, int l, LayerKind k,
+  void gemm(const Mat<T>& a, const WeightT<T>& b, const Vec<T>& bias, Mat<T>& c, int l, LayerKind k,
             std::string_view tensor, const EncodedOperand* ea, const LayerT<T>& w,
             std::string_view weight = {}) {
     const std::string_view key = weight.empty() ? tensor : weight;
@@ -533,7 +533,7 @@ class ImplT final : public Session::Impl {
     constexpr LayerKind kMlp = LayerKind::mlp;
     Mat<T> xr = xb, logits;
     const auto rin = input(xr, l, kMlp, {"router"}, "router_input", p0);
-    gemm(xr, values(w.router), Vec<T>(), logits, l, kMlp, "router", rin.get(), w);
+    gemm(xr, w.router, Vec<T>(), logits, l, kMlp, "router", rin.get(), w);
     quant(logits, Role::router_logits, l, kMlp, "router_logits", -1, 1, p0);
     trace(pre + "feed_forward/router_logits", logits);
     // Routing (softmax in the compute type, as transformers' softmax(dtype=float) in float32).
@@ -565,12 +565,12 @@ class ImplT final : public Session::Impl {
         xe.row(static_cast<Eigen::Index>(r)) = xb.row(tokens[r].first);
       const std::string_view in_name = names_.intern(en + "w1_w3_input");
       const auto ein = input(xe, l, kMlp, {"expert_w1", "expert_w3"}, in_name, p0);
-      gemm(xe, values(ex.w1), Vec<T>(), h1, l, kMlp, "expert_w1", ein.get(), w, names_.intern(en + "w1"));
-      gemm(xe, values(ex.w3), Vec<T>(), h3, l, kMlp, "expert_w3", ein.get(), w, names_.intern(en + "w3"));
+      gemm(xe, ex.w1, Vec<T>(), h1, l, kMlp, "expert_w1", ein.get(), w, names_.intern(en + "w1"));
+      gemm(xe, ex.w3, Vec<T>(), h3, l, kMlp, "expert_w3", ein.get(), w, names_.intern(en + "w3"));
       activate(h1, &h3, c.activation);
       quant(h1, Role::expert_hidden, l, kMlp, names_.intern(en + "hidden"), -1, 1, p0);
       const auto hin = input(h1, l, kMlp, {"expert_w2"}, names_.intern(en + "w2_input"), p0);
-      gemm(h1, values(ex.w2), Vec<T>(), y, l, kMlp, "expert_w2", hin.get(), w, names_.intern(en + "w2"));
+      gemm(h1, ex.w2, Vec<T>(), y, l, kMlp, "expert_w2", hin.get(), w, names_.intern(en + "w2"));
       for (std::size_t r = 0; r < tokens.size(); ++r) {
         out.row(tokens[r].first) += tokens[r].second * y.row(static_cast<Eigen::Index>(r));
       }
@@ -578,12 +578,20 @@ class ImplT final : public Session::Impl {
   }
 
   void gemm_head(const Mat<T>& a, Mat<T>& c, const EncodedOperand* ea) {
-    run_gemm(a, values(output_), c, -1, LayerKind::head, "output", ea, output_encoded_.get());
+    run_gemm(a, output_, c, -1, LayerKind::head, "output", ea, output_encoded_.get());
   }
 
-  void run_gemm(const Mat<T>& a, const Mat<T>& b, Mat<T>& c, int l, LayerKind k, std::string_view tensor,
+  void run_gemm(const Mat<T>& a, const WeightT<T>& w, Mat<T>& c, int l, LayerKind k, std::string_view tensor,
                 const EncodedOperand* ea, const EncodedOperand* eb, std::string_view weight = {}) {
     const Site& st = sites_.at({l, k, std::string(tensor)});
+    if constexpr (std::is_same_v<T, float>) {
+      // A 16-bit weight on the float GEMM: decoded panel by panel inside it, no float copy.
+      if (!w.values && st.gemm.get() == &eigen_gemm() && !st.convert[0] && !st.convert[1]) {
+        linear(a, *w.stored, Vec<float>(), c);
+        return;
+      }
+    }
+    const Mat<T>& b = values(w);
     const Quantizer* qa = find(st.roles[0], l, k);
     const Quantizer* qb = find(st.roles[1], l, k);
     const std::string wname(weight.empty() ? tensor : weight);

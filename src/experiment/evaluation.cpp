@@ -43,7 +43,7 @@ Run run(const engine::Model& model, const engine::PrecisionPlan& plan, const std
   o.on_quant = [&](const engine::QuantPoint& p, const RowMatrix& in, const RowMatrix& out) {
     const std::string key = (p.layer < 0 ? std::string("head") : std::to_string(p.layer)) + "/" +
                             std::string(engine::to_string(p.role)) + "/" + std::string(p.tensor);
-    r.points.add(key, span_of(in), span_of(out));
+    r.points.add(key, span_of(in), span_of(out), p.head);
   };
   engine::Session s(model, plan, o);
   r.logits = s.forward(tokens);
@@ -52,14 +52,15 @@ Run run(const engine::Model& model, const engine::PrecisionPlan& plan, const std
 
 }  // namespace
 
-void ErrorAccumulator::add(const std::string& key, std::span<const float> ref, std::span<const float> test) {
+void ErrorAccumulator::add(const std::string& key, std::span<const float> ref, std::span<const float> test,
+                           int part) {
   if (ref.size() != test.size()) throw ShapeError("metrics: '" + key + "' pair sizes differ");
   auto it = std::find_if(sums_.begin(), sums_.end(), [&](const auto& e) { return e.first == key; });
   if (it == sums_.end()) {
-    sums_.emplace_back(key, Sums{});
+    sums_.emplace_back(key, std::map<int, Sums>{});
     it = sums_.end() - 1;
   }
-  Sums& s = it->second;
+  Sums& s = it->second[part];
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double r = static_cast<double>(ref[i]);
     const double d = static_cast<double>(test[i]) - r;
@@ -72,7 +73,14 @@ void ErrorAccumulator::add(const std::string& key, std::span<const float> ref, s
 
 std::vector<std::pair<std::string, ErrorStats>> ErrorAccumulator::results() const {
   std::vector<std::pair<std::string, ErrorStats>> out;
-  for (const auto& [k, s] : sums_) {
+  for (const auto& [k, parts] : sums_) {
+    Sums s;
+    for (const auto& [part, p] : parts) {
+      s.sig += p.sig;
+      s.err += p.err;
+      s.max_abs = std::max(s.max_abs, p.max_abs);
+      s.count += p.count;
+    }
     ErrorStats e;
     e.count = s.count;
     const double n = s.count == 0 ? 1.0 : static_cast<double>(s.count);

@@ -14,6 +14,9 @@ namespace lpemu::engine {
 /// y = x · Wᵀ (+ b when b is non-empty), tiled over oneTBB; x [m, k], w [n, k].
 template <class T>
 void linear(const Mat<T>& x, const Mat<T>& w, const Vec<T>& b, Mat<T>& y);
+/// y = x · Wᵀ (+ b) with W in its stored precision (float32, bf16 or fp16), decoded a panel of rows
+/// at a time as the GEMM reads it: the bits of linear() on W's float values, without a float copy.
+void linear(const Mat<float>& x, const WeightMatrix& w, const Vec<float>& b, Mat<float>& y);
 /// RMSNorm per row: y = w ⊙ x / sqrt(mean(x²) + eps), eps added in T (as llama2.c adds a float).
 template <class T>
 void rms_norm(const Mat<T>& x, const Vec<T>& w, double eps, Mat<T>& y);

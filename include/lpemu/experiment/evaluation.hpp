@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,8 +35,10 @@ struct EvalResult {
 /// Accumulates ErrorStats of in→out pairs under a key (for QuantHook-based error attribution).
 class ErrorAccumulator {
  public:
-  /// Adds the elements of one (reference, test) pair to `key`'s totals.
-  void add(const std::string& key, std::span<const float> ref, std::span<const float> test);
+  /// Adds the elements of one (reference, test) pair to part `part` of `key`'s totals. Parts (e.g.
+  /// attention heads, added from parallel work in any order) are summed in ascending order, so
+  /// the totals do not depend on the order of the calls across parts.
+  void add(const std::string& key, std::span<const float> ref, std::span<const float> test, int part = -1);
   /// Totals per key, in first-seen order.
   std::vector<std::pair<std::string, metrics::ErrorStats>> results() const;
 
@@ -44,7 +47,7 @@ class ErrorAccumulator {
     double sig = 0, err = 0, max_abs = 0;
     std::size_t count = 0;
   };
-  std::vector<std::pair<std::string, Sums>> sums_;
+  std::vector<std::pair<std::string, std::map<int, Sums>>> sums_;
 };
 
 /// The tokens `lpemu eval` scores for `text`: trailing newlines dropped, BOS first, cut to the

@@ -7,12 +7,15 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <hwy/targets.h>
 #include <tbb/global_control.h>
 #include <catch2/catch.hpp>
 
 #include "lpemu/engine/ops.hpp"
+#include "lpemu/engine/weights.hpp"
 
 namespace {
 
@@ -122,4 +125,34 @@ TEST_CASE("the float linear map gives the same bits on one thread and on all", "
   }
   CHECK(same_bits(one, all));
   CHECK(same_bits(all, naive(x, w, Vec<float>())));
+}
+
+TEST_CASE("the linear map on bf16 / fp16 weights gives the bits of the linear map on their float values",
+          "[engine][property]") {
+  using lpemu::engine::WeightMatrix;
+  using lpemu::engine::WeightStorage;
+  std::mt19937 g(13);
+  std::uniform_int_distribution<std::uint32_t> code(0, 0xFFFF);
+  for (const WeightStorage s : {WeightStorage::bf16, WeightStorage::fp16}) {
+    for (const auto& [m, n, k] : {std::tuple{1, 1, 1}, {3, 33, 7}, {70, 45, 130}, {5, 64, 1030}}) {
+      std::vector<std::uint16_t> codes(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
+      // Every kind of code: NaN, ±Inf, subnormals and zeros among them (fp16 codes are uniform;
+      // bf16 codes are kept to moderate exponents, with a few specials, so not every sum overflows).
+      for (auto& c : codes) {
+        c = static_cast<std::uint16_t>(code(g));
+        if (s == WeightStorage::bf16 && (c & 0x7F80U) != 0x7F80U && (c % 97) != 0) {
+          c = static_cast<std::uint16_t>((c & 0x807FU) | 0x3C00U);
+        }
+      }
+      const WeightMatrix w = WeightMatrix::from_codes(s, n, k, codes);
+      const RowMatrix x = random_matrix(g, m, k, false);
+      const Vec<float> b = random_matrix(g, n, 1, false);
+      RowMatrix stored, floats;
+      lpemu::engine::linear(x, w, b, stored);
+      lpemu::engine::linear(x, w.to_float(), b, floats);
+      INFO((s == WeightStorage::bf16 ? "bf16" : "fp16") << ": m " << m << " n " << n << " k " << k);
+      CHECK(same_bits(stored, floats));
+      CHECK(same_bits(stored, naive(x, w.to_float(), b)));
+    }
+  }
 }

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -89,6 +90,28 @@ TEST_CASE("error accumulator totals equal one comparison over the concatenation"
   CHECK(r[0].second.max_abs == Approx(1.0));
   CHECK(r[0].second.sqnr_db == Approx(10.0 * std::log10(21.0 / 1.25)));
   CHECK(r[1].second.sqnr_db == std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("error accumulator parts (attention heads from parallel work) total the same in any call order",
+          "[metrics]") {
+  // Values whose double sums round differently in different orders.
+  const std::vector<std::vector<float>> ref = {{1e8F, 1.0F}, {3.0F, -1e8F}, {0.1F, 7.0F}};
+  const std::vector<std::vector<float>> test = {{1e8F + 8.0F, 1.1F}, {3.3F, -1e8F}, {0.2F, 7.7F}};
+  const auto totals = [&](std::initializer_list<int> order) {
+    lpemu::experiment::ErrorAccumulator acc;
+    for (const int h : order) {
+      const auto i = static_cast<std::size_t>(h);
+      acc.add("scores", ref[i], test[i], h);
+    }
+    return acc.results().at(0).second;
+  };
+  const auto a = totals({0, 1, 2});
+  for (const auto& b : {totals({2, 1, 0}), totals({1, 0, 2}), totals({2, 0, 1})}) {
+    CHECK(b.count == a.count);
+    CHECK(std::memcmp(&b.mse, &a.mse, sizeof a.mse) == 0);
+    CHECK(std::memcmp(&b.sqnr_db, &a.sqnr_db, sizeof a.sqnr_db) == 0);
+    CHECK(b.max_abs == a.max_abs);
+  }
 }
 
 }  // namespace
