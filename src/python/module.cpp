@@ -232,6 +232,58 @@ py::dict files_dict(const experiment::SweepFiles& f) {
 }
 
 /// The Python face of experiment::Context (shared so plans can keep it alive).
+// Codes given as uint64 (the Python API's code type) narrowed to the bytes a prepared operand
+// holds; throws Error naming `what` for a code above 255.
+std::vector<std::uint8_t> bytes_of(const CArray<std::uint64_t>& codes, const char* what) {
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(codes.size()));
+  const std::uint64_t* p = codes.data();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (p[i] > 0xFFU) {
+      throw Error(std::string(what) + ": code " + std::to_string(p[i]) + " at index " + std::to_string(i) +
+                  " does not fit 8 bits (a prepared B takes datapaths with inputs of at most 8 bits)");
+    }
+    out[i] = static_cast<std::uint8_t>(p[i]);
+  }
+  return out;
+}
+
+// A weight's B [K, N] prepared once for many GEMMs under one datapath (datapath::PreparedB).
+struct PyPreparedB {
+  std::shared_ptr<const datapath::PreparedB> b;
+
+  py::array_t<std::uint64_t> gemm(const CArray<std::uint64_t>& a,
+                                  const std::optional<CArray<std::uint64_t>>& c,
+                                  const std::optional<CArray<std::int32_t>>& sa,
+                                  const std::optional<CArray<std::int32_t>>& sb) const {
+    if (a.ndim() != 2 || static_cast<std::size_t>(a.shape(1)) != b->k()) {
+      throw ShapeError("gemm: expected A [M, " + std::to_string(b->k()) + "] codes for the prepared B [" +
+                       std::to_string(b->k()) + ", " + std::to_string(b->n()) + "]");
+    }
+    const auto m = static_cast<std::size_t>(a.shape(0));
+    const std::vector<std::uint8_t> a8 = bytes_of(a, "gemm: A");
+    std::vector<std::uint32_t> c32;
+    if (c) {
+      const std::uint64_t* p = c->data();
+      c32.resize(static_cast<std::size_t>(c->size()));
+      for (std::size_t i = 0; i < c32.size(); ++i) {
+        if (p[i] > 0xFFFFFFFFU) throw Error("gemm: C code " + std::to_string(p[i]) + " does not fit 32 bits");
+        c32[i] = static_cast<std::uint32_t>(p[i]);
+      }
+    }
+    datapath::GemmScales s;
+    if (sa) s.a = view(*sa);
+    if (sb) s.b = view(*sb);
+    std::vector<std::uint32_t> d32(m * b->n());
+    {
+      py::gil_scoped_release release;
+      datapath::gemm(m, a8, *b, c32, d32, s);
+    }
+    py::array_t<std::uint64_t> d(std::vector<std::size_t>{m, b->n()});
+    std::copy(d32.begin(), d32.end(), d.mutable_data());
+    return d;
+  }
+};
+
 class ContextHandle {
  public:
   ContextHandle(std::vector<std::filesystem::path> formats_dirs, std::vector<std::filesystem::path> data_dirs)
@@ -440,6 +492,16 @@ class ContextHandle {
       datapath::gemm(dp, m, n, k, view(a), view(b), cv, dv, s);
     }
     return d;
+  }
+
+  PyPreparedB prepare_b(const std::string& name, const CArray<std::uint64_t>& b) {
+    const datapath::Datapath& dp = ctx_->datapaths().get(name);
+    if (b.ndim() != 2)
+      throw ShapeError("prepare_b: expected B [K, N] codes, got " + std::to_string(b.ndim()) + " dimensions");
+    const auto k = static_cast<std::size_t>(b.shape(0)), n = static_cast<std::size_t>(b.shape(1));
+    std::vector<std::uint8_t> b8 = bytes_of(b, "prepare_b: B");
+    py::gil_scoped_release release;
+    return {std::make_shared<const datapath::PreparedB>(dp, n, k, std::move(b8))};
   }
 
   PyModel load_model(const std::string& name) {
@@ -704,6 +766,15 @@ PYBIND11_MODULE(_lpemu, m) {
       .def("linear", &PyPlan::linear, "C = A·Bᵀ on the plan's GEMM strategy at (layer, kind)", py::arg("a"),
            py::arg("b"), py::arg("layer"), py::arg("kind"), py::arg("tensor"), py::arg("n_layers"));
 
+  py::class_<PyPreparedB>(m, "PreparedB",
+                          "A weight's B [K, N] codes prepared (checked, packed) for one datapath")
+      .def_property_readonly("datapath", [](const PyPreparedB& p) { return p.b->datapath().name; })
+      .def_property_readonly("k", [](const PyPreparedB& p) { return p.b->k(); })
+      .def_property_readonly("n", [](const PyPreparedB& p) { return p.b->n(); })
+      .def_property_readonly("packed", [](const PyPreparedB& p) { return p.b->packed(); })
+      .def_property_readonly("bytes", [](const PyPreparedB& p) { return p.b->bytes(); })
+      .def("gemm", &PyPreparedB::gemm, "D = C + A*B on the prepared B", py::arg("a"), py::arg("c"),
+           py::arg("scales_a"), py::arg("scales_b"));
   py::class_<ContextHandle>(m, "Context", "Registries and factories: built-in formats plus user directories")
       .def(py::init<std::vector<std::filesystem::path>, std::vector<std::filesystem::path>>(),
            py::arg("formats_dirs") = std::vector<std::filesystem::path>{},
@@ -723,6 +794,8 @@ PYBIND11_MODULE(_lpemu, m) {
            py::arg("b"), py::arg("c"), py::arg("scales_a"), py::arg("scales_b"), py::arg("index"))
       .def("gemm", &ContextHandle::gemm, "D = C + A*B under a datapath", py::arg("name"), py::arg("a"),
            py::arg("b"), py::arg("c"), py::arg("scales_a"), py::arg("scales_b"))
+      .def("prepare_b", &ContextHandle::prepare_b, "B [K, N] prepared once for many GEMMs under a datapath",
+           py::arg("name"), py::arg("b"))
       .def("load_model", &ContextHandle::load_model, "A model by path or shipped name", py::arg("name"))
       .def("load_plan", &ContextHandle::load_plan, "A plan by path, fp32/fp64 or shipped name",
            py::arg("name"))

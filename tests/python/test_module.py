@@ -231,3 +231,27 @@ def test_import_lpemu_does_not_import_torch():
     r = subprocess.run([sys.executable, "-c", "import sys, lpemu; lpemu.formats(); print('torch' in sys.modules)"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
+
+
+@pytest.mark.parametrize("dp", datapaths())
+def test_gemm_on_a_prepared_b_gives_the_bits_of_gemm_on_codes(dp):
+    info = lpemu.datapath(dp)
+    rng = np.random.default_rng(zlib.crc32(dp.encode()) + 1)
+    m, n, k = 5, 37, 70  # row and column tails of the fast kernels' tiles and panels
+    a = random_codes(rng, info["a"], m * k).reshape(m, k)
+    b = random_codes(rng, info["b"], k * n).reshape(k, n)
+    c = random_codes(rng, info["output"], m * n).reshape(m, n)
+    if max(a.max(), b.max()) > 255:  # inputs wider than 8 bits: not preparable, said so
+        with pytest.raises(lpemu.Error, match="8 bits"):
+            lpemu.prepare_b(dp, b)
+        return
+    w = lpemu.prepare_b(dp, b)
+    assert (w.datapath, w.k, w.n) == (dp, k, n) and w.bytes >= k * n
+    if dp == "h100_e4m3_fp32":  # a fast kernel takes it: held packed
+        assert w.packed and w.bytes > k * n
+    for cc in (None, c):
+        assert np.array_equal(lpemu.gemm(dp, a, w, cc), lpemu.gemm(dp, a, b, cc))
+    with pytest.raises(lpemu.Error, match="prepared for datapath"):
+        lpemu.gemm("ideal" if dp != "ideal" else "h100_e4m3_fp32", a, w)
+    with pytest.raises(lpemu.ShapeError):
+        lpemu.gemm(dp, a[:, :-1], w)

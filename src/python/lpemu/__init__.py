@@ -19,11 +19,11 @@ import os
 import numpy as np
 
 from . import _lpemu
-from ._lpemu import Error, IoError, Model, Plan, ShapeError, SpecError, UnknownNameError
+from ._lpemu import Error, IoError, Model, Plan, PreparedB, ShapeError, SpecError, UnknownNameError
 
 __all__ = [
-    "Context", "Error", "IoError", "Model", "Plan", "ShapeError", "SpecError", "UnknownNameError",
-    "formats", "encode", "decode", "quantize", "block_encode", "datapath", "datapath_error", "dot", "gemm",
+    "Context", "Error", "IoError", "Model", "Plan", "PreparedB", "ShapeError", "SpecError", "UnknownNameError",
+    "formats", "encode", "decode", "quantize", "block_encode", "datapath", "datapath_error", "dot", "gemm", "prepare_b",
     "load_model", "load_plan", "evaluate", "replay", "sweep", "read_sweep", "cost",
 ]
 
@@ -97,10 +97,21 @@ class Context:
                            int(c), _scales(scales_a), _scales(scales_b), int(index))
 
     def gemm(self, datapath, a, b, c=None, scales_a=None, scales_b=None):
-        """D[M, N] = C + A[M, K]·B[K, N] on codes (uint64 codes of the datapath's output)."""
+        """D[M, N] = C + A[M, K]·B[K, N] on codes (uint64 codes of the datapath's output). B is codes
+        or a PreparedB of the same datapath (prepare_b): the same bits, without re-packing B."""
         cc = None if c is None else _array(c).astype(np.uint64, copy=False)
-        return self._c.gemm(datapath, _array(a).astype(np.uint64, copy=False), _array(b).astype(np.uint64, copy=False),
-                            cc, _scales(scales_a), _scales(scales_b))
+        aa = _array(a).astype(np.uint64, copy=False)
+        if isinstance(b, PreparedB):
+            if b.datapath != datapath:
+                raise Error(f"gemm: B was prepared for datapath '{b.datapath}', not '{datapath}'")
+            return b.gemm(aa, cc, _scales(scales_a), _scales(scales_b))
+        return self._c.gemm(datapath, aa, _array(b).astype(np.uint64, copy=False), cc, _scales(scales_a),
+                            _scales(scales_b))
+
+    def prepare_b(self, datapath, b):
+        """B[K, N] (codes of at most 8 bits) checked and packed once for many gemm() calls under
+        datapath, as a weight is: a PreparedB (its .packed, .bytes, .k, .n)."""
+        return self._c.prepare_b(datapath, _array(b).astype(np.uint64, copy=False))
 
     def load_model(self, name="stories260K"):
         """A model: an .h5 path or a shipped name (data/models/NAME/model.h5)."""
@@ -198,6 +209,11 @@ def dot(datapath_name, a, b, c=0, **options):
 def gemm(datapath_name, a, b, c=None, **options):
     """D = C + A·B under a datapath, on codes; see Context.gemm."""
     return default_context().gemm(datapath_name, a, b, c, **options)
+
+
+def prepare_b(datapath_name, b):
+    """B prepared once for many gemm() calls under a datapath; see Context.prepare_b."""
+    return default_context().prepare_b(datapath_name, b)
 
 
 def load_model(name="stories260K"):
