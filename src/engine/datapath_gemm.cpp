@@ -196,10 +196,17 @@ class DatapathGemm final : public Gemm {
   const std::string& name() const override { return dp_.name; }
   const datapath::Datapath* datapath() const override { return &dp_; }
   void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint& p) const override {
-    if (a.cols() != b.cols()) throw ShapeError("datapath gemm: inner dimensions differ");
     const auto m = static_cast<std::size_t>(a.rows());
-    const auto n = static_cast<std::size_t>(b.rows());
     const auto k = static_cast<std::size_t>(a.cols());
+    // B held only encoded (an empty b beside its operand): its rows are the operand's codes / K.
+    const bool b_encoded_only = p.b_operand != nullptr && b.size() == 0 && k != 0;
+    if (!b_encoded_only && a.cols() != b.cols()) throw ShapeError("datapath gemm: inner dimensions differ");
+    if (b_encoded_only && p.b_operand->tensor.codes.size() % k != 0) {
+      throw ShapeError("datapath gemm: B's encoding holds " + std::to_string(p.b_operand->tensor.codes.size()) +
+                       " codes, not a whole number of rows of K = " + std::to_string(k));
+    }
+    const std::size_t n =
+        b_encoded_only ? p.b_operand->tensor.codes.size() / k : static_cast<std::size_t>(b.rows());
     if (k == 0) {  // an empty sum: every output is exactly zero (the kernels assume K > 0)
       c.setZero(a.rows(), b.rows());
       return;
@@ -213,7 +220,7 @@ class DatapathGemm final : public Gemm {
     const Side& sa = pa->side;
     const Side& sb = pb->side;
     datapath::GemmScales scales{sa.exps, sb.exps, sa.sigs, sb.sigs};
-    c.resize(a.rows(), b.rows());
+    c.resize(a.rows(), static_cast<Eigen::Index>(n));
     const std::span<float> out(c.data(), m * n);
     if (bytes()) {
       std::vector<std::uint32_t> d32(m * n);

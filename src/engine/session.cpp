@@ -382,10 +382,13 @@ class ImplT final : public Session::Impl {
     }
     const Role role = sites_.at({l, k, site_name}).roles[1];
     if constexpr (std::is_same_v<T, float>) {
-      if (sites_.at({l, k, site_name}).gemm->datapath() != nullptr) {
-        auto x = std::make_shared<Mat<T>>(src.to_float());
-        encoded = operand(*x, role, l, k, name, 1, 0);
-        out.values = std::move(x);
+      const Site& site = sites_.at({l, k, site_name});
+      if (site.gemm->datapath() != nullptr) {
+        // A datapath GEMM reads the weight's encoding only, so the quantised float values are
+        // kept only where the site converts B from them (an empty matrix stands in otherwise).
+        Mat<T> x = src.to_float();
+        encoded = operand(x, role, l, k, name, 1, 0);
+        out.values = site.convert[1] ? std::make_shared<Mat<T>>(std::move(x)) : std::make_shared<Mat<T>>();
         return out;
       }
     }

@@ -208,7 +208,8 @@ class Gemm {
   virtual ~Gemm() = default;
   /// The strategy's name (a datapath preset or "eigen").
   virtual const std::string& name() const = 0;
-  /// C = A · Bᵀ in float.
+  /// C = A · Bᵀ in float. For a strategy with a datapath(), b may be empty (0×0) when p.b_operand
+  /// holds B's encoding (a weight a session keeps only encoded): B's rows are its codes / K.
   virtual void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint& p) const = 0;
   /// C = A · Bᵀ in double (default: through float).
   virtual void nt(const RowMatrixD& a, const RowMatrixD& b, RowMatrixD& c, const GemmPoint& p) const;
