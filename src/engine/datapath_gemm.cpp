@@ -202,7 +202,8 @@ class DatapathGemm final : public Gemm {
     const bool b_encoded_only = p.b_operand != nullptr && b.size() == 0 && k != 0;
     if (!b_encoded_only && a.cols() != b.cols()) throw ShapeError("datapath gemm: inner dimensions differ");
     if (b_encoded_only && p.b_operand->tensor.codes.size() % k != 0) {
-      throw ShapeError("datapath gemm: B's encoding holds " + std::to_string(p.b_operand->tensor.codes.size()) +
+      throw ShapeError("datapath gemm: B's encoding holds " +
+                       std::to_string(p.b_operand->tensor.codes.size()) +
                        " codes, not a whole number of rows of K = " + std::to_string(k));
     }
     const std::size_t n =

@@ -2,7 +2,9 @@
 // checked against the datapath's own rule (lpemu::datapath::dot) on codes and scales derived here.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <random>
 
@@ -118,7 +120,8 @@ void check_scale_kind(const char* datapath, const blk::BlockFormat& fa, const bl
   GemmPoint gp{0, LayerKind::mlp, "w1", fa.name, fb.name};
   gp.a_operand = &ea;
   gp.b_operand = &eb;
-  GemmFactory::builtin().make(datapath)->nt(a, b, c, gp);
+  const auto gemm = GemmFactory::builtin().make(datapath);
+  gemm->nt(a, b, c, gp);
   const RowMatrix want = reference_gemm(dp, fa, a0, fb, b0);
   for (Eigen::Index i = 0; i < c.rows(); ++i) {
     for (Eigen::Index j = 0; j < c.cols(); ++j) {
@@ -126,6 +129,17 @@ void check_scale_kind(const char* datapath, const blk::BlockFormat& fa, const bl
       CHECK(std::bit_cast<std::uint32_t>(c(i, j)) == std::bit_cast<std::uint32_t>(want(i, j)));
     }
   }
+  // B held only encoded (a session's weight): an empty b beside its operand gives the same bits.
+  RowMatrix c_encoded;
+  gemm->nt(a, RowMatrix(), c_encoded, gp);
+  REQUIRE(c_encoded.rows() == c.rows());
+  REQUIRE(c_encoded.cols() == c.cols());
+  CHECK(std::memcmp(c_encoded.data(), c.data(), sizeof(float) * static_cast<std::size_t>(c.size())) == 0);
+  // An encoding that is not whole rows of K is named.
+  EncodedOperand torn = eb;
+  torn.tensor.codes.pop_back();
+  gp.b_operand = &torn;
+  CHECK_THROWS_WITH(gemm->nt(a, RowMatrix(), c_encoded, gp), Catch::Contains("whole number of rows"));
 }
 
 blk::BlockFormat block_format(const std::string& text) {
