@@ -12,12 +12,8 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "datapath/fast_rows.cpp"
-// The kernel keeps arrays of vectors, which need sized vector types: the scalable targets (SVE,
-// RVV) are not compiled; there, dispatch picks NEON (or the scalar target).
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
-#endif
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/foreach_target.h>          // IWYU pragma: keep
+#include "common/hwy_sized_targets.hpp"  // arrays of vectors: sized targets only
 
 #include <hwy/highway.h>
 

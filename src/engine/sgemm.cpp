@@ -10,12 +10,8 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/sgemm.cpp"
-// Arrays of vectors need sized vector types: the scalable targets are not compiled (dispatch
-// picks NEON or the scalar target there).
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
-#endif
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/foreach_target.h>          // IWYU pragma: keep
+#include "common/hwy_sized_targets.hpp"  // arrays of vectors: sized targets only
 
 #include <hwy/aligned_allocator.h>
 #include <hwy/cache_control.h>
