@@ -1,7 +1,8 @@
 // Engine throughput: tokens/s of prefill (128 tokens) and decode for stories260K and for one
 // Llama-7B-shaped block with random weights (d = 4096, 32 heads, SwiGLU 11008), under the fp32
-// plan and element / block fake-quant plans. Baseline: the fp32 plan (Eigen float GEMM). The block
-// also runs with its (bf16-valued) weights held as bf16, beside the same weights held as float32.
+// plan and element / block fake-quant plans. Baseline: the fp32 plan (lpemu's float GEMM). The
+// block also runs with its (bf16-valued) weights held as bf16, beside the same weights held as
+// float32. linear_fp32 / linear_eigen: the float kernel beside Eigen's product, m x 1024 x 1024.
 // With LPEMU_BENCH_1B=1 also a random model of Llama-3.2-1B shape (generated here, never shipped):
 // prefill tokens/s for the fp32, mxfp4 and h100_e4m3 (FP8 datapath) plans beside Eigen's sgemm on
 // the same weight matrices (the same GEMM FLOPs) in the same run, one thread and all threads.

@@ -217,8 +217,8 @@ class Gemm {
   virtual const datapath::Datapath* datapath() const { return nullptr; }
 };
 
-/// The default GEMM: Eigen in the tensor's scalar type, tiled in fixed tiles over oneTBB so that
-/// results are bit-identical for any thread count.
+/// The default GEMM (linear() of ops.hpp): float by lpemu's kernel, every output summed in ascending
+/// k without FMA; double by Eigen in fixed tiles. Bit-identical for any thread count.
 const Gemm& eigen_gemm();
 
 /// A GEMM operand [rows, K] given as codes of `q`'s format (one per element, as floats), with, for
