@@ -53,12 +53,13 @@ RowMatrix to_f(const Mat<T>& m) {
 }
 
 // A weight in the compute type. Without quantisation or a datapath it is the model's own matrix:
-// float32 storage used in place (float compute), 16-bit storage decoded right before each GEMM
-// into a reusable buffer. Otherwise an owned copy: converted to double, or the quantised values
-// (a float cache of the quantised weight, kept for the session's life).
+// float32 storage used in place (float compute), 16-bit storage decoded by the float GEMM panel by
+// panel (or, for another GEMM strategy, into a reusable buffer). Otherwise an owned copy: converted
+// to double, or the quantised values (kept for the session's life). A weight on a datapath GEMM is
+// held as its encoding only, `values` then an empty matrix.
 template <class T>
 struct WeightT {
-  std::shared_ptr<const Mat<T>> values;  ///< the values, or null: decode `stored` before each use
+  std::shared_ptr<const Mat<T>> values;  ///< the values (empty: encoded only), or null: use `stored`
   const WeightMatrix* stored = nullptr;  ///< 16-bit storage decoded on use
 };
 
