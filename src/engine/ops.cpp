@@ -95,13 +95,12 @@ void linear(const Mat<T>& x, const Mat<T>& w, const Vec<T>& b, Mat<T>& y) {
 }
 
 void linear(const Mat<float>& x, const WeightMatrix& w, const Vec<float>& b, Mat<float>& y) {
-  check_linear(x.cols(), w.cols(), w.rows(), b.size());
   if (w.storage() == WeightStorage::fp32) {
-    RowMatrix unused;
-    const RowMatrix& f = w.view(unused);
-    float_linear(x, w.rows(), b, y, [&](Eigen::Index c0, Eigen::Index) { return f.row(c0).data(); });
+    RowMatrix unused;  // float32 storage: view() is the stored matrix itself
+    linear(x, w.view(unused), b, y);
     return;
   }
+  check_linear(x.cols(), w.cols(), w.rows(), b.size());
   // 16-bit storage: each panel's rows decoded by the format layer's bulk decoder (exact).
   float_linear(x, w.rows(), b, y, [&](Eigen::Index c0, Eigen::Index cn) {
     thread_local std::vector<float> rows;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -231,18 +232,20 @@ py::dict files_dict(const experiment::SweepFiles& f) {
   return d;
 }
 
-/// The Python face of experiment::Context (shared so plans can keep it alive).
-// Codes given as uint64 (the Python API's code type) narrowed to the bytes a prepared operand
-// holds; throws Error naming `what` for a code above 255.
-std::vector<std::uint8_t> bytes_of(const CArray<std::uint64_t>& codes, const char* what) {
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(codes.size()));
+// Codes given as uint64 (the Python API's code type) narrowed to the type T a prepared GEMM takes
+// (bytes for A and B, 32 bits for C); throws Error naming `what` and the code that does not fit.
+template <class T>
+std::vector<T> narrow_codes(const CArray<std::uint64_t>& codes, const char* what) {
+  std::vector<T> out(static_cast<std::size_t>(codes.size()));
   const std::uint64_t* p = codes.data();
   for (std::size_t i = 0; i < out.size(); ++i) {
-    if (p[i] > 0xFFU) {
-      throw Error(std::string(what) + ": code " + std::to_string(p[i]) + " at index " + std::to_string(i) +
-                  " does not fit 8 bits (a prepared B takes datapaths with inputs of at most 8 bits)");
+    if (p[i] > std::numeric_limits<T>::max()) {
+      throw Error(
+          std::string(what) + ": code " + std::to_string(p[i]) + " at index " + std::to_string(i) +
+          " does not fit " + std::to_string(8 * sizeof(T)) +
+          " bits (a prepared B takes datapaths with inputs of at most 8 bits, outputs of at most 32)");
     }
-    out[i] = static_cast<std::uint8_t>(p[i]);
+    out[i] = static_cast<T>(p[i]);
   }
   return out;
 }
@@ -260,16 +263,9 @@ struct PyPreparedB {
                        std::to_string(b->k()) + ", " + std::to_string(b->n()) + "]");
     }
     const auto m = static_cast<std::size_t>(a.shape(0));
-    const std::vector<std::uint8_t> a8 = bytes_of(a, "gemm: A");
-    std::vector<std::uint32_t> c32;
-    if (c) {
-      const std::uint64_t* p = c->data();
-      c32.resize(static_cast<std::size_t>(c->size()));
-      for (std::size_t i = 0; i < c32.size(); ++i) {
-        if (p[i] > 0xFFFFFFFFU) throw Error("gemm: C code " + std::to_string(p[i]) + " does not fit 32 bits");
-        c32[i] = static_cast<std::uint32_t>(p[i]);
-      }
-    }
+    const std::vector<std::uint8_t> a8 = narrow_codes<std::uint8_t>(a, "gemm: A");
+    const std::vector<std::uint32_t> c32 =
+        c ? narrow_codes<std::uint32_t>(*c, "gemm: C") : std::vector<std::uint32_t>{};
     datapath::GemmScales s;
     if (sa) s.a = view(*sa);
     if (sb) s.b = view(*sb);
@@ -284,6 +280,7 @@ struct PyPreparedB {
   }
 };
 
+/// The Python face of experiment::Context (shared so plans can keep it alive).
 class ContextHandle {
  public:
   ContextHandle(std::vector<std::filesystem::path> formats_dirs, std::vector<std::filesystem::path> data_dirs)
@@ -499,7 +496,7 @@ class ContextHandle {
     if (b.ndim() != 2)
       throw ShapeError("prepare_b: expected B [K, N] codes, got " + std::to_string(b.ndim()) + " dimensions");
     const auto k = static_cast<std::size_t>(b.shape(0)), n = static_cast<std::size_t>(b.shape(1));
-    std::vector<std::uint8_t> b8 = bytes_of(b, "prepare_b: B");
+    std::vector<std::uint8_t> b8 = narrow_codes<std::uint8_t>(b, "prepare_b: B");
     py::gil_scoped_release release;
     return {std::make_shared<const datapath::PreparedB>(dp, n, k, std::move(b8))};
   }

@@ -255,3 +255,5 @@ def test_gemm_on_a_prepared_b_gives_the_bits_of_gemm_on_codes(dp):
         lpemu.gemm("ideal" if dp != "ideal" else "h100_e4m3_fp32", a, w)
     with pytest.raises(lpemu.ShapeError):
         lpemu.gemm(dp, a[:, :-1], w)
+    with pytest.raises(lpemu.Error, match="does not fit 32 bits"):
+        lpemu.gemm(dp, a, w, np.full((m, n), 1 << 40, np.uint64))
