@@ -475,10 +475,9 @@ class GemmRun {
     const std::size_t block8 = (bs + kExpGroup - 1) / kExpGroup * kExpGroup;
     tp_ = ElementParams{
         {&dp_, bs, F, floor, emax_common, block8}, mbsum - F + kLift, base_shift32, lift32, use32};
-    // The vector kernel keeps accumulator significands in int32 lanes, exponents in 8-bit lanes,
-    // and forms, truncates and sums each block's products in float.
-    vec_ = use32 && !exact_ && acc.mantissa_bits <= 29 && dp_.accumulator_fraction_bits <= 29 &&
-           rows_trunc_applies(dp_.a, dp_.b, F, bs);
+    // The vector kernel keeps the accumulator as a float, exponents in 8-bit lanes, and forms,
+    // truncates and sums each block's products in float.
+    vec_ = use32 && !exact_ && rows_trunc_applies(dp_, F, bs);
     k8_ = vec_ ? (k_ + bs - 1) / bs * block8 : 0;
     panels_ = vec_ ? n_ / kPanel : 0;
     jt_ = panels_ * kPanel;

@@ -3,11 +3,12 @@
 // and sum is vertical and rows share B's loads. The same results as element_trunc (fast.cpp),
 // with each block's largest exponent sum found in 8-bit lanes, four products per column at once,
 // and its products formed, truncated and summed in float where that is exact
-// (rows_trunc_applies, below). Between blocks the accumulator stays decoded per lane as a signed
-// significand sr and its lsb exponent q (sr = 0: zero); the common case of each block's rounding
-// (a normal result, no overflow) is vectorised, other lanes take round_state. Compiled once per
+// (rows_trunc_applies, below). Between blocks the accumulator is kept as the float it equals; the
+// common case of each block's rounding (a normal, finite result) is done on the float's bits, other
+// lanes take round_state. Compiled once per
 // SIMD target and chosen at run time; tests run it under every target the machine supports.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #undef HWY_TARGET_INCLUDE
@@ -28,42 +29,6 @@ using D = hn::CappedTag<std::int32_t, kPanel>;
 using DF = hn::RebindToFloat<D>;
 using V = hn::Vec<D>;
 using VF = hn::Vec<DF>;
-
-// x >> s (logical) per lane, 0 for counts s outside 0..31 (negative ones included).
-HWY_INLINE V ShrZ(V x, V s) {
-  const D d;
-  const hn::RebindToUnsigned<D> du;
-  const auto us = hn::BitCast(du, s);
-  const auto r = hn::BitCast(du, x) >> hn::And(us, hn::Set(du, 31U));
-  return hn::BitCast(d, hn::IfThenElseZero(hn::Lt(us, hn::Set(du, 32U)), r));
-}
-
-// x << s per lane, 0 for counts s outside 0..31 (negative ones included).
-HWY_INLINE V ShlZ(V x, V s) {
-  const D d;
-  const hn::RebindToUnsigned<D> du;
-  const auto us = hn::BitCast(du, s);
-  const auto r = hn::BitCast(du, x) << hn::And(us, hn::Set(du, 31U));
-  return hn::BitCast(d, hn::IfThenElseZero(hn::Lt(us, hn::Set(du, 32U)), r));
-}
-
-// −t where x < 0, t elsewhere: (t ^ s) − s with s = x's sign broadcast. Not IfNegativeThenElse:
-// Highway 1.0.3 implements it for 32-bit lanes by a float IfThenElse that its SSSE3 target
-// evaluates on every mask bit, not the sign bit only (caught by the every-target test).
-HWY_INLINE V SignOf(V t, V x) {
-  const V s = hn::BroadcastSignBit(x);
-  return hn::Sub(hn::Xor(t, s), s);
-}
-
-// bit_width of lanes in 0..2^31 − 1 (garbage for 0): the float exponent, less one where the
-// conversion rounded up to the next power of two.
-HWY_INLINE V BitWidth(V x) {
-  const D d;
-  const hn::RebindToFloat<D> df;
-  V k = hn::Sub(hn::ShiftRight<23>(hn::BitCast(d, hn::ConvertTo(df, x))), hn::Set(d, 127));
-  k = hn::Add(k, hn::VecFromMask(d, hn::Eq(ShrZ(x, k), hn::Zero(d))));  // −1 where it rounded up
-  return hn::Add(k, hn::Set(d, 1));
-}
 
 // §1.4: the largest exponent sum e_a + e_b over the products of a block (quads t0..t1 of the 8-bit
 // layout) per lane group g = r·NV + c; 2·kZeroExp where every product has a zero operand.
@@ -111,6 +76,51 @@ HWY_INLINE void BlockExpMax(const RowsArgs<R>& A, std::size_t t0, std::size_t t1
 #endif
 }
 
+// ±mag·2^lsb as a float, where it is one (through double: both steps exact).
+HWY_INLINE float FloatOf(bool neg, std::uint64_t mag, int lsb) {
+  const double v =
+      static_cast<double>(mag) * std::bit_cast<double>(static_cast<std::uint64_t>(lsb + 1023) << 52);
+  return static_cast<float>(neg ? -v : v);
+}
+
+// A float's magnitude as sig·2^lsb (sig = 0 for zero).
+HWY_INLINE std::uint64_t SigOf(float v, int& lsb) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(v);
+  const std::uint32_t field = (bits >> 23) & 0xFF;
+  const std::uint32_t mant = bits & 0x7FFFFF;
+  lsb = field == 0 ? -149 : static_cast<int>(field) - 150;
+  return field == 0 ? mant : mant | 0x800000;
+}
+
+// The decoded state of an accumulator value v kept at p fraction bits (a value of f: exact).
+HWY_INLINE AccState StateOf(const format::Format& f, int p, float v) {
+  int lsb = 0;
+  const std::uint64_t sig = SigOf(v, lsb);
+  if (sig == 0) return {};
+  const int q = std::max(lsb + static_cast<int>(std::bit_width(sig)) - 1, f.emin) - p;
+  return {q >= lsb ? sig >> (q - lsb) : sig << (lsb - q), q, v < 0.0f};
+}
+
+// round_state for one lane the vector path cannot take: the block's sum s_p (exact, an integer
+// in float) plus the accumulator c truncated at 2^qb, rounded; false where the general engine
+// decides.
+HWY_INLINE bool RoundLane(const Datapath& dp, int pbits, bool rne, float s_p, float c, int qb, float& value,
+                          int& ec) {
+  auto s = static_cast<std::int64_t>(s_p);
+  int lsb = 0;
+  const auto mag = static_cast<std::int64_t>(SigOf(c, lsb));
+  if (mag != 0) {
+    const int sh = qb - lsb;  // |c| < 2^(qb + F + 1): left shifts stay below 2^48
+    const std::int64_t aligned = sh <= 0 ? mag << -sh : (sh >= 63 ? 0 : mag >> sh);
+    s += c < 0.0f ? -aligned : aligned;
+  }
+  AccState st;
+  if (!round_state(dp.accumulator, pbits, rne, s, qb, st)) return false;
+  value = FloatOf(st.neg, st.r, st.q);
+  ec = std::max(st.q + static_cast<int>(std::bit_width(st.r)) - 1, dp.addend_emin);
+  return true;
+}
+
 template <std::size_t R>
 HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
   const D d;
@@ -124,67 +134,69 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
   const int pbits = dp.accumulator_fraction_bits;
   const bool rne = dp.accumulator_rounding.mode == format::RoundingMode::nearest_even;
   const std::size_t k = A.k;
-  // The accumulator between blocks: sr·2^q, its §1.3 exponent e_c = max(floor(log2|c|),
-  // addend_emin) (kept, not recomputed), and bad = −1 where the general engine decides.
-  V sr[G], q[G], ec[G], bad[G];
+  // The accumulator between blocks: its value cv as a float (exact), its §1.3 exponent
+  // e_c = max(floor(log2|c|), addend_emin) (kept, not recomputed), and bad = −1 where the general
+  // engine decides.
+  VF cv[G];
+  V ec[G], bad[G];
   for (std::size_t r = 0; r < R; ++r) {
-    HWY_ALIGN std::int32_t s0[kPanel], q0[kPanel], e0[kPanel], b0[kPanel];
+    HWY_ALIGN float v0[kPanel];
+    HWY_ALIGN std::int32_t e0[kPanel], b0[kPanel];
     for (std::size_t l = 0; l < kPanel; ++l) {
       const Operand c0 = decode_acc(f, A.c[r][l], dp.addend_emin);
-      const auto mag = static_cast<std::int32_t>(c0.mag);
-      const bool finite = c0.kind == Kind::finite;
-      s0[l] = finite ? (c0.neg ? -mag : mag) : 0;
-      q0[l] = finite ? c0.lsb : 0;
-      e0[l] = finite ? c0.e : 0;
+      v0[l] = c0.kind == Kind::finite ? FloatOf(c0.neg, c0.mag, c0.lsb) : 0.0f;
+      e0[l] = c0.kind == Kind::finite ? c0.e : 0;
       b0[l] = c0.kind == Kind::nan || c0.kind == Kind::inf ? -1 : 0;
     }
     for (std::size_t c = 0; c < NV; ++c) {
-      sr[r * NV + c] = hn::Load(d, s0 + c * N);
-      q[r * NV + c] = hn::Load(d, q0 + c * N);
+      cv[r * NV + c] = hn::Load(df, v0 + c * N);
       ec[r * NV + c] = hn::Load(d, e0 + c * N);
       bad[r * NV + c] = hn::Load(d, b0 + c * N);
     }
   }
   const V zero = hn::Zero(d);
-  const V one = hn::Set(d, 1);
+  const VF zerof = hn::Zero(df);
   const V floor = hn::Set(d, P.floor);
   const V addend_emin = hn::Set(d, dp.addend_emin);
   const V emin = hn::Set(d, f.emin);
-  const V hidden = hn::Set(d, 1 << pbits);
-  const V pb = hn::Set(d, pbits);
   const V F = hn::Set(d, P.F);
   const V scale_lo = hn::Set(d, -126);
   const V scale_hi = hn::Set(d, 126);
   const V float_bias = hn::Set(d, 127);
+  const V exp_field = hn::Set(d, 255);
   const V all_zero_below = hn::Set(d, kAllZeroBelow);
-  const V q_common = hn::Set(d, P.emax_common - pbits);
-  const V thirty_two = hn::Set(d, 32);
+  const V e_common = hn::Set(d, P.emax_common);
+  // Rounding a float to p fraction bits on its bits: drop the low 23 − p bits (RZ), after adding
+  // half an ulp less one plus the kept lsb (RNE; a carry moves into the exponent as it should).
+  const int drop = 23 - pbits;
+  const V keep = hn::Set(d, static_cast<std::int32_t>(~((std::uint32_t{1} << drop) - 1)));
+  const V half_less_one = hn::Set(d, drop == 0 ? 0 : (std::int32_t{1} << (drop - 1)) - 1);
+  const V one = hn::Set(d, 1);
   for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += P.block) {
     const std::size_t s1 = std::min(k, s0 + P.block);
     // §1.4: E = max(e_i, e_c, E_floor); zero operands carry a hugely negative exponent.
     V raw[G];
     const std::size_t t0 = s0 / P.block * (P.block8 / kExpGroup);
     BlockExpMax<R>(A, t0, t0 + (s1 - s0 + kExpGroup - 1) / kExpGroup, raw);
-    V emax[G], absr[G];
+    V qb[G], qc[G];
+    VF scale[G], sumf[G];
     for (std::size_t g = 0; g < G; ++g) {
-      absr[g] = hn::Abs(sr[g]);
-      const auto c_zero = hn::Eq(sr[g], zero);
-      emax[g] = hn::Max(hn::Max(raw[g], floor), hn::IfThenElse(c_zero, floor, ec[g]));
+      const auto c_zero = hn::RebindMask(d, hn::Eq(cv[g], zerof));
+      const V emax = hn::Max(hn::Max(raw[g], floor), hn::IfThenElse(c_zero, floor, ec[g]));
       // The sign of an all-zero block depends on the zeros' signs: the general engine decides.
       bad[g] = hn::Or(bad[g], hn::VecFromMask(d, hn::And(c_zero, hn::Lt(raw[g], all_zero_below))));
+      // 2^-q as float bits; q beyond ±126 only where every product of the block is zero or
+      // truncates to zero (rows_trunc_applies), so clamping it changes none of them; lanes with a
+      // nonzero c and a clamped q take RoundLane.
+      qb[g] = hn::Sub(emax, F);
+      qc[g] = hn::Min(hn::Max(qb[g], scale_lo), scale_hi);
+      scale[g] = hn::BitCast(df, hn::ShiftLeft<23>(hn::Sub(float_bias, qc[g])));
+      sumf[g] = hn::Zero(df);
     }
     // §1.5: each product truncated toward zero at 2^q; §1.6: exact sum. In float, exactly: a·b
     // is exact (its significand and exponent fit float's), scaling it by 2^-q is exact down to
     // float's normal range (below it the value is < 1 and truncates to 0 either way), Trunc
     // rounds toward zero, and every partial sum is an integer below 2^24 (rows_trunc_applies).
-    VF scale[G], sumf[G];
-    for (std::size_t g = 0; g < G; ++g) {
-      // 2^-q as float bits; q beyond ±126 only where every product of the block is zero or
-      // truncates to zero (rows_trunc_applies), so clamping it changes nothing.
-      const V qc = hn::Min(hn::Max(hn::Sub(emax[g], F), scale_lo), scale_hi);
-      scale[g] = hn::BitCast(df, hn::ShiftLeft<23>(hn::Sub(float_bias, qc)));
-      sumf[g] = hn::Zero(df);
-    }
     for (std::size_t p = s0; p < s1; ++p) {
       for (std::size_t c = 0; c < NV; ++c) {
         const VF bv = hn::LoadU(df, A.bvk + p * kPanel + c * N);
@@ -195,83 +207,62 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
       }
     }
     for (std::size_t g = 0; g < G; ++g) {
-      const V qb = hn::Sub(emax[g], F);
-      // c aligned at 2^qb, truncated toward zero (< 2^(F+1), so the sum stays in int32).
-      const V shc = hn::Sub(qb, q[g]);
-      const V s = hn::Add(hn::ConvertTo(d, sumf[g]),
-                          SignOf(hn::Or(ShlZ(absr[g], hn::Neg(shc)), ShrZ(absr[g], shc)), sr[g]));
-      // round_state's common case: RZ or RNE to p fraction bits of a normal result.
-      const V mag = hn::Abs(s);
-      V qo = hn::Sub(hn::Max(hn::Sub(hn::Add(qb, BitWidth(mag)), one), emin), pb);
-      const V sh = hn::Sub(qo, qb);
-      const V rz = hn::Or(ShlZ(mag, hn::Neg(sh)), ShrZ(mag, sh));
-      V rv = rz;
-      if (rne) {
-        const V half = ShlZ(one, hn::Sub(sh, one));
-        const V rem = hn::And(mag, ShrZ(hn::Set(d, -1), hn::Sub(thirty_two, sh)));  // the sh bits shifted out
-        const auto up =
-            hn::And(hn::Gt(sh, zero),
-                    hn::Or(hn::Gt(rem, half), hn::And(hn::Eq(rem, half), hn::Eq(hn::And(rz, one), one))));
-        rv = hn::Sub(rz, hn::VecFromMask(d, up));  // −1 where the rounding goes up
-      }
-      const V carry = hn::ShiftRightSame(rv, pbits + 1);
-      rv = rv >> carry;
-      qo = hn::Add(qo, carry);
-      const auto common = hn::And(hn::And(hn::Not(hn::Lt(rv, hidden)), hn::Not(hn::Gt(qo, q_common))),
-                                  hn::Lt(sh, thirty_two));
-      const auto is_zero = hn::Eq(s, zero);
-      V nsr = hn::IfThenZeroElse(is_zero, SignOf(rv, s));
-      V nq = hn::IfThenZeroElse(is_zero, qo);
-      V nec = hn::Max(hn::Add(qo, pb), addend_emin);  // a normal result: floor(log2) = qo + p
+      // c aligned at 2^q and truncated toward zero, plus the products: an integer below 2^24.
+      const VF s = hn::Add(sumf[g], hn::Trunc(hn::Mul(cv[g], scale[g])));
+      // s·2^q, exact where q was not clamped (a finite float; Inf only past the format's range).
+      const V vb0 =
+          hn::BitCast(d, hn::Mul(s, hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(qc[g], float_bias)))));
+      const V e_pre = hn::Sub(hn::And(hn::ShiftRight<23>(vb0), exp_field), float_bias);
+      V vb = vb0;
+      if (rne && drop > 0)
+        vb = hn::Add(vb, hn::Add(half_less_one, hn::And(hn::ShiftRightSame(vb, drop), one)));
+      vb = hn::And(vb, keep);
+      const V e = hn::Sub(hn::And(hn::ShiftRight<23>(vb), exp_field), float_bias);
+      // round_state's common case: a normal, finite result (RZ or RNE to p fraction bits).
+      const auto exact = hn::Eq(qb[g], qc[g]);
+      const auto common = hn::And(exact, hn::And(hn::Not(hn::Lt(e_pre, emin)), hn::Not(hn::Gt(e, e_common))));
+      const auto c_zero = hn::RebindMask(d, hn::Eq(cv[g], zerof));
+      const auto is_zero = hn::And(hn::RebindMask(d, hn::Eq(s, zerof)), hn::Or(exact, c_zero));
+      VF nv = hn::IfThenElseZero(hn::RebindMask(df, common), hn::BitCast(df, vb));
+      V nec = hn::Max(e, addend_emin);  // floor(log2|value|) of a normal result
       const auto rare = hn::Not(hn::Or(hn::Or(common, is_zero), hn::Ne(bad[g], zero)));
       if (HWY_UNLIKELY(!hn::AllFalse(d, rare))) {
-        HWY_ALIGN std::int32_t a_s[N], a_qb[N], a_sr[N], a_q[N], a_ec[N], a_bad[N], a_rare[N];
-        hn::Store(s, d, a_s);
-        hn::Store(qb, d, a_qb);
-        hn::Store(nsr, d, a_sr);
-        hn::Store(nq, d, a_q);
+        HWY_ALIGN float a_s[N], a_c[N], a_v[N];  // the products' sum, c, the new value
+        HWY_ALIGN std::int32_t a_qb[N], a_ec[N], a_bad[N], a_rare[N];
+        hn::Store(sumf[g], df, a_s);
+        hn::Store(cv[g], df, a_c);
+        hn::Store(nv, df, a_v);
+        hn::Store(qb[g], d, a_qb);
         hn::Store(nec, d, a_ec);
         hn::Store(bad[g], d, a_bad);
         hn::Store(hn::VecFromMask(d, rare), d, a_rare);
         for (std::size_t l = 0; l < N; ++l) {
           if (a_rare[l] == 0) continue;
-          AccState st;
-          if (round_state(f, pbits, rne, a_s[l], a_qb[l], st)) {
-            const auto rr = static_cast<std::int32_t>(st.r);
-            a_sr[l] = st.neg ? -rr : rr;
-            a_q[l] = st.q;
-            a_ec[l] = std::max(st.q + static_cast<int>(std::bit_width(st.r)) - 1, dp.addend_emin);
-          } else {
+          if (!RoundLane(dp, pbits, rne, a_s[l], a_c[l], a_qb[l], a_v[l], a_ec[l])) {
             a_bad[l] = -1;
-            a_sr[l] = 0;
-            a_q[l] = 0;
+            a_v[l] = 0.0f;
           }
         }
-        nsr = hn::Load(d, a_sr);
-        nq = hn::Load(d, a_q);
+        nv = hn::Load(df, a_v);
         nec = hn::Load(d, a_ec);
         bad[g] = hn::Load(d, a_bad);
       }
-      // Lanes already handed to the general engine keep a zero state, so every lane stays in range.
-      const auto is_bad = hn::Ne(bad[g], zero);
-      sr[g] = hn::IfThenZeroElse(is_bad, nsr);
-      q[g] = hn::IfThenZeroElse(is_bad, nq);
-      ec[g] = nec;  // read only where sr != 0
+      // Lanes already handed to the general engine keep a zero state.
+      cv[g] = hn::IfThenZeroElse(hn::RebindMask(df, hn::Ne(bad[g], zero)), nv);
+      ec[g] = nec;  // read only where cv != 0
     }
     if (s1 >= k) break;
   }
   for (std::size_t g = 0; g < G; ++g) {
-    HWY_ALIGN std::int32_t a_sr[N], a_q[N], a_bad[N];
-    hn::Store(sr[g], d, a_sr);
-    hn::Store(q[g], d, a_q);
+    HWY_ALIGN float a_v[N];
+    HWY_ALIGN std::int32_t a_bad[N];
+    hn::Store(cv[g], df, a_v);
     hn::Store(bad[g], d, a_bad);
     const std::size_t r = g / NV;
     for (std::size_t l = 0; l < N; ++l) {
       const std::size_t col = (g % NV) * N + l;
-      const std::int32_t v = a_sr[l];
       A.ok[r][col] = a_bad[l] == 0;
-      const AccState st{static_cast<std::uint64_t>(v < 0 ? -static_cast<std::int64_t>(v) : v), a_q[l], v < 0};
-      A.out[r][col] = A.ok[r][col] ? encode_state(f, pbits, st) : 0;
+      A.out[r][col] = A.ok[r][col] ? encode_state(f, pbits, StateOf(f, pbits, a_v[l])) : 0;
     }
   }
 }
@@ -290,15 +281,22 @@ namespace lpemu::datapath::detail {
 // Products of a and b are exact in float: significands of at most 24 bits, lsb at least 2^-149,
 // below 2^126 (so the smallest scale, 2^-126, truncates every one to zero, as any larger q
 // does). A block holding a nonzero product has q = E − F >= a.emin + b.emin − F >= −126, so its
-// scale is never clamped. Each truncated product is below 2^(F+2), so `block` of them sum to
-// below 2^24 when block <= 2^(22−F): every partial sum is an exact float.
-bool rows_trunc_applies(const format::Format& a, const format::Format& b, int F, std::size_t block) {
+// scale is never clamped. Each truncated product is below 2^(F+2) and c aligned below 2^(F+1), so
+// a block's sum stays an exact float integer (below 2^24) when (2·block + 1)·2^(F+1) <= 2^24. Every
+// accumulator value is a float (at most 23 fraction bits, exponents within float's, normal from
+// float's normal range on), so the kernel keeps it as one and rounds it on the float's bits.
+bool rows_trunc_applies(const Datapath& dp, int F, std::size_t block) {
+  const format::Format& a = dp.a;
+  const format::Format& b = dp.b;
+  const format::Format& acc = dp.accumulator;
   const auto fits8 = [](const format::Format& f) { return f.emin >= -kExp8Max && f.emax <= kExp8Max; };
-  if (!fits8(a) || !fits8(b)) return false;
+  if (!fits8(a) || !fits8(b) || F < 0 || F > 22) return false;
   const int lsb = (a.emin - a.mantissa_bits) + (b.emin - b.mantissa_bits);
   const int top = (a.emax + 1) + (b.emax + 1);
+  const bool acc_is_float = acc.mantissa_bits <= 23 && dp.accumulator_fraction_bits <= acc.mantissa_bits &&
+                            acc.emax <= 127 && acc.emin >= -126 && acc.emin - acc.mantissa_bits >= -149;
   return a.mantissa_bits + b.mantissa_bits + 2 <= 24 && lsb >= -149 && top <= 126 &&
-         a.emin + b.emin - F >= -126 && F <= 22 && block <= (std::size_t{1} << (22 - F));
+         a.emin + b.emin - F >= -126 && (2 * block + 1) << (F + 1) <= (std::size_t{1} << 24) && acc_is_float;
 }
 
 HWY_EXPORT(RowsTruncTile);

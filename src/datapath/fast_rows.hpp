@@ -149,10 +149,10 @@ struct RowsArgs {
   bool ok[R][kPanel];
 };
 
-/// True if rows_trunc applies to a datapath with inputs a and b, F fraction bits and `block`
-/// products per block: its float arithmetic is exact and the exponents fit its 8-bit lanes (see
-/// fast_rows.cpp).
-bool rows_trunc_applies(const format::Format& a, const format::Format& b, int F, std::size_t block);
+/// True if rows_trunc applies to datapath dp with F fraction bits and `block` products per block:
+/// its float arithmetic is exact, the accumulator's values are floats and the exponents fit its
+/// 8-bit lanes (see fast_rows.cpp).
+bool rows_trunc_applies(const Datapath& dp, int F, std::size_t block);
 
 /// R rows × 16 output columns of a truncating datapath (tensor-cores.md §1) on the best SIMD
 /// target of this machine (Google Highway run-time dispatch; fast_rows.cpp); only where
