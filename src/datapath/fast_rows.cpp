@@ -206,36 +206,40 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
         }
       }
     }
+    VF nv[G];
+    V nec[G], rare[G];
+    V any_rare = zero;
     for (std::size_t g = 0; g < G; ++g) {
       // c aligned at 2^q and truncated toward zero, plus the products: an integer below 2^24.
       const VF s = hn::Add(sumf[g], hn::Trunc(hn::Mul(cv[g], scale[g])));
       // s·2^q, exact where q was not clamped (a finite float; Inf only past the format's range).
-      const V vb0 =
-          hn::BitCast(d, hn::Mul(s, hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(qc[g], float_bias)))));
-      const V e_pre = hn::Sub(hn::And(hn::ShiftRight<23>(vb0), exp_field), float_bias);
-      V vb = vb0;
+      V vb = hn::BitCast(d, hn::Mul(s, hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(qc[g], float_bias)))));
       if (rne && drop > 0)
         vb = hn::Add(vb, hn::Add(half_less_one, hn::And(hn::ShiftRightSame(vb, drop), one)));
       vb = hn::And(vb, keep);
+      // round_state's common case: a normal, finite result (RZ or RNE to p fraction bits). A value
+      // below 2^emin that RNE carried to 2^emin is 2^emin at the format's coarser quantum too.
       const V e = hn::Sub(hn::And(hn::ShiftRight<23>(vb), exp_field), float_bias);
-      // round_state's common case: a normal, finite result (RZ or RNE to p fraction bits).
       const auto exact = hn::Eq(qb[g], qc[g]);
-      const auto common = hn::And(exact, hn::And(hn::Not(hn::Lt(e_pre, emin)), hn::Not(hn::Gt(e, e_common))));
+      const auto common = hn::And(exact, hn::And(hn::Not(hn::Lt(e, emin)), hn::Not(hn::Gt(e, e_common))));
       const auto c_zero = hn::RebindMask(d, hn::Eq(cv[g], zerof));
       const auto is_zero = hn::And(hn::RebindMask(d, hn::Eq(s, zerof)), hn::Or(exact, c_zero));
-      VF nv = hn::IfThenElseZero(hn::RebindMask(df, common), hn::BitCast(df, vb));
-      V nec = hn::Max(e, addend_emin);  // floor(log2|value|) of a normal result
-      const auto rare = hn::Not(hn::Or(hn::Or(common, is_zero), hn::Ne(bad[g], zero)));
-      if (HWY_UNLIKELY(!hn::AllFalse(d, rare))) {
+      nv[g] = hn::IfThenElseZero(hn::RebindMask(df, common), hn::BitCast(df, vb));
+      nec[g] = hn::Max(e, addend_emin);  // floor(log2|value|) of a normal result
+      rare[g] = hn::VecFromMask(d, hn::Not(hn::Or(hn::Or(common, is_zero), hn::Ne(bad[g], zero))));
+      any_rare = hn::Or(any_rare, rare[g]);
+    }
+    if (HWY_UNLIKELY(!hn::AllTrue(d, hn::Eq(any_rare, zero)))) {
+      for (std::size_t g = 0; g < G; ++g) {
         HWY_ALIGN float a_s[N], a_c[N], a_v[N];  // the products' sum, c, the new value
         HWY_ALIGN std::int32_t a_qb[N], a_ec[N], a_bad[N], a_rare[N];
         hn::Store(sumf[g], df, a_s);
         hn::Store(cv[g], df, a_c);
-        hn::Store(nv, df, a_v);
+        hn::Store(nv[g], df, a_v);
         hn::Store(qb[g], d, a_qb);
-        hn::Store(nec, d, a_ec);
+        hn::Store(nec[g], d, a_ec);
         hn::Store(bad[g], d, a_bad);
-        hn::Store(hn::VecFromMask(d, rare), d, a_rare);
+        hn::Store(rare[g], d, a_rare);
         for (std::size_t l = 0; l < N; ++l) {
           if (a_rare[l] == 0) continue;
           if (!RoundLane(dp, pbits, rne, a_s[l], a_c[l], a_qb[l], a_v[l], a_ec[l])) {
@@ -243,13 +247,15 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
             a_v[l] = 0.0f;
           }
         }
-        nv = hn::Load(df, a_v);
-        nec = hn::Load(d, a_ec);
+        nv[g] = hn::Load(df, a_v);
+        nec[g] = hn::Load(d, a_ec);
         bad[g] = hn::Load(d, a_bad);
       }
+    }
+    for (std::size_t g = 0; g < G; ++g) {
       // Lanes already handed to the general engine keep a zero state.
-      cv[g] = hn::IfThenZeroElse(hn::RebindMask(df, hn::Ne(bad[g], zero)), nv);
-      ec[g] = nec;  // read only where cv != 0
+      cv[g] = hn::IfThenZeroElse(hn::RebindMask(df, hn::Ne(bad[g], zero)), nv[g]);
+      ec[g] = nec[g];  // read only where cv != 0
     }
     if (s1 >= k) break;
   }
