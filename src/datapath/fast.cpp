@@ -142,6 +142,9 @@ Lane lane_of(const Operand& o) {
 
 // Decodes and checks codes of one operand format (tables for codes of up to 8 bits), so the
 // fast path packs straight from the caller's codes: no matrix of Operands.
+// An alignment exponent in 8-bit lanes (rows_trunc_applies bounds the finite ones).
+std::int8_t exp8(std::int32_t e) { return e == kZeroExp ? kZeroExp8 : static_cast<std::int8_t>(e); }
+
 class Decoder {
  public:
   Decoder(const format::Format& f, bool flush, const char* what)
@@ -153,7 +156,36 @@ class Decoder {
         table_[code] = decode_operand(f, code, flush);
         lanes_[code] = lane_of(table_[code]);
       }
+      values_.resize(table_.size());
+      exp8_.resize(table_.size());
+      special_.resize(table_.size());
+      for (std::size_t code = 0; code < table_.size(); ++code) {
+        values_[code] = lanes_[code].v;
+        exp8_[code] = exp8(lanes_[code].e);
+        special_[code] = lanes_[code].special ? 1 : 0;
+      }
     }
+  }
+
+  /// One row of a vector-kernel panel from kPanel codes: values v[l], 8-bit exponents e[l·stride],
+  /// NaN/Inf flags or-ed into special[l]; false (nothing written) without tables (formats over 8
+  /// bits) or for a code wider than the format (lane() then names it).
+  template <typename In>
+  bool panel_row(const In* codes, float* v, std::int8_t* e, std::size_t stride, bool* special) const {
+    if (values_.empty()) return false;
+    std::uint64_t any = 0;
+    for (std::size_t l = 0; l < kPanel; ++l) any |= codes[l];
+    if ((any & wide_) != 0) return false;
+    const float* values = values_.data();  // locals: the stores below may not alias them
+    const std::int8_t* exps = exp8_.data();
+    const std::uint8_t* specials = special_.data();
+    for (std::size_t l = 0; l < kPanel; ++l) {
+      const auto code = static_cast<std::size_t>(codes[l]);
+      v[l] = values[code];
+      e[l * stride] = exps[code];
+      special[l] = special[l] || specials[code] != 0;
+    }
+    return true;
   }
 
   /// The operand of `code`; throws ShapeError naming `what` and `index` for a code wider than the format.
@@ -179,6 +211,10 @@ class Decoder {
   std::uint64_t wide_;
   std::vector<Operand> table_;
   std::vector<Lane> lanes_;
+  // lanes_ as the vector kernel's panels hold them (values, 8-bit exponents, NaN/Inf).
+  std::vector<float> values_;
+  std::vector<std::int8_t> exp8_;
+  std::vector<std::uint8_t> special_;
 };
 
 // Stores `x` at `j` of p's arrays; true if it is NaN or Inf.
@@ -206,9 +242,6 @@ Packed make_packed(Scratch& s, std::size_t rows, std::size_t k, bool with_v, boo
   p.special.assign(rows, 0);
   return p;
 }
-
-// An alignment exponent in 8-bit lanes (rows_trunc_applies bounds the finite ones).
-std::int8_t exp8(std::int32_t e) { return e == kZeroExp ? kZeroExp8 : static_cast<std::int8_t>(e); }
 
 // TruncParams and the per-element kernel's integer shifts.
 struct ElementParams : TruncParams {
@@ -321,6 +354,8 @@ LPEMU_AVX2_CLONES std::int64_t element_exact(const std::int32_t* am, const std::
 }
 
 constexpr std::size_t kFusedRows = 16;  // up to this many rows, B's panels are packed where used
+constexpr std::size_t kPackAhead = 16;  // rows of B fetched ahead of packing
+constexpr std::size_t kRowBlock = 64;  // rows of A that meet each panel of B in turn (a multiple of kRowTile)
 
 bool narrow(const format::Format& f) { return f.kind == format::Kind::floating && f.mantissa_bits <= 10; }
 
@@ -536,8 +571,11 @@ class GemmRun {
     bool special[kPanel] = {};
     for (std::size_t p = 0; p < k_; ++p) {
       const std::size_t at = p * n_ + q * kPanel;
+      // B's rows are n codes apart (a page or more for wide B): fetch ahead of the decoding.
+      if (p + kPackAhead < k_) __builtin_prefetch(b_.data() + at + kPackAhead * n_);
       const std::size_t x8 = exp8_index(tp_, p);
       std::int8_t* pe_p = pe + (x8 / kExpGroup) * kPanel * kExpGroup + x8 % kExpGroup;
+      if (dec_b_.panel_row(b_.data() + at, pv + p * kPanel, pe_p, kExpGroup, special)) continue;
       for (std::size_t l = 0; l < kPanel; ++l) {
         const Lane x = dec_b_.lane(b_[at + l], at + l);
         pv[p * kPanel + l] = x.v;
@@ -595,33 +633,28 @@ class GemmRun {
     });
   }
 
-  // Rows i0..i1 without NaN or Inf, columns jv0..jv1 (whole panels), through the tile kernel.
+  // Rows i0..i1 without NaN or Inf, columns jv0..jv1 (whole panels), through the tile kernel: in
+  // blocks of up to kRowBlock rows, each of which meets every panel once, so a panel is read from
+  // memory once per block, not once per tile (a B of an LM head does not fit any cache).
   void tile_rows(std::size_t i0, std::size_t i1, std::size_t jv0, std::size_t jv1) {
-    std::size_t plain[16];  // rows without NaN or Inf, in tiles of kRowTile
+    std::size_t plain[kRowBlock];  // rows without NaN or Inf
     std::size_t np = 0;
-    auto flush = [&](bool all) {
-      std::size_t t = 0;
-      for (; t + kRowTile <= np; t += kRowTile) {
-        for (std::size_t j = jv0; j < jv1; j += kPanel) {
+    auto flush = [&] {
+      for (std::size_t j = jv0; j < jv1; j += kPanel) {
+        std::size_t t = 0;
+        for (; t + kRowTile <= np; t += kRowTile) {
           run_tile<kRowTile>(plain + t, j, &rows_trunc, bvk_ + j * k_, bek_ + j * k8_);
         }
+        for (; t < np; ++t) run_tile<1>(plain + t, j, &rows_trunc, bvk_ + j * k_, bek_ + j * k8_);
       }
-      if (all) {
-        for (; t < np; ++t) {
-          for (std::size_t j = jv0; j < jv1; j += kPanel) {
-            run_tile<1>(plain + t, j, &rows_trunc, bvk_ + j * k_, bek_ + j * k8_);
-          }
-        }
-      }
-      std::copy(plain + t, plain + np, plain);
-      np -= t;
+      np = 0;
     };
     for (std::size_t i = i0; i != i1; ++i) {
       if (pa_.special[i] != 0) continue;
       plain[np++] = i;
-      if (np == 16) flush(false);
+      if (np == kRowBlock) flush();
     }
-    flush(true);
+    flush();
   }
 
   // Rows i0..i1, columns up to jend the tile kernel did not take (rows it took start at jv1).
