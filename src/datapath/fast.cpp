@@ -140,11 +140,11 @@ Lane lane_of(const Operand& o) {
   return x;
 }
 
-// Decodes and checks codes of one operand format (tables for codes of up to 8 bits), so the
-// fast path packs straight from the caller's codes: no matrix of Operands.
 // An alignment exponent in 8-bit lanes (rows_trunc_applies bounds the finite ones).
 std::int8_t exp8(std::int32_t e) { return e == kZeroExp ? kZeroExp8 : static_cast<std::int8_t>(e); }
 
+// Decodes and checks codes of one operand format (tables for codes of up to 8 bits), so the
+// fast path packs straight from the caller's codes: no matrix of Operands.
 class Decoder {
  public:
   Decoder(const format::Format& f, bool flush, const char* what)
