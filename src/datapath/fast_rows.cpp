@@ -5,8 +5,8 @@
 // and its products formed, truncated and summed in float where that is exact
 // (rows_trunc_applies, below). Between blocks the accumulator is kept as the float it equals; the
 // common case of each block's rounding (a normal, finite result) is done on the float's bits, other
-// lanes take round_state. Compiled once per
-// SIMD target and chosen at run time; tests run it under every target the machine supports.
+// lanes take round_state. Compiled once per SIMD target and chosen at run time; tests run it
+// under every target the machine supports.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -180,11 +180,12 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
     BlockExpMax<R>(A, t0, t0 + (s1 - s0 + kExpGroup - 1) / kExpGroup, raw);
     V qb[G], qc[G];
     VF scale[G], sumf[G];
+    hn::Mask<D> c_zero[G];  // the accumulator entering the block is zero
     for (std::size_t g = 0; g < G; ++g) {
-      const auto c_zero = hn::RebindMask(d, hn::Eq(cv[g], zerof));
-      const V emax = hn::Max(hn::Max(raw[g], floor), hn::IfThenElse(c_zero, floor, ec[g]));
+      c_zero[g] = hn::RebindMask(d, hn::Eq(cv[g], zerof));
+      const V emax = hn::Max(hn::Max(raw[g], floor), hn::IfThenElse(c_zero[g], floor, ec[g]));
       // The sign of an all-zero block depends on the zeros' signs: the general engine decides.
-      bad[g] = hn::Or(bad[g], hn::VecFromMask(d, hn::And(c_zero, hn::Lt(raw[g], all_zero_below))));
+      bad[g] = hn::Or(bad[g], hn::VecFromMask(d, hn::And(c_zero[g], hn::Lt(raw[g], all_zero_below))));
       // 2^-q as float bits; q beyond ±126 only where every product of the block is zero or
       // truncates to zero (rows_trunc_applies), so clamping it changes none of them; lanes with a
       // nonzero c and a clamped q take RoundLane.
@@ -222,8 +223,7 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
       const V e = hn::Sub(hn::And(hn::ShiftRight<23>(vb), exp_field), float_bias);
       const auto exact = hn::Eq(qb[g], qc[g]);
       const auto common = hn::And(exact, hn::And(hn::Not(hn::Lt(e, emin)), hn::Not(hn::Gt(e, e_common))));
-      const auto c_zero = hn::RebindMask(d, hn::Eq(cv[g], zerof));
-      const auto is_zero = hn::And(hn::RebindMask(d, hn::Eq(s, zerof)), hn::Or(exact, c_zero));
+      const auto is_zero = hn::And(hn::RebindMask(d, hn::Eq(s, zerof)), hn::Or(exact, c_zero[g]));
       nv[g] = hn::IfThenElseZero(hn::RebindMask(df, common), hn::BitCast(df, vb));
       nec[g] = hn::Max(e, addend_emin);  // floor(log2|value|) of a normal result
       rare[g] = hn::VecFromMask(d, hn::Not(hn::Or(hn::Or(common, is_zero), hn::Ne(bad[g], zero))));
