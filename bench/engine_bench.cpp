@@ -3,6 +3,7 @@
 // plan and element / block fake-quant plans. Baseline: the fp32 plan (lpemu's float GEMM). The
 // block also runs with its (bf16-valued) weights held as bf16, beside the same weights held as
 // float32. linear_fp32 / linear_eigen: the float kernel beside Eigen's product, m x 1024 x 1024.
+// perplexity_context16: 32 short windows scored one per forward call beside one batch of all.
 // With LPEMU_BENCH_1B=1 also a random model of Llama-3.2-1B shape (generated here, never shipped):
 // prefill tokens/s for the fp32, mxfp4 and h100_e4m3 (FP8 datapath) plans beside Eigen's sgemm on
 // the same weight matrices (the same GEMM FLOPs) in the same run, one thread and all threads.
@@ -25,6 +26,7 @@
 #include "lpemu/engine/session.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
+#include "lpemu/metrics/perplexity.hpp"
 
 namespace {
 
@@ -353,6 +355,29 @@ void decode(benchmark::State& state, const Model& (*model)(), const std::string&
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// Sliding-window perplexity over 512 tokens in windows of 16 (32 windows, each token scored once),
+// one window per forward call (batch_tokens = 16) or all in one batch (batch_tokens = 512): the
+// same numbers (batching never changes a result), fewer and larger GEMMs.
+void perplexity(benchmark::State& state, const Model& (*model)(), const std::string& plan_name) {
+  const Model& m = model();
+  lpemu::metrics::PerplexityOptions po;
+  po.context = 16;
+  po.batch_tokens = static_cast<int>(state.range(0));
+  const std::vector<std::vector<int>> docs{tokens(512, m.config.vocab_size)};
+  SessionOptions o;
+  o.max_tokens = lpemu::metrics::perplexity_cache_tokens(m, docs, po);
+  Session s(m, *plan(plan_name), o);
+  double nll = 0;
+  for (auto _ : state) {
+    const auto r = lpemu::metrics::sliding_perplexity(s, docs, po);
+    nll = r.front().mean_nll;
+    benchmark::DoNotOptimize(nll);
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(511.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["mean_nll"] = nll;
+}
+
 // Registered from main (not at static initialisation, when the format registry may not exist
 // yet): plans whose formats are unknown (mxfp4 before the block layer registers its provider)
 // are left out.
@@ -375,6 +400,20 @@ void register_all() {
             ->Unit(kind == "decode" ? benchmark::kMicrosecond : benchmark::kMillisecond)
             ->UseRealTime();
       }
+    }
+  }
+  for (const auto& [model_name, model] : {std::pair<std::string, const Model& (*)()>{"stories260K", &stories},
+                                          {"llama7b_layer", &llama7b_layer}}) {
+    for (const std::string p : {"fp32", "fp8_e4m3", "h100_e4m3"}) {
+      if (plan(p) == nullptr || (p == "h100_e4m3" && model_name != "stories260K")) continue;
+      const auto m = model;
+      benchmark::RegisterBenchmark(("perplexity_context16/" + model_name + "/" + p).c_str(),
+                                   [m, p](benchmark::State& st) { perplexity(st, m, p); })
+          ->ArgName("batch_tokens")
+          ->Arg(16)
+          ->Arg(512)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
   }
 }

@@ -51,7 +51,7 @@ struct EvalArgs {
   ModelFlags model;
   std::vector<std::string> texts, tokens;
   std::string reference = "fp32", logits_out;
-  int context = 0, stride = 0;
+  int context = 0, stride = 0, batch_tokens = 512;
   bool json = false, per_token = false, points = false;
 };
 
@@ -84,7 +84,6 @@ nlohmann::json stats_json(const metrics::ErrorStats& s) {
 
 // A token piece quoted for the per-token table (JSON string escaping).
 /// A JSON number (NaN and ±Inf as null).
-std::string json_num(double v) { return nlohmann::json(v).dump(); }
 
 std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -161,6 +160,11 @@ void register_engine(CLI::App& app, Context& ctx) {
   ev->add_option("--stride", ea.stride,
                  "sliding-window perplexity: tokens between window starts (default: --context)")
       ->check(at_least(1));
+  ev->add_option(
+        "--batch-tokens", ea.batch_tokens,
+        "sliding-window perplexity: windows run together up to this many tokens (results do not change)")
+      ->capture_default_str()
+      ->check(at_least(1));
   ev->add_option("--reference", ea.reference, "reference plan")->capture_default_str();
   ev->add_flag("--json", ea.json, "print JSON instead of a table");
   ev->add_flag("--per-token", ea.per_token, "print every token's NLL (the JSON always has them)");
@@ -188,48 +192,61 @@ void register_engine(CLI::App& app, Context& ctx) {
     bool sliding = docs.size() > 1 || ea.context > 0 || ea.stride > 0;
     for (const auto& d : docs) sliding = sliding || static_cast<int>(d.size()) > l.model.config.seq_len;
     if (sliding) {
-      // Long or several documents: sliding-window perplexity under the plan and the reference.
+      // Long or several documents: sliding-window perplexity under the plan and the reference,
+      // one session each for every document, windows run in batches.
       metrics::PerplexityOptions po;
       po.context = ea.context;
       po.stride = ea.stride;
-      std::size_t total = 0;
-      double sum = 0, ref_sum = 0;
-      if (ea.json)
-        std::cout << "{\"model\": " << quoted(l.model.config.name) << ", \"plan\": " << quoted(l.plan.name)
-                  << ", \"reference\": " << quoted(ref.name) << ", \"documents\": [";
-      for (std::size_t i = 0; i < docs.size(); ++i) {
+      po.batch_tokens = ea.batch_tokens;
+      engine::SessionOptions so;
+      so.quantizers = &ctx.quantizers();
+      so.gemms = &ctx.gemms();
+      so.max_tokens = metrics::perplexity_cache_tokens(l.model, docs, po);
+      const auto score = [&](const engine::PrecisionPlan& plan) {
         po.progress = [&](std::size_t done, std::size_t all, double secs) {
-          std::cerr << "\rlpemu: document " << i + 1 << "/" << docs.size() << ": " << done << "/" << all
-                    << " tokens, " << num(secs, 3) << " s, about "
+          std::cerr << "\rlpemu: plan " << plan.name << ", " << docs.size() << " document(s): " << done << "/"
+                    << all << " tokens, " << num(secs, 3) << " s, about "
                     << num(secs * double(all - done) / double(done), 3) << " s left for this plan   "
                     << std::flush;
         };
-        const auto r =
-            metrics::sliding_perplexity(l.model, l.plan, docs[i], ctx.quantizers(), ctx.gemms(), po);
-        const auto rr = metrics::sliding_perplexity(l.model, ref, docs[i], ctx.quantizers(), ctx.gemms(), po);
+        engine::Session s(l.model, plan, so);
+        auto r = metrics::sliding_perplexity(s, docs, po);
         std::cerr << "\n";
-        total += r.nll.size();
-        sum += r.mean_nll * double(r.nll.size());
-        ref_sum += rr.mean_nll * double(rr.nll.size());
-        if (ea.json) {
-          std::cout << (i ? ", " : "") << "{\"name\": " << quoted(names[i])
-                    << ", \"tokens\": " << docs[i].size() << ", \"windows\": " << r.windows
-                    << ", \"mean_nll\": " << json_num(r.mean_nll)
-                    << ", \"perplexity\": " << json_num(r.perplexity)
-                    << ", \"ref_mean_nll\": " << json_num(rr.mean_nll)
-                    << ", \"ref_perplexity\": " << json_num(rr.perplexity) << "}";
-        } else {
-          std::cout << names[i] << ": " << docs[i].size() << " tokens, " << r.windows
-                    << " windows, perplexity " << num(r.perplexity) << " (reference " << num(rr.perplexity)
-                    << ")\n";
+        return r;
+      };
+      const auto r = score(l.plan);
+      const auto rr = score(ref);
+      std::size_t total = 0;
+      double sum = 0, ref_sum = 0;
+      nlohmann::json jd = nlohmann::json::array();
+      for (std::size_t i = 0; i < docs.size(); ++i) {
+        total += r[i].nll.size();
+        sum += r[i].mean_nll * double(r[i].nll.size());
+        ref_sum += rr[i].mean_nll * double(rr[i].nll.size());
+        jd.push_back({{"name", names[i]},
+                      {"tokens", docs[i].size()},
+                      {"windows", r[i].windows},
+                      {"mean_nll", r[i].mean_nll},
+                      {"perplexity", r[i].perplexity},
+                      {"ref_mean_nll", rr[i].mean_nll},
+                      {"ref_perplexity", rr[i].perplexity}});
+        if (!ea.json) {
+          std::cout << names[i] << ": " << docs[i].size() << " tokens, " << r[i].windows
+                    << " windows, perplexity " << num(r[i].perplexity) << " (reference "
+                    << num(rr[i].perplexity) << ")\n";
         }
       }
       const double mean = sum / double(total), ref_mean = ref_sum / double(total);
       if (ea.json) {
-        std::cout << "], \"scored\": " << total << ", \"mean_nll\": " << json_num(mean)
-                  << ", \"perplexity\": " << json_num(std::exp(mean))
-                  << ", \"ref_mean_nll\": " << json_num(ref_mean)
-                  << ", \"ref_perplexity\": " << json_num(std::exp(ref_mean)) << "}\n";
+        print_json({{"model", l.model.config.name},
+                    {"plan", l.plan.name},
+                    {"reference", ref.name},
+                    {"documents", jd},
+                    {"scored", total},
+                    {"mean_nll", mean},
+                    {"perplexity", std::exp(mean)},
+                    {"ref_mean_nll", ref_mean},
+                    {"ref_perplexity", std::exp(ref_mean)}});
       } else {
         std::cout << "model " << l.model.config.name << ", plan " << l.plan.name << " vs " << ref.name << ": "
                   << total << " tokens scored, NLL " << num(mean) << ", perplexity " << num(std::exp(mean))

@@ -1,10 +1,12 @@
 #include "lpemu/engine/session.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <set>
 #include <tuple>
 
+#include "lpemu/block/quantize.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/engine/ops.hpp"
 #include "lpemu/error.hpp"
@@ -85,6 +87,7 @@ struct LayerT {
 struct Session::Impl {
   virtual ~Impl() = default;
   virtual RowMatrix forward(std::span<const int> tokens) = 0;
+  virtual std::vector<RowMatrix> forward_batch(std::span<const std::span<const int>> sequences) = 0;
   const Model* model = nullptr;
   int pos = 0;
   int max_tokens = 0;
@@ -252,37 +255,134 @@ class ImplT final : public Session::Impl {
   }
 
   RowMatrix forward(std::span<const int> tokens) override {
-    const Config& c = model->config;
     const int n = static_cast<int>(tokens.size());
     if (n == 0) return {};
-    if (pos + n > max_tokens) {
-      throw ShapeError("session: " + std::to_string(pos + n) + " positions exceed the cache of " +
+    check_positions(pos, n);
+    const std::vector<Segment> segs{Segment{tokens, pos, 0, n, -1}};
+    RowMatrix logits = run(segs);
+    pos += n;
+    return logits;
+  }
+
+  std::vector<RowMatrix> forward_batch(std::span<const std::span<const int>> sequences) override {
+    std::vector<Segment> segs;
+    Eigen::Index rows = 0;
+    for (const std::span<const int> t : sequences) {
+      const int n = static_cast<int>(t.size());
+      check_positions(0, n);
+      if (n > 0) segs.push_back(Segment{t, 0, rows, n, static_cast<int>(segs.size())});
+      rows += n;
+    }
+    pos = 0;
+    std::vector<RowMatrix> out(sequences.size());
+    if (segs.empty()) return out;
+    // Each sequence's own cache for the call, as if it ran alone after reset().
+    const Config& c = model->config;
+    const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
+    batch_cache_.assign(segs.size() * static_cast<std::size_t>(c.n_layers), {});
+    for (const Segment& s : segs) {
+      for (int l = 0; l < c.n_layers; ++l) {
+        auto& kv = batch_cache_[cache_index(s, l)];
+        kv.first.resize(s.n, kd);
+        kv.second.resize(s.n, kd);
+      }
+    }
+    const RowMatrix logits = run(segs);
+    batch_cache_.clear();
+    batch_cache_.shrink_to_fit();
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < sequences.size(); ++i) {
+      if (sequences[i].empty()) continue;
+      out[i] = logits.middleRows(segs[j].r0, segs[j].n);
+      ++j;
+    }
+    return out;
+  }
+
+ private:
+  // One sequence of a forward call: its tokens, its first position, its rows in the call's
+  // matrices, and its KV cache (slot -1: the session's own; else a batch cache of the call).
+  struct Segment {
+    std::span<const int> tokens;
+    int p0 = 0;
+    Eigen::Index r0 = 0;
+    int n = 0;
+    int slot = -1;
+  };
+
+  std::size_t cache_index(const Segment& s, int l) const {
+    return static_cast<std::size_t>(s.slot) * static_cast<std::size_t>(model->config.n_layers) +
+           static_cast<std::size_t>(l);
+  }
+  Mat<T>& k_cache(const Segment& s, int l) {
+    return s.slot < 0 ? layers_[static_cast<std::size_t>(l)].k_cache : batch_cache_[cache_index(s, l)].first;
+  }
+  Mat<T>& v_cache(const Segment& s, int l) {
+    return s.slot < 0 ? layers_[static_cast<std::size_t>(l)].v_cache : batch_cache_[cache_index(s, l)].second;
+  }
+
+  // Throws unless positions p0..p0+n-1 fit the cache, the sliding window and the position table.
+  void check_positions(int p0, int n) const {
+    const Config& c = model->config;
+    if (p0 + n > max_tokens) {
+      throw ShapeError("session: " + std::to_string(p0 + n) + " positions exceed the cache of " +
                        std::to_string(max_tokens));
     }
-    if (c.sliding_window > 0 && pos + n > c.sliding_window) {
-      throw ShapeError("session: " + std::to_string(pos + n) + " positions exceed the sliding window of " +
+    if (c.sliding_window > 0 && p0 + n > c.sliding_window) {
+      throw ShapeError("session: " + std::to_string(p0 + n) + " positions exceed the sliding window of " +
                        std::to_string(c.sliding_window) + " (sliding-window attention is not emulated)");
     }
-    if (c.positions == PositionKind::learned && pos + n > model->pos_embeddings.rows()) {
-      throw ShapeError("session: position " + std::to_string(pos + n - 1) +
+    if (c.positions == PositionKind::learned && p0 + n > model->pos_embeddings.rows()) {
+      throw ShapeError("session: position " + std::to_string(p0 + n - 1) +
                        " has no learned position embedding (" + model->path.string() +
                        ": pos_embeddings holds " + std::to_string(model->pos_embeddings.rows()) +
                        " positions = seq_len); use at most that many tokens");
     }
-    const int p0 = pos;
+  }
+
+  // Calls f(block, segment) with each segment's rows of x (x itself when there is one segment)
+  // and writes the block back: whatever depends on a sequence's positions or on all of its rows
+  // (quantisation scales, stochastic rounding streams) sees that sequence alone.
+  template <class F>
+  void per_segment(Mat<T>& x, F&& f) {
+    if (segs_->size() == 1) {
+      f(x, segs_->front());
+      return;
+    }
+    Mat<T> b;
+    for (const Segment& s : *segs_) {
+      b = x.middleRows(s.r0, s.n);
+      f(b, s);
+      x.middleRows(s.r0, s.n) = b;
+    }
+  }
+
+  // Quantisation point (r, l, k, tensor) on the rows of each sequence.
+  void quant_rows(Mat<T>& x, Role r, int l, LayerKind k, std::string_view tensor) {
+    if (find(r, l, k) == nullptr) return;
+    per_segment(x, [&](Mat<T>& b, const Segment& s) { quant(b, r, l, k, tensor, -1, 1, s.p0); });
+  }
+
+  // The forward pass of the segments (rows concatenated); returns their logits.
+  RowMatrix run(const std::vector<Segment>& segs) {
+    segs_ = &segs;
+    const Config& c = model->config;
+    const Eigen::Index n = segs.back().r0 + segs.back().n;
     Mat<T> x(n, c.dim);
     // Embedding lookup: only the rows of these tokens (and positions) are read.
     Eigen::Matrix<float, 1, Eigen::Dynamic> row(c.dim);
     const std::span<float> row_span(row.data(), static_cast<std::size_t>(c.dim));
-    for (int i = 0; i < n; ++i) {
-      const int t = tokens[static_cast<std::size_t>(i)];
-      if (t < 0 || t >= c.vocab_size)
-        throw ShapeError("session: token id " + std::to_string(t) + " out of range");
-      model->tok_embeddings.read_rows(t, 1, row_span);
-      x.row(i) = row.template cast<T>();
-      if (c.positions == PositionKind::learned) {
-        model->pos_embeddings.read_rows(p0 + i, 1, row_span);
-        x.row(i) += row.template cast<T>();
+    for (const Segment& s : segs) {
+      for (int i = 0; i < s.n; ++i) {
+        const int t = s.tokens[static_cast<std::size_t>(i)];
+        if (t < 0 || t >= c.vocab_size)
+          throw ShapeError("session: token id " + std::to_string(t) + " out of range");
+        model->tok_embeddings.read_rows(t, 1, row_span);
+        x.row(s.r0 + i) = row.template cast<T>();
+        if (c.positions == PositionKind::learned) {
+          model->pos_embeddings.read_rows(s.p0 + i, 1, row_span);
+          x.row(s.r0 + i) += row.template cast<T>();
+        }
       }
     }
     Mat<T> xb, q, k, v, att, tmp, h1, h3;
@@ -293,78 +393,103 @@ class ImplT final : public Session::Impl {
       // Attention.
       norm(x, w.attention_norm, w.attention_norm_bias, xb);
       trace(pre + "attention/qkv_input", xb);
-      auto xin = input(xb, l, LayerKind::attention, {"wq", "wk", "wv"}, "qkv_input", p0);
-      gemm(xb, w.wq, w.bq, q, l, LayerKind::attention, "wq", xin.get(), w);
-      gemm(xb, w.wk, w.bk, k, l, LayerKind::attention, "wk", xin.get(), w);
-      gemm(xb, w.wv, w.bv, v, l, LayerKind::attention, "wv", xin.get(), w);
+      auto xin = input(xb, l, LayerKind::attention, {"wq", "wk", "wv"}, "qkv_input");
+      gemm(xb, w.wq, w.bq, q, l, LayerKind::attention, "wq", xin, w);
+      gemm(xb, w.wk, w.bk, k, l, LayerKind::attention, "wk", xin, w);
+      gemm(xb, w.wv, w.bv, v, l, LayerKind::attention, "wv", xin, w);
       if (c.positions == PositionKind::rope) {
-        rope(q, c.n_heads, c.head_dim, p0, inv_freq_, c.rope_style);
-        rope(k, c.n_kv_heads, c.head_dim, p0, inv_freq_, c.rope_style);
+        per_segment(q, [&](Mat<T>& b, const Segment& s) {
+          rope(b, c.n_heads, c.head_dim, s.p0, inv_freq_, c.rope_style);
+        });
+        per_segment(k, [&](Mat<T>& b, const Segment& s) {
+          rope(b, c.n_kv_heads, c.head_dim, s.p0, inv_freq_, c.rope_style);
+        });
       }
-      quant(q, Role::q, l, LayerKind::attention, "q", -1, 1, p0);
-      quant(k, Role::k, l, LayerKind::attention, "k", -1, 1, p0);
-      quant(v, Role::v, l, LayerKind::attention, "v", -1, 1, p0);
-      quant(k, Role::kv_cache, l, LayerKind::attention, "k_cache", -1, 1, p0);
-      quant(v, Role::kv_cache, l, LayerKind::attention, "v_cache", -1, 1, p0);
-      w.k_cache.middleRows(p0, n) = k;
-      w.v_cache.middleRows(p0, n) = v;
-      HeadHook<T> on_scores;
-      HeadHook<T> on_probs;
-      if (find(Role::scores, l, LayerKind::attention) != nullptr) {
-        on_scores = [&, l](Mat<T>& s, int h) {
-          quant(s, Role::scores, l, LayerKind::attention, "scores", h, 1, p0);
-        };
+      quant_rows(q, Role::q, l, LayerKind::attention, "q");
+      quant_rows(k, Role::k, l, LayerKind::attention, "k");
+      quant_rows(v, Role::v, l, LayerKind::attention, "v");
+      quant_rows(k, Role::kv_cache, l, LayerKind::attention, "k_cache");
+      quant_rows(v, Role::kv_cache, l, LayerKind::attention, "v_cache");
+      att.resize(n, static_cast<Eigen::Index>(c.n_heads) * c.head_dim);
+      Mat<T> qs, out;
+      for (const Segment& s : segs) {
+        k_cache(s, l).middleRows(s.p0, s.n) = k.middleRows(s.r0, s.n);
+        v_cache(s, l).middleRows(s.p0, s.n) = v.middleRows(s.r0, s.n);
+        HeadHook<T> on_scores;
+        HeadHook<T> on_probs;
+        if (find(Role::scores, l, LayerKind::attention) != nullptr) {
+          on_scores = [&, l](Mat<T>& m, int h) {
+            quant(m, Role::scores, l, LayerKind::attention, "scores", h, 1, s.p0);
+          };
+        }
+        if (find(Role::probs, l, LayerKind::attention) != nullptr) {
+          on_probs = [&, l](Mat<T>& m, int h) {
+            quant(m, Role::probs, l, LayerKind::attention, "probs", h, 1, s.p0);
+          };
+        }
+        Mat<T>& o = segs.size() == 1 ? att : out;
+        if (segs.size() == 1) {
+          attention(q, k_cache(s, l), v_cache(s, l), s.p0, c.n_heads, c.n_kv_heads, c.head_dim, o, on_scores,
+                    on_probs, head_gemm(l, "qk"), head_gemm(l, "pv"));
+        } else {
+          qs = q.middleRows(s.r0, s.n);
+          attention(qs, k_cache(s, l), v_cache(s, l), s.p0, c.n_heads, c.n_kv_heads, c.head_dim, o, on_scores,
+                    on_probs, head_gemm(l, "qk"), head_gemm(l, "pv"));
+          att.middleRows(s.r0, s.n) = out;
+        }
       }
-      if (find(Role::probs, l, LayerKind::attention) != nullptr) {
-        on_probs = [&, l](Mat<T>& s, int h) {
-          quant(s, Role::probs, l, LayerKind::attention, "probs", h, 1, p0);
-        };
-      }
-      attention(q, w.k_cache, w.v_cache, p0, c.n_heads, c.n_kv_heads, c.head_dim, att, on_scores, on_probs,
-                head_gemm(l, "qk"), head_gemm(l, "pv"));
-      quant(att, Role::attn_output, l, LayerKind::attention, "attn_output", -1, 1, p0);
+      quant_rows(att, Role::attn_output, l, LayerKind::attention, "attn_output");
       trace(pre + "attention/wo_input", att);
-      xin = input(att, l, LayerKind::attention, {"wo"}, "wo_input", p0);
-      gemm(att, w.wo, w.bo, tmp, l, LayerKind::attention, "wo", xin.get(), w);
+      xin = input(att, l, LayerKind::attention, {"wo"}, "wo_input");
+      gemm(att, w.wo, w.bo, tmp, l, LayerKind::attention, "wo", xin, w);
       x += tmp;
-      quant(x, Role::residual, l, LayerKind::attention, "residual", -1, 1, p0);
+      quant_rows(x, Role::residual, l, LayerKind::attention, "residual");
       // Feed-forward.
       norm(x, w.ffn_norm, w.ffn_norm_bias, xb);
       trace(pre + "feed_forward/w1_w3_input", xb);
       if (c.n_experts > 0) {
-        moe(xb, w, l, p0, pre, tmp);
+        // Routing gathers tokens across rows: each sequence's mixture runs on its own rows.
+        tmp.resize(n, c.dim);
+        Mat<T> xs, ys;
+        for (const Segment& s : segs) {
+          const std::vector<Segment> one{Segment{s.tokens, s.p0, 0, s.n, s.slot}};
+          segs_ = &one;
+          xs = xb.middleRows(s.r0, s.n);
+          moe(xs, w, l, s.p0, pre, ys);
+          tmp.middleRows(s.r0, s.n) = ys;
+        }
+        segs_ = &segs;
         x += tmp;
-        quant(x, Role::residual, l, LayerKind::mlp, "residual", -1, 1, p0);
+        quant_rows(x, Role::residual, l, LayerKind::mlp, "residual");
         continue;
       }
-      xin = input(xb, l, LayerKind::mlp, {"w1", "w3"}, "w1_w3_input", p0);
-      gemm(xb, w.w1, w.b1, h1, l, LayerKind::mlp, "w1", xin.get(), w);
+      xin = input(xb, l, LayerKind::mlp, {"w1", "w3"}, "w1_w3_input");
+      gemm(xb, w.w1, w.b1, h1, l, LayerKind::mlp, "w1", xin, w);
       if (c.ffn == FfnKind::swiglu) {
-        gemm(xb, w.w3, w.b3, h3, l, LayerKind::mlp, "w3", xin.get(), w);
+        gemm(xb, w.w3, w.b3, h3, l, LayerKind::mlp, "w3", xin, w);
         activate(h1, &h3, c.activation);
       } else {
         activate<T>(h1, nullptr, c.activation);
       }
-      quant(h1, Role::mlp_hidden, l, LayerKind::mlp, "mlp_hidden", -1, 1, p0);
+      quant_rows(h1, Role::mlp_hidden, l, LayerKind::mlp, "mlp_hidden");
       trace(pre + "feed_forward/w2_input", h1);
-      xin = input(h1, l, LayerKind::mlp, {"w2"}, "w2_input", p0);
-      gemm(h1, w.w2, w.b2, tmp, l, LayerKind::mlp, "w2", xin.get(), w);
+      xin = input(h1, l, LayerKind::mlp, {"w2"}, "w2_input");
+      gemm(h1, w.w2, w.b2, tmp, l, LayerKind::mlp, "w2", xin, w);
       x += tmp;
-      quant(x, Role::residual, l, LayerKind::mlp, "residual", -1, 1, p0);
+      quant_rows(x, Role::residual, l, LayerKind::mlp, "residual");
     }
     trace("final_residual", x);
     norm(x, norm_, norm_bias_, xb);
     trace("output_input", xb);
-    auto hin = input(xb, -1, LayerKind::head, {"output"}, "output_input", p0);
+    auto hin = input(xb, -1, LayerKind::head, {"output"}, "output_input");
     Mat<T> logits;
-    gemm_head(xb, logits, hin.get());
-    quant(logits, Role::logits, -1, LayerKind::head, "logits", -1, 1, p0);
+    gemm_head(xb, logits, hin);
+    quant_rows(logits, Role::logits, -1, LayerKind::head, "logits");
     trace("logits", logits);
-    pos += n;
+    segs_ = nullptr;
     return to_f(logits);
   }
 
- private:
   using Key = std::tuple<Role, int, LayerKind>;
 
   const Quantizer* find(Role r, int l, LayerKind k) const {
@@ -499,30 +624,107 @@ class ImplT final : public Session::Impl {
     return encode_with(find(r, l, k), x, point(r, l, k, tensor, -1, axis, x.cols(), row0));
   }
 
-  // The linear input x of the GEMMs `sites`: quantised, and encoded when one of them runs on a datapath.
-  std::shared_ptr<const EncodedOperand> input(Mat<T>& x, int l, LayerKind k,
-                                              std::initializer_list<const char*> sites,
-                                              std::string_view tensor, int row0) {
+  // A linear input as the GEMMs of a forward call take it: the encoding of all its rows (datapath
+  // GEMMs), or one encoding per sequence of a batch where those cannot be joined (see join_rows).
+  struct Input {
+    std::shared_ptr<const EncodedOperand> whole;
+    std::vector<std::shared_ptr<const EncodedOperand>> parts;
+  };
+
+  // The encodings of consecutive row blocks of one operand as one, or null where a block spans rows
+  // or the tensor scales differ (then each sequence's GEMM runs on its own encoding).
+  static std::shared_ptr<const EncodedOperand> join_rows(
+      const std::vector<std::shared_ptr<const EncodedOperand>>& parts) {
+    const EncodedOperand& f = *parts.front();
+    if (f.tensor.layout.shape.size() != 2) return nullptr;
+    const std::size_t k = f.tensor.layout.shape[1];
+    std::size_t rows = 0, blocks = 0;
+    for (const auto& p : parts) {
+      const block::BlockTensor& t = p->tensor;
+      if (t.layout.shape.size() != 2 || t.layout.shape[1] != k || p->format != f.format ||
+          std::bit_cast<std::uint32_t>(t.tensor_scale) != std::bit_cast<std::uint32_t>(f.tensor.tensor_scale))
+        return nullptr;
+      rows += t.layout.shape[0];
+      blocks += t.scales.size();
+    }
+    auto joined = std::make_shared<EncodedOperand>();
+    joined->format = f.format;
+    joined->element = f.element;
+    joined->block = f.block;
+    block::BlockTensor& t = joined->tensor;
+    t.format_name = f.tensor.format_name;
+    t.tensor_scale = f.tensor.tensor_scale;
+    const std::size_t shape[2] = {rows, k};
+    if (f.block) {
+      // Blocks within rows only: one block row per tensor row (or blocks along a row of K).
+      t.layout = block::make_layout(*f.block, shape);
+      const block::BlockLayout& L = t.layout;
+      const bool within_rows = (L.outer == rows && L.rows * L.cols == k) ||
+                               (L.outer == 1 && L.rows == rows && L.cols == k && L.block_rows == 1);
+      if (!within_rows || L.block_count() != blocks) return nullptr;
+    } else {
+      t.layout = f.tensor.layout;
+      t.layout.shape[0] = rows;
+      t.layout.rows = rows;
+    }
+    for (const auto& p : parts) {
+      t.codes.insert(t.codes.end(), p->tensor.codes.begin(), p->tensor.codes.end());
+      t.scales.insert(t.scales.end(), p->tensor.scales.begin(), p->tensor.scales.end());
+    }
+    return joined;
+  }
+
+  // The linear input x of the GEMMs `sites`: quantised (each sequence on its own rows), and encoded
+  // when one of them runs on a datapath.
+  Input input(Mat<T>& x, int l, LayerKind k, std::initializer_list<const char*> sites,
+              std::string_view tensor) {
     const Role r = sites_.at({l, k, std::string(*sites.begin())}).roles[0];
     const bool on_datapath = std::any_of(sites.begin(), sites.end(), [&](const char* s) {
       return sites_.at({l, k, std::string(s)}).gemm->datapath() != nullptr;
     });
+    Input in;
     if (!on_datapath) {
-      quant(x, r, l, k, tensor, -1, 1, row0);
-      return nullptr;
+      quant_rows(x, r, l, k, tensor);
+      return in;
     }
-    return operand(x, r, l, k, tensor, 1, row0);
+    per_segment(
+        x, [&](Mat<T>& b, const Segment& s) { in.parts.push_back(operand(b, r, l, k, tensor, 1, s.p0)); });
+    if (in.parts.size() == 1) {
+      in.whole = std::move(in.parts.front());
+      in.parts.clear();
+    } else if ((in.whole = join_rows(in.parts))) {
+      in.parts.clear();
+    }
+    return in;
   }
 
   // C = A·Bᵀ + bias at GEMM site `tensor`; `weight` names B (its encoding, conversion cache) when
   // it is not the site's own weight (the experts of a mixture-of-experts block).
   void gemm(const Mat<T>& a, const WeightT<T>& b, const Vec<T>& bias, Mat<T>& c, int l, LayerKind k,
-            std::string_view tensor, const EncodedOperand* ea, const LayerT<T>& w,
-            std::string_view weight = {}) {
+            std::string_view tensor, const Input& ea, const LayerT<T>& w, std::string_view weight = {}) {
     const std::string_view key = weight.empty() ? tensor : weight;
     const auto it = w.encoded.find(key);
-    run_gemm(a, b, c, l, k, tensor, ea, it == w.encoded.end() ? nullptr : it->second.get(), key);
+    gemm_rows(a, b, c, l, k, tensor, ea, it == w.encoded.end() ? nullptr : it->second.get(), key);
     if (bias.size() != 0) c.rowwise() += bias.transpose();
+  }
+
+  // run_gemm on all rows at once, or on each sequence's rows where A is encoded or converted per
+  // sequence (every output row depends on its own row of A only, so the results are the same).
+  void gemm_rows(const Mat<T>& a, const WeightT<T>& b, Mat<T>& c, int l, LayerKind k, std::string_view tensor,
+                 const Input& ea, const EncodedOperand* eb, std::string_view weight = {}) {
+    const Site& st = sites_.at({l, k, std::string(tensor)});
+    if (segs_->size() == 1 || (ea.parts.empty() && !st.convert[0])) {
+      run_gemm(a, b, c, l, k, tensor, ea.whole.get(), eb, weight);
+      return;
+    }
+    Mat<T> as, cs;
+    for (std::size_t i = 0; i < segs_->size(); ++i) {
+      const Segment& s = (*segs_)[i];
+      as = a.middleRows(s.r0, s.n);
+      run_gemm(as, b, cs, l, k, tensor, ea.parts.empty() ? ea.whole.get() : ea.parts[i].get(), eb, weight);
+      if (i == 0) c.resize(a.rows(), cs.cols());
+      c.middleRows(s.r0, s.n) = cs;
+    }
   }
 
   static std::string expert_name(int e) { return "experts/" + std::to_string(e) + "/"; }
@@ -536,8 +738,8 @@ class ImplT final : public Session::Impl {
     const int top = c.n_experts_per_token;
     constexpr LayerKind kMlp = LayerKind::mlp;
     Mat<T> xr = xb, logits;
-    const auto rin = input(xr, l, kMlp, {"router"}, "router_input", p0);
-    gemm(xr, w.router, Vec<T>(), logits, l, kMlp, "router", rin.get(), w);
+    const auto rin = input(xr, l, kMlp, {"router"}, "router_input");
+    gemm(xr, w.router, Vec<T>(), logits, l, kMlp, "router", rin, w);
     quant(logits, Role::router_logits, l, kMlp, "router_logits", -1, 1, p0);
     trace(pre + "feed_forward/router_logits", logits);
     // Routing (softmax in the compute type, as transformers' softmax(dtype=float) in float32).
@@ -568,21 +770,21 @@ class ImplT final : public Session::Impl {
       for (std::size_t r = 0; r < tokens.size(); ++r)
         xe.row(static_cast<Eigen::Index>(r)) = xb.row(tokens[r].first);
       const std::string_view in_name = names_.intern(en + "w1_w3_input");
-      const auto ein = input(xe, l, kMlp, {"expert_w1", "expert_w3"}, in_name, p0);
-      gemm(xe, ex.w1, Vec<T>(), h1, l, kMlp, "expert_w1", ein.get(), w, names_.intern(en + "w1"));
-      gemm(xe, ex.w3, Vec<T>(), h3, l, kMlp, "expert_w3", ein.get(), w, names_.intern(en + "w3"));
+      const auto ein = input(xe, l, kMlp, {"expert_w1", "expert_w3"}, in_name);
+      gemm(xe, ex.w1, Vec<T>(), h1, l, kMlp, "expert_w1", ein, w, names_.intern(en + "w1"));
+      gemm(xe, ex.w3, Vec<T>(), h3, l, kMlp, "expert_w3", ein, w, names_.intern(en + "w3"));
       activate(h1, &h3, c.activation);
       quant(h1, Role::expert_hidden, l, kMlp, names_.intern(en + "hidden"), -1, 1, p0);
-      const auto hin = input(h1, l, kMlp, {"expert_w2"}, names_.intern(en + "w2_input"), p0);
-      gemm(h1, ex.w2, Vec<T>(), y, l, kMlp, "expert_w2", hin.get(), w, names_.intern(en + "w2"));
+      const auto hin = input(h1, l, kMlp, {"expert_w2"}, names_.intern(en + "w2_input"));
+      gemm(h1, ex.w2, Vec<T>(), y, l, kMlp, "expert_w2", hin, w, names_.intern(en + "w2"));
       for (std::size_t r = 0; r < tokens.size(); ++r) {
         out.row(tokens[r].first) += tokens[r].second * y.row(static_cast<Eigen::Index>(r));
       }
     }
   }
 
-  void gemm_head(const Mat<T>& a, Mat<T>& c, const EncodedOperand* ea) {
-    run_gemm(a, output_, c, -1, LayerKind::head, "output", ea, output_encoded_.get());
+  void gemm_head(const Mat<T>& a, Mat<T>& c, const Input& ea) {
+    gemm_rows(a, output_, c, -1, LayerKind::head, "output", ea, output_encoded_.get());
   }
 
   void run_gemm(const Mat<T>& a, const WeightT<T>& w, Mat<T>& c, int l, LayerKind k, std::string_view tensor,
@@ -657,6 +859,8 @@ class ImplT final : public Session::Impl {
   std::shared_ptr<const EncodedOperand> output_encoded_;
   std::vector<LayerT<T>> layers_;
   WeightT<T> output_;
+  const std::vector<Segment>* segs_ = nullptr;          ///< the sequences of the running call
+  std::vector<std::pair<Mat<T>, Mat<T>>> batch_cache_;  ///< forward_batch: K and V per sequence and layer
   // Buffers of decoded 16-bit weights, one per element count (float32, and the compute type).
   std::map<Eigen::Index, RowMatrix> decoded_;
   std::map<Eigen::Index, Mat<T>> decoded_t_;
@@ -685,6 +889,10 @@ Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
 RowMatrix Session::forward(std::span<const int> tokens) { return impl_->forward(tokens); }
+
+std::vector<RowMatrix> Session::forward_batch(std::span<const std::span<const int>> sequences) {
+  return impl_->forward_batch(sequences);
+}
 
 int Session::position() const { return impl_->pos; }
 

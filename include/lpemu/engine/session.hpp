@@ -22,7 +22,8 @@ namespace lpemu::engine {
 /// Calls are serialised; per-head points may arrive in any order.
 using QuantHook = std::function<void(const QuantPoint& p, const RowMatrix& in, const RowMatrix& out)>;
 /// Called with a named activation, e.g. "layers/0/attention/qkv_input", "final_residual",
-/// "output_input", "logits" (rows = the tokens of this forward call).
+/// "output_input", "logits" (rows = the tokens of this forward call; in a batch, its sequences' rows
+/// one after another).
 using TraceHook = std::function<void(std::string_view name, const RowMatrix& x)>;
 
 /// What a session is built from besides model and plan.
@@ -52,6 +53,10 @@ class Session {
 
   /// Runs `tokens` at positions position()..position()+n-1; returns logits [n, vocab].
   RowMatrix forward(std::span<const int> tokens);
+  /// Runs independent sequences as one batch (their rows together through every linear layer,
+  /// attention per sequence), each from position 0: result i equals `reset(); forward(seq i)` bit
+  /// for bit (per-sequence quantisation, caches and streams). Leaves the session reset.
+  std::vector<RowMatrix> forward_batch(std::span<const std::span<const int>> sequences);
   /// Number of tokens already in the cache.
   int position() const;
   /// Empties the cache.

@@ -16,94 +16,17 @@
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
+#include "support/tiny_model.hpp"
 
 namespace {
 
 using namespace lpemu::engine;
+using lpemu::test::random_matrix;
+using lpemu::test::tiny_model;
 
 bool same_bits(const RowMatrix& a, const RowMatrix& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() &&
          std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.size()) * sizeof(float)) == 0;
-}
-
-// Random values rounded to `format` (so that they are exactly its values).
-RowMatrix random_matrix(std::mt19937& g, int r, int c, float scale, const char* format) {
-  std::normal_distribution<float> d(0.0F, scale);
-  RowMatrix m(r, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(g);
-  const std::span<float> s(m.data(), static_cast<std::size_t>(m.size()));
-  lpemu::format::quantize(lpemu::format::Registry::builtin().get(format), std::span<const float>(s), s);
-  return m;
-}
-
-Vec<float> random_vector(std::mt19937& g, int n, float mean, float scale) {
-  std::normal_distribution<float> d(mean, scale);
-  Vec<float> v(n);
-  for (Eigen::Index i = 0; i < n; ++i) v(i) = d(g);
-  return v;
-}
-
-// A tiny float32 model whose matrices hold `format` values: Llama (GQA, SwiGLU), GPT-2 (learned
-// positions, biases) or Mixtral (mixture of experts).
-Model tiny_model(const std::string& family, const char* format, bool tied) {
-  std::mt19937 g(11);
-  Model m;
-  Config& c = m.config;
-  const bool gpt2 = family == "gpt2";
-  c.name = "tiny-" + family;
-  c.family = gpt2 ? "gpt2" : "llama";
-  c.dim = 16;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = gpt2 ? 4 : 2;
-  c.head_dim = 4;
-  c.hidden_dim = 24;
-  c.vocab_size = 40;
-  c.seq_len = 32;
-  c.norm = gpt2 ? NormType::layernorm : NormType::rmsnorm;
-  c.positions = gpt2 ? PositionKind::learned : PositionKind::rope;
-  c.ffn = gpt2 ? FfnKind::mlp : FfnKind::swiglu;
-  c.activation = gpt2 ? Activation::gelu_tanh : Activation::silu;
-  c.tied_embeddings = tied;
-  if (family == "mixtral") {
-    c.n_experts = 3;
-    c.n_experts_per_token = 2;
-  }
-  const int kd = c.n_kv_heads * c.head_dim;
-  m.tok_embeddings = random_matrix(g, c.vocab_size, c.dim, 1.0F, format);
-  if (gpt2) m.pos_embeddings = random_matrix(g, c.seq_len, c.dim, 0.5F, format);
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerWeights w;
-    w.attention_norm = random_vector(g, c.dim, 1.0F, 0.1F);
-    w.ffn_norm = random_vector(g, c.dim, 1.0F, 0.1F);
-    w.wq = random_matrix(g, c.dim, c.dim, 0.3F, format);
-    w.wk = random_matrix(g, kd, c.dim, 0.3F, format);
-    w.wv = random_matrix(g, kd, c.dim, 0.3F, format);
-    w.wo = random_matrix(g, c.dim, c.dim, 0.3F, format);
-    if (c.n_experts > 0) {
-      w.router = random_matrix(g, c.n_experts, c.dim, 0.5F, format);
-      for (int e = 0; e < c.n_experts; ++e) {
-        w.experts.push_back({random_matrix(g, c.hidden_dim, c.dim, 0.3F, format),
-                             random_matrix(g, c.dim, c.hidden_dim, 0.3F, format),
-                             random_matrix(g, c.hidden_dim, c.dim, 0.3F, format)});
-      }
-    } else {
-      w.w1 = random_matrix(g, c.hidden_dim, c.dim, 0.3F, format);
-      w.w2 = random_matrix(g, c.dim, c.hidden_dim, 0.3F, format);
-      if (!gpt2) w.w3 = random_matrix(g, c.hidden_dim, c.dim, 0.3F, format);
-    }
-    if (gpt2) {
-      w.attention_norm_bias = random_vector(g, c.dim, 0.0F, 0.1F);
-      w.ffn_norm_bias = random_vector(g, c.dim, 0.0F, 0.1F);
-      w.bq = random_vector(g, c.dim, 0.0F, 0.1F);
-      w.b1 = random_vector(g, c.hidden_dim, 0.0F, 0.1F);
-    }
-    m.layers.push_back(w);
-  }
-  m.norm = random_vector(g, c.dim, 1.0F, 0.1F);
-  if (gpt2) m.norm_bias = random_vector(g, c.dim, 0.0F, 0.1F);
-  m.output = tied ? m.tok_embeddings : WeightMatrix(random_matrix(g, c.vocab_size, c.dim, 0.3F, format));
-  return m;
 }
 
 // Every weight matrix of `m`.

@@ -1,0 +1,19 @@
+// Tiny random models for engine tests.
+#pragma once
+
+#include <random>
+#include <string>
+
+#include "lpemu/engine/model.hpp"
+
+namespace lpemu::test {
+
+/// Random normal(0, scale) values [r, c] rounded to `format` (so that they are exactly its values).
+engine::RowMatrix random_matrix(std::mt19937& g, int r, int c, float scale, const char* format);
+/// Random normal(mean, scale) values.
+engine::Vec<float> random_vector(std::mt19937& g, int n, float mean, float scale);
+/// A tiny float32 model whose matrices hold `format` values: "llama" (GQA, SwiGLU), "gpt2"
+/// (learned positions, biases) or "mixtral" (mixture of experts); `tied`: output = embeddings.
+engine::Model tiny_model(const std::string& family, const char* format, bool tied);
+
+}  // namespace lpemu::test
