@@ -87,7 +87,7 @@ struct LayerT {
 struct Session::Impl {
   virtual ~Impl() = default;
   virtual RowMatrix forward(std::span<const int> tokens) = 0;
-  virtual std::vector<RowMatrix> forward_batch(std::span<const std::span<const int>> sequences) = 0;
+  virtual void forward_batch(std::span<const std::span<const int>> sequences, RowMatrix& logits) = 0;
   const Model* model = nullptr;
   int pos = 0;
   int max_tokens = 0;
@@ -259,12 +259,13 @@ class ImplT final : public Session::Impl {
     if (n == 0) return {};
     check_positions(pos, n);
     const std::vector<Segment> segs{Segment{tokens, pos, 0, n, -1}};
-    RowMatrix logits = run(segs);
+    RowMatrix logits;
+    run(segs, logits);
     pos += n;
     return logits;
   }
 
-  std::vector<RowMatrix> forward_batch(std::span<const std::span<const int>> sequences) override {
+  void forward_batch(std::span<const std::span<const int>> sequences, RowMatrix& logits) override {
     std::vector<Segment> segs;
     Eigen::Index rows = 0;
     for (const std::span<const int> t : sequences) {
@@ -274,12 +275,15 @@ class ImplT final : public Session::Impl {
       rows += n;
     }
     pos = 0;
-    std::vector<RowMatrix> out(sequences.size());
-    if (segs.empty()) return out;
-    // Each sequence's own cache for the call, as if it ran alone after reset().
+    if (segs.empty()) {
+      logits.resize(0, model->config.vocab_size);
+      return;
+    }
+    // Each sequence's own cache for the call, as if it ran alone after reset() (kept between
+    // calls, so that batches of one shape reuse them).
     const Config& c = model->config;
     const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
-    batch_cache_.assign(segs.size() * static_cast<std::size_t>(c.n_layers), {});
+    batch_cache_.resize(std::max(batch_cache_.size(), segs.size() * static_cast<std::size_t>(c.n_layers)));
     for (const Segment& s : segs) {
       for (int l = 0; l < c.n_layers; ++l) {
         auto& kv = batch_cache_[cache_index(s, l)];
@@ -287,16 +291,7 @@ class ImplT final : public Session::Impl {
         kv.second.resize(s.n, kd);
       }
     }
-    const RowMatrix logits = run(segs);
-    batch_cache_.clear();
-    batch_cache_.shrink_to_fit();
-    std::size_t j = 0;
-    for (std::size_t i = 0; i < sequences.size(); ++i) {
-      if (sequences[i].empty()) continue;
-      out[i] = logits.middleRows(segs[j].r0, segs[j].n);
-      ++j;
-    }
-    return out;
+    run(segs, logits);
   }
 
  private:
@@ -364,11 +359,12 @@ class ImplT final : public Session::Impl {
   }
 
   // The forward pass of the segments (rows concatenated); returns their logits.
-  RowMatrix run(const std::vector<Segment>& segs) {
+  void run(const std::vector<Segment>& segs, RowMatrix& out) {
     segs_ = &segs;
     const Config& c = model->config;
     const Eigen::Index n = segs.back().r0 + segs.back().n;
-    Mat<T> x(n, c.dim);
+    Mat<T>& x = work_.x;
+    x.resize(n, c.dim);
     // Embedding lookup: only the rows of these tokens (and positions) are read.
     Eigen::Matrix<float, 1, Eigen::Dynamic> row(c.dim);
     const std::span<float> row_span(row.data(), static_cast<std::size_t>(c.dim));
@@ -385,7 +381,14 @@ class ImplT final : public Session::Impl {
         }
       }
     }
-    Mat<T> xb, q, k, v, att, tmp, h1, h3;
+    Mat<T>& xb = work_.xb;
+    Mat<T>& q = work_.q;
+    Mat<T>& k = work_.k;
+    Mat<T>& v = work_.v;
+    Mat<T>& att = work_.att;
+    Mat<T>& tmp = work_.tmp;
+    Mat<T>& h1 = work_.h1;
+    Mat<T>& h3 = work_.h3;
     for (int l = 0; l < c.n_layers; ++l) {
       LayerT<T>& w = layers_[static_cast<std::size_t>(l)];
       const std::string pre = "layers/" + std::to_string(l) + "/";
@@ -411,7 +414,7 @@ class ImplT final : public Session::Impl {
       quant_rows(k, Role::kv_cache, l, LayerKind::attention, "k_cache");
       quant_rows(v, Role::kv_cache, l, LayerKind::attention, "v_cache");
       att.resize(n, static_cast<Eigen::Index>(c.n_heads) * c.head_dim);
-      Mat<T> qs, out;
+      Mat<T> qs, os;  // a sequence's queries and attention output in a batch
       for (const Segment& s : segs) {
         k_cache(s, l).middleRows(s.p0, s.n) = k.middleRows(s.r0, s.n);
         v_cache(s, l).middleRows(s.p0, s.n) = v.middleRows(s.r0, s.n);
@@ -427,15 +430,14 @@ class ImplT final : public Session::Impl {
             quant(m, Role::probs, l, LayerKind::attention, "probs", h, 1, s.p0);
           };
         }
-        Mat<T>& o = segs.size() == 1 ? att : out;
         if (segs.size() == 1) {
-          attention(q, k_cache(s, l), v_cache(s, l), s.p0, c.n_heads, c.n_kv_heads, c.head_dim, o, on_scores,
-                    on_probs, head_gemm(l, "qk"), head_gemm(l, "pv"));
+          attention(q, k_cache(s, l), v_cache(s, l), s.p0, c.n_heads, c.n_kv_heads, c.head_dim, att,
+                    on_scores, on_probs, head_gemm(l, "qk"), head_gemm(l, "pv"));
         } else {
           qs = q.middleRows(s.r0, s.n);
-          attention(qs, k_cache(s, l), v_cache(s, l), s.p0, c.n_heads, c.n_kv_heads, c.head_dim, o, on_scores,
-                    on_probs, head_gemm(l, "qk"), head_gemm(l, "pv"));
-          att.middleRows(s.r0, s.n) = out;
+          attention(qs, k_cache(s, l), v_cache(s, l), s.p0, c.n_heads, c.n_kv_heads, c.head_dim, os,
+                    on_scores, on_probs, head_gemm(l, "qk"), head_gemm(l, "pv"));
+          att.middleRows(s.r0, s.n) = os;
         }
       }
       quant_rows(att, Role::attn_output, l, LayerKind::attention, "attn_output");
@@ -482,12 +484,19 @@ class ImplT final : public Session::Impl {
     norm(x, norm_, norm_bias_, xb);
     trace("output_input", xb);
     auto hin = input(xb, -1, LayerKind::head, {"output"}, "output_input");
-    Mat<T> logits;
-    gemm_head(xb, logits, hin);
-    quant_rows(logits, Role::logits, -1, LayerKind::head, "logits");
-    trace("logits", logits);
+    const auto head = [&](Mat<T>& logits) {
+      gemm_head(xb, logits, hin);
+      quant_rows(logits, Role::logits, -1, LayerKind::head, "logits");
+      trace("logits", logits);
+    };
+    if constexpr (std::is_same_v<T, float>) {
+      head(out);  // straight into the caller's matrix
+    } else {
+      Mat<T> logits;
+      head(logits);
+      out = to_f(logits);
+    }
     segs_ = nullptr;
-    return to_f(logits);
   }
 
   using Key = std::tuple<Role, int, LayerKind>;
@@ -859,6 +868,10 @@ class ImplT final : public Session::Impl {
   std::shared_ptr<const EncodedOperand> output_encoded_;
   std::vector<LayerT<T>> layers_;
   WeightT<T> output_;
+  // The forward pass's activations, kept between calls so that calls of one size reuse them.
+  struct Work {
+    Mat<T> x, xb, q, k, v, att, tmp, h1, h3;
+  } work_;
   const std::vector<Segment>* segs_ = nullptr;          ///< the sequences of the running call
   std::vector<std::pair<Mat<T>, Mat<T>>> batch_cache_;  ///< forward_batch: K and V per sequence and layer
   // Buffers of decoded 16-bit weights, one per element count (float32, and the compute type).
@@ -890,8 +903,8 @@ Session& Session::operator=(Session&&) noexcept = default;
 
 RowMatrix Session::forward(std::span<const int> tokens) { return impl_->forward(tokens); }
 
-std::vector<RowMatrix> Session::forward_batch(std::span<const std::span<const int>> sequences) {
-  return impl_->forward_batch(sequences);
+void Session::forward_batch(std::span<const std::span<const int>> sequences, RowMatrix& logits) {
+  impl_->forward_batch(sequences, logits);
 }
 
 int Session::position() const { return impl_->pos; }

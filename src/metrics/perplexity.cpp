@@ -72,6 +72,7 @@ std::vector<PerplexityResult> sliding_perplexity(engine::Session& session,
   std::size_t done = 0;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::span<const int>> batch;
+  engine::RowMatrix logits;
   for (std::size_t w0 = 0; w0 < windows.size();) {
     // Windows in order, as many as fit batch_tokens (at least one).
     std::size_t w1 = w0;
@@ -83,18 +84,20 @@ std::vector<PerplexityResult> sliding_perplexity(engine::Session& session,
       tokens += w.end - w.begin;
       batch.emplace_back(documents[w.doc].data() + w.begin, static_cast<std::size_t>(w.end - w.begin));
     }
-    const std::vector<engine::RowMatrix> logits = session.forward_batch(batch);
+    session.forward_batch(batch, logits);
+    Eigen::Index row0 = 0;  // the window's first row in logits
     for (std::size_t i = w0; i < w1; ++i) {
       const Window& w = windows[i];
-      const engine::RowMatrix& l = logits[i - w0];
       PerplexityResult& out = r[w.doc];
       for (int t = w.first; t < w.end; ++t) {
-        const auto row = static_cast<Eigen::Index>(t - w.begin - 1);
-        out.nll.push_back(nll(std::span<const float>(&l(row, 0), static_cast<std::size_t>(l.cols())),
-                              documents[w.doc][static_cast<std::size_t>(t)]));
+        const auto row = row0 + static_cast<Eigen::Index>(t - w.begin - 1);
+        out.nll.push_back(
+            nll(std::span<const float>(&logits(row, 0), static_cast<std::size_t>(logits.cols())),
+                documents[w.doc][static_cast<std::size_t>(t)]));
       }
       ++out.windows;
       done += static_cast<std::size_t>(w.end - w.first);
+      row0 += w.end - w.begin;
     }
     w0 = w1;
     if (options.progress) {

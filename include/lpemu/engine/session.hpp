@@ -54,9 +54,10 @@ class Session {
   /// Runs `tokens` at positions position()..position()+n-1; returns logits [n, vocab].
   RowMatrix forward(std::span<const int> tokens);
   /// Runs independent sequences as one batch (their rows together through every linear layer,
-  /// attention per sequence), each from position 0: result i equals `reset(); forward(seq i)` bit
-  /// for bit (per-sequence quantisation, caches and streams). Leaves the session reset.
-  std::vector<RowMatrix> forward_batch(std::span<const std::span<const int>> sequences);
+  /// attention per sequence), each from position 0. `logits` receives [Σ n_i, vocab], sequence i's
+  /// rows after those of the sequences before it (a matrix of that size is reused), each sequence's
+  /// bit for bit those of `reset(); forward(sequence i)`. Leaves the session reset.
+  void forward_batch(std::span<const std::span<const int>> sequences, RowMatrix& logits);
   /// Number of tokens already in the cache.
   int position() const;
   /// Empties the cache.
