@@ -1,4 +1,5 @@
 // `lpemu import DIR OUT.h5`: a Hugging Face checkpoint folder to the engine's HDF5 model file.
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -10,6 +11,7 @@ namespace {
 
 struct ImportArgs {
   std::string dir, out;
+  bool force = false;
 };
 
 }  // namespace
@@ -21,9 +23,14 @@ void register_import(CLI::App& app, Context& /*ctx*/) {
       ->required()
       ->check(CLI::ExistingDirectory);
   im->add_option("OUT", args.out, "model file to write (.h5)")->required();
+  im->add_flag("--force", args.force, "replace OUT if it exists");
   im->callback([] {
-    const engine::HfCheckpoint ck = engine::import_hf(args.dir);
-    engine::save_hf_checkpoint(ck, args.out);
+    io::OutputPolicy policy;
+    policy.force = args.force;
+    for (const auto& e : std::filesystem::directory_iterator(args.dir)) {
+      if (e.is_regular_file()) policy.inputs.push_back(e.path());
+    }
+    const engine::HfCheckpoint ck = engine::import_hf(args.dir, args.out, policy);
     const engine::Config& c = ck.model.config;
     std::cout << "lpemu: " << ck.architecture << " " << c.name << ": " << c.n_layers << " layers, dim "
               << c.dim << ", " << c.n_heads << "/" << c.n_kv_heads << " heads, vocab " << c.vocab_size

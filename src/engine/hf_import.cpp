@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -196,10 +197,14 @@ class Tensors {
   std::map<std::string, const io::SafetensorsFile*> where_;
 };
 
+// Receives each layer as it is read (the model's config is complete by then).
+using LayerSink = std::function<void(const Config&, int, LayerWeights&&)>;
+
 // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM (transformers
 // modeling_llama.py, modeling_mistral.py, modeling_qwen2.py, modeling_mixtral.py): RMSNorm,
 // rotate-half RoPE, GQA, SwiGLU (Mixtral: a sparse mixture of SwiGLU experts).
-void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arch, Model& m) {
+void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arch, Model& m,
+                     const LayerSink& sink) {
   Config& c = m.config;
   c.family = "llama";
   c.dim = h.integer("hidden_size");
@@ -284,7 +289,7 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
                              t.matrix(q + "w2.weight", c.dim, c.hidden_dim),
                              t.matrix(q + "w3.weight", c.hidden_dim, c.dim)});
       }
-      m.layers.push_back(std::move(w));
+      sink(c, l, std::move(w));
       continue;
     }
     w.w1 = t.matrix(p + "mlp.gate_proj.weight", c.hidden_dim, c.dim);
@@ -295,7 +300,7 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
       w.b3 = t.vector(p + "mlp.up_proj.bias", c.hidden_dim);
       w.b2 = t.vector(p + "mlp.down_proj.bias", c.dim);
     }
-    m.layers.push_back(std::move(w));
+    sink(c, l, std::move(w));
   }
   m.norm = t.vector("model.norm.weight", c.dim);
   m.output = (c.tied_embeddings || !t.has("lm_head.weight"))
@@ -305,7 +310,7 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
 }
 
 // GPT2LMHeadModel (transformers modeling_gpt2.py): Conv1D weights stored [in, out], fused c_attn.
-void read_gpt2(const HfConfig& h, const Tensors& t, Model& m) {
+void read_gpt2(const HfConfig& h, const Tensors& t, Model& m, const LayerSink& sink) {
   Config& c = m.config;
   c.family = "gpt2";
   c.dim = h.integer("n_embd");
@@ -360,7 +365,7 @@ void read_gpt2(const HfConfig& h, const Tensors& t, Model& m) {
     w.b1 = t.vector(p + "mlp.c_fc.bias", c.hidden_dim);
     w.w2 = t.matrix(p + "mlp.c_proj.weight", d, c.hidden_dim, true);
     w.b2 = t.vector(p + "mlp.c_proj.bias", d);
-    m.layers.push_back(std::move(w));
+    sink(c, l, std::move(w));
   }
   m.norm = t.vector(tp + "ln_f.weight", d);
   m.norm_bias = t.vector(tp + "ln_f.bias", d);
@@ -374,7 +379,10 @@ std::vector<std::string> hf_architectures() {
           "GPT2LMHeadModel"};
 }
 
-HfCheckpoint import_hf(const fs::path& dir) {
+namespace {
+
+// Reads a checkpoint folder, handing each layer to `sink`; the model is checked except for its layers.
+HfCheckpoint read_hf(const fs::path& dir, const LayerSink& sink) {
   if (!fs::is_directory(dir))
     throw IoError(dir.string() + ": not a directory (expected a Hugging Face checkpoint folder)");
   HfCheckpoint ck;
@@ -400,9 +408,9 @@ HfCheckpoint import_hf(const fs::path& dir) {
   Model& m = ck.model;
   m.config.name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
   if (ck.architecture == "GPT2LMHeadModel") {
-    read_gpt2(h, t, m);
+    read_gpt2(h, t, m, sink);
   } else {
-    read_llama_like(h, t, ck.architecture, m);
+    read_llama_like(h, t, ck.architecture, m, sink);
   }
   const fs::path tok = dir / "tokenizer.json";
   if (fs::is_regular_file(tok)) {
@@ -411,23 +419,34 @@ HfCheckpoint import_hf(const fs::path& dir) {
     m.tokenizer = Tokenizer::from_hf_json(text, tok.string(), m.config.bos_id, m.config.eos_id);
   }
   m.path = dir;
-  m.validate();
+  m.validate(false);
   return ck;
 }
 
-void save_hf_checkpoint(const HfCheckpoint& ck, const fs::path& file) {
-  save_model(ck.model, file);
-  io::H5File f = io::H5File::open_rw(file);
-  f.set_attr("/", "hf_architecture", ck.architecture);
-  f.set_attr("/", "hf_config", ck.config_json);
-  f.set_attr("/", "source_dir", fs::absolute(ck.source).lexically_normal().string());
-  std::vector<std::string> names, hashes;
-  for (const auto& [n, h] : ck.files) {
-    names.push_back(n);
-    hashes.push_back(h);
-  }
-  f.write_strings("provenance/files", names);
-  f.write_strings("provenance/sha256", hashes);
+}  // namespace
+
+HfCheckpoint import_hf(const fs::path& dir, const fs::path& file, const io::OutputPolicy& policy) {
+  HfCheckpoint ck;
+  io::write_h5_atomic(file, policy, false, [&](io::H5File& f) {
+    std::optional<ModelWriter> writer;
+    ck = read_hf(dir, [&](const Config& c, int l, LayerWeights&& w) {
+      if (!writer) writer.emplace(f, c);
+      writer->write_layer(l, w);  // and dropped: one layer in memory at a time
+    });
+    if (!writer) writer.emplace(f, ck.model.config);  // no layers: finish() names the problem
+    writer->finish(ck.model);
+    f.set_attr("/", "hf_architecture", ck.architecture);
+    f.set_attr("/", "hf_config", ck.config_json);
+    f.set_attr("/", "source_dir", fs::absolute(ck.source).lexically_normal().string());
+    std::vector<std::string> names, hashes;
+    for (const auto& [n, h] : ck.files) {
+      names.push_back(n);
+      hashes.push_back(h);
+    }
+    f.write_strings("provenance/files", names);
+    f.write_strings("provenance/sha256", hashes);
+  });
+  return ck;
 }
 
 }  // namespace lpemu::engine

@@ -168,11 +168,16 @@ std::vector<double> rope_frequencies(const Config& c) {
   return f;
 }
 
-void Model::validate() const {
+namespace {
+
+void need(bool ok, const std::string& what) {
+  if (!ok) throw ShapeError("model: " + what);
+}
+
+}  // namespace
+
+void Model::validate(bool with_layers) const {
   const Config& c = config;
-  const auto need = [](bool ok, const std::string& what) {
-    if (!ok) throw ShapeError("model: " + what);
-  };
   need(c.dim > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 &&
            c.vocab_size > 0 && c.hidden_dim > 0 && c.seq_len > 0,
        "dim, n_layers, n_heads, n_kv_heads, head_dim, hidden_dim, vocab_size and seq_len must be positive");
@@ -180,34 +185,39 @@ void Model::validate() const {
   need(tok_embeddings.rows() == c.vocab_size && tok_embeddings.cols() == c.dim,
        "tok_embeddings is not [vocab, dim]");
   need(output.rows() == c.vocab_size && output.cols() == c.dim, "output is not [vocab, dim]");
-  need(static_cast<int>(layers.size()) == c.n_layers, "layer count disagrees with n_layers");
-  const Eigen::Index qd = static_cast<Eigen::Index>(c.n_heads) * c.head_dim;
-  const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
-  for (const auto& l : layers) {
-    need(l.wq.rows() == qd && l.wq.cols() == c.dim, "wq is not [n_heads·head_dim, dim]");
-    need(l.wk.rows() == kd && l.wk.cols() == c.dim, "wk is not [n_kv_heads·head_dim, dim]");
-    need(l.wv.rows() == kd && l.wv.cols() == c.dim, "wv is not [n_kv_heads·head_dim, dim]");
-    need(l.wo.rows() == c.dim && l.wo.cols() == qd, "wo is not [dim, n_heads·head_dim]");
-    if (c.n_experts > 0) {
-      need(l.router.rows() == c.n_experts && l.router.cols() == c.dim, "router is not [n_experts, dim]");
-      need(static_cast<int>(l.experts.size()) == c.n_experts, "expert count disagrees with n_experts");
-      for (const auto& e : l.experts) {
-        need(e.w1.rows() == c.hidden_dim && e.w1.cols() == c.dim, "expert w1 is not [hidden_dim, dim]");
-        need(e.w2.rows() == c.dim && e.w2.cols() == c.hidden_dim, "expert w2 is not [dim, hidden_dim]");
-        need(e.w3.rows() == c.hidden_dim && e.w3.cols() == c.dim, "expert w3 is not [hidden_dim, dim]");
-      }
-      continue;
-    }
-    need(l.w1.rows() == c.hidden_dim && l.w1.cols() == c.dim, "w1 is not [hidden_dim, dim]");
-    need(l.w2.rows() == c.dim && l.w2.cols() == c.hidden_dim, "w2 is not [dim, hidden_dim]");
-    need(c.ffn == FfnKind::mlp || (l.w3.rows() == c.hidden_dim && l.w3.cols() == c.dim),
-         "w3 is not [hidden_dim, dim]");
+  if (with_layers) {
+    need(static_cast<int>(layers.size()) == c.n_layers, "layer count disagrees with n_layers");
+    for (const auto& l : layers) validate_layer(l);
   }
   need(c.n_experts == 0 ||
            (c.ffn == FfnKind::swiglu && c.n_experts_per_token >= 1 && c.n_experts_per_token <= c.n_experts),
        "a mixture of experts needs ffn = swiglu and 1 <= n_experts_per_token <= n_experts");
   need(c.positions == PositionKind::rope || (pos_embeddings.rows() >= 1 && pos_embeddings.cols() == c.dim),
        "pos_embeddings is not [seq_len, dim]");
+}
+
+void Model::validate_layer(const LayerWeights& l) const {
+  const Config& c = config;
+  const Eigen::Index qd = static_cast<Eigen::Index>(c.n_heads) * c.head_dim;
+  const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
+  need(l.wq.rows() == qd && l.wq.cols() == c.dim, "wq is not [n_heads·head_dim, dim]");
+  need(l.wk.rows() == kd && l.wk.cols() == c.dim, "wk is not [n_kv_heads·head_dim, dim]");
+  need(l.wv.rows() == kd && l.wv.cols() == c.dim, "wv is not [n_kv_heads·head_dim, dim]");
+  need(l.wo.rows() == c.dim && l.wo.cols() == qd, "wo is not [dim, n_heads·head_dim]");
+  if (c.n_experts > 0) {
+    need(l.router.rows() == c.n_experts && l.router.cols() == c.dim, "router is not [n_experts, dim]");
+    need(static_cast<int>(l.experts.size()) == c.n_experts, "expert count disagrees with n_experts");
+    for (const auto& e : l.experts) {
+      need(e.w1.rows() == c.hidden_dim && e.w1.cols() == c.dim, "expert w1 is not [hidden_dim, dim]");
+      need(e.w2.rows() == c.dim && e.w2.cols() == c.hidden_dim, "expert w2 is not [dim, hidden_dim]");
+      need(e.w3.rows() == c.hidden_dim && e.w3.cols() == c.dim, "expert w3 is not [hidden_dim, dim]");
+    }
+    return;
+  }
+  need(l.w1.rows() == c.hidden_dim && l.w1.cols() == c.dim, "w1 is not [hidden_dim, dim]");
+  need(l.w2.rows() == c.dim && l.w2.cols() == c.hidden_dim, "w2 is not [dim, hidden_dim]");
+  need(c.ffn == FfnKind::mlp || (l.w3.rows() == c.hidden_dim && l.w3.cols() == c.dim),
+       "w3 is not [hidden_dim, dim]");
 }
 
 std::size_t Model::weight_bytes() const {
@@ -337,7 +347,14 @@ void save_model(const Model& model, const fs::path& file) {
   model.validate();
   fs::remove(file);
   io::H5File f = io::H5File::open_rw(file);
-  const Config& c = model.config;
+  ModelWriter w(f, model.config);
+  for (std::size_t l = 0; l < model.layers.size(); ++l) w.write_layer(static_cast<int>(l), model.layers[l]);
+  w.finish(model);
+}
+
+ModelWriter::ModelWriter(io::H5File& file, const Config& config) : file_(file), config_(config) {
+  const Config& c = config_;
+  io::H5File& f = file_;
   f.set_attr("/", "schema", std::string("llama2c-hdf5"));
   f.set_attr("/", "schema_version", std::int64_t{1});
   f.set_attr("/", "model_name", c.name);
@@ -377,37 +394,56 @@ void save_model(const Model& model, const fs::path& file) {
              std::string(c.activation == Activation::silu   ? "silu"
                          : c.activation == Activation::gelu ? "gelu"
                                                             : "gelu_tanh"));
+}
+
+void ModelWriter::write_layer(int index, const LayerWeights& layer) {
+  if (index != written_) {
+    throw Error("model writer: layer " + std::to_string(index) + " written after " +
+                std::to_string(written_) + " layer(s); expected layer " + std::to_string(written_));
+  }
+  Model shape;
+  shape.config = config_;
+  shape.validate_layer(layer);
+  io::H5File& f = file_;
+  const std::string p = "layers/" + std::to_string(index) + "/";
+  const LayerWeights& w = layer;
+  write_vector(f, p + "attention_norm", w.attention_norm);
+  write_vector(f, p + "attention_norm_bias", w.attention_norm_bias);
+  write_matrix(f, p + "attention/wq", w.wq);
+  write_matrix(f, p + "attention/wk", w.wk);
+  write_matrix(f, p + "attention/wv", w.wv);
+  write_matrix(f, p + "attention/wo", w.wo);
+  write_vector(f, p + "attention/bq", w.bq);
+  write_vector(f, p + "attention/bk", w.bk);
+  write_vector(f, p + "attention/bv", w.bv);
+  write_vector(f, p + "attention/bo", w.bo);
+  write_vector(f, p + "ffn_norm", w.ffn_norm);
+  write_vector(f, p + "ffn_norm_bias", w.ffn_norm_bias);
+  if (w.router.size() != 0) write_matrix(f, p + "feed_forward/router", w.router);
+  for (std::size_t e = 0; e < w.experts.size(); ++e) {
+    const std::string q = p + "feed_forward/experts/" + std::to_string(e) + "/";
+    write_matrix(f, q + "w1", w.experts[e].w1);
+    write_matrix(f, q + "w2", w.experts[e].w2);
+    write_matrix(f, q + "w3", w.experts[e].w3);
+  }
+  if (w.w1.size() != 0) write_matrix(f, p + "feed_forward/w1", w.w1);
+  if (w.w2.size() != 0) write_matrix(f, p + "feed_forward/w2", w.w2);
+  if (w.w3.size() != 0) write_matrix(f, p + "feed_forward/w3", w.w3);
+  write_vector(f, p + "feed_forward/b1", w.b1);
+  write_vector(f, p + "feed_forward/b2", w.b2);
+  write_vector(f, p + "feed_forward/b3", w.b3);
+  ++written_;
+}
+
+void ModelWriter::finish(const Model& model) {
+  model.validate(false);
+  if (written_ != config_.n_layers) {
+    throw ShapeError("model: " + std::to_string(written_) +
+                     " layer(s) written, n_layers = " + std::to_string(config_.n_layers));
+  }
+  io::H5File& f = file_;
   write_matrix(f, "tok_embeddings", model.tok_embeddings);
   if (model.pos_embeddings.size() != 0) write_matrix(f, "pos_embeddings", model.pos_embeddings);
-  for (std::size_t l = 0; l < model.layers.size(); ++l) {
-    const std::string p = "layers/" + std::to_string(l) + "/";
-    const LayerWeights& w = model.layers[l];
-    write_vector(f, p + "attention_norm", w.attention_norm);
-    write_vector(f, p + "attention_norm_bias", w.attention_norm_bias);
-    write_matrix(f, p + "attention/wq", w.wq);
-    write_matrix(f, p + "attention/wk", w.wk);
-    write_matrix(f, p + "attention/wv", w.wv);
-    write_matrix(f, p + "attention/wo", w.wo);
-    write_vector(f, p + "attention/bq", w.bq);
-    write_vector(f, p + "attention/bk", w.bk);
-    write_vector(f, p + "attention/bv", w.bv);
-    write_vector(f, p + "attention/bo", w.bo);
-    write_vector(f, p + "ffn_norm", w.ffn_norm);
-    write_vector(f, p + "ffn_norm_bias", w.ffn_norm_bias);
-    if (w.router.size() != 0) write_matrix(f, p + "feed_forward/router", w.router);
-    for (std::size_t e = 0; e < w.experts.size(); ++e) {
-      const std::string q = p + "feed_forward/experts/" + std::to_string(e) + "/";
-      write_matrix(f, q + "w1", w.experts[e].w1);
-      write_matrix(f, q + "w2", w.experts[e].w2);
-      write_matrix(f, q + "w3", w.experts[e].w3);
-    }
-    if (w.w1.size() != 0) write_matrix(f, p + "feed_forward/w1", w.w1);
-    if (w.w2.size() != 0) write_matrix(f, p + "feed_forward/w2", w.w2);
-    if (w.w3.size() != 0) write_matrix(f, p + "feed_forward/w3", w.w3);
-    write_vector(f, p + "feed_forward/b1", w.b1);
-    write_vector(f, p + "feed_forward/b2", w.b2);
-    write_vector(f, p + "feed_forward/b3", w.b3);
-  }
   write_vector(f, "norm", model.norm);
   write_vector(f, "norm_bias", model.norm_bias);
   write_matrix(f, "output", model.output);

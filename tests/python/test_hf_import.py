@@ -372,12 +372,32 @@ def test_refuses_unsupported_by_name(tmp_path):
     r = lpemu("import", str(tmp_path / "bad"), str(tmp_path / "b.h5"), check=False)
     assert r.returncode == 2
     assert "tensor 'model.layers.1.mlp.up_proj.weight' has shape [48, 31], expected [48, 32]" in r.stderr
+    # Layers are written as they are read: layer 0 was in the file when layer 1 failed, yet nothing
+    # is left behind (the file is written under a temporary name and renamed only when complete).
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("b.h5")]
     cfg, W = llama_like("LlamaForCausalLM", torch.float32, 10)
     del W["model.layers.0.self_attn.k_proj.weight"]
     save_checkpoint(tmp_path / "missing", cfg, W)
     r = lpemu("import", str(tmp_path / "missing"), str(tmp_path / "c.h5"), check=False)
     assert r.returncode == 2
     assert f"{tmp_path / 'missing'}: no tensor 'model.layers.0.self_attn.k_proj.weight'" in r.stderr
+
+
+def test_import_never_replaces_a_file_without_force(tmp_path):
+    cfg, W = gpt2(12)
+    save_checkpoint(tmp_path / "ck", cfg, W)
+    out = tmp_path / "m.h5"
+    out.write_bytes(b"mine")
+    r = lpemu("import", str(tmp_path / "ck"), str(out), check=False)
+    assert r.returncode != 0 and "exists" in r.stderr and "--force" in r.stderr
+    assert out.read_bytes() == b"mine"
+    r = lpemu("import", str(tmp_path / "ck"), str(tmp_path / "ck" / "config.json"), "--force", check=False)
+    assert r.returncode != 0 and json.loads((tmp_path / "ck" / "config.json").read_text()) == cfg
+    lpemu("import", str(tmp_path / "ck"), str(out), "--force")
+    import h5py
+    with h5py.File(out, "r") as f:
+        assert f.attrs["hf_architecture"] == "GPT2LMHeadModel"
+        assert f["layers/1/attention/wq"].shape == (cfg["n_embd"], cfg["n_embd"])
 
 
 def bf16_round(t):

@@ -1,6 +1,7 @@
-// Hugging Face checkpoint folders (config.json, *.safetensors, tokenizer.json) read into an
-// engine Model: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and GPT2LMHeadModel,
-// following each architecture's transformers modelling code (weight names, RoPE convention).
+// Hugging Face checkpoint folders (config.json, *.safetensors, tokenizer.json) imported into the
+// engine's model file: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM
+// and GPT2LMHeadModel, following each architecture's transformers modelling code (weight names,
+// RoPE convention).
 #pragma once
 
 #include <filesystem>
@@ -9,12 +10,13 @@
 #include <vector>
 
 #include "lpemu/engine/model.hpp"
+#include "lpemu/io/output.hpp"
 
 namespace lpemu::engine {
 
 /// A model read from a Hugging Face folder, with what is needed to record its provenance.
 struct HfCheckpoint {
-  Model model;
+  Model model;                   ///< config, embeddings, classifier and tokenizer (layers go to the file)
   std::string architecture;      ///< config.json "architectures"[0]
   std::string config_json;       ///< config.json as read
   std::filesystem::path source;  ///< the folder
@@ -25,14 +27,15 @@ struct HfCheckpoint {
 /// Architectures `import_hf` accepts, in config.json spelling.
 std::vector<std::string> hf_architectures();
 
-/// Reads a Hugging Face checkpoint folder: config.json, model.safetensors or the shards listed in
-/// model.safetensors.index.json (F32, F16, BF16 tensors), and tokenizer.json when present.
-/// Throws SpecError for unsupported architectures or options (named), IoError/ShapeError for
-/// missing or misshapen tensors.
-HfCheckpoint import_hf(const std::filesystem::path& dir);
-
-/// Writes the model (data/README.md schema) plus provenance attributes: hf_architecture,
-/// hf_config (the JSON text), source_dir, and /provenance/{files,sha256}.
-void save_hf_checkpoint(const HfCheckpoint& ckpt, const std::filesystem::path& file);
+/// Imports a Hugging Face checkpoint folder — config.json, model.safetensors or the shards listed
+/// in model.safetensors.index.json (F32, F16, BF16 tensors), tokenizer.json when present — into a
+/// model file (data/README.md schema) one layer at a time, so that only the embeddings, the classifier and
+/// one layer are in memory at once, with provenance attributes: hf_architecture, hf_config (the JSON text),
+/// source_dir, and /provenance/{files,sha256}. Written under a temporary name and renamed into place;
+/// `policy` decides whether an existing file may be replaced. Throws SpecError for unsupported architectures
+/// or options (named), IoError/ShapeError for missing or misshapen tensors (no file is left behind). Returns
+/// the checkpoint without its layers (load the file to run it).
+HfCheckpoint import_hf(const std::filesystem::path& dir, const std::filesystem::path& file,
+                       const io::OutputPolicy& policy);
 
 }  // namespace lpemu::engine

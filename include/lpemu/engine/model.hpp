@@ -12,6 +12,10 @@
 #include "lpemu/engine/tokenizer.hpp"
 #include "lpemu/engine/weights.hpp"
 
+namespace lpemu::io {
+class H5File;
+}  // namespace lpemu::io
+
 namespace lpemu::engine {
 
 /// Normalisation layer kind.
@@ -94,8 +98,11 @@ struct Model {
   Tokenizer tokenizer;  ///< empty when the file has no tokenizer group
   std::filesystem::path path;
 
-  /// Throws ShapeError if any weight's shape disagrees with the config.
-  void validate() const;
+  /// Throws ShapeError if any weight's shape disagrees with the config (`with_layers` false: all
+  /// but the layers, which a ModelWriter checks one by one with validate_layer).
+  void validate(bool with_layers = true) const;
+  /// Throws ShapeError if a layer's shapes disagree with the config.
+  void validate_layer(const LayerWeights& layer) const;
   /// Bytes of every weight as held in memory (matrices in their stored precision, vectors in
   /// float32; storage shared by tied embeddings counted once).
   std::size_t weight_bytes() const;
@@ -103,8 +110,27 @@ struct Model {
 
 /// Loads a model from an HDF5 file (schema in data/README.md); throws IoError/SpecError/ShapeError.
 Model load_model(const std::filesystem::path& file);
-/// Writes a model in the same schema (used to make test models and to convert checkpoints).
+/// Writes a model in the same schema (used to make test models), replacing `file`.
 void save_model(const Model& model, const std::filesystem::path& file);
+
+/// Writes a model into an open HDF5 file in save_model's schema one layer at a time, so that a
+/// model need not be held in memory whole: the config's attributes first, then each layer as it
+/// comes (in order), then everything else.
+class ModelWriter {
+ public:
+  /// Writes `config`'s attributes into `file`, which must stay open while the writer is used.
+  ModelWriter(io::H5File& file, const Config& config);
+  /// Writes layer `index` (the next one) after checking its shapes against the config.
+  void write_layer(int index, const LayerWeights& layer);
+  /// Writes embeddings, final norm, classifier and tokenizer of `model` (whose config must be the
+  /// writer's; its layers are not read) after checking them and that every layer was written.
+  void finish(const Model& model);
+
+ private:
+  io::H5File& file_;
+  Config config_;
+  int written_ = 0;
+};
 /// Resolves `--model`: an existing path, or a shipped model name looked up as
 /// data/models/NAME/model.h5 under each of `search_dirs` (then LPEMU_DATA_DIR, then the
 /// working directory); throws IoError listing the places tried.
