@@ -190,6 +190,8 @@ struct Prepared {
   std::unique_ptr<const datapath::PreparedB> b;
 };
 
+const std::vector<std::size_t> kNoShape;
+
 class DatapathGemm final : public Gemm {
  public:
   explicit DatapathGemm(const datapath::Datapath& dp) : dp_(dp) {}
@@ -198,16 +200,20 @@ class DatapathGemm final : public Gemm {
   void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint& p) const override {
     const auto m = static_cast<std::size_t>(a.rows());
     const auto k = static_cast<std::size_t>(a.cols());
-    // B held only encoded (an empty b beside its operand): its rows are the operand's codes / K.
+    // B held only encoded (an empty b beside its operand): [layout.shape[0], K].
     const bool b_encoded_only = p.b_operand != nullptr && b.size() == 0 && k != 0;
     if (!b_encoded_only && a.cols() != b.cols()) throw ShapeError("datapath gemm: inner dimensions differ");
-    if (b_encoded_only && p.b_operand->tensor.codes.size() % k != 0) {
+    const std::vector<std::size_t>& shape = b_encoded_only ? p.b_operand->tensor.layout.shape : kNoShape;
+    if (b_encoded_only && (shape.size() != 2 || shape[1] != k)) {
+      throw ShapeError("datapath gemm: B's encoding is not [rows, K = " + std::to_string(k) + "]");
+    }
+    const std::size_t n = b_encoded_only ? shape[0] : static_cast<std::size_t>(b.rows());
+    if (b_encoded_only && !p.b_operand->tensor.codes.empty() && p.b_operand->tensor.codes.size() != n * k) {
       throw ShapeError("datapath gemm: B's encoding holds " +
                        std::to_string(p.b_operand->tensor.codes.size()) +
-                       " codes, not a whole number of rows of K = " + std::to_string(k));
+                       " codes, not a whole number of rows of K = " + std::to_string(k) + " (" +
+                       std::to_string(n) + " rows)");
     }
-    const std::size_t n =
-        b_encoded_only ? p.b_operand->tensor.codes.size() / k : static_cast<std::size_t>(b.rows());
     if (k == 0) {  // an empty sum: every output is exactly zero (the kernels assume K > 0)
       c.setZero(a.rows(), b.rows());
       return;
@@ -286,16 +292,28 @@ class DatapathGemm final : public Gemm {
     return out;
   }
 
+  bool prepare_weight(const EncodedOperand& b, std::size_t rows, std::size_t k,
+                      std::string_view site) const override {
+    (void)prepared_of(b, rows, k, site);
+    return true;  // the prepared form holds B's codes (and block scales) in the kernels' layout
+  }
+
   // B's prepared form, kept in the operand's slot (remade if the operand was copied or the slot
-  // holds another datapath's).
+  // holds another datapath's; an operand whose codes were released has only this form).
   std::shared_ptr<const Prepared> prepared_of(const EncodedOperand& op, std::size_t rows, std::size_t k,
                                               std::string_view site) const {
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       auto kept = std::static_pointer_cast<const Prepared>(op.prepared);
-      if (kept && kept->dp == &dp_ && kept->dp_name == dp_.name && kept->codes_at == op.tensor.codes.data() &&
-          kept->count == op.tensor.codes.size()) {
+      const bool released = op.tensor.codes.empty() && rows * k != 0;
+      if (kept && kept->dp == &dp_ && kept->dp_name == dp_.name &&
+          (released ? kept->count == rows * k
+                    : kept->codes_at == op.tensor.codes.data() && kept->count == op.tensor.codes.size())) {
         return kept;
+      }
+      if (released) {
+        throw Error("datapath '" + dp_.name + "': GEMM '" + std::string(site) +
+                    "': B's codes were released after another datapath prepared them");
       }
     }
     auto made = make_prepared(false, op, rows, k, site, true);

@@ -521,8 +521,15 @@ class ImplT final : public Session::Impl {
       if (site.gemm->datapath() != nullptr) {
         // A datapath GEMM reads the weight's encoding only, so the quantised float values are
         // kept only where the site converts B from them (an empty matrix stands in otherwise).
+        // The encoding is prepared for the site's GEMMs now; where that form holds all the GEMM
+        // reads, the codes are released (the prepared form is then the weight's only copy).
         Mat<T> x = src.to_float();
-        encoded = operand(x, role, l, k, name, 1, 0);
+        const std::shared_ptr<EncodedOperand> e = operand(x, role, l, k, name, 1, 0);
+        if (!site.convert[1] && site.gemm->prepare_weight(*e, static_cast<std::size_t>(src.rows()),
+                                                          static_cast<std::size_t>(src.cols()), site_name)) {
+          e->tensor.codes = {};
+        }
+        encoded = e;
         out.values = site.convert[1] ? std::make_shared<Mat<T>>(std::move(x)) : std::make_shared<Mat<T>>();
         return out;
       }
@@ -611,11 +618,11 @@ class ImplT final : public Session::Impl {
 
   // Quantises GEMM operand x (float compute) with `qz` and returns its encoding; the hook sees it
   // as any quantisation point. Without a quantiser, the operand is its fp32 values.
-  std::shared_ptr<const EncodedOperand> encode_with(const Quantizer* qz, Mat<T>& x, const QuantPoint& p) {
+  std::shared_ptr<EncodedOperand> encode_with(const Quantizer* qz, Mat<T>& x, const QuantPoint& p) {
     if constexpr (std::is_same_v<T, float>) {
-      if (qz == nullptr) return std::make_shared<const EncodedOperand>(encode_values(x, fp32(), p.tensor));
+      if (qz == nullptr) return std::make_shared<EncodedOperand>(encode_values(x, fp32(), p.tensor));
       const RowMatrix in = opts_.on_quant ? RowMatrix(x) : RowMatrix();
-      auto e = std::make_shared<const EncodedOperand>(qz->encode(x, p));
+      auto e = std::make_shared<EncodedOperand>(qz->encode(x, p));
       if (opts_.on_quant) {
         const std::lock_guard<std::mutex> lock(hook_mutex_);
         opts_.on_quant(p, in, x);
@@ -628,8 +635,8 @@ class ImplT final : public Session::Impl {
   }
 
   // Role r's quantisation of GEMM operand x, keeping its encoding.
-  std::shared_ptr<const EncodedOperand> operand(Mat<T>& x, Role r, int l, LayerKind k,
-                                                std::string_view tensor, int axis, int row0) {
+  std::shared_ptr<EncodedOperand> operand(Mat<T>& x, Role r, int l, LayerKind k, std::string_view tensor,
+                                          int axis, int row0) {
     return encode_with(find(r, l, k), x, point(r, l, k, tensor, -1, axis, x.cols(), row0));
   }
 

@@ -119,7 +119,8 @@ struct EncodedOperand {
   std::shared_ptr<const block::BlockFormat> block;  ///< nullptr for an element format
   block::BlockTensor tensor;                        ///< codes (row-major [rows, K]), scales, tensor scale
   /// A GEMM strategy's prepared (packed) form of this operand, made on its first GEMM and reused
-  /// while the operand lives (weights); tied to `tensor.codes`' storage, so a copy prepares anew.
+  /// while the operand lives (weights); tied to `tensor.codes`' storage, so a copy prepares anew,
+  /// or, once a session released the codes (Gemm::prepare_weight), the operand's only form.
   mutable std::shared_ptr<const void> prepared;
 };
 
@@ -209,12 +210,20 @@ class Gemm {
   /// The strategy's name (a datapath preset or "eigen").
   virtual const std::string& name() const = 0;
   /// C = A · Bᵀ in float. For a strategy with a datapath(), b may be empty (0×0) when p.b_operand
-  /// holds B's encoding (a weight a session keeps only encoded): B's rows are its codes / K.
+  /// holds B's encoding (a weight a session keeps only encoded): B is [layout.shape[0], K].
   virtual void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint& p) const = 0;
   /// C = A · Bᵀ in double (default: through float).
   virtual void nt(const RowMatrixD& a, const RowMatrixD& b, RowMatrixD& c, const GemmPoint& p) const;
   /// The datapath this strategy emulates, or nullptr (Eigen).
   virtual const datapath::Datapath* datapath() const { return nullptr; }
+  /// Prepares weight B [rows, K] (`b`'s prepared form) for the GEMMs of `site` now; true if that
+  /// form holds all the strategy reads, so that its owner may release `b.tensor.codes` (default:
+  /// nothing prepared, false).
+  virtual bool prepare_weight(const EncodedOperand& b, std::size_t rows, std::size_t k,
+                              std::string_view site) const {
+    (void)b, (void)rows, (void)k, (void)site;
+    return false;
+  }
 };
 
 /// The default GEMM (linear() of ops.hpp): float by lpemu's kernel, every output summed in ascending

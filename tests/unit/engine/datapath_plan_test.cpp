@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #if __has_include("lpemu/datapath/gemm.hpp")
+#include <atomic>
+#include <cstring>
 #include <random>
 
 #include "lpemu/datapath/datapath.hpp"
@@ -118,6 +120,61 @@ TEST_CASE("the h100_e4m3 datapath plan runs stories260K close to its fp8 fake-qu
   int agree = 0;
   for (int t = 0; t < a.rows(); ++t) agree += argmax(a, t) == argmax(b, t) ? 1 : 0;
   CHECK(agree >= 4);
+}
+
+// Forwards to a datapath strategy; `release` says whether weights may give up their codes after
+// prepare_weight. Counts the GEMMs that found B's codes released.
+class Releasing final : public Gemm {
+ public:
+  Releasing(std::shared_ptr<const Gemm> inner, bool release) : inner_(std::move(inner)), release_(release) {}
+  const std::string& name() const override { return inner_->name(); }
+  const lpemu::datapath::Datapath* datapath() const override { return inner_->datapath(); }
+  void nt(const RowMatrix& a, const RowMatrix& b, RowMatrix& c, const GemmPoint& p) const override {
+    if (p.b_operand != nullptr && p.b_operand->tensor.codes.empty()) ++released;
+    inner_->nt(a, b, c, p);
+  }
+  bool prepare_weight(const EncodedOperand& b, std::size_t rows, std::size_t k,
+                      std::string_view site) const override {
+    return inner_->prepare_weight(b, rows, k, site) && release_;
+  }
+  mutable std::atomic<int> released{0};
+
+ private:
+  std::shared_ptr<const Gemm> inner_;
+  bool release_;
+};
+
+TEST_CASE("a session's datapath weights give up their codes once prepared, with the same logits",
+          "[engine][datapath]") {
+  const auto q = QuantizerFactory::standard(lpemu::format::Registry::builtin());
+  const Model m = load_model(lpemu::test::source_path("data/models/stories260K/model.h5"));
+  for (const char* dp : {"h100_e4m3_fp32", "b200_mxfp8_fp32", "a100_bf16_fp32"}) {
+    INFO(dp);
+    const std::string format = dp[0] == 'h' ? "fp8_e4m3" : dp[0] == 'b' ? "mxfp8_e4m3" : "bf16";
+    RowMatrix logits[2];
+    int released[2] = {0, 0};
+    for (const bool release : {false, true}) {
+      GemmFactory gemms = GemmFactory::builtin();
+      auto g = std::make_shared<Releasing>(gemms.make(dp), release);
+      gemms.add(dp, [g]() { return std::shared_ptr<const Gemm>(g); });
+      const PrecisionPlan plan =
+          parse_plan_toml("[roles]\nweights = \"" + format + "\"\nlinear_input = \"" + format +
+                              "\"\ngemm = \"" + dp + "\"\n[[override]]\nkind = \"head\"\ngemm = \"none\"\n",
+                          "release.toml", q, gemms);
+      SessionOptions o;
+      o.quantizers = &q;
+      o.gemms = &gemms;
+      Session s(m, plan, o);
+      const std::vector<int> tokens{1, 403, 407, 261, 378, 400, 260};
+      logits[release ? 1 : 0] = s.forward(tokens);
+      (void)s.forward(std::vector<int>{5});  // decode after prefill: the prepared form is reused
+      released[release ? 1 : 0] = g->released;
+    }
+    CHECK(released[0] == 0);
+    CHECK(released[1] > 0);
+    CHECK(std::memcmp(logits[0].data(), logits[1].data(),
+                      sizeof(float) * static_cast<std::size_t>(logits[0].size())) == 0);
+  }
 }
 
 }  // namespace
