@@ -525,12 +525,17 @@ class ImplT final : public Session::Impl {
         // reads, the codes are released (the prepared form is then the weight's only copy).
         Mat<T> x = src.to_float();
         const std::shared_ptr<EncodedOperand> e = operand(x, role, l, k, name, 1, 0);
-        if (!site.convert[1] && site.gemm->prepare_weight(*e, static_cast<std::size_t>(src.rows()),
-                                                          static_cast<std::size_t>(src.cols()), site_name)) {
-          e->tensor.codes = {};
-        }
         encoded = e;
-        out.values = site.convert[1] ? std::make_shared<Mat<T>>(std::move(x)) : std::make_shared<Mat<T>>();
+        if (site.convert[1]) {
+          out.values = std::make_shared<Mat<T>>(std::move(x));
+          return out;
+        }
+        x = Mat<T>();  // freed before B is prepared
+        out.values = std::make_shared<Mat<T>>();
+        if (site.gemm->prepare_weight(*e, static_cast<std::size_t>(src.rows()),
+                                      static_cast<std::size_t>(src.cols()), site_name)) {
+          std::vector<std::uint32_t>().swap(e->tensor.codes);  // released, capacity included
+        }
         return out;
       }
     }
