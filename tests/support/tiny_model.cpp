@@ -29,8 +29,8 @@ Vec<float> random_vector(std::mt19937& g, int n, float mean, float scale) {
 
 // A tiny float32 model whose matrices hold `format` values: Llama (GQA, SwiGLU), GPT-2 (learned
 // positions, biases) or Mixtral (mixture of experts).
-Model tiny_model(const std::string& family, const char* format, bool tied) {
-  std::mt19937 g(11);
+Model tiny_model(const std::string& family, const char* format, bool tied, unsigned seed) {
+  std::mt19937 g(seed);
   Model m;
   Config& c = m.config;
   const bool gpt2 = family == "gpt2";
@@ -44,6 +44,9 @@ Model tiny_model(const std::string& family, const char* format, bool tied) {
   c.hidden_dim = 24;
   c.vocab_size = 40;
   c.seq_len = 32;
+  c.norm_eps = 1e-5;
+  c.rope_theta = 100.0;
+  c.rope_style = RopeStyle::half;
   c.norm = gpt2 ? NormType::layernorm : NormType::rmsnorm;
   c.positions = gpt2 ? PositionKind::learned : PositionKind::rope;
   c.ffn = gpt2 ? FfnKind::mlp : FfnKind::swiglu;
@@ -80,7 +83,11 @@ Model tiny_model(const std::string& family, const char* format, bool tied) {
       w.attention_norm_bias = random_vector(g, c.dim, 0.0F, 0.1F);
       w.ffn_norm_bias = random_vector(g, c.dim, 0.0F, 0.1F);
       w.bq = random_vector(g, c.dim, 0.0F, 0.1F);
+      w.bk = random_vector(g, c.dim, 0.0F, 0.1F);
+      w.bv = random_vector(g, c.dim, 0.0F, 0.1F);
+      w.bo = random_vector(g, c.dim, 0.0F, 0.1F);
       w.b1 = random_vector(g, c.hidden_dim, 0.0F, 0.1F);
+      w.b2 = random_vector(g, c.dim, 0.0F, 0.1F);
     }
     m.layers.push_back(w);
   }

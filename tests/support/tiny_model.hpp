@@ -12,8 +12,9 @@ namespace lpemu::test {
 engine::RowMatrix random_matrix(std::mt19937& g, int r, int c, float scale, const char* format);
 /// Random normal(mean, scale) values.
 engine::Vec<float> random_vector(std::mt19937& g, int n, float mean, float scale);
-/// A tiny float32 model whose matrices hold `format` values: "llama" (GQA, SwiGLU), "gpt2"
-/// (learned positions, biases) or "mixtral" (mixture of experts); `tied`: output = embeddings.
-engine::Model tiny_model(const std::string& family, const char* format, bool tied);
+/// A tiny float32 model (dim 16, 2 layers, 4 heads of 4, vocab 40, seq_len 32) whose matrices hold
+/// `format` values: "llama" (GQA 4/2, half-split RoPE, SwiGLU), "gpt2" (learned positions, every
+/// bias) or "mixtral" (3 experts, top 2); `tied`: output = embeddings.
+engine::Model tiny_model(const std::string& family, const char* format, bool tied, unsigned seed = 11);
 
 }  // namespace lpemu::test

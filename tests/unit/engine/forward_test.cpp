@@ -14,76 +14,15 @@
 #include "lpemu/engine/session.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
+#include "support/tiny_model.hpp"
 
 namespace {
 
 using namespace lpemu::engine;
 using Dmat = std::vector<std::vector<double>>;
 
-RowMatrix random_matrix(std::mt19937& g, int r, int c, float scale) {
-  std::normal_distribution<float> d(0.0F, scale);
-  RowMatrix m(r, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(g);
-  return m;
-}
-
-Vec<float> random_vector(std::mt19937& g, int n, float mean, float scale) {
-  std::normal_distribution<float> d(mean, scale);
-  Vec<float> v(n);
-  for (Eigen::Index i = 0; i < n; ++i) v(i) = d(g);
-  return v;
-}
-
 Model tiny_model(bool gpt2, unsigned seed) {
-  std::mt19937 g(seed);
-  Model m;
-  Config& c = m.config;
-  c.name = gpt2 ? "tiny-gpt2" : "tiny-llama";
-  c.family = gpt2 ? "gpt2" : "llama";
-  c.dim = 16;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = gpt2 ? 4 : 2;
-  c.head_dim = 4;
-  c.hidden_dim = 24;
-  c.vocab_size = 40;
-  c.seq_len = 32;
-  c.norm_eps = 1e-5;
-  c.rope_theta = 100.0;
-  c.norm = gpt2 ? NormType::layernorm : NormType::rmsnorm;
-  c.positions = gpt2 ? PositionKind::learned : PositionKind::rope;
-  c.rope_style = RopeStyle::half;
-  c.ffn = gpt2 ? FfnKind::mlp : FfnKind::swiglu;
-  c.activation = gpt2 ? Activation::gelu_tanh : Activation::silu;
-  m.tok_embeddings = random_matrix(g, c.vocab_size, c.dim, 1.0F);
-  if (gpt2) m.pos_embeddings = random_matrix(g, c.seq_len, c.dim, 0.5F);
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerWeights w;
-    w.attention_norm = random_vector(g, c.dim, 1.0F, 0.1F);
-    w.ffn_norm = random_vector(g, c.dim, 1.0F, 0.1F);
-    w.wq = random_matrix(g, 16, 16, 0.3F);
-    w.wk = random_matrix(g, c.n_kv_heads * 4, 16, 0.3F);
-    w.wv = random_matrix(g, c.n_kv_heads * 4, 16, 0.3F);
-    w.wo = random_matrix(g, 16, 16, 0.3F);
-    w.w1 = random_matrix(g, 24, 16, 0.3F);
-    w.w2 = random_matrix(g, 16, 24, 0.3F);
-    if (!gpt2) w.w3 = random_matrix(g, 24, 16, 0.3F);
-    if (gpt2) {
-      w.attention_norm_bias = random_vector(g, 16, 0.0F, 0.1F);
-      w.ffn_norm_bias = random_vector(g, 16, 0.0F, 0.1F);
-      w.bq = random_vector(g, 16, 0.0F, 0.1F);
-      w.bk = random_vector(g, 16, 0.0F, 0.1F);
-      w.bv = random_vector(g, 16, 0.0F, 0.1F);
-      w.bo = random_vector(g, 16, 0.0F, 0.1F);
-      w.b1 = random_vector(g, 24, 0.0F, 0.1F);
-      w.b2 = random_vector(g, 16, 0.0F, 0.1F);
-    }
-    m.layers.push_back(w);
-  }
-  m.norm = random_vector(g, c.dim, 1.0F, 0.1F);
-  if (gpt2) m.norm_bias = random_vector(g, c.dim, 0.0F, 0.1F);
-  m.output = random_matrix(g, c.vocab_size, c.dim, 0.3F);
-  return m;
+  return lpemu::test::tiny_model(gpt2 ? "gpt2" : "llama", "fp32", false, seed);
 }
 
 // ---- the naive reference: one token position at a time, double, plain loops ----
