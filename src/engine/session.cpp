@@ -358,7 +358,7 @@ class ImplT final : public Session::Impl {
     per_segment(x, [&](Mat<T>& b, const Segment& s) { quant(b, r, l, k, tensor, -1, 1, s.p0); });
   }
 
-  // The forward pass of the segments (rows concatenated); returns their logits.
+  // The forward pass of the segments (rows concatenated); their logits go to `out`.
   void run(const std::vector<Segment>& segs, RowMatrix& out) {
     segs_ = &segs;
     const Config& c = model->config;

@@ -43,7 +43,7 @@ std::vector<PerplexityResult> sliding_perplexity(engine::Session& session,
                                                  const std::vector<std::vector<int>>& documents,
                                                  const PerplexityOptions& options = {});
 
-/// Session options whose cache holds every window of `documents` (for sliding_perplexity).
+/// The KV-cache length (SessionOptions::max_tokens) that sliding_perplexity of `documents` needs.
 int perplexity_cache_tokens(const engine::Model& model, const std::vector<std::vector<int>>& documents,
                             const PerplexityOptions& options);
 
