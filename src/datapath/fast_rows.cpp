@@ -11,10 +11,12 @@
 #include <bit>
 #include <cstring>
 
+// Before Highway's first header: arrays of vectors need sized targets only.
+#include "common/hwy_sized_targets.hpp"  // IWYU pragma: keep
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "datapath/fast_rows.cpp"
-#include <hwy/foreach_target.h>          // IWYU pragma: keep
-#include "common/hwy_sized_targets.hpp"  // arrays of vectors: sized targets only
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 
 #include <hwy/highway.h>
 

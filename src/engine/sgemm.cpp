@@ -8,10 +8,12 @@
 #include <cstring>
 #include <vector>
 
+// Before Highway's first header: arrays of vectors need sized targets only.
+#include "common/hwy_sized_targets.hpp"  // IWYU pragma: keep
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/sgemm.cpp"
-#include <hwy/foreach_target.h>          // IWYU pragma: keep
-#include "common/hwy_sized_targets.hpp"  // arrays of vectors: sized targets only
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 
 #include <hwy/aligned_allocator.h>
 #include <hwy/cache_control.h>

@@ -56,8 +56,8 @@ Run lpemu(const std::string& args) {
   static int counter = 0;
   const fs::path base = fs::temp_directory_path() /
                         ("lpemu_cli_run_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = "'" + lpemu::test::lpemu_binary() + "' " + args + " >'" + base.string() +
-                          ".out' 2>'" + base.string() + ".err'";
+  const std::string cmd = lpemu::test::lpemu_binary() + " " + args + " >'" + base.string() + ".out' 2>'" +
+                          base.string() + ".err'";
   Run r;
   const int raw = std::system(cmd.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;

@@ -54,7 +54,7 @@ Run run_lpemu(const std::string& args, const std::string& stdout_to = "", const 
                                                          "_" + std::to_string(counter++)))
                                .string();
   const std::string out = stdout_to.empty() ? base + ".out" : stdout_to;
-  const std::string cmd = env + " timeout 60 '" + lpemu::test::lpemu_binary() + "' " + args + " >'" + out +
+  const std::string cmd = env + " timeout 60 " + lpemu::test::lpemu_binary() + " " + args + " >'" + out +
                           "' 2>'" + base + ".err'";
   Run r;
   const int raw = std::system(cmd.c_str());

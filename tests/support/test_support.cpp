@@ -9,7 +9,7 @@ std::string source_path(const std::string& relative) {
   return std::string(LPEMU_SOURCE_DIR) + "/" + relative;
 }
 
-std::string lpemu_binary() { return LPEMU_BINARY; }
+std::string lpemu_binary() { return std::string(LPEMU_CLI_EMULATOR) + "'" + LPEMU_BINARY + "'"; }
 
 std::string hex32(float x) {
   char buf[16];

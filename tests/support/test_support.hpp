@@ -9,7 +9,7 @@ namespace lpemu::test {
 
 /// Path of a file in the source tree (tests must not depend on the working directory).
 std::string source_path(const std::string& relative);
-/// Path of the built `lpemu` executable.
+/// Shell command (quoted) that runs the built `lpemu`; in a cross build, under its emulator.
 std::string lpemu_binary();
 /// Float bits as hex, for failure messages.
 std::string hex32(float x);

@@ -18,7 +18,7 @@ struct Result {
 };
 
 Result run(const std::string& args) {
-  const std::string cmd = "'" + lpemu::test::lpemu_binary() + "' " + args + " 2>&1";
+  const std::string cmd = lpemu::test::lpemu_binary() + " " + args + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
   REQUIRE(p != nullptr);
   std::string out;
