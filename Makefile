@@ -68,7 +68,7 @@ test-fuzz: deps
 # installing them); the unit, golden, property and exhaustive tests run under qemu-aarch64, every
 # Highway kernel under each Arm target QEMU emulates (README "Building for other machines").
 test-aarch64: deps
-	cmake/aarch64/sysroot.sh build/aarch64-sysroot
+	bash cmake/aarch64/sysroot.sh build/aarch64-sysroot
 	cmake --preset aarch64
 	cmake --build --preset aarch64 -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_golden_tests \
 	  lpemu_property_tests lpemu_exhaustive_tests

@@ -5,7 +5,7 @@
 # foreign architecture is added), so nothing installed for amd64 is replaced.
 # Usage: sysroot.sh DIR
 set -euo pipefail
-dir=${1:?usage: sysroot.sh DIR}
+dir=$(realpath -m "${1:?usage: sysroot.sh DIR}")  # apt needs absolute paths
 if [ -f "$dir/.complete" ]; then echo "lpemu: arm64 sysroot present: $dir"; exit 0; fi
 rm -rf "$dir" "$dir.apt"
 state="$dir.apt"
