@@ -21,6 +21,7 @@
 
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
+#include "lpemu/io/output.hpp"
 
 namespace {
 
@@ -234,9 +235,13 @@ void decode_big(benchmark::State& state, const char* name) {
 BENCHMARK_CAPTURE(decode_big, fp8_e4m3, "fp8_e4m3")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(decode_big, fp4_e2m1, "fp4_e2m1")->Unit(benchmark::kMillisecond);
 
-// `lpemu convert` file to file (the lpemu binary of this build tree, all threads) beside the bulk
-// kernel on the same 16 Mi float32 values in memory with the same threads, in the same run.
-constexpr std::size_t kFile = std::size_t{1} << 24;
+// `lpemu convert` file to file (the lpemu binary of this build tree, all threads) beside, in the
+// same run: the bulk kernel on the same values in memory with the same threads, and the I/O
+// floor, which converts nothing: the input read with read() in the command's chunk size and the
+// output's bytes written through io::AtomicFile (temporary file, fsync, rename), as the command
+// does. Each runs with its files on disk (the temporary folder) and in memory (/dev/shm), where
+// storage is no limit.
+constexpr std::size_t kFile = std::size_t{1} << 26;  // 64 Mi float32: 256 MiB in
 
 const std::vector<float>& file_values() {
   static const std::vector<float> v = [] {
@@ -247,23 +252,31 @@ const std::vector<float>& file_values() {
   return v;
 }
 
-// A scratch folder holding the input file, removed when the program exits.
+// A scratch folder holding the input file (raw float32), removed when the program exits.
 struct Scratch {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("lpemu_bench_convert_" + std::to_string(::getpid()));
-  Scratch() {
+  std::filesystem::path dir;
+  explicit Scratch(const std::filesystem::path& parent)
+      : dir(parent / ("lpemu_bench_convert_" + std::to_string(::getpid()))) {
     std::filesystem::create_directories(dir);
     std::ofstream raw(dir / "in.f32", std::ios::binary);
     raw.write(reinterpret_cast<const char*>(file_values().data()), static_cast<std::streamsize>(kFile * 4));
   }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
   ~Scratch() {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }
 };
 
-std::filesystem::path scratch() {
-  static const Scratch s;
+// The scratch folder on disk (shm = false) or in memory; empty when /dev/shm is missing.
+std::filesystem::path scratch(bool shm) {
+  if (shm) {
+    if (!std::filesystem::is_directory("/dev/shm")) return {};
+    static const Scratch s("/dev/shm");
+    return s.dir;
+  }
+  static const Scratch s(std::filesystem::temp_directory_path());
   return s.dir;
 }
 
@@ -271,19 +284,35 @@ std::string lpemu_binary() {
   return (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lpemu").string();
 }
 
-void convert_cli(benchmark::State& state, const char* to, bool packed, const char* ext) {
-  const auto dir = scratch();
-  const std::string out = (dir / (std::string("out.") + ext)).string();
-  const std::string cmd = lpemu_binary() + " convert --from fp32 --to " + to + (packed ? " --packed" : "") +
-                          " --force " + (dir / "in.f32").string() + " " + out + " 2>/dev/null";
+// Runs `cmd` through the shell once per iteration; counts kFile items per iteration.
+void run_command(benchmark::State& state, const std::string& cmd) {
   for (auto _ : state) {
     if (std::system(cmd.c_str()) != 0) {
       state.SkipWithError(("failed: " + cmd).c_str());
       break;
     }
   }
-  std::filesystem::remove(out);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kFile));
+}
+
+void convert_cli(benchmark::State& state, const char* to, bool packed, const char* ext, bool shm) {
+  const auto dir = scratch(shm);
+  if (dir.empty()) {
+    state.SkipWithError("no /dev/shm");
+    return;
+  }
+  const std::string out = (dir / (std::string("out.") + ext)).string();
+  run_command(state, lpemu_binary() + " convert --from fp32 --to " + to + (packed ? " --packed" : "") +
+                         " --force " + (dir / "in.f32").string() + " " + out + " 2>/dev/null");
+  std::filesystem::remove(out);
+}
+
+// stdin to stdout through pipes, beside the same pipes with cat in lpemu's place.
+void convert_pipe(benchmark::State& state, bool lpemu) {
+  const std::string in = (scratch(true).empty() ? scratch(false) : scratch(true)) / "in.f32";
+  const std::string middle =
+      lpemu ? lpemu_binary() + " convert --from fp32 --to fp8_e4m3 - -" : std::string("cat");
+  run_command(state, "cat " + in + " | " + middle + " | cat > /dev/null");
 }
 
 void convert_kernel(benchmark::State& state, const char* to) {
@@ -298,9 +327,30 @@ void convert_kernel(benchmark::State& state, const char* to) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kFile));
 }
 
+// The I/O of a float32 -> 8-bit conversion, converting nothing: read the input in 256 KiB
+// read()s (the command's chunk), write a quarter of its bytes through io::AtomicFile.
+void convert_io_floor(benchmark::State& state, bool shm) {
+  const auto dir = scratch(shm);
+  if (dir.empty()) {
+    state.SkipWithError("no /dev/shm");
+    return;
+  }
+  std::vector<char> chunk(std::size_t{1} << 18);
+  for (auto _ : state) {
+    std::ifstream in(dir / "in.f32", std::ios::binary);
+    lpemu::io::AtomicFile out(dir / "floor.out", lpemu::io::OutputPolicy{true, {}});
+    while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+      out.stream().write(chunk.data(), in.gcount() / 4);
+    }
+    out.commit();
+  }
+  std::filesystem::remove(dir / "floor.out");
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kFile));
+}
+
 // The command's fixed cost (process start, format registry, atomic output with fsync) on 8 values.
 void convert_cli_startup(benchmark::State& state) {
-  const auto dir = scratch();
+  const auto dir = scratch(false);
   {
     std::ofstream tiny(dir / "tiny.f32", std::ios::binary);
     tiny.write(reinterpret_cast<const char*>(file_values().data()), 32);
@@ -317,22 +367,29 @@ void convert_cli_startup(benchmark::State& state) {
 BENCHMARK(convert_cli_startup)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_CAPTURE(convert_kernel, fp8_e4m3, "fp8_e4m3")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_raw, "fp8_e4m3", false, "raw")
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
-BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_npy, "fp8_e4m3", false, "npy")
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
 BENCHMARK_CAPTURE(convert_kernel, fp4_e2m1, "fp4_e2m1")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(convert_cli, fp4_e2m1_raw, "fp4_e2m1", false, "raw")
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
-BENCHMARK_CAPTURE(convert_cli, fp4_e2m1_packed, "fp4_e2m1", true, "raw")
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
 BENCHMARK_CAPTURE(convert_kernel, fp6_e2m3, "fp6_e2m3")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(convert_cli, fp6_e2m3_packed, "fp6_e2m3", true, "raw")
+BENCHMARK_CAPTURE(convert_io_floor, shm, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_raw_shm, "fp8_e4m3", false, "raw", true)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_npy_shm, "fp8_e4m3", false, "npy", true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp4_e2m1_raw_shm, "fp4_e2m1", false, "raw", true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp4_e2m1_packed_shm, "fp4_e2m1", true, "raw", true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp6_e2m3_packed_shm, "fp6_e2m3", true, "raw", true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(convert_io_floor, disk, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_cli, fp8_e4m3_raw_disk, "fp8_e4m3", false, "raw", false)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(convert_pipe, cat, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(convert_pipe, lpemu, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

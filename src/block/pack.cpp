@@ -14,8 +14,62 @@ void check_bits(int bits, const char* what) {
     throw ShapeError(std::string(what) + ": code width " + std::to_string(bits) + " is not 1..32");
 }
 
-// Byte-aligned widths are little-endian copies; 4-bit codes pair into bytes; other widths go
-// through a 64-bit bit accumulator (at most 7 + 32 bits are ever pending).
+// Widths below 8 bits: each group of 8 codes fills exactly B bytes, assembled in one 64-bit word
+// (constant trip counts, so the compiler unrolls both loops). Returns the codes packed.
+template <int B>
+std::size_t pack_groups(const std::uint32_t* codes, std::size_t n, std::uint8_t* out) {
+  constexpr std::uint64_t mask = (std::uint64_t{1} << B) - 1;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8, out += B) {
+    std::uint64_t acc = 0;
+    for (int j = 0; j < 8; ++j) acc |= (codes[i + static_cast<std::size_t>(j)] & mask) << (j * B);
+    for (int b = 0; b < B; ++b) out[b] = static_cast<std::uint8_t>(acc >> (8 * b));
+  }
+  return i;
+}
+
+// The inverse of pack_groups: whole groups of 8 codes from B bytes each; returns the codes read.
+template <int B>
+std::size_t unpack_groups(const std::uint8_t* bytes, std::uint32_t* out, std::size_t n) {
+  constexpr std::uint64_t mask = (std::uint64_t{1} << B) - 1;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8, bytes += B) {
+    std::uint64_t acc = 0;
+    for (int b = 0; b < B; ++b) acc |= std::uint64_t{bytes[b]} << (8 * b);
+    for (int j = 0; j < 8; ++j)
+      out[i + static_cast<std::size_t>(j)] = static_cast<std::uint32_t>((acc >> (j * B)) & mask);
+  }
+  return i;
+}
+
+// Whole groups of 8 codes for widths 1..7 (0 codes for other widths).
+std::size_t pack_whole_groups(const std::uint32_t* codes, std::size_t n, int bits, std::uint8_t* out) {
+  switch (bits) {
+    case 1: return pack_groups<1>(codes, n, out);
+    case 2: return pack_groups<2>(codes, n, out);
+    case 3: return pack_groups<3>(codes, n, out);
+    case 5: return pack_groups<5>(codes, n, out);
+    case 6: return pack_groups<6>(codes, n, out);
+    case 7: return pack_groups<7>(codes, n, out);
+    default: return 0;
+  }
+}
+
+std::size_t unpack_whole_groups(const std::uint8_t* bytes, int bits, std::uint32_t* out, std::size_t n) {
+  switch (bits) {
+    case 1: return unpack_groups<1>(bytes, out, n);
+    case 2: return unpack_groups<2>(bytes, out, n);
+    case 3: return unpack_groups<3>(bytes, out, n);
+    case 5: return unpack_groups<5>(bytes, out, n);
+    case 6: return unpack_groups<6>(bytes, out, n);
+    case 7: return unpack_groups<7>(bytes, out, n);
+    default: return 0;
+  }
+}
+
+// Byte-aligned widths are little-endian copies; 4-bit codes pair into bytes; widths below 8 bits
+// go in groups of 8 codes; what is left, and other widths, go through a 64-bit bit accumulator
+// (at most 7 + 32 bits are ever pending).
 void pack_kernel(const std::uint32_t* codes, std::size_t n, int bits, std::uint8_t* out) {
   const std::uint64_t mask = (std::uint64_t{1} << bits) - 1;
   if (bits == 8 || bits == 16 || bits == 32) {
@@ -34,10 +88,11 @@ void pack_kernel(const std::uint32_t* codes, std::size_t n, int bits, std::uint8
     if (n % 2 != 0) out[n / 2] = static_cast<std::uint8_t>(codes[n - 1] & 0xFU);
     return;
   }
+  const std::size_t grouped = pack_whole_groups(codes, n, bits, out);  // a multiple of 8 codes: whole bytes
   std::uint64_t acc = 0;
   int pending = 0;
-  std::size_t o = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t o = grouped / 8 * static_cast<std::size_t>(bits);
+  for (std::size_t i = grouped; i < n; ++i) {
     acc |= (codes[i] & mask) << pending;
     pending += bits;
     while (pending >= 8) {
@@ -65,10 +120,11 @@ void unpack_kernel(const std::uint8_t* bytes, int bits, std::uint32_t* out, std:
     for (std::size_t i = 0; i < n; ++i) out[i] = (bytes[i / 2] >> (4 * (i % 2))) & 0xFU;
     return;
   }
+  const std::size_t grouped = unpack_whole_groups(bytes, bits, out, n);
   std::uint64_t acc = 0;
   int pending = 0;
-  std::size_t in = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t in = grouped / 8 * static_cast<std::size_t>(bits);
+  for (std::size_t i = grouped; i < n; ++i) {
     while (pending < bits) {
       acc |= std::uint64_t{bytes[in++]} << pending;
       pending += 8;

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -20,17 +22,22 @@
 #include <utility>
 #include <vector>
 
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
+
 #include "cli/commands.hpp"
 #include "lpemu/block/pack.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/npy.hpp"
+#include "lpemu/io/output.hpp"
 
 namespace lpemu::cli {
 namespace {
 
-// Codes per chunk: 4 MiB of float32, a multiple of 8 (packed chunks end on a byte boundary).
-constexpr std::size_t kChunk = std::size_t{1} << 20;
+// Codes per chunk: 64 Ki (256 KiB of float32, so a chunk's buffers stay in a core's L2), a
+// multiple of 8 so that packed chunks end on a byte boundary.
+constexpr std::size_t kChunk = std::size_t{1} << 16;
 
 std::size_t storage_bytes(const format::Format& f) {
   return f.bits <= 8 ? 1 : f.bits <= 16 ? 2 : f.bits <= 32 ? 4 : 8;
@@ -72,160 +79,281 @@ std::size_t read_bytes(std::istream& in, void* to, std::size_t bytes) {
   return static_cast<std::size_t>(in.gcount());
 }
 
-// Reads codes chunk by chunk into 32-bit (formats up to 32 bits) or 64-bit code buffers: a raw
-// read into the storage width, then one widening pass, or the block layer's unpacker for packed
-// streams. Chunks hold a multiple of 8 codes, so packed chunks end on byte boundaries.
-class CodeReader {
+// A reusable buffer that is never zero-filled: every element used is written first (by read() or
+// a kernel). Its storage is a byte array, which holds objects of any trivial type (C++20).
+class Scratch {
  public:
-  CodeReader(std::istream& in, std::string name, const format::Format& f, bool packed, std::size_t limit)
-      : in_(in), name_(std::move(name)), f_(f), packed_(packed && f.bits < 8), limit_(limit) {}
+  // At least `bytes` bytes, suitably aligned for any scalar.
+  std::byte* bytes(std::size_t bytes) {
+    if (bytes > size_) {
+      data_.reset(new std::byte[bytes]);
+      size_ = bytes;
+    }
+    return data_.get();
+  }
+  // `n` elements of T.
+  template <class T>
+  std::span<T> as(std::size_t n) {
+    return {reinterpret_cast<T*>(bytes(n * sizeof(T))), n};
+  }
 
-  // Reads up to max codes into c32 (f.bits <= 32) or c64; returns how many (0 at the end).
-  std::size_t read(std::vector<std::uint32_t>& c32, std::vector<std::uint64_t>& c64, std::size_t max) {
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  std::size_t size_ = 0;
+};
+
+// One chunk on its way through the pipeline: the bytes read, the bytes to write, and scratch.
+struct Chunk {
+  std::size_t first = 0;            // element index of the chunk's first code
+  std::size_t n = 0;                // codes in the chunk
+  const std::byte* data = nullptr;  // its bytes (read into `in`)
+  std::size_t in_bytes = 0;
+  std::size_t out_bytes = 0;
+  std::exception_ptr error;  // raised when the chunk's turn to be written comes, so errors come in order
+  Scratch in, out, host, codes, values, wide;
+};
+
+// Reads the input chunk by chunk, in order, as raw bytes: n codes of the source's storage width,
+// or packed. Throws at stray bytes and at an input shorter than its declared length.
+class ChunkReader {
+ public:
+  ChunkReader(std::istream& in, const format::Format& f, bool packed, std::size_t limit)
+      : in_(in), f_(f), packed_(packed && f.bits < 8), limit_(limit) {}
+
+  // Fills c with the next chunk; returns false at the end of the stream.
+  bool next(Chunk& c) {
+    std::size_t max = kChunk;
     if (limit_ != kUnknown) max = std::min(max, limit_ - done_);
-    if (max == 0) return 0;
+    if (max == 0) return false;
+    const std::size_t want = packed_ ? block::packed_bytes(max, f_.bits) : max * storage_bytes(f_);
+    const std::size_t got = read_bytes(in_, c.in.bytes(want), want);
+    c.data = c.in.bytes(0);
     std::size_t n = 0;
     if (packed_) {
-      bytes_.resize(block::packed_bytes(max, f_.bits));
-      const std::size_t got = read_bytes(in_, bytes_.data(), bytes_.size());
       n = std::min(max, got * 8 / static_cast<std::size_t>(f_.bits));  // trailing bits are padding
-      c32.resize(n);
-      block::unpack_codes_into(std::span<const std::uint8_t>(bytes_.data(), got), f_.bits,
-                               std::span<std::uint32_t>(c32));
     } else {
-      const std::size_t w = storage_bytes(f_);
-      std::size_t got = 0;
-      if (w == 4) {
-        c32.resize(max);
-        got = read_bytes(in_, c32.data(), max * 4);
-        n = got / 4;
-        c32.resize(n);
-        to_little_endian(std::span<std::uint32_t>(c32));
-      } else if (w == 8) {
-        c64.resize(max);
-        got = read_bytes(in_, c64.data(), max * 8);
-        n = got / 8;
-        c64.resize(n);
-        to_little_endian(std::span<std::uint64_t>(c64));
-      } else {
-        bytes_.resize(max * w);
-        got = read_bytes(in_, bytes_.data(), bytes_.size());
-        n = got / w;
-        c32.resize(n);
-        if (w == 1) {
-          for (std::size_t i = 0; i < n; ++i) c32[i] = bytes_[i];
-        } else {
-          for (std::size_t i = 0; i < n; ++i)
-            c32[i] = std::uint32_t{bytes_[2 * i]} | std::uint32_t{bytes_[2 * i + 1]} << 8;
-        }
-      }
-      if (got % w != 0)
-        throw IoError("input ends inside a code (" + std::to_string(got % w) + " stray bytes)");
-      // A code with bits above the format's width is bad input, never masked.
-      if (8 * w > static_cast<std::size_t>(f_.bits)) {
-        if (w == 8) {
-          check_fit(std::span<const std::uint64_t>(c64));
-        } else {
-          check_fit(std::span<const std::uint32_t>(c32));
-        }
-      }
+      n = got / storage_bytes(f_);
+      if (got % storage_bytes(f_) != 0)
+        throw IoError("input ends inside a code (" + std::to_string(got % storage_bytes(f_)) +
+                      " stray bytes)");
     }
+    c.first = done_;
+    c.n = n;
+    c.in_bytes = got;
     done_ += n;
     if (limit_ != kUnknown && n < max) {
       throw IoError("input ends after " + std::to_string(done_) + " of " + std::to_string(limit_) +
                     " elements");
     }
-    return n;
+    return n > 0;
   }
 
+  std::size_t done() const { return done_; }
   static constexpr std::size_t kUnknown = ~std::size_t{0};
 
  private:
-  // Throws for the first code with bits above the format's width (one OR pass when all fit).
-  template <class C>
-  void check_fit(std::span<const C> codes) const {
-    const auto extra = static_cast<C>(~f_.code_mask());
-    C any = 0;
-    for (const C c : codes) any |= c & extra;
-    if (any == 0) return;
-    const auto bad = std::find_if(codes.begin(), codes.end(), [&](C c) { return (c & extra) != 0; });
-    const auto i = static_cast<std::size_t>(bad - codes.begin());
-    format::require_code_fits(f_, *bad,
-                              name_ + ": element " + std::to_string(done_ + i) + " (--from " + f_.name + ")");
-  }
-
   std::istream& in_;
-  std::string name_;
   const format::Format& f_;
   bool packed_;
   std::size_t limit_;
   std::size_t done_ = 0;
-  std::vector<std::uint8_t> bytes_;
 };
 
-// Writes codes one per storage unit, or bit-packed by the block layer's packer.
-class CodeWriter {
+// Converts one chunk's bytes of source codes into the bytes of destination codes. Stateless, so
+// chunks convert in parallel. Floating sources that fit float32 and destinations of up to 32 bits
+// take the float32 kernels (fp32 codes are used where they were read); every other pair goes
+// through exact doubles and 64-bit codes.
+class ChunkConverter {
  public:
-  CodeWriter(std::ostream& out, const format::Format& f, bool packed)
-      : out_(out), f_(f), packed_(packed && f.bits < 8) {}
+  ChunkConverter(std::string name, const format::Format& src, const format::Format& dst, bool packed,
+                 const format::ConvertOptions& opts, bool daz)
+      : name_(std::move(name)),
+        src_(src),
+        dst_(dst),
+        packed_in_(packed && src.bits < 8),
+        packed_out_(packed && dst.bits < 8),
+        opts_(opts),
+        daz_(daz),
+        fast_(src.kind == format::Kind::floating && format::fits_in_float(src) && src.bits <= 32 &&
+              dst.bits <= 32),
+        src_fp32_(npy_dtype_for(src) == "<f4") {}
 
-  // Codes already in their storage width (uint8/16/32/64 for 1/2/4/8 bytes; uint32 when packed).
-  template <class Code>
-  void write(std::span<Code> codes) {
-    if (packed_) {
-      if constexpr (std::is_same_v<Code, std::uint32_t>) {
-        bytes_.resize(block::packed_bytes(codes.size(), f_.bits));
-        block::pack_codes_into(codes, f_.bits, std::span<std::uint8_t>(bytes_));
-        put(bytes_.data(), bytes_.size());
-        return;
+  // Converts c.in into c.out (c.out_bytes bytes).
+  void run(Chunk& c) const {
+    format::ConvertOptions o = opts_;
+    o.index_offset = c.first;
+    const std::size_t n = c.n;
+    const std::size_t w = storage_bytes(src_);
+    if (fast_) {
+      std::span<const float> v;
+      if (src_fp32_ && !daz_) {
+        v = std::span<const float>(stored<float, std::uint32_t>(c), n);  // fp32 codes are the values
+      } else {
+        const auto fv = c.values.as<float>(n);
+        if (src_fp32_) {
+          std::copy_n(stored<float, std::uint32_t>(c), n, fv.begin());
+        } else if (packed_in_ || w == 4) {
+          format::decode(src_, codes32(c), fv);
+        } else if (w == 1) {
+          const std::span<const std::uint8_t> codes(stored<std::uint8_t, std::uint8_t>(c), n);
+          check_fit(codes, c.first);
+          format::decode(src_, codes, fv);
+        } else {
+          const std::span<const std::uint16_t> codes(stored<std::uint16_t, std::uint16_t>(c), n);
+          check_fit(codes, c.first);
+          format::decode(src_, codes, fv);
+        }
+        if (daz_) {
+          const auto min_normal = static_cast<float>(src_.min_normal);
+          for (auto& x : fv) x = std::fabs(x) < min_normal ? std::copysign(0.0F, x) : x;
+        }
+        v = fv;
+      }
+      encode_out(c, v, o);
+      return;
+    }
+    // 64-bit codes and exact doubles.
+    const auto c64 = c.wide.as<std::uint64_t>(n);
+    if (w == 8) {
+      std::copy_n(stored<std::uint64_t, std::uint64_t>(c), n, c64.begin());
+      if (src_.bits < 64) check_fit(std::span<const std::uint64_t>(c64), c.first);
+    } else {
+      const auto codes = codes32(c);
+      std::copy(codes.begin(), codes.end(), c64.begin());
+    }
+    const auto values = c.values.as<double>(n);
+    format::decode(src_, std::span<const std::uint64_t>(c64), values);
+    if (daz_) {
+      for (auto& x : values) {
+        if (std::fabs(x) < src_.min_normal) x = std::copysign(0.0, x);
       }
     }
-    to_little_endian(codes);
-    put(codes.data(), codes.size_bytes());
-  }
-
-  // 64-bit codes narrowed to the format's storage width.
-  void write_wide(const std::vector<std::uint64_t>& codes) {
-    const std::size_t w = storage_bytes(f_);
-    if (w == 8 && !packed_) {
-      std::vector<std::uint64_t> c = codes;
-      write(std::span<std::uint64_t>(c));
+    if (format::fits_in_float(src_) && src_.kind == format::Kind::floating && dst_.bits <= 32) {
+      // Every value is a float: the float32 kernel.
+      const auto fv = c.codes.as<float>(n);
+      std::copy(values.begin(), values.end(), fv.begin());
+      encode_out(c, std::span<const float>(fv), o);
       return;
     }
-    if (packed_ || w == 4) {
-      std::vector<std::uint32_t> c(codes.begin(), codes.end());
-      write(std::span<std::uint32_t>(c));
-      return;
-    }
-    bytes_.resize(codes.size() * w);
-    for (std::size_t i = 0; i < codes.size(); ++i) {
-      for (std::size_t b = 0; b < w; ++b) bytes_[i * w + b] = static_cast<std::uint8_t>(codes[i] >> (8 * b));
-    }
-    put(bytes_.data(), bytes_.size());
+    format::encode(dst_, std::span<const double>(values), c64, o);
+    narrow_out(c, std::span<const std::uint64_t>(c64));
   }
-
-  void finish() { out_.flush(); }
 
  private:
-  void put(const void* p, std::size_t n) {
-    out_.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
-    if (!out_) throw IoError("write failed (disk full or closed pipe?)");
+  // The chunk's n stored values of type T (Bits: the unsigned type of its storage) in host order:
+  // where they lie when that is aligned and host order is little-endian, else a converted copy.
+  template <class T, class Bits>
+  const T* stored(Chunk& c) const {
+    static_assert(sizeof(T) == sizeof(Bits));
+    const auto at = reinterpret_cast<std::uintptr_t>(c.data);
+    if (std::endian::native == std::endian::little && at % alignof(T) == 0)
+      return reinterpret_cast<const T*>(c.data);
+    const auto copy = c.host.as<Bits>(c.n);
+    std::memcpy(copy.data(), c.data, c.n * sizeof(T));
+    to_little_endian(copy);
+    return reinterpret_cast<const T*>(copy.data());
   }
 
-  std::ostream& out_;
-  const format::Format& f_;
-  bool packed_;
-  std::vector<std::uint8_t> bytes_;
-};
+  // The chunk's source codes as 32-bit codes (formats up to 32 bits), checked against the width.
+  std::span<const std::uint32_t> codes32(Chunk& c) const {
+    const std::size_t n = c.n;
+    const std::size_t w = storage_bytes(src_);
+    const std::byte* in = c.data;
+    if (packed_in_) {
+      const auto codes = c.codes.as<std::uint32_t>(n);
+      block::unpack_codes_into(
+          std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(in), c.in_bytes), src_.bits,
+          codes);
+      return codes;
+    }
+    if (w == 4) {
+      const std::span<const std::uint32_t> codes(stored<std::uint32_t, std::uint32_t>(c), n);
+      if (src_.bits < 32) check_fit(codes, c.first);
+      return codes;
+    }
+    const auto codes = c.codes.as<std::uint32_t>(n);
+    const auto* b = reinterpret_cast<const std::uint8_t*>(in);
+    if (w == 1) {
+      for (std::size_t i = 0; i < n; ++i) codes[i] = b[i];
+    } else {
+      for (std::size_t i = 0; i < n; ++i)
+        codes[i] = std::uint32_t{b[2 * i]} | std::uint32_t{b[2 * i + 1]} << 8;
+    }
+    if (static_cast<std::size_t>(src_.bits) < 8 * w)
+      check_fit(std::span<const std::uint32_t>(codes), c.first);
+    return codes;
+  }
 
-// Encodes float values into the destination's storage codes and writes them.
-template <class Code>
-void encode_and_write(const format::Format& dst, std::span<const float> v, const format::ConvertOptions& o,
-                      std::vector<Code>& buf, CodeWriter& w) {
-  buf.resize(v.size());
-  format::encode(dst, v, std::span<Code>(buf), o);
-  w.write(std::span<Code>(buf));
-}
+  // Throws for the first code with bits above the format's width (one OR pass when all fit): a
+  // code with stray high bits is bad input, never masked.
+  template <class C>
+  void check_fit(std::span<const C> codes, std::size_t first) const {
+    const auto extra = static_cast<C>(~src_.code_mask());
+    C any = 0;
+    for (const C x : codes) any |= x & extra;
+    if (any == 0) return;
+    const auto bad = std::find_if(codes.begin(), codes.end(), [&](C x) { return (x & extra) != 0; });
+    const auto i = static_cast<std::size_t>(bad - codes.begin());
+    format::require_code_fits(
+        src_, *bad, name_ + ": element " + std::to_string(first + i) + " (--from " + src_.name + ")");
+  }
+
+  // Encodes floats straight into the output bytes (packing codes narrower than 8 bits if asked).
+  void encode_out(Chunk& c, std::span<const float> v, const format::ConvertOptions& o) const {
+    const std::size_t n = v.size();
+    const std::size_t w = storage_bytes(dst_);
+    if (packed_out_) {
+      const auto codes = c.wide.as<std::uint32_t>(n);
+      format::encode(dst_, v, codes, o);
+      pack_out(c, codes);
+    } else if (w == 1) {
+      format::encode(dst_, v, c.out.as<std::uint8_t>(n), o);
+      c.out_bytes = n;
+    } else if (w == 2) {
+      const auto codes = c.out.as<std::uint16_t>(n);
+      format::encode(dst_, v, codes, o);
+      to_little_endian(codes);
+      c.out_bytes = 2 * n;
+    } else {
+      const auto codes = c.out.as<std::uint32_t>(n);
+      format::encode(dst_, v, codes, o);
+      to_little_endian(codes);
+      c.out_bytes = 4 * n;
+    }
+  }
+
+  // 64-bit codes narrowed to the destination's storage width (or packed).
+  void narrow_out(Chunk& c, std::span<const std::uint64_t> codes) const {
+    const std::size_t n = codes.size();
+    const std::size_t w = storage_bytes(dst_);
+    if (packed_out_) {
+      const auto c32 = c.codes.as<std::uint32_t>(n);
+      std::copy(codes.begin(), codes.end(), c32.begin());
+      pack_out(c, c32);
+      return;
+    }
+    auto* out = reinterpret_cast<std::uint8_t*>(c.out.bytes(n * w));
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t b = 0; b < w; ++b) out[i * w + b] = static_cast<std::uint8_t>(codes[i] >> (8 * b));
+    }
+    c.out_bytes = n * w;
+  }
+
+  void pack_out(Chunk& c, std::span<const std::uint32_t> codes) const {
+    c.out_bytes = block::packed_bytes(codes.size(), dst_.bits);
+    block::pack_codes_into(codes, dst_.bits, c.out.as<std::uint8_t>(c.out_bytes));
+  }
+
+  std::string name_;
+  const format::Format& src_;
+  const format::Format& dst_;
+  bool packed_in_;
+  bool packed_out_;
+  format::ConvertOptions opts_;
+  bool daz_;
+  bool fast_;
+  bool src_fp32_;
+};
 
 struct ConvertArgs {
   std::string from;
@@ -246,7 +374,7 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
   // Input stream and its element count, if known.
   std::unique_ptr<std::ifstream> fin;
   std::istream* in = &std::cin;
-  std::size_t count = CodeReader::kUnknown;
+  std::size_t count = ChunkReader::kUnknown;
   std::string from = a.from;
   const bool in_npy = ends_with(a.in, ".npy");
   if (a.in != "-") {
@@ -285,7 +413,7 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
                   " bytes (" + probe.dtype + ")");
     }
   }
-  if (count == CodeReader::kUnknown && a.in != "-") {
+  if (count == ChunkReader::kUnknown && a.in != "-") {
     const std::size_t bytes = io::input_size(a.in);
     if (bytes == std::numeric_limits<std::size_t>::max()) {
       throw IoError(a.in + ": not a regular file; pipe a stream through stdin ('-') instead");
@@ -311,76 +439,50 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
   if (out_npy) {
     if (a.packed) throw Error("--packed applies to raw streams, not to .npy output '" + a.out + "'");
     if (a.out == "-") throw Error(".npy output needs a file name, not '-'");
-    if (shape.empty()) shape = {count == CodeReader::kUnknown ? 0 : count};
+    if (shape.empty()) shape = {count == ChunkReader::kUnknown ? 0 : count};
     io::write_npy_header(*out, npy_dtype_for(dst), shape);
   }
 
-  CodeReader reader(*in, a.in == "-" ? std::string("stdin") : a.in, src, a.packed, count);
-  CodeWriter writer(*out, dst, a.packed);
-  // float32 fast path: the source's values are floats (fp32 codes are taken as they are, other
-  // formats decoded in bulk) and the destination's codes fit 32 bits; every other pair goes
-  // through exact doubles and 64-bit codes.
-  const bool src_fp32 = npy_dtype_for(src) == "<f4";
-  const bool fast =
-      src.kind == format::Kind::floating && format::fits_in_float(src) && src.bits <= 32 && dst.bits <= 32;
-  const bool packed_out = a.packed && dst.bits < 8;
-  const auto min_normal = static_cast<float>(src.min_normal);
-  std::vector<std::uint32_t> c32;
-  std::vector<std::uint64_t> c64;
-  std::vector<float> fv;
-  std::vector<double> values;
-  std::vector<std::uint64_t> out_codes;
-  std::vector<std::uint8_t> o8;
-  std::vector<std::uint16_t> o16;
-  std::vector<std::uint32_t> o32;
-  std::size_t done = 0;
-  while (std::size_t n = reader.read(c32, c64, kChunk)) {
-    opts.index_offset = done;
-    if (fast) {
-      fv.resize(n);
-      if (src_fp32) {
-        std::memcpy(fv.data(), c32.data(), n * sizeof(float));
-      } else {
-        format::decode(src, std::span<const std::uint32_t>(c32), std::span<float>(fv));
-      }
-      if (daz) {
-        for (auto& v : fv) v = std::fabs(v) < min_normal ? std::copysign(0.0F, v) : v;
-      }
-      const std::span<const float> v(fv);
-      const std::size_t w = storage_bytes(dst);
-      if (packed_out || w == 4) {
-        encode_and_write(dst, v, opts, o32, writer);
-      } else if (w == 1) {
-        encode_and_write(dst, v, opts, o8, writer);
-      } else {
-        encode_and_write(dst, v, opts, o16, writer);
-      }
-    } else {
-      if (src.bits <= 32) c64.assign(c32.begin(), c32.end());
-      values.resize(n);
-      out_codes.resize(n);
-      // Decode the source exactly into doubles (exact for every format up to E11M52).
-      format::decode(src, std::span<const std::uint64_t>(c64), std::span<double>(values));
-      if (daz) {
-        for (auto& v : values) {
-          if (std::fabs(v) < src.min_normal) v = std::copysign(0.0, v);
+  // Read, convert, write: reading and writing in order, chunks converted in parallel, as many in
+  // flight as there are threads (two per thread, so that I/O overlaps conversion).
+  ChunkReader reader(*in, src, a.packed, count);
+  const std::string out_name = a.out == "-" ? std::string("<stdout>") : a.out;
+  const ChunkConverter converter(a.in == "-" ? std::string("stdin") : a.in, src, dst, a.packed, opts, daz);
+  std::vector<Chunk> chunks(2 * static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()) + 1);
+  std::size_t next = 0;
+  bool failed = false;
+  tbb::parallel_pipeline(
+      chunks.size(),
+      tbb::make_filter<void, Chunk*>(tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) -> Chunk* {
+        Chunk& c = chunks[next++ % chunks.size()];
+        c.error = nullptr;
+        try {
+          if (!failed && reader.next(c)) return &c;
+        } catch (...) {
+          c.error = std::current_exception();
+          failed = true;
+          return &c;
         }
-      }
-      if (format::fits_in_float(src) && src.kind == format::Kind::floating && dst.bits <= 32) {
-        // Every value is a float: the float32 kernel.
-        fv.assign(values.begin(), values.end());
-        o32.resize(n);
-        format::encode(dst, std::span<const float>(fv), std::span<std::uint32_t>(o32), opts);
-        out_codes.assign(o32.begin(), o32.end());
-      } else {
-        format::encode(dst, std::span<const double>(values), std::span<std::uint64_t>(out_codes), opts);
-      }
-      writer.write_wide(out_codes);
-    }
-    done += n;
-  }
-  writer.finish();
-  if (out_npy && count == CodeReader::kUnknown) {
+        fc.stop();
+        return nullptr;
+      }) & tbb::make_filter<Chunk*, Chunk*>(tbb::filter_mode::parallel, [&](Chunk* c) {
+        if (c->error) return c;
+        try {
+          converter.run(*c);
+        } catch (...) {
+          c->error = std::current_exception();
+        }
+        return c;
+      }) & tbb::make_filter<Chunk*, void>(tbb::filter_mode::serial_in_order, [&](Chunk* c) {
+        if (c->error) std::rethrow_exception(c->error);
+        out->write(reinterpret_cast<const char*>(c->out.bytes(0)),
+                   static_cast<std::streamsize>(c->out_bytes));
+        if (!*out) throw IoError(out_name + ": write failed (disk full or closed pipe?)");
+      }));
+  out->flush();
+  if (!*out) throw IoError(out_name + ": write failed (disk full or closed pipe?)");
+  const std::size_t done = reader.done();
+  if (out_npy && count == ChunkReader::kUnknown) {
     // Streamed from stdin: rewrite the header now that the count is known.
     out->seekp(0);
     io::write_npy_header(*out, npy_dtype_for(dst), {done});

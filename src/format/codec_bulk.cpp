@@ -232,9 +232,12 @@ void quantize(const Format& fmt, std::span<const float> in, std::span<float> out
   }
   const Fast p = make_fast(fmt, opts, opts.index_offset);
   for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
-    dispatch_mode(opts.rounding, [&]<RoundingMode M>() {
-      quantize_f32<M>(p, in.data() + lo, out.data() + lo, hi - lo, opts.index_offset + lo);
-    });
+    if (opts.rounding != RoundingMode::stochastic) {
+      detail::simd_quantize(p, opts.rounding, in.data() + lo, out.data() + lo, hi - lo);
+    } else {
+      quantize_f32<RoundingMode::stochastic>(p, in.data() + lo, out.data() + lo, hi - lo,
+                                             opts.index_offset + lo);
+    }
   });
 }
 
@@ -255,7 +258,11 @@ void encode(const Format& fmt, std::span<const float> in, std::span<std::uint8_t
   encode_fast_or_generic(
       fmt, in, out, opts,
       [&](const Fast& p, const float* i, std::uint8_t* o, std::size_t n, std::uint64_t i0) {
-        dispatch_mode(opts.rounding, [&]<RoundingMode M>() { encode_u8<M>(p, i, o, n, i0); });
+        if (opts.rounding != RoundingMode::stochastic) {
+          detail::simd_encode(p, opts.rounding, i, o, n);
+        } else {
+          encode_u8<RoundingMode::stochastic>(p, i, o, n, i0);
+        }
       });
 }
 
@@ -264,7 +271,11 @@ void encode(const Format& fmt, std::span<const float> in, std::span<std::uint16_
   encode_fast_or_generic(
       fmt, in, out, opts,
       [&](const Fast& p, const float* i, std::uint16_t* o, std::size_t n, std::uint64_t i0) {
-        dispatch_mode(opts.rounding, [&]<RoundingMode M>() { encode_u16<M>(p, i, o, n, i0); });
+        if (opts.rounding != RoundingMode::stochastic) {
+          detail::simd_encode(p, opts.rounding, i, o, n);
+        } else {
+          encode_u16<RoundingMode::stochastic>(p, i, o, n, i0);
+        }
       });
 }
 
@@ -273,7 +284,11 @@ void encode(const Format& fmt, std::span<const float> in, std::span<std::uint32_
   encode_fast_or_generic(
       fmt, in, out, opts,
       [&](const Fast& p, const float* i, std::uint32_t* o, std::size_t n, std::uint64_t i0) {
-        dispatch_mode(opts.rounding, [&]<RoundingMode M>() { encode_u32<M>(p, i, o, n, i0); });
+        if (opts.rounding != RoundingMode::stochastic) {
+          detail::simd_encode(p, opts.rounding, i, o, n);
+        } else {
+          encode_u32<RoundingMode::stochastic>(p, i, o, n, i0);
+        }
       });
 }
 

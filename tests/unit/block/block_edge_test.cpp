@@ -250,8 +250,10 @@ TEST_CASE("packing puts element 0 in the low bits of byte 0", "[block][unit]") {
 TEST_CASE("packing every width 1..32 matches the bit-stream definition, bit by bit", "[block][unit]") {
   std::uint64_t state = 12345;
   for (int bits = 1; bits <= 32; ++bits) {
+    // Whole groups of 8 codes, tails, and both together.
     for (const std::size_t n :
-         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{1001}}) {
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{15},
+          std::size_t{16}, std::size_t{17}, std::size_t{1001}}) {
       std::vector<std::uint32_t> codes(n);
       for (auto& c : codes) {
         state = state * 6364136223846793005ULL + 1442695040888963407ULL;
