@@ -42,27 +42,17 @@ std::size_t unpack_groups(const std::uint8_t* bytes, std::uint32_t* out, std::si
   return i;
 }
 
-// Whole groups of 8 codes for widths 1..7 (0 codes for other widths).
-std::size_t pack_whole_groups(const std::uint32_t* codes, std::size_t n, int bits, std::uint8_t* out) {
+// Calls f.template operator()<B>() for widths B in 1..7 other than 4 (which pairs into bytes);
+// returns its result, or 0 (no codes handled) for other widths.
+template <class F>
+std::size_t for_sub_byte_width(int bits, F&& f) {
   switch (bits) {
-    case 1: return pack_groups<1>(codes, n, out);
-    case 2: return pack_groups<2>(codes, n, out);
-    case 3: return pack_groups<3>(codes, n, out);
-    case 5: return pack_groups<5>(codes, n, out);
-    case 6: return pack_groups<6>(codes, n, out);
-    case 7: return pack_groups<7>(codes, n, out);
-    default: return 0;
-  }
-}
-
-std::size_t unpack_whole_groups(const std::uint8_t* bytes, int bits, std::uint32_t* out, std::size_t n) {
-  switch (bits) {
-    case 1: return unpack_groups<1>(bytes, out, n);
-    case 2: return unpack_groups<2>(bytes, out, n);
-    case 3: return unpack_groups<3>(bytes, out, n);
-    case 5: return unpack_groups<5>(bytes, out, n);
-    case 6: return unpack_groups<6>(bytes, out, n);
-    case 7: return unpack_groups<7>(bytes, out, n);
+    case 1: return f.template operator()<1>();
+    case 2: return f.template operator()<2>();
+    case 3: return f.template operator()<3>();
+    case 5: return f.template operator()<5>();
+    case 6: return f.template operator()<6>();
+    case 7: return f.template operator()<7>();
     default: return 0;
   }
 }
@@ -88,7 +78,8 @@ void pack_kernel(const std::uint32_t* codes, std::size_t n, int bits, std::uint8
     if (n % 2 != 0) out[n / 2] = static_cast<std::uint8_t>(codes[n - 1] & 0xFU);
     return;
   }
-  const std::size_t grouped = pack_whole_groups(codes, n, bits, out);  // a multiple of 8 codes: whole bytes
+  const std::size_t grouped = for_sub_byte_width(
+      bits, [&]<int B>() { return pack_groups<B>(codes, n, out); });  // a multiple of 8 codes: whole bytes
   std::uint64_t acc = 0;
   int pending = 0;
   std::size_t o = grouped / 8 * static_cast<std::size_t>(bits);
@@ -120,7 +111,8 @@ void unpack_kernel(const std::uint8_t* bytes, int bits, std::uint32_t* out, std:
     for (std::size_t i = 0; i < n; ++i) out[i] = (bytes[i / 2] >> (4 * (i % 2))) & 0xFU;
     return;
   }
-  const std::size_t grouped = unpack_whole_groups(bytes, bits, out, n);
+  const std::size_t grouped =
+      for_sub_byte_width(bits, [&]<int B>() { return unpack_groups<B>(bytes, out, n); });
   std::uint64_t acc = 0;
   int pending = 0;
   std::size_t in = grouped / 8 * static_cast<std::size_t>(bits);

@@ -102,11 +102,11 @@ class Scratch {
   std::size_t size_ = 0;
 };
 
-// One chunk on its way through the pipeline: the bytes read, the bytes to write, and scratch.
+// One chunk on its way through the pipeline: the bytes read (`in`), the bytes to write (`out`),
+// and scratch.
 struct Chunk {
-  std::size_t first = 0;            // element index of the chunk's first code
-  std::size_t n = 0;                // codes in the chunk
-  const std::byte* data = nullptr;  // its bytes (read into `in`)
+  std::size_t first = 0;  // element index of the chunk's first code
+  std::size_t n = 0;      // codes in the chunk
   std::size_t in_bytes = 0;
   std::size_t out_bytes = 0;
   std::exception_ptr error;  // raised when the chunk's turn to be written comes, so errors come in order
@@ -127,7 +127,6 @@ class ChunkReader {
     if (max == 0) return false;
     const std::size_t want = packed_ ? block::packed_bytes(max, f_.bits) : max * storage_bytes(f_);
     const std::size_t got = read_bytes(in_, c.in.bytes(want), want);
-    c.data = c.in.bytes(0);
     std::size_t n = 0;
     if (packed_) {
       n = std::min(max, got * 8 / static_cast<std::size_t>(f_.bits));  // trailing bits are padding
@@ -241,24 +240,25 @@ class ChunkConverter {
 
  private:
   // The chunk's n stored values of type T (Bits: the unsigned type of its storage) in host order:
-  // where they lie when that is aligned and host order is little-endian, else a converted copy.
+  // where they were read on little-endian hosts, else a byte-swapped copy.
   template <class T, class Bits>
   const T* stored(Chunk& c) const {
     static_assert(sizeof(T) == sizeof(Bits));
-    const auto at = reinterpret_cast<std::uintptr_t>(c.data);
-    if (std::endian::native == std::endian::little && at % alignof(T) == 0)
-      return reinterpret_cast<const T*>(c.data);
-    const auto copy = c.host.as<Bits>(c.n);
-    std::memcpy(copy.data(), c.data, c.n * sizeof(T));
-    to_little_endian(copy);
-    return reinterpret_cast<const T*>(copy.data());
+    if constexpr (std::endian::native == std::endian::little) {
+      return reinterpret_cast<const T*>(c.in.bytes(0));
+    } else {
+      const auto copy = c.host.as<Bits>(c.n);
+      std::memcpy(copy.data(), c.in.bytes(0), c.n * sizeof(T));
+      to_little_endian(copy);
+      return reinterpret_cast<const T*>(copy.data());
+    }
   }
 
   // The chunk's source codes as 32-bit codes (formats up to 32 bits), checked against the width.
   std::span<const std::uint32_t> codes32(Chunk& c) const {
     const std::size_t n = c.n;
     const std::size_t w = storage_bytes(src_);
-    const std::byte* in = c.data;
+    const std::byte* in = c.in.bytes(0);
     if (packed_in_) {
       const auto codes = c.codes.as<std::uint32_t>(n);
       block::unpack_codes_into(

@@ -22,7 +22,6 @@
 namespace lpemu::format {
 namespace {
 
-using detail::dispatch_mode;
 using detail::Fast;
 using detail::fast_decode_one;
 using detail::fast_eligible;
@@ -87,24 +86,16 @@ template <RoundingMode M>
   }
 }
 
-template <RoundingMode M>
-LPEMU_CLONES void encode_u8(const Fast& p, const float* in, std::uint8_t* out, std::size_t n,
-                            std::uint64_t i0) {
-  fast_encode_span<M>(p, in, out, n, i0);
+// Stochastic rounding only (the other modes take the Highway kernels, format/codec_simd.cpp): its
+// per-element hash keeps it on this GCC-vectorised loop, with an AVX2 clone on x86.
+template <class Out>
+LPEMU_CLONES void encode_stochastic(const Fast& p, const float* in, Out* out, std::size_t n,
+                                    std::uint64_t i0) {
+  fast_encode_span<RoundingMode::stochastic>(p, in, out, n, i0);
 }
-template <RoundingMode M>
-LPEMU_CLONES void encode_u16(const Fast& p, const float* in, std::uint16_t* out, std::size_t n,
-                             std::uint64_t i0) {
-  fast_encode_span<M>(p, in, out, n, i0);
-}
-template <RoundingMode M>
-LPEMU_CLONES void encode_u32(const Fast& p, const float* in, std::uint32_t* out, std::size_t n,
-                             std::uint64_t i0) {
-  fast_encode_span<M>(p, in, out, n, i0);
-}
-template <RoundingMode M>
-LPEMU_CLONES void quantize_f32(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0) {
-  fast_quantize_span<M>(p, in, out, n, i0);
+LPEMU_CLONES void quantize_stochastic(const Fast& p, const float* in, float* out, std::size_t n,
+                                      std::uint64_t i0) {
+  fast_quantize_span<RoundingMode::stochastic>(p, in, out, n, i0);
 }
 
 #undef LPEMU_CLONES
@@ -120,9 +111,11 @@ void encode_generic(const Format& f, std::span<const float> in, std::span<Code> 
   });
 }
 
-template <class Code, class Kernel>
+// float32 -> codes in storage Code: the Highway kernel (deterministic modes) or the stochastic
+// kernel for fast-kernel formats, else the generic path.
+template <class Code>
 void encode_fast_or_generic(const Format& f, std::span<const float> in, std::span<Code> out,
-                            const ConvertOptions& o, Kernel kernel_for_mode) {
+                            const ConvertOptions& o) {
   validate(o);
   check_sizes(in.size(), out.size(), "encode");
   check_code_width(f, static_cast<int>(sizeof(Code) * 8), "encode");
@@ -132,7 +125,11 @@ void encode_fast_or_generic(const Format& f, std::span<const float> in, std::spa
   }
   const Fast p = make_fast(f, o, o.index_offset);
   for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
-    kernel_for_mode(p, in.data() + lo, out.data() + lo, hi - lo, o.index_offset + lo);
+    if (o.rounding == RoundingMode::stochastic) {
+      encode_stochastic(p, in.data() + lo, out.data() + lo, hi - lo, o.index_offset + lo);
+    } else {
+      detail::simd_encode(p, o.rounding, in.data() + lo, out.data() + lo, hi - lo);
+    }
   });
 }
 
@@ -235,8 +232,7 @@ void quantize(const Format& fmt, std::span<const float> in, std::span<float> out
     if (opts.rounding != RoundingMode::stochastic) {
       detail::simd_quantize(p, opts.rounding, in.data() + lo, out.data() + lo, hi - lo);
     } else {
-      quantize_f32<RoundingMode::stochastic>(p, in.data() + lo, out.data() + lo, hi - lo,
-                                             opts.index_offset + lo);
+      quantize_stochastic(p, in.data() + lo, out.data() + lo, hi - lo, opts.index_offset + lo);
     }
   });
 }
@@ -255,41 +251,17 @@ void quantize(const Format& fmt, std::span<const double> in, std::span<double> o
 
 void encode(const Format& fmt, std::span<const float> in, std::span<std::uint8_t> out,
             const ConvertOptions& opts) {
-  encode_fast_or_generic(
-      fmt, in, out, opts,
-      [&](const Fast& p, const float* i, std::uint8_t* o, std::size_t n, std::uint64_t i0) {
-        if (opts.rounding != RoundingMode::stochastic) {
-          detail::simd_encode(p, opts.rounding, i, o, n);
-        } else {
-          encode_u8<RoundingMode::stochastic>(p, i, o, n, i0);
-        }
-      });
+  encode_fast_or_generic(fmt, in, out, opts);
 }
 
 void encode(const Format& fmt, std::span<const float> in, std::span<std::uint16_t> out,
             const ConvertOptions& opts) {
-  encode_fast_or_generic(
-      fmt, in, out, opts,
-      [&](const Fast& p, const float* i, std::uint16_t* o, std::size_t n, std::uint64_t i0) {
-        if (opts.rounding != RoundingMode::stochastic) {
-          detail::simd_encode(p, opts.rounding, i, o, n);
-        } else {
-          encode_u16<RoundingMode::stochastic>(p, i, o, n, i0);
-        }
-      });
+  encode_fast_or_generic(fmt, in, out, opts);
 }
 
 void encode(const Format& fmt, std::span<const float> in, std::span<std::uint32_t> out,
             const ConvertOptions& opts) {
-  encode_fast_or_generic(
-      fmt, in, out, opts,
-      [&](const Fast& p, const float* i, std::uint32_t* o, std::size_t n, std::uint64_t i0) {
-        if (opts.rounding != RoundingMode::stochastic) {
-          detail::simd_encode(p, opts.rounding, i, o, n);
-        } else {
-          encode_u32<RoundingMode::stochastic>(p, i, o, n, i0);
-        }
-      });
+  encode_fast_or_generic(fmt, in, out, opts);
 }
 
 void encode(const Format& fmt, std::span<const double> in, std::span<std::uint64_t> out,
