@@ -1,7 +1,6 @@
-// Bulk conversions. float32 input into a floating format that fits in float32 takes a branch-free
-// integer kernel (auto-vectorised; AVX2 clone chosen at run time, plain x86-64 otherwise); decode
-// of those formats the Highway kernel (format/codec_simd.cpp); every other case takes the scalar
-// generic path. Work is cut into fixed chunks run by oneTBB; each
+// Bulk conversions. float32 input into, and codes of, a floating format that fits in float32 take
+// the Highway kernels (format/codec_simd.cpp) under every rounding mode; every other case takes
+// the scalar generic path. Work is cut into fixed chunks run by oneTBB; each
 // element depends only on its value and index, so results do not depend on the thread count.
 #include <algorithm>
 #include <array>
@@ -23,9 +22,7 @@ namespace lpemu::format {
 namespace {
 
 using detail::Fast;
-using detail::fast_decode_one;
 using detail::fast_eligible;
-using detail::fast_encode_one;
 using detail::make_fast;
 
 constexpr std::size_t kChunk = 1 << 15;
@@ -60,46 +57,6 @@ void check_code_width(const Format& f, int width, const char* what) {
   }
 }
 
-// ---- the fast kernel (per element: format/codec_detail.hpp) --------------------------------
-
-// The parameters are copied into a local first: `out` may alias anything (uint8_t), so reading
-// them through a reference inside the loop would block vectorisation.
-template <RoundingMode M, class Out>
-[[gnu::always_inline]] inline void fast_encode_span(const Fast& params, const float* __restrict in,
-                                                    Out* __restrict out, std::size_t n,
-                                                    std::uint64_t index0) {
-  const Fast p = params;
-  for (std::size_t i = 0; i < n; ++i) {
-    out[i] = static_cast<Out>(fast_encode_one<M>(p, std::bit_cast<std::uint32_t>(in[i]), index0 + i));
-  }
-}
-
-// Values of the codes, NaN and Inf included.
-template <RoundingMode M>
-[[gnu::always_inline]] inline void fast_quantize_span(const Fast& params, const float* __restrict in,
-                                                      float* __restrict out, std::size_t n,
-                                                      std::uint64_t index0) {
-  const Fast p = params;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t code = fast_encode_one<M>(p, std::bit_cast<std::uint32_t>(in[i]), index0 + i);
-    out[i] = fast_decode_one(p, code);
-  }
-}
-
-// Stochastic rounding only (the other modes take the Highway kernels, format/codec_simd.cpp): its
-// per-element hash keeps it on this GCC-vectorised loop, with an AVX2 clone on x86.
-template <class Out>
-LPEMU_CLONES void encode_stochastic(const Fast& p, const float* in, Out* out, std::size_t n,
-                                    std::uint64_t i0) {
-  fast_encode_span<RoundingMode::stochastic>(p, in, out, n, i0);
-}
-LPEMU_CLONES void quantize_stochastic(const Fast& p, const float* in, float* out, std::size_t n,
-                                      std::uint64_t i0) {
-  fast_quantize_span<RoundingMode::stochastic>(p, in, out, n, i0);
-}
-
-#undef LPEMU_CLONES
-
 template <class Code>
 void encode_generic(const Format& f, std::span<const float> in, std::span<Code> out,
                     const ConvertOptions& o) {
@@ -111,8 +68,8 @@ void encode_generic(const Format& f, std::span<const float> in, std::span<Code> 
   });
 }
 
-// float32 -> codes in storage Code: the Highway kernel (deterministic modes) or the stochastic
-// kernel for fast-kernel formats, else the generic path.
+// float32 -> codes in storage Code: the Highway kernel for fast-kernel formats, else the generic
+// path.
 template <class Code>
 void encode_fast_or_generic(const Format& f, std::span<const float> in, std::span<Code> out,
                             const ConvertOptions& o) {
@@ -125,11 +82,7 @@ void encode_fast_or_generic(const Format& f, std::span<const float> in, std::spa
   }
   const Fast p = make_fast(f, o, o.index_offset);
   for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
-    if (o.rounding == RoundingMode::stochastic) {
-      encode_stochastic(p, in.data() + lo, out.data() + lo, hi - lo, o.index_offset + lo);
-    } else {
-      detail::simd_encode(p, o.rounding, in.data() + lo, out.data() + lo, hi - lo);
-    }
+    detail::simd_encode(p, o.rounding, in.data() + lo, out.data() + lo, hi - lo, o.index_offset + lo);
   });
 }
 
@@ -229,11 +182,7 @@ void quantize(const Format& fmt, std::span<const float> in, std::span<float> out
   }
   const Fast p = make_fast(fmt, opts, opts.index_offset);
   for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
-    if (opts.rounding != RoundingMode::stochastic) {
-      detail::simd_quantize(p, opts.rounding, in.data() + lo, out.data() + lo, hi - lo);
-    } else {
-      quantize_stochastic(p, in.data() + lo, out.data() + lo, hi - lo, opts.index_offset + lo);
-    }
+    detail::simd_quantize(p, opts.rounding, in.data() + lo, out.data() + lo, hi - lo, opts.index_offset + lo);
   });
 }
 

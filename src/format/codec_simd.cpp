@@ -3,7 +3,8 @@
 // the deterministic rounding modes (as fast_encode_one). Compiled once per
 // SIMD target (SSE4, AVX2, AVX-512, NEON, SVE, ...) and chosen at run time; the last partial
 // vector takes the scalar fast_decode_one, so both must give the same bits (tests compare them on
-// every code under every target this machine runs).
+// every code under every target this machine runs). Stochastic rounding draws each lane's random
+// bits from rounding.hpp's counter-based hash on 64-bit lanes.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "format/codec_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -78,11 +79,51 @@ void DecodeCodes(const Fast& params, std::uint32_t code_mask, const Code* HWY_RE
   for (; i < n; ++i) out[i] = fast_decode_one(p, static_cast<std::uint32_t>(in[i]) & code_mask);
 }
 
-// The codes of float32 bits `u` under the deterministic mode M, as fast_encode_one<M> (the same
-// steps, each conditional a lane mask).
+// a · k modulo 2^64 on 64-bit lanes: native where the target multiplies 64-bit lanes, else from
+// 32 × 32 → 64-bit products (a·k = aL·kL + 2^32·(aH·kL + aL·kH) mod 2^64).
+template <class D64>
+HWY_INLINE hn::Vec<D64> MulConst64(D64 d64, hn::Vec<D64> a, std::uint64_t k) {
+#if HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_NEON
+  const hn::Repartition<std::uint32_t, D64> d32;
+  const auto k_lo = hn::BitCast(d32, hn::Set(d64, k & 0xFFFFFFFFU));
+  const auto k_hi = hn::BitCast(d32, hn::Set(d64, k >> 32));
+  const auto a32 = hn::BitCast(d32, a);
+  const auto cross =
+      hn::Add(hn::MulEven(hn::BitCast(d32, hn::ShiftRight<32>(a)), k_lo), hn::MulEven(a32, k_hi));
+  return hn::Add(hn::MulEven(a32, k_lo), hn::ShiftLeft<32>(cross));
+#else
+  return hn::Mul(a, hn::Set(d64, k));
+#endif
+}
+
+// mix64 (rounding.hpp) on 64-bit lanes.
+template <class D64>
+HWY_INLINE hn::Vec<D64> Mix64(D64 d64, hn::Vec<D64> z) {
+  z = MulConst64(d64, hn::Xor(z, hn::ShiftRight<30>(z)), 0xBF58476D1CE4E5B9ULL);
+  z = MulConst64(d64, hn::Xor(z, hn::ShiftRight<27>(z)), 0x94D049BB133111EBULL);
+  return hn::Xor(z, hn::ShiftRight<31>(z));
+}
+
+// sr_random_bits(seed, index0 + j) in lane j: the hash on two vectors of 64-bit lanes, whose high
+// halves are the lanes in order.
+template <class DU>
+HWY_INLINE hn::Vec<DU> RandomBits(DU du, std::uint64_t seed, std::uint64_t index0) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Set(du, sr_random_bits(seed, index0));
+#else
+  const hn::Repartition<std::uint64_t, DU> d64;
+  const auto seed_k = hn::Set(d64, seed * 0x9E3779B97F4A7C15ULL);
+  const std::uint64_t first = index0 + 0xD1B54A32D192ED03ULL;
+  const auto lower = hn::Add(seed_k, Mix64(d64, hn::Iota(d64, first)));
+  const auto upper = hn::Add(seed_k, Mix64(d64, hn::Iota(d64, first + hn::Lanes(d64))));
+  return hn::ConcatOdd(du, hn::BitCast(du, Mix64(d64, upper)), hn::BitCast(du, Mix64(d64, lower)));
+#endif
+}
+
+// The codes of float32 bits `u` under mode M, as fast_encode_one<M> (the same steps, each
+// conditional a lane mask); `rnd` holds the lanes' random bits under stochastic rounding.
 template <RoundingMode M, class DU>
-HWY_INLINE hn::Vec<DU> EncodeVec(DU du, const Fast& p, hn::Vec<DU> u) {
-  static_assert(M != RoundingMode::stochastic, "stochastic rounding takes the per-element kernel");
+HWY_INLINE hn::Vec<DU> EncodeVec(DU du, const Fast& p, hn::Vec<DU> u, hn::Vec<DU> rnd) {
   const hn::Rebind<std::int32_t, DU> di;
   using VU = hn::Vec<DU>;
   using VI = hn::Vec<decltype(di)>;
@@ -113,6 +154,19 @@ HWY_INLINE hn::Vec<DU> EncodeVec(DU du, const Fast& p, hn::Vec<DU> u) {
   } else if constexpr (M == RoundingMode::toward_positive || M == RoundingMode::toward_negative) {
     const VU inexact = hn::Shr(hn::Add(rem, hn::Add(hn::Sub(half, one), half)), shift);  // rem != 0
     n = hn::Add(n, hn::And(inexact, M == RoundingMode::toward_positive ? hn::Xor(s, one) : s));
+  } else if constexpr (M == RoundingMode::stochastic) {
+    // sr_round_up: the r leading bits of the true_shift-bit fraction rem (rem < 2^24, so shifts
+    // past 31 give 0), carried out of r bits by the random bits' top r: frac_r + rr >= 2^r.
+    const auto r = hn::Set(di, static_cast<std::int32_t>(p.sr_bits));
+    const auto zero_i = hn::Zero(di);
+    const auto thirty_one = hn::Set(di, 31);
+    const VU down = hn::BitCast(du, hn::Min(hn::Max(hn::Sub(true_shift, r), zero_i), thirty_one));
+    const VU up = hn::BitCast(du, hn::Min(hn::Max(hn::Sub(r, true_shift), zero_i), thirty_one));
+    const VU frac_r =
+        hn::IfThenElse(hn::RebindMask(du, hn::Lt(true_shift, r)), hn::Shl(rem, up), hn::Shr(rem, down));
+    const VU rr = hn::ShiftRightSame(rnd, static_cast<int>(32 - p.sr_bits));
+    const std::uint32_t r_ones = p.sr_bits >= 32 ? ~0U : (1U << p.sr_bits) - 1U;
+    n = hn::Add(n, hn::IfThenElseZero(hn::Gt(frac_r, hn::Sub(hn::Set(du, r_ones), rr)), one));
   }
   // The code of n·2^qe.
   const VU normal_mag =
@@ -138,14 +192,16 @@ HWY_INLINE hn::Vec<DU> EncodeVec(DU du, const Fast& p, hn::Vec<DU> u) {
 // n float32 values to codes in storage Out (uint8/16/32), or, for Out = float, to the codes'
 // values (quantize); the last partial vector takes the scalar kernels.
 template <RoundingMode M, class Out>
-void EncodeSpan(const Fast& params, const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, std::size_t n) {
+void EncodeSpan(const Fast& params, const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, std::size_t n,
+                std::uint64_t index0) {
   const Fast p = params;
   const hn::ScalableTag<std::uint32_t> du;
   const hn::Rebind<float, decltype(du)> df;
   const std::size_t lanes = hn::Lanes(du);
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    const auto code = EncodeVec<M>(du, p, hn::BitCast(du, hn::LoadU(df, in + i)));
+    const auto rnd = M == RoundingMode::stochastic ? RandomBits(du, p.seed, index0 + i) : hn::Zero(du);
+    const auto code = EncodeVec<M>(du, p, hn::BitCast(du, hn::LoadU(df, in + i)), rnd);
     if constexpr (std::is_same_v<Out, float>) {
       hn::StoreU(hn::BitCast(df, DecodeVec(du, p, code)), df, out + i);
     } else if constexpr (sizeof(Out) == 4) {
@@ -159,7 +215,7 @@ void EncodeSpan(const Fast& params, const float* HWY_RESTRICT in, Out* HWY_RESTR
     }
   }
   for (; i < n; ++i) {
-    const std::uint32_t code = fast_encode_one<M>(p, std::bit_cast<std::uint32_t>(in[i]), 0);
+    const std::uint32_t code = fast_encode_one<M>(p, std::bit_cast<std::uint32_t>(in[i]), index0 + i);
     if constexpr (std::is_same_v<Out, float>) {
       out[i] = fast_decode_one(p, code);
     } else {
@@ -169,15 +225,9 @@ void EncodeSpan(const Fast& params, const float* HWY_RESTRICT in, Out* HWY_RESTR
 }
 
 template <class Out>
-void EncodeAnyMode(const Fast& p, RoundingMode mode, const float* in, Out* out, std::size_t n) {
-  switch (mode) {
-    case RoundingMode::nearest_even: EncodeSpan<RoundingMode::nearest_even>(p, in, out, n); break;
-    case RoundingMode::nearest_away: EncodeSpan<RoundingMode::nearest_away>(p, in, out, n); break;
-    case RoundingMode::toward_zero: EncodeSpan<RoundingMode::toward_zero>(p, in, out, n); break;
-    case RoundingMode::toward_positive: EncodeSpan<RoundingMode::toward_positive>(p, in, out, n); break;
-    case RoundingMode::toward_negative: EncodeSpan<RoundingMode::toward_negative>(p, in, out, n); break;
-    case RoundingMode::stochastic: HWY_ABORT("stochastic rounding takes the per-element kernel");
-  }
+void EncodeAnyMode(const Fast& p, RoundingMode mode, const float* in, Out* out, std::size_t n,
+                   std::uint64_t index0) {
+  dispatch_mode(mode, [&]<RoundingMode M>() { EncodeSpan<M>(p, in, out, n, index0); });
 }
 
 void DecodeU8(const Fast& p, std::uint32_t mask, const std::uint8_t* in, float* out, std::size_t n) {
@@ -189,17 +239,21 @@ void DecodeU16(const Fast& p, std::uint32_t mask, const std::uint16_t* in, float
 void DecodeU32(const Fast& p, std::uint32_t mask, const std::uint32_t* in, float* out, std::size_t n) {
   DecodeCodes(p, mask, in, out, n);
 }
-void EncodeU8(const Fast& p, RoundingMode mode, const float* in, std::uint8_t* out, std::size_t n) {
-  EncodeAnyMode(p, mode, in, out, n);
+void EncodeU8(const Fast& p, RoundingMode mode, const float* in, std::uint8_t* out, std::size_t n,
+              std::uint64_t index0) {
+  EncodeAnyMode(p, mode, in, out, n, index0);
 }
-void EncodeU16(const Fast& p, RoundingMode mode, const float* in, std::uint16_t* out, std::size_t n) {
-  EncodeAnyMode(p, mode, in, out, n);
+void EncodeU16(const Fast& p, RoundingMode mode, const float* in, std::uint16_t* out, std::size_t n,
+               std::uint64_t index0) {
+  EncodeAnyMode(p, mode, in, out, n, index0);
 }
-void EncodeU32(const Fast& p, RoundingMode mode, const float* in, std::uint32_t* out, std::size_t n) {
-  EncodeAnyMode(p, mode, in, out, n);
+void EncodeU32(const Fast& p, RoundingMode mode, const float* in, std::uint32_t* out, std::size_t n,
+               std::uint64_t index0) {
+  EncodeAnyMode(p, mode, in, out, n, index0);
 }
-void QuantizeF32(const Fast& p, RoundingMode mode, const float* in, float* out, std::size_t n) {
-  EncodeAnyMode(p, mode, in, out, n);
+void QuantizeF32(const Fast& p, RoundingMode mode, const float* in, float* out, std::size_t n,
+                 std::uint64_t index0) {
+  EncodeAnyMode(p, mode, in, out, n, index0);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -226,17 +280,21 @@ void simd_decode(const Fast& p, std::uint32_t mask, const std::uint16_t* in, flo
 void simd_decode(const Fast& p, std::uint32_t mask, const std::uint32_t* in, float* out, std::size_t n) {
   HWY_DYNAMIC_DISPATCH(DecodeU32)(p, mask, in, out, n);
 }
-void simd_encode(const Fast& p, RoundingMode mode, const float* in, std::uint8_t* out, std::size_t n) {
-  HWY_DYNAMIC_DISPATCH(EncodeU8)(p, mode, in, out, n);
+void simd_encode(const Fast& p, RoundingMode mode, const float* in, std::uint8_t* out, std::size_t n,
+                 std::uint64_t index0) {
+  HWY_DYNAMIC_DISPATCH(EncodeU8)(p, mode, in, out, n, index0);
 }
-void simd_encode(const Fast& p, RoundingMode mode, const float* in, std::uint16_t* out, std::size_t n) {
-  HWY_DYNAMIC_DISPATCH(EncodeU16)(p, mode, in, out, n);
+void simd_encode(const Fast& p, RoundingMode mode, const float* in, std::uint16_t* out, std::size_t n,
+                 std::uint64_t index0) {
+  HWY_DYNAMIC_DISPATCH(EncodeU16)(p, mode, in, out, n, index0);
 }
-void simd_encode(const Fast& p, RoundingMode mode, const float* in, std::uint32_t* out, std::size_t n) {
-  HWY_DYNAMIC_DISPATCH(EncodeU32)(p, mode, in, out, n);
+void simd_encode(const Fast& p, RoundingMode mode, const float* in, std::uint32_t* out, std::size_t n,
+                 std::uint64_t index0) {
+  HWY_DYNAMIC_DISPATCH(EncodeU32)(p, mode, in, out, n, index0);
 }
-void simd_quantize(const Fast& p, RoundingMode mode, const float* in, float* out, std::size_t n) {
-  HWY_DYNAMIC_DISPATCH(QuantizeF32)(p, mode, in, out, n);
+void simd_quantize(const Fast& p, RoundingMode mode, const float* in, float* out, std::size_t n,
+                   std::uint64_t index0) {
+  HWY_DYNAMIC_DISPATCH(QuantizeF32)(p, mode, in, out, n, index0);
 }
 
 }  // namespace lpemu::format::detail

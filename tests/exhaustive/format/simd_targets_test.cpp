@@ -135,17 +135,18 @@ TEST_CASE("bulk encode and quantize give the scalar path's codes under every SIM
     }
     in.insert(in.end(), random.begin(), random.end());
     in.push_back(1.0F);  // an odd count: the last values take the scalar tail
-    // Every deterministic mode (stochastic rounding takes the per-element kernel), each overflow
-    // policy, FTZ and DAZ.
+    // Every rounding mode, each overflow policy, FTZ and DAZ; stochastic rounding with 1 to 32
+    // random bits, several seeds and element indices (one run wraps the 64-bit index).
     struct Variant {
       RoundingMode mode;
       Overflow policy;
       int flush;  // 1: FTZ, 2: DAZ
+      int sr_bits = 32;
+      std::uint64_t seed = 0;
+      std::uint64_t index_offset = 0;
     };
     std::vector<Variant> variants;
-    for (const auto mode : kAllRoundingModes) {
-      if (mode != RoundingMode::stochastic) variants.push_back({mode, Overflow::native, 0});
-    }
+    for (const auto mode : kAllRoundingModes) variants.push_back({mode, Overflow::native, 0});
     for (const auto mode :
          {RoundingMode::nearest_even, RoundingMode::toward_zero, RoundingMode::toward_negative})
       variants.push_back({mode, Overflow::saturate, 0});
@@ -153,22 +154,32 @@ TEST_CASE("bulk encode and quantize give the scalar path's codes under every SIM
       variants.push_back({RoundingMode::nearest_even, Overflow::native, flush});
       variants.push_back({RoundingMode::toward_positive, Overflow::saturate, flush});
     }
-    for (const auto& [mode, policy, flush] : variants) {
+    constexpr auto kSr = RoundingMode::stochastic;
+    variants.push_back({kSr, Overflow::native, 0, 1, 7, (std::uint64_t{1} << 40) + 3});
+    variants.push_back({kSr, Overflow::saturate, 0, 8, 0xDEADBEEF, 5});
+    variants.push_back({kSr, Overflow::native, 1, 13, 42, 0});
+    variants.push_back({kSr, Overflow::saturate, 2, 23, 1, ~std::uint64_t{0} - 1000});
+    variants.push_back({kSr, Overflow::native, 0, 31, 0, 17});
+    for (const auto& [mode, policy, flush, sr_bits, seed, index_offset] : variants) {
       ConvertOptions o;
       o.rounding = mode;
       o.overflow = policy;
       o.flush_subnormal_outputs = flush == 1;
       o.flush_subnormal_inputs = flush == 2;
+      o.sr_bits = sr_bits;
+      o.seed = seed;
+      o.index_offset = index_offset;
       std::vector<std::uint64_t> want(in.size());
       std::vector<float> want_q(in.size());
       for (std::size_t i = 0; i < in.size(); ++i) {
-        want[i] = encode(f, in[i], o, i);
-        want_q[i] = static_cast<float>(quantize(f, in[i], o, i));
+        want[i] = encode(f, in[i], o, index_offset + i);
+        want_q[i] = static_cast<float>(quantize(f, in[i], o, index_offset + i));
       }
       for (const std::int64_t target : targets) {
         hwy::SetSupportedTargetsForTest(target);
         INFO(hwy::TargetName(target) << " " << f.name << " " << to_string(mode) << " " << to_string(policy)
-                                     << " ftz " << (flush == 1) << " daz " << (flush == 2));
+                                     << " ftz " << (flush == 1) << " daz " << (flush == 2) << " sr_bits "
+                                     << sr_bits << " seed " << seed << " index " << index_offset);
         std::string first;
         std::size_t bad = 0;
         if (f.bits <= 8) bad += encode_mismatches<std::uint8_t>(f, in, o, want, first);
