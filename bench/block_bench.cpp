@@ -38,10 +38,12 @@ void set_counters(benchmark::State& st, std::size_t n) {
                        static_cast<std::int64_t>(n * sizeof(float)));
 }
 
-void block_quantize(benchmark::State& st, const char* name, int axis) {
+void block_quantize(benchmark::State& st, const char* name, int axis,
+                    lpemu::format::RoundingMode rounding = lpemu::format::RoundingMode::nearest_even) {
   tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
   lb::BlockFormat f = lb::BlockRegistry::builtin().get(name);
   f.axis = axis;
+  f.element_options.rounding = rounding;
   const auto& x = normal_data(kRows * kCols);
   std::vector<float> out(x.size());
   const std::vector<std::size_t> shape{kRows, kCols};
@@ -59,6 +61,11 @@ void BM_Mxfp4_Contiguous(benchmark::State& st) { block_quantize(st, "mxfp4", -1)
 void BM_Mxfp4_Across(benchmark::State& st) { block_quantize(st, "mxfp4", 0); }
 void BM_Nvfp4_Contiguous(benchmark::State& st) { block_quantize(st, "nvfp4", -1); }
 void BM_Mxint8_Contiguous(benchmark::State& st) { block_quantize(st, "mxint8", -1); }
+// Stochastic rounding of the elements (training recipes use it for gradients).
+constexpr auto kSr = lpemu::format::RoundingMode::stochastic;
+void BM_Mxfp8_Contiguous_Stochastic(benchmark::State& st) { block_quantize(st, "mxfp8_e4m3", -1, kSr); }
+void BM_Mxfp4_Contiguous_Stochastic(benchmark::State& st) { block_quantize(st, "mxfp4", -1, kSr); }
+void BM_Mxfp4_Across_Stochastic(benchmark::State& st) { block_quantize(st, "mxfp4", 0, kSr); }
 
 void element_quantize(benchmark::State& st, const char* name) {
   tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
@@ -119,4 +126,7 @@ BENCHMARK(BM_Mxfp4_Contiguous);
 BENCHMARK(BM_Mxfp4_Across);
 BENCHMARK(BM_Nvfp4_Contiguous);
 BENCHMARK(BM_Mxint8_Contiguous);
+BENCHMARK(BM_Mxfp8_Contiguous_Stochastic);
+BENCHMARK(BM_Mxfp4_Contiguous_Stochastic);
+BENCHMARK(BM_Mxfp4_Across_Stochastic);
 BENCHMARK(BM_Sqnr)->DenseRange(0, 11)->Iterations(1);

@@ -52,20 +52,6 @@ Fast make_fast(const Ctx& c) {
   return p;
 }
 
-// Rounds the scaled input y (finite) to the element grid with saturation: the element format's
-// rounding step (the same definition as the element codec's), then n·2^qe clamped to ±max.
-template <RoundingMode M>
-[[gnu::always_inline]] inline float fast_element(const Fast& p, float y, std::uint64_t index) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(y);
-  const std::uint32_t s = u >> 31;
-  const format::detail::FastRounded r = format::detail::fast_round<M>(p.element, u & kAbsMask, s, index);
-  const float v0 =
-      static_cast<float>(r.n) * std::bit_cast<float>(static_cast<std::uint32_t>(r.qe + 127) << 23);
-  const float v = v0 < p.maxf ? v0 : p.maxf;
-  const std::uint32_t sign = (s << 31) & ~format::detail::mask((p.positive_zero != 0) & (r.n == 0));
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) | sign);
-}
-
 std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab);
 
 template <RoundingMode M>
@@ -107,42 +93,12 @@ LPEMU_CLONES void amax_bits_row(const float* in, std::uint32_t* m, std::size_t n
   }
 }
 
-// Whole-row blocks (block_cols == cols): block k covers one contiguous run. Blocks k0..k1.
-template <RoundingMode M>
+// Whole-row blocks (block_cols == cols), blocks k0..k1, each a contiguous run, on the Highway
+// kernels: runs of equal-length blocks (at most kRun at a time) get their amax, then their
+// exponents here, then their elements; blocks the fast path cannot take go generic afterwards
+// (they were not written, so `in` is intact even when it aliases `out`).
 void fast_contiguous(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t k0,
                      std::size_t k1) {
-  const BlockLayout& L = c.L;
-  const std::size_t gr = L.grid_rows();
-  const Fast lp = p;  // a local copy: stores to out cannot alias it, so the loop vectorises
-  for (std::size_t k = k0; k < k1; ++k) {
-    const std::size_t a = k / gr, bi = k % gr;
-    const std::size_t lo = (a * L.rows + bi * L.block_rows) * L.cols;
-    const std::size_t hi = (a * L.rows + std::min(L.rows, bi * L.block_rows + L.block_rows)) * L.cols;
-    std::uint32_t ab = 0;
-    for (std::size_t i = lo; i < hi; ++i) {
-      const std::uint32_t b = std::bit_cast<std::uint32_t>(in[i]) & kAbsMask;
-      ab = b > ab ? b : ab;
-    }
-    const auto e = fast_exponent(c, ab);
-    if (!e) {
-      generic_block(c, in, out, nullptr, nullptr, a, bi, 0);
-      continue;
-    }
-    const float inv = std::bit_cast<float>(static_cast<std::uint32_t>(127 - *e) << 23);
-    const float sc = std::bit_cast<float>(static_cast<std::uint32_t>(*e + 127) << 23);
-    const std::size_t n = hi - lo;
-    const float* src = in + lo;
-    float* dst = out + lo;
-    fast_segment<M>(lp, src, dst, n, lo, inv, sc);
-  }
-}
-
-// fast_contiguous for nearest_even on the Highway kernels: runs of equal-length blocks (at most
-// kRun at a time) get their amax, then their exponents here, then their elements; blocks the fast
-// path cannot take go generic afterwards (they were not written, so `in` is intact even when it
-// aliases `out`).
-void fast_contiguous_rne(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t k0,
-                         std::size_t k1) {
   constexpr std::size_t kRun = 256;
   const BlockLayout& L = c.L;
   const std::size_t gr = L.grid_rows();
@@ -165,7 +121,11 @@ void fast_contiguous_rne(const Ctx& c, const Fast& p, const float* in, float* ou
       exps[j] = e ? *e : kSkipBlock;
       any_skipped = any_skipped || !e;
     }
-    simd_block_quantize_rne(p, in + lo, out + lo, len, n, exps);
+    if (c.eopts.rounding == RoundingMode::nearest_even) {
+      simd_block_quantize_rne(p, in + lo, out + lo, len, n, exps);
+    } else {
+      simd_block_quantize(p, c.eopts.rounding, in + lo, out + lo, len, n, exps, lo);
+    }
     if (any_skipped) {
       for (std::size_t j = 0; j < n; ++j) {
         if (exps[j] == kSkipBlock) generic_block(c, in, out, nullptr, nullptr, (k + j) / gr, (k + j) % gr, 0);
@@ -343,19 +303,10 @@ bool quantize_fast(const Ctx& c, std::span<const float> in, std::span<float> out
       const std::size_t n = c.L.outer * c.L.grid_rows();
       const std::size_t grain = std::max<std::size_t>(
           1, (std::size_t{1} << 15) / std::max<std::size_t>(1, c.L.block_rows * c.L.cols));
-      if (c.eopts.rounding == RoundingMode::nearest_even) {
-        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
-                          [&](const tbb::blocked_range<std::size_t>& r) {
-                            fast_contiguous_rne(c, p, in.data(), out.data(), r.begin(), r.end());
-                          });
-        return true;
-      }
-      dispatch_mode(c.eopts.rounding, [&]<RoundingMode M>() {
-        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
-                          [&](const tbb::blocked_range<std::size_t>& r) {
-                            fast_contiguous<M>(c, p, in.data(), out.data(), r.begin(), r.end());
-                          });
-      });
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
+                        [&](const tbb::blocked_range<std::size_t>& r) {
+                          fast_contiguous(c, p, in.data(), out.data(), r.begin(), r.end());
+                        });
       return true;
     }
     dispatch_mode(c.eopts.rounding, [&]<RoundingMode M>() {

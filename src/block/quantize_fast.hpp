@@ -57,6 +57,20 @@ template <class T>
                             p.maxf);
 }
 
+/// Rounds the scaled input y (finite) to the element grid with saturation: the element format's
+/// rounding step (the same definition as the element codec's), then n·2^qe clamped to ±max.
+template <format::RoundingMode M>
+[[gnu::always_inline]] inline float fast_element(const Fast& p, float y, std::uint64_t index) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(y);
+  const std::uint32_t s = u >> 31;
+  const format::detail::FastRounded r = format::detail::fast_round<M>(p.element, u & kAbsMask, s, index);
+  const float v0 =
+      static_cast<float>(r.n) * std::bit_cast<float>(static_cast<std::uint32_t>(r.qe + 127) << 23);
+  const float v = v0 < p.maxf ? v0 : p.maxf;
+  const std::uint32_t sign = (s << 31) & ~format::detail::mask((p.positive_zero != 0) & (r.n == 0));
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) | sign);
+}
+
 /// x·2^-s with the sign and non-zeroness of the exact product kept when it underflows to zero.
 [[gnu::always_inline]] inline float scale_down(float x, float inv) {
   const float y = x * inv;
@@ -77,5 +91,11 @@ void simd_block_amax(const float* in, std::size_t len, std::size_t count, std::u
 /// kSkipBlock are not written. `in` and `out` may alias exactly.
 void simd_block_quantize_rne(const Fast& p, const float* in, float* out, std::size_t len, std::size_t count,
                              const std::int32_t* exps);
+
+/// As simd_block_quantize_rne under another rounding mode of floating elements: block b's elements
+/// as fast_element<mode>(p, scale_down(x, 2^-e), index) · 2^e, element i of block b with
+/// stochastic-rounding index index0 + b·len + i.
+void simd_block_quantize(const Fast& p, format::RoundingMode mode, const float* in, float* out,
+                         std::size_t len, std::size_t count, const std::int32_t* exps, std::uint64_t index0);
 
 }  // namespace lpemu::block::detail

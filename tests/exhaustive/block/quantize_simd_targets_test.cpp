@@ -1,8 +1,9 @@
 // The Highway block-quantize kernels under every SIMD target this machine runs
 // (hwy::SetSupportedTargetsForTest narrows run-time dispatch to one target at a time): every
-// built-in block format under nearest_even, contiguous blocks (full, partial, runs longer than one
-// kernel call, non-finite and all-zero blocks, subnormal and huge inputs), bit for bit equal to the
-// scalar generic path, out of place and in place.
+// built-in block format under every rounding mode (stochastic with two seeds and random-bit
+// counts; zeros kept signed or made +0), contiguous blocks (full, partial, runs longer than one kernel call,
+// non-finite and all-zero blocks, subnormal and huge inputs), bit for bit equal to the scalar generic path,
+// out of place and in place.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -72,20 +73,34 @@ TEST_CASE("block quantize's Highway kernels give the generic path's bits under e
     const std::string target = hwy::TargetName(t);
     std::uint64_t seed = 7;
     for (const auto& name : reg.names()) {
-      lb::BlockFormat f = reg.get(name);
-      f.element_options.rounding = lpemu::format::RoundingMode::nearest_even;
-      for (const auto& shape : shapes) {
-        std::size_t n = 1;
-        for (const auto d : shape) n *= d;
-        const auto x = mixed_tensor(n, seed++);
-        std::vector<float> fast(n), gen(n);
-        lb::quantize(f, x, fast, shape);
-        lb::detail::quantize_generic(f, x, gen, shape);
-        std::vector<float> in_place = x;
-        lb::quantize(f, in_place, in_place, shape);
-        INFO("target " << target << " format " << name << " elements " << n);
-        CHECK(mismatches(fast, gen) == 0);
-        CHECK(mismatches(in_place, gen) == 0);
+      for (int v = 0; v < 9; ++v) {
+        // Every mode; then stochastic with another seed and 5 random bits, and two modes with
+        // zero results made +0.
+        lb::BlockFormat f = reg.get(name);
+        auto& o = f.element_options;
+        o.rounding = v < 6 ? lpemu::format::kAllRoundingModes[v] : lpemu::format::RoundingMode::stochastic;
+        if (v == 6) {
+          o.seed = 0x5EED;
+          o.sr_bits = 5;
+        }
+        if (v >= 7) {
+          f.signed_zero = lb::SignedZero::positive;
+          if (v == 7) o.rounding = lpemu::format::RoundingMode::nearest_even;
+        }
+        for (const auto& shape : shapes) {
+          std::size_t n = 1;
+          for (const auto d : shape) n *= d;
+          const auto x = mixed_tensor(n, seed++);
+          std::vector<float> fast(n), gen(n);
+          lb::quantize(f, x, fast, shape);
+          lb::detail::quantize_generic(f, x, gen, shape);
+          std::vector<float> in_place = x;
+          lb::quantize(f, in_place, in_place, shape);
+          INFO("target " << target << " format " << name << " rounding " << to_string(o.rounding)
+                         << " sr_bits " << o.sr_bits << " elements " << n);
+          CHECK(mismatches(fast, gen) == 0);
+          CHECK(mismatches(in_place, gen) == 0);
+        }
       }
     }
   }
