@@ -3,7 +3,8 @@
 //    smallest step ≥ 2^-90: y = x·2^-s in float (exact except below 2^-126, where the step is so
 //    coarse that only y's sign and non-zeroness matter, which are kept), rounded on its bits by the
 //    element format's fast kernel (format::detail::fast_round, with a saturating value step here;
-//    nearest_even adds and subtracts 2^(qe+23) instead), times 2^s;
+//    nearest_even adds and subtracts 2^(qe+23) instead), times 2^s; the Highway kernels in
+//    quantize_simd.cpp take these steps on whole vectors, this file chooses the scales;
 //  * non-power-of-two scales under nearest_even: y = x / S in double, rounded on its bits, times S.
 #include <algorithm>
 #include <bit>
@@ -23,7 +24,6 @@ namespace lpemu::block::detail {
 namespace {
 
 using format::RoundingMode;
-using format::detail::dispatch_mode;
 
 // ---- fast path -------------------------------------------------------------------------------
 
@@ -54,45 +54,6 @@ Fast make_fast(const Ctx& c) {
 
 std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab);
 
-template <RoundingMode M>
-LPEMU_CLONES void fast_segment(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0,
-                               float inv, float scale) {
-  const Fast lp = p;  // local: stores to out cannot alias it
-  if constexpr (M == RoundingMode::nearest_even) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element_rne(lp, scale_down(in[i], inv)) * scale;
-  } else {
-    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element<M>(lp, scale_down(in[i], inv), i0 + i) * scale;
-  }
-}
-
-template <RoundingMode M>
-LPEMU_CLONES void fast_row(const Fast& p, const float* in, float* out, std::size_t n, std::uint64_t i0,
-                           const float* inv, const float* scale) {
-  const Fast lp = p;
-  if constexpr (M == RoundingMode::nearest_even) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = fast_element_rne(lp, scale_down(in[i], inv[i])) * scale[i];
-  } else {
-    for (std::size_t i = 0; i < n; ++i)
-      out[i] = fast_element<M>(lp, scale_down(in[i], inv[i]), i0 + i) * scale[i];
-  }
-}
-
-LPEMU_CLONES std::uint32_t amax_bits(const float* in, std::size_t n) {
-  std::uint32_t m = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t b = std::bit_cast<std::uint32_t>(in[i]) & kAbsMask;
-    m = b > m ? b : m;
-  }
-  return m;
-}
-
-LPEMU_CLONES void amax_bits_row(const float* in, std::uint32_t* m, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t b = std::bit_cast<std::uint32_t>(in[i]) & kAbsMask;
-    m[i] = b > m[i] ? b : m[i];
-  }
-}
-
 // Whole-row blocks (block_cols == cols), blocks k0..k1, each a contiguous run, on the Highway
 // kernels: runs of equal-length blocks (at most kRun at a time) get their amax, then their
 // exponents here, then their elements; blocks the fast path cannot take go generic afterwards
@@ -121,11 +82,7 @@ void fast_contiguous(const Ctx& c, const Fast& p, const float* in, float* out, s
       exps[j] = e ? *e : kSkipBlock;
       any_skipped = any_skipped || !e;
     }
-    if (c.eopts.rounding == RoundingMode::nearest_even) {
-      simd_block_quantize_rne(p, in + lo, out + lo, len, n, exps);
-    } else {
-      simd_block_quantize(p, c.eopts.rounding, in + lo, out + lo, len, n, exps, lo);
-    }
+    simd_block_quantize(p, c.eopts.rounding, in + lo, out + lo, len, n, exps, lo);
     if (any_skipped) {
       for (std::size_t j = 0; j < n; ++j) {
         if (exps[j] == kSkipBlock) generic_block(c, in, out, nullptr, nullptr, (k + j) / gr, (k + j) % gr, 0);
@@ -185,9 +142,20 @@ std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab) {
   return e;
 }
 
+// The amax bits (|x| as float32 bits) of block (a, bi, bj).
+std::uint32_t block_amax_bits(const BlockLayout& L, const float* in, std::size_t a, std::size_t bi,
+                              std::size_t bj) {
+  std::uint32_t ab = 0;
+  for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
+    std::uint32_t m = 0;
+    simd_block_amax(in + lo, n, 1, &m);
+    ab = std::max(ab, m);
+  });
+  return ab;
+}
+
 float pow2f(int e) { return std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23); }
 
-template <RoundingMode M>
 void fast_block_row(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t a, std::size_t bi,
                     std::vector<std::uint32_t>& amax, std::vector<float>& inv, std::vector<float>& scl,
                     std::vector<float>& tmp) {
@@ -196,7 +164,7 @@ void fast_block_row(const Ctx& c, const Fast& p, const float* in, float* out, st
   if (L.block_cols == 1 && L.cols > 1) {
     // Blocks run across rows: one scale per column, rows processed as contiguous vectors.
     amax.assign(L.cols, 0);
-    for (std::size_t r = r0; r < r1; ++r) amax_bits_row(in + (a * L.rows + r) * L.cols, amax.data(), L.cols);
+    for (std::size_t r = r0; r < r1; ++r) simd_row_amax(in + (a * L.rows + r) * L.cols, amax.data(), L.cols);
     inv.resize(L.cols);
     scl.resize(L.cols);
     std::vector<std::size_t> slow;
@@ -223,7 +191,7 @@ void fast_block_row(const Ctx& c, const Fast& p, const float* in, float* out, st
     }
     for (std::size_t r = r0; r < r1; ++r) {
       const std::size_t base = (a * L.rows + r) * L.cols;
-      fast_row<M>(p, in + base, out + base, L.cols, base, inv.data(), scl.data());
+      simd_row_quantize(p, c.eopts.rounding, in + base, out + base, L.cols, base, inv.data(), scl.data());
     }
     for (std::size_t k = 0; k < slow.size(); ++k) {
       for (std::size_t r = r0; r < r1; ++r)
@@ -232,17 +200,13 @@ void fast_block_row(const Ctx& c, const Fast& p, const float* in, float* out, st
     return;
   }
   for (std::size_t bj = 0; bj < L.grid_cols(); ++bj) {
-    std::uint32_t ab = 0;
-    for_segments(L, a, bi, bj,
-                 [&](std::size_t lo, std::size_t n) { ab = std::max(ab, amax_bits(in + lo, n)); });
-    const auto e = fast_exponent(c, ab);
+    const auto e = fast_exponent(c, block_amax_bits(L, in, a, bi, bj));
     if (!e) {
       generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
       continue;
     }
-    const float iv = pow2f(-*e), sc = pow2f(*e);
     for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
-      fast_segment<M>(p, in + lo, out + lo, n, lo, iv, sc);
+      simd_block_quantize(p, c.eopts.rounding, in + lo, out + lo, n, 1, &*e, lo);
     });
   }
 }
@@ -276,9 +240,7 @@ FastD make_fast_d(const Ctx& c) {
 // go generic.
 void fast_scaled_block(const Ctx& c, const FastD& p, const float* in, float* out, std::size_t a,
                        std::size_t bi, std::size_t bj) {
-  std::uint32_t ab = 0;
-  for_segments(c.L, a, bi, bj,
-               [&](std::size_t lo, std::size_t n) { ab = std::max(ab, amax_bits(in + lo, n)); });
+  const std::uint32_t ab = block_amax_bits(c.L, in, a, bi, bj);
   if (ab >= kInfBits) {
     generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
     return;
@@ -309,12 +271,10 @@ bool quantize_fast(const Ctx& c, std::span<const float> in, std::span<float> out
                         });
       return true;
     }
-    dispatch_mode(c.eopts.rounding, [&]<RoundingMode M>() {
-      for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
-        thread_local std::vector<std::uint32_t> amax;
-        thread_local std::vector<float> inv, scl, tmp;
-        fast_block_row<M>(c, p, in.data(), out.data(), a, bi, amax, inv, scl, tmp);
-      });
+    for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
+      thread_local std::vector<std::uint32_t> amax;
+      thread_local std::vector<float> inv, scl, tmp;
+      fast_block_row(c, p, in.data(), out.data(), a, bi, amax, inv, scl, tmp);
     });
     return true;
   }

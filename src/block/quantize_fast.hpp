@@ -86,16 +86,19 @@ inline constexpr std::int32_t kSkipBlock = std::numeric_limits<std::int32_t>::mi
 /// The amax bits (|x| as float32 bits) of `count` consecutive blocks of `len` elements from `in`.
 void simd_block_amax(const float* in, std::size_t len, std::size_t count, std::uint32_t* amax);
 
-/// Quantises `count` consecutive blocks of `len` elements with nearest_even: block b as
-/// fast_element_rne(p, scale_down(x, 2^-e)) · 2^e with e = exps[b] (in [-126, 126]); blocks with
-/// kSkipBlock are not written. `in` and `out` may alias exactly.
-void simd_block_quantize_rne(const Fast& p, const float* in, float* out, std::size_t len, std::size_t count,
-                             const std::int32_t* exps);
-
-/// As simd_block_quantize_rne under another rounding mode of floating elements: block b's elements
-/// as fast_element<mode>(p, scale_down(x, 2^-e), index) · 2^e, element i of block b with
-/// stochastic-rounding index index0 + b·len + i.
+/// Quantises `count` consecutive blocks of `len` elements under `mode`: block b's elements as
+/// fast_element_rne (nearest_even) or fast_element<mode> of scale_down(x, 2^-e), times 2^e, with
+/// e = exps[b] (in [-126, 126]); element i of block b has stochastic-rounding index
+/// index0 + b·len + i. Blocks with kSkipBlock are not written. `in` and `out` may alias exactly.
 void simd_block_quantize(const Fast& p, format::RoundingMode mode, const float* in, float* out,
                          std::size_t len, std::size_t count, const std::int32_t* exps, std::uint64_t index0);
+
+/// As simd_block_quantize for n elements with a scale per element: element i scaled down by inv[i]
+/// and up by scale[i] (powers of two), stochastic-rounding index index0 + i.
+void simd_row_quantize(const Fast& p, format::RoundingMode mode, const float* in, float* out, std::size_t n,
+                       std::uint64_t index0, const float* inv, const float* scale);
+
+/// amax[i] = max(amax[i], |in[i]| as float32 bits) for i < n.
+void simd_row_amax(const float* in, std::uint32_t* amax, std::size_t n);
 
 }  // namespace lpemu::block::detail

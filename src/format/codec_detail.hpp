@@ -60,9 +60,9 @@ inline std::uint32_t sr_round_up(std::uint64_t rem, int shift, int r, std::uint3
 }
 
 // ---- the float32 fast kernel ------------------------------------------------------------------
-// Branch-free and integer-only, so that GCC vectorises the loops that inline it: the block fast
-// path (block/quantize_fast.cpp, on pre-scaled values). The Highway kernels of the bulk codecs
-// (codec_simd.cpp) take the same steps on whole vectors and these for their last partial vector.
+// Branch-free and integer-only, one element at a time: the definition the Highway kernels of the
+// bulk codecs (codec_simd.cpp, codec_simd-inl.h) and of block quantisation (block/quantize_simd.cpp,
+// on pre-scaled values) follow on whole vectors, and take for their last partial vector.
 
 /// Per-call constants of the fast kernel: everything that depends on the format and the options.
 struct Fast {

@@ -1,9 +1,9 @@
 // The Highway block-quantize kernels under every SIMD target this machine runs
 // (hwy::SetSupportedTargetsForTest narrows run-time dispatch to one target at a time): every
 // built-in block format under every rounding mode (stochastic with two seeds and random-bit
-// counts; zeros kept signed or made +0), contiguous blocks (full, partial, runs longer than one kernel call,
-// non-finite and all-zero blocks, subnormal and huge inputs), bit for bit equal to the scalar generic path,
-// out of place and in place.
+// counts; zeros kept signed or made +0), blocks along the last axis and across rows, 2-D tiles
+// (full, partial, runs longer than one kernel call, non-finite and all-zero blocks, subnormal and
+// huge inputs), bit for bit equal to the scalar generic path, out of place and in place.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -65,27 +65,29 @@ TEST_CASE("block quantize's Highway kernels give the generic path's bits under e
           "[block][exhaustive][simd]") {
   const auto targets = hwy::SupportedAndGeneratedTargets();
   REQUIRE(!targets.empty());
-  const std::vector<std::vector<std::size_t>> shapes = {{37, 45},   {64, 96}, {3, 1000},
-                                                        {32 * 300}, {5},      {4, 0}};
+  const std::vector<std::vector<std::size_t>> shapes = {{37, 45}, {64, 96}, {3, 1000},  {32 * 300},
+                                                        {5},      {4, 0},   {130, 300}, {3, 70, 40}};
   const auto& reg = lb::BlockRegistry::builtin();
   for (const std::int64_t t : targets) {
     hwy::SetSupportedTargetsForTest(t);
     const std::string target = hwy::TargetName(t);
     std::uint64_t seed = 7;
     for (const auto& name : reg.names()) {
-      for (int v = 0; v < 9; ++v) {
+      for (int v = 0; v < 18; ++v) {
         // Every mode; then stochastic with another seed and 5 random bits, and two modes with
         // zero results made +0.
         lb::BlockFormat f = reg.get(name);
+        if (v >= 9) f.axis = 0;  // blocks across rows (for 1-D blocks)
         auto& o = f.element_options;
-        o.rounding = v < 6 ? lpemu::format::kAllRoundingModes[v] : lpemu::format::RoundingMode::stochastic;
-        if (v == 6) {
+        const int w = v % 9;
+        o.rounding = w < 6 ? lpemu::format::kAllRoundingModes[w] : lpemu::format::RoundingMode::stochastic;
+        if (w == 6) {
           o.seed = 0x5EED;
           o.sr_bits = 5;
         }
-        if (v >= 7) {
+        if (w >= 7) {
           f.signed_zero = lb::SignedZero::positive;
-          if (v == 7) o.rounding = lpemu::format::RoundingMode::nearest_even;
+          if (w == 7) o.rounding = lpemu::format::RoundingMode::nearest_even;
         }
         for (const auto& shape : shapes) {
           std::size_t n = 1;
