@@ -45,7 +45,7 @@ Fast make_fast(const Ctx& c) {
   p.is_int = c.f.element.kind == format::Kind::integer ? 1 : 0;
   // eopts saturates and flushes nothing, as the generic path's element step. Integer elements
   // (nearest_even only) round at the fixed quantum instead.
-  if (p.is_int == 0) p.element = format::detail::make_fast(c.f.element, c.eopts, 0);
+  if (p.is_int == 0) p.element = format::detail::make_fast(c.f.element, c.eopts);
   p.int_qe = -c.f.element.fraction_bits;
   p.positive_zero = (c.f.signed_zero == SignedZero::positive || !c.f.element.has_negative_zero()) ? 1U : 0U;
   p.maxf = static_cast<float>(c.max_elem);

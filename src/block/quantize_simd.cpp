@@ -1,9 +1,9 @@
 // The block-quantize kernels of power-of-two scales in Google Highway: each block's amax (or each
 // column's, for blocks across rows), then each element under its block's scale, the same steps as
 // scale_down and fast_element_rne (nearest_even) or fast_element (other modes;
-// block/quantize_fast.hpp) on whole vectors. Compiled once per
-// SIMD target and chosen at run time; a block's last partial vector takes the scalar steps, so
-// both must give the same bits (tests compare the fast and generic paths under every target).
+// block/quantize_fast.hpp) on whole vectors. Compiled once per SIMD target and chosen at run time;
+// a run's last partial vector takes the scalar steps, so both must give the same bits (tests
+// compare the fast and generic paths under every target).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "block/quantize_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep

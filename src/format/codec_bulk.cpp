@@ -3,10 +3,7 @@
 // the scalar generic path. Work is cut into fixed chunks run by oneTBB; each
 // element depends only on its value and index, so results do not depend on the thread count.
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -80,7 +77,7 @@ void encode_fast_or_generic(const Format& f, std::span<const float> in, std::spa
     encode_generic(f, in, out, o);
     return;
   }
-  const Fast p = make_fast(f, o, o.index_offset);
+  const Fast p = make_fast(f, o);
   for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
     detail::simd_encode(p, o.rounding, in.data() + lo, out.data() + lo, hi - lo, o.index_offset + lo);
   });
@@ -92,7 +89,7 @@ void decode_via_table(const Format& f, std::span<const Code> in, std::span<float
   if (fast_eligible(f)) {
     // The Highway kernel (format/codec_simd.cpp): arithmetic on whole vectors. A 256-entry table
     // is no faster: compilers turn its lookups into gathers, slow on AVX-512 machines.
-    const Fast p = make_fast(f, ConvertOptions{}, 0);
+    const Fast p = make_fast(f, ConvertOptions{});
     const auto mask = static_cast<std::uint32_t>(f.code_mask());
     for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
       detail::simd_decode(p, mask, in.data() + lo, out.data() + lo, hi - lo);
@@ -121,7 +118,7 @@ bool fast_eligible(const Format& f) {
   return f.kind == Kind::floating && f.has_zero && f.mantissa_bits <= 22 && fits_in_float(f) && f.bits <= 32;
 }
 
-Fast make_fast(const Format& f, const ConvertOptions& o, std::uint64_t index0) {
+Fast make_fast(const Format& f, const ConvertOptions& o) {
   Fast p{};
   p.m = f.mantissa_bits;
   p.emin = f.emin;
@@ -150,7 +147,6 @@ Fast make_fast(const Format& f, const ConvertOptions& o, std::uint64_t index0) {
   p.neg_code = f.is_signed ? 0 : static_cast<std::uint32_t>(detail::convert(f, -1.0, o, 0, 0.0).code);
   p.sr_bits = static_cast<std::uint32_t>(o.sr_bits);
   p.seed = o.seed;
-  p.index0 = index0;
   // With bias 127 (bf16, tf32) the subnormal codes are float32 subnormals whose bits the normal
   // formula already gives; the product would form a float32 subnormal, a slow denormal assist,
   // on every element, so it is skipped (multiplied by 0, never selected).
@@ -180,7 +176,7 @@ void quantize(const Format& fmt, std::span<const float> in, std::span<float> out
     });
     return;
   }
-  const Fast p = make_fast(fmt, opts, opts.index_offset);
+  const Fast p = make_fast(fmt, opts);
   for_chunks(in.size(), [&](std::size_t lo, std::size_t hi) {
     detail::simd_quantize(p, opts.rounding, in.data() + lo, out.data() + lo, hi - lo, opts.index_offset + lo);
   });

@@ -71,7 +71,7 @@ struct Fast {
   std::uint32_t subnormals, ftz, daz, is_signed, neg_zero;
   std::uint32_t nan_code[2], inf_code[2], ovf_code[2], neg_code;
   std::uint32_t sr_bits;
-  std::uint64_t seed, index0;
+  std::uint64_t seed;
   float sub_quantum;         // 2^(emin - m): value of subnormal code 1
   std::uint32_t sub_fields;  // exponent fields decoded as frac·sub_quantum: 1, or 0 (see make_fast)
   // Decoding specials: the Inf magnitude (~0 if none), whether magnitudes above max_code are NaN
@@ -83,7 +83,7 @@ struct Fast {
 bool fast_eligible(const Format& f);
 
 /// The fast kernel's constants for f under o (the special outcomes come from convert() itself).
-Fast make_fast(const Format& f, const ConvertOptions& o, std::uint64_t index0);
+Fast make_fast(const Format& f, const ConvertOptions& o);
 
 // The kernels below use only integer arithmetic, comparisons and masks (no bool made from an
 // integer, no control flow), so that GCC if-converts and vectorises them.

@@ -99,7 +99,8 @@ TEST_CASE("block quantize's Highway kernels give the generic path's bits under e
           std::vector<float> in_place = x;
           lb::quantize(f, in_place, in_place, shape);
           INFO("target " << target << " format " << name << " rounding " << to_string(o.rounding)
-                         << " sr_bits " << o.sr_bits << " elements " << n);
+                         << " sr_bits " << o.sr_bits << " +0 " << (f.signed_zero == lb::SignedZero::positive)
+                         << " axis " << f.axis << " elements " << n);
           CHECK(mismatches(fast, gen) == 0);
           CHECK(mismatches(in_place, gen) == 0);
         }
