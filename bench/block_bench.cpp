@@ -1,5 +1,6 @@
 // Block quantisation throughput, single thread (tbb::global_control inside each benchmark), beside
-// plain element quantisation and a memcpy baseline. Items are elements; bytes are input bytes.
+// plain element quantisation, the scalar generic path and a memcpy baseline. Items are elements; bytes are
+// input bytes.
 // `--sqnr` is not a Google Benchmark flag: BM_Sqnr reports each built-in format's SQNR on 10^6
 // standard-normal values (seed 12345) as counters.
 #include <cmath>
@@ -39,7 +40,8 @@ void set_counters(benchmark::State& st, std::size_t n) {
 }
 
 void block_quantize(benchmark::State& st, const char* name, int axis,
-                    lpemu::format::RoundingMode rounding = lpemu::format::RoundingMode::nearest_even) {
+                    lpemu::format::RoundingMode rounding = lpemu::format::RoundingMode::nearest_even,
+                    bool scalar = false) {
   tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
   lb::BlockFormat f = lb::BlockRegistry::builtin().get(name);
   f.axis = axis;
@@ -48,7 +50,11 @@ void block_quantize(benchmark::State& st, const char* name, int axis,
   std::vector<float> out(x.size());
   const std::vector<std::size_t> shape{kRows, kCols};
   for (auto _ : st) {
-    lb::quantize(f, x, out, shape);
+    if (scalar) {
+      lb::detail::quantize_generic(f, x, out, shape);
+    } else {
+      lb::quantize(f, x, out, shape);
+    }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -61,6 +67,20 @@ void BM_Mxfp4_Contiguous(benchmark::State& st) { block_quantize(st, "mxfp4", -1)
 void BM_Mxfp4_Across(benchmark::State& st) { block_quantize(st, "mxfp4", 0); }
 void BM_Nvfp4_Contiguous(benchmark::State& st) { block_quantize(st, "nvfp4", -1); }
 void BM_Mxint8_Contiguous(benchmark::State& st) { block_quantize(st, "mxint8", -1); }
+// Non-power-of-two scales (FP32 or E4M3 scales, elements divided in double).
+void BM_Nvfp4_Across(benchmark::State& st) { block_quantize(st, "nvfp4", 0); }
+void BM_Int8PerChannel(benchmark::State& st) { block_quantize(st, "int8_per_channel", -1); }
+void BM_Int8PerToken(benchmark::State& st) { block_quantize(st, "int8_per_token", -1); }
+void BM_Fp8PerTensor(benchmark::State& st) { block_quantize(st, "fp8_e4m3_per_tensor", -1); }
+// The same formats through the scalar generic path: the baseline of the kernels above.
+constexpr auto kRne = lpemu::format::RoundingMode::nearest_even;
+void BM_Nvfp4_Contiguous_Scalar(benchmark::State& st) { block_quantize(st, "nvfp4", -1, kRne, true); }
+void BM_Int8PerChannel_Scalar(benchmark::State& st) {
+  block_quantize(st, "int8_per_channel", -1, kRne, true);
+}
+void BM_Fp8PerTensor_Scalar(benchmark::State& st) {
+  block_quantize(st, "fp8_e4m3_per_tensor", -1, kRne, true);
+}
 // Stochastic rounding of the elements (training recipes use it for gradients).
 constexpr auto kSr = lpemu::format::RoundingMode::stochastic;
 void BM_Mxfp8_Contiguous_Stochastic(benchmark::State& st) { block_quantize(st, "mxfp8_e4m3", -1, kSr); }
@@ -126,6 +146,13 @@ BENCHMARK(BM_Mxfp4_Contiguous);
 BENCHMARK(BM_Mxfp4_Across);
 BENCHMARK(BM_Nvfp4_Contiguous);
 BENCHMARK(BM_Mxint8_Contiguous);
+BENCHMARK(BM_Nvfp4_Across);
+BENCHMARK(BM_Int8PerChannel);
+BENCHMARK(BM_Int8PerToken);
+BENCHMARK(BM_Fp8PerTensor);
+BENCHMARK(BM_Nvfp4_Contiguous_Scalar);
+BENCHMARK(BM_Int8PerChannel_Scalar);
+BENCHMARK(BM_Fp8PerTensor_Scalar);
 BENCHMARK(BM_Mxfp8_Contiguous_Stochastic);
 BENCHMARK(BM_Mxfp4_Contiguous_Stochastic);
 BENCHMARK(BM_Mxfp4_Across_Stochastic);

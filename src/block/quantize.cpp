@@ -4,11 +4,13 @@
 #include "lpemu/block/quantize.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "block/quantize_detail.hpp"
+#include "block/quantize_fast.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 
@@ -34,11 +36,11 @@ void check_sizes(const BlockLayout& L, std::size_t in, std::size_t out, const ch
 // positive finite float (all-zero or non-finite tensors).
 void set_tensor_scale(Ctx& c, std::span<const float> in) {
   if (c.f.tensor_scale == TensorScale::none) return;
-  float amax = 0;
-  for (float v : in) {
-    const float x = c.load(v);
-    if (std::isfinite(x)) amax = std::max(amax, std::fabs(x));
-  }
+  // The finite amax; under subnormal_inputs = flush a subnormal amax means every finite input is
+  // subnormal or zero, so it is 0.
+  std::uint32_t ab = detail::simd_finite_amax(in.data(), in.size());
+  if (c.f.subnormal_inputs == SubnormalInputs::flush && ab < 0x00800000U) ab = 0;
+  const float amax = std::bit_cast<float>(ab);
   const float g = narrow(static_cast<double>(amax) / (c.max_elem * c.f.scale.max_finite));
   c.g = (std::isfinite(g) && g > 0.0F) ? static_cast<double>(g) : 1.0;
 }

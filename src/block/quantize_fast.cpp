@@ -54,64 +54,60 @@ Fast make_fast(const Ctx& c) {
 
 std::optional<int> fast_exponent(const Ctx& c, std::uint32_t ab);
 
-// Whole-row blocks (block_cols == cols), blocks k0..k1, each a contiguous run, on the Highway
-// kernels: runs of equal-length blocks (at most kRun at a time) get their amax, then their
-// exponents here, then their elements; blocks the fast path cannot take go generic afterwards
-// (they were not written, so `in` is intact even when it aliases `out`).
-void fast_contiguous(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t k0,
-                     std::size_t k1) {
-  constexpr std::size_t kRun = 256;
-  const BlockLayout& L = c.L;
+// Whole-row blocks (block_cols == cols), blocks k0..k1, each a contiguous run: calls
+// run(k, lo, len, n) for runs of n ≤ kRun equal-length blocks starting at block k and element lo.
+// Full blocks run on into the next outer index when no partial block lies between.
+constexpr std::size_t kRun = 256;
+constexpr std::size_t kSplit = std::size_t{1} << 16;  // elements per task within one block
+
+template <class F>
+void for_block_runs(const BlockLayout& L, std::size_t k0, std::size_t k1, F&& run) {
   const std::size_t gr = L.grid_rows();
   const std::size_t full_len = L.block_rows * L.cols;
   const std::size_t full_per_outer = L.rows / L.block_rows;  // full blocks per outer index
-  std::uint32_t amax[kRun];
-  std::int32_t exps[kRun];
   for (std::size_t k = k0; k < k1;) {
     const std::size_t a = k / gr, bi = k % gr;
     const std::size_t lo = (a * L.rows + bi * L.block_rows) * L.cols;
     const std::size_t len = (std::min(L.rows, bi * L.block_rows + L.block_rows) - bi * L.block_rows) * L.cols;
-    // Full blocks run on into the next outer index when no partial block lies between.
     std::size_t end = k + 1;
     if (len == full_len) end = L.rows % L.block_rows == 0 ? k1 : a * gr + full_per_outer;
     const std::size_t n = std::min({end, k1, k + kRun}) - k;
-    simd_block_amax(in + lo, len, n, amax);
-    bool any_skipped = false;
-    for (std::size_t j = 0; j < n; ++j) {
-      const auto e = fast_exponent(c, amax[j]);
-      exps[j] = e ? *e : kSkipBlock;
-      any_skipped = any_skipped || !e;
-    }
-    simd_block_quantize(p, c.eopts.rounding, in + lo, out + lo, len, n, exps, lo);
-    if (any_skipped) {
-      for (std::size_t j = 0; j < n; ++j) {
-        if (exps[j] == kSkipBlock) generic_block(c, in, out, nullptr, nullptr, (k + j) / gr, (k + j) % gr, 0);
-      }
-    }
+    run(k, lo, len, n);
     k += n;
   }
 }
 
-// Non-power-of-two scales (NVFP4, FP32 scales) under nearest_even: y = x / S in double (the
-// generic path's quotient), rounded by rne_on_grid<double>, times S.
-struct FastD {
-  std::int32_t m, emin, int_qe;
-  bool is_int, subnormals, positive_zero;
-  double maxd;
-};
-
-LPEMU_CLONES void fast_scaled_segment(const FastD& p, const float* in, float* out, std::size_t n,
-                                      double scale) {
-  const FastD lp = p;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double y = static_cast<double>(in[i]) / scale;
-    const double q =
-        rne_on_grid<double>(y, lp.emin, lp.m, lp.subnormals, lp.is_int, lp.int_qe, lp.positive_zero, lp.maxd);
-    out[i] = narrow(q * scale);
-  }
+// Whole-row blocks k0..k1 on the Highway kernels: each run's amax, then a parameter per block
+// from param(amax bits) (kSkip: the block goes generic), then kernel(lo, len, n, params) on the
+// run; skipped blocks go generic afterwards (they were not written, so `in` is intact even when it
+// aliases `out`).
+template <class P, class Param, class Kernel>
+void contiguous_runs(const Ctx& c, const float* in, float* out, std::size_t k0, std::size_t k1, P kSkip,
+                     Param&& param, Kernel&& kernel) {
+  const std::size_t gr = c.L.grid_rows();
+  std::uint32_t amax[kRun];
+  P ps[kRun];
+  for_block_runs(c.L, k0, k1, [&](std::size_t k, std::size_t lo, std::size_t len, std::size_t n) {
+    simd_block_amax(in + lo, len, n, amax);
+    bool any_skipped = false;
+    for (std::size_t j = 0; j < n; ++j) {
+      ps[j] = param(amax[j]);
+      any_skipped = any_skipped || ps[j] == kSkip;  // NOLINT(clang-diagnostic-float-equal)
+    }
+    if (n == 1 && len > kSplit) {  // one large block (per-tensor scales): its elements in parallel
+      tbb::parallel_for(
+          tbb::blocked_range<std::size_t>(0, len, kSplit),
+          [&](const tbb::blocked_range<std::size_t>& r) { kernel(lo + r.begin(), r.size(), 1, ps); });
+    } else {
+      kernel(lo, len, n, ps);
+    }
+    if (any_skipped) {
+      for (std::size_t j = 0; j < n; ++j) {
+        if (ps[j] == kSkip) generic_block(c, in, out, nullptr, nullptr, (k + j) / gr, (k + j) % gr, 0);
+      }
+    }
+  });
 }
-
-#undef LPEMU_CLONES
 
 // The fast-path exponent for a block with amax bits `ab` (the rules of pow2_exponent read from the
 // float32 fields), or nullopt if the block goes generic (non-finite, scale overflow, or 2^s not a
@@ -156,68 +152,90 @@ std::uint32_t block_amax_bits(const BlockLayout& L, const float* in, std::size_t
 
 float pow2f(int e) { return std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23); }
 
-void fast_block_row(const Ctx& c, const Fast& p, const float* in, float* out, std::size_t a, std::size_t bi,
-                    std::vector<std::uint32_t>& amax, std::vector<float>& inv, std::vector<float>& scl,
-                    std::vector<float>& tmp) {
+// Blocks across rows (block_cols == 1) of block row (a, bi): one scale per column from the
+// columns' amax. set(col, amax bits) prepares column col's scale, false where the column goes
+// generic; row(base) quantises the row of L.cols elements at `base`. Generic columns are computed
+// into a buffer first (in and out may alias), then the rows, then the patch.
+template <class Set, class Row>
+void across_rows(const Ctx& c, const float* in, float* out, std::size_t a, std::size_t bi, Set&& set,
+                 Row&& row) {
   const BlockLayout& L = c.L;
   const std::size_t r0 = bi * L.block_rows, r1 = std::min(L.rows, r0 + L.block_rows);
-  if (L.block_cols == 1 && L.cols > 1) {
-    // Blocks run across rows: one scale per column, rows processed as contiguous vectors.
-    amax.assign(L.cols, 0);
-    for (std::size_t r = r0; r < r1; ++r) simd_row_amax(in + (a * L.rows + r) * L.cols, amax.data(), L.cols);
-    inv.resize(L.cols);
-    scl.resize(L.cols);
-    std::vector<std::size_t> slow;
-    for (std::size_t col = 0; col < L.cols; ++col) {
-      const auto e = fast_exponent(c, amax[col]);
-      if (!e) {
-        slow.push_back(col);
-        inv[col] = 1;
-        scl[col] = 1;
-        continue;
-      }
-      inv[col] = pow2f(-*e);
-      scl[col] = pow2f(*e);
-    }
-    // Slow columns first into a buffer (in and out may alias), then the fast pass, then patch.
-    tmp.assign(slow.size() * (r1 - r0), 0.0F);
-    for (std::size_t k = 0; k < slow.size(); ++k) {
-      const BlockStats st = block_stats(c, in, a, bi, slow[k]);
-      const Scale s = choose_scale(c, in, a, bi, slow[k], st);
-      for (std::size_t r = r0; r < r1; ++r) {
-        const std::size_t i = (a * L.rows + r) * L.cols + slow[k];
-        tmp[k * (r1 - r0) + (r - r0)] = generic_element(c, s, in[i], i, false).value;
-      }
-    }
-    for (std::size_t r = r0; r < r1; ++r) {
-      const std::size_t base = (a * L.rows + r) * L.cols;
-      simd_row_quantize(p, c.eopts.rounding, in + base, out + base, L.cols, base, inv.data(), scl.data());
-    }
-    for (std::size_t k = 0; k < slow.size(); ++k) {
-      for (std::size_t r = r0; r < r1; ++r)
-        out[(a * L.rows + r) * L.cols + slow[k]] = tmp[k * (r1 - r0) + (r - r0)];
-    }
-    return;
+  thread_local std::vector<std::uint32_t> amax;
+  thread_local std::vector<std::size_t> slow;
+  thread_local std::vector<float> tmp;
+  amax.assign(L.cols, 0);
+  for (std::size_t r = r0; r < r1; ++r) simd_row_amax(in + (a * L.rows + r) * L.cols, amax.data(), L.cols);
+  slow.clear();
+  for (std::size_t col = 0; col < L.cols; ++col) {
+    if (!set(col, amax[col])) slow.push_back(col);
   }
-  for (std::size_t bj = 0; bj < L.grid_cols(); ++bj) {
-    const auto e = fast_exponent(c, block_amax_bits(L, in, a, bi, bj));
-    if (!e) {
+  tmp.assign(slow.size() * (r1 - r0), 0.0F);
+  for (std::size_t k = 0; k < slow.size(); ++k) {
+    const BlockStats st = block_stats(c, in, a, bi, slow[k]);
+    const Scale s = choose_scale(c, in, a, bi, slow[k], st);
+    for (std::size_t r = r0; r < r1; ++r) {
+      const std::size_t i = (a * L.rows + r) * L.cols + slow[k];
+      tmp[k * (r1 - r0) + (r - r0)] = generic_element(c, s, in[i], i, false).value;
+    }
+  }
+  for (std::size_t r = r0; r < r1; ++r) row((a * L.rows + r) * L.cols);
+  for (std::size_t k = 0; k < slow.size(); ++k) {
+    for (std::size_t r = r0; r < r1; ++r)
+      out[(a * L.rows + r) * L.cols + slow[k]] = tmp[k * (r1 - r0) + (r - r0)];
+  }
+}
+
+// Blocks of any other shape in block row (a, bi), one at a time: param(amax bits) gives the block's
+// parameter (kSkip: generic), segment(lo, n, param) quantises each contiguous run of the block.
+template <class P, class Param, class Segment>
+void each_block(const Ctx& c, const float* in, float* out, std::size_t a, std::size_t bi, P kSkip,
+                Param&& param, Segment&& segment) {
+  for (std::size_t bj = 0; bj < c.L.grid_cols(); ++bj) {
+    const P q = param(block_amax_bits(c.L, in, a, bi, bj));
+    if (q == kSkip) {
       generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
       continue;
     }
-    for_segments(L, a, bi, bj, [&](std::size_t lo, std::size_t n) {
-      simd_block_quantize(p, c.eopts.rounding, in + lo, out + lo, n, 1, &*e, lo);
-    });
+    for_segments(c.L, a, bi, bj, [&](std::size_t lo, std::size_t n) { segment(lo, n, q); });
   }
 }
+
+// Runs the three layouts: whole-row blocks (contiguous runs, in parallel over blocks), blocks
+// across rows, and other blocks (in parallel over block rows).
+template <class P, class Param, class Kernel, class Set, class Row>
+void run_layouts(const Ctx& c, const float* in, float* out, P kSkip, Param&& param, Kernel&& kernel,
+                 Set&& set, Row&& row) {
+  const BlockLayout& L = c.L;
+  if (L.block_cols == L.cols) {
+    const std::size_t n = L.outer * L.grid_rows();
+    const std::size_t grain =
+        std::max<std::size_t>(1, (std::size_t{1} << 15) / std::max<std::size_t>(1, L.block_rows * L.cols));
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
+                      [&](const tbb::blocked_range<std::size_t>& r) {
+                        contiguous_runs(c, in, out, r.begin(), r.end(), kSkip, param, kernel);
+                      });
+    return;
+  }
+  for_block_rows(L, [&](std::size_t a, std::size_t bi) {
+    if (L.block_cols == 1 && L.cols > 1) {
+      across_rows(c, in, out, a, bi, set, row);
+    } else {
+      each_block(c, in, out, a, bi, kSkip, param,
+                 [&](std::size_t lo, std::size_t n, P q) { kernel(lo, n, 1, &q); });
+    }
+  });
+}
+
+// ---- non-power-of-two scales -----------------------------------------------------------------
 
 bool fast_scaled_eligible(const Ctx& c) {
   const BlockFormat& f = c.f;
   const format::Format& e = f.element;
-  const bool float_ok =
-      e.kind == format::Kind::floating && e.has_zero && e.mantissa_bits <= 22 && format::fits_in_float(e);
+  const bool float_ok = e.kind == format::Kind::floating && e.is_signed && e.has_zero &&
+                        e.mantissa_bits <= 22 && format::fits_in_float(e);
   const bool int_ok =
-      e.kind == format::Kind::integer && e.is_signed && e.lowest == -e.max_finite && e.bits <= 24;
+      e.kind == format::Kind::integer && e.bits <= 24 && e.fraction_bits <= 90 && e.fraction_bits >= -90;
   return (float_ok || int_ok) && !f.scale_is_pow2 && f.rule == ScaleRule::amax_over_max &&
          f.element_options.rounding == RoundingMode::nearest_even &&
          f.subnormal_inputs == SubnormalInputs::keep;
@@ -233,57 +251,99 @@ FastD make_fast_d(const Ctx& c) {
   p.subnormals = e.subnormals;
   p.positive_zero = c.f.signed_zero == SignedZero::positive || !e.has_negative_zero();
   p.maxd = e.max_finite;
+  p.maxneg = e.kind == format::Kind::integer ? -e.lowest : e.max_finite;  // unsigned integers: 0
   return p;
 }
 
-// One block on the non-power-of-two fast path; blocks with non-finite inputs or a NaN/zero scale
-// go generic.
-void fast_scaled_block(const Ctx& c, const FastD& p, const float* in, float* out, std::size_t a,
-                       std::size_t bi, std::size_t bj) {
-  const std::uint32_t ab = block_amax_bits(c.L, in, a, bi, bj);
-  if (ab >= kInfBits) {
-    generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
-    return;
+// Whether amax_over_max's scale can be rounded here: a floating scale format with a zero that fits
+// float32, rounded to nearest even (the generic rule goes through the scalar codec).
+bool fast_scale_eligible(const Ctx& c) {
+  const format::Format& s = c.f.scale;
+  return s.kind == format::Kind::floating && s.has_zero && format::fits_in_float(s) &&
+         c.sopts.rounding == RoundingMode::nearest_even;
+}
+
+// The block scale S of amax_over_max for amax bits `ab`, or 0 where the block goes generic
+// (non-finite amax, a NaN or zero scale, or results that could pass FLT_MAX). An all-zero block
+// gets S = 1: its results are its zeros under the +0 rule whatever the scale, as on the generic
+// path (a zero scale there). With
+// `rne_scale` the scale is amax / (max_elem · g) rounded by rne_on_grid<double> on the scale
+// format's grid: what the codec gives under nearest_even (IEEE 754-2019 §4.3), with overflow
+// (a rounded value beyond max_finite) as in choose_scale: a NaN block under scale_overflow = nan
+// where the scale format has NaN, else max_finite. Without it, choose_scale's own rule.
+double fast_scale(const Ctx& c, bool rne_scale, std::uint32_t ab) {
+  if (ab >= kInfBits) return 0.0;
+  if (ab == 0) return 1.0;
+  const double amax = static_cast<double>(std::bit_cast<float>(ab));
+  double S = 0.0;
+  if (rne_scale) {
+    const format::Format& sf = c.f.scale;
+    const double v = amax / (c.max_elem * c.g);
+    double r = rne_on_grid<double>(v, sf.emin, sf.mantissa_bits, sf.subnormals, false, 0, false,
+                                   std::numeric_limits<double>::infinity());
+    if (r > sf.max_finite) {
+      if (c.f.scale_overflow == ScaleOverflow::nan && sf.has_nan()) return 0.0;
+      r = sf.max_finite;
+    }
+    S = r * c.g;
+  } else {
+    BlockStats st;
+    st.amax = amax;
+    const Scale s = choose_scale(c, nullptr, 0, 0, 0, st);  // amax_over_max reads only st.amax
+    if (s.kind != Scale::normal) return 0.0;
+    S = s.value;
   }
-  BlockStats st;
-  st.amax = static_cast<double>(std::bit_cast<float>(ab));
-  const Scale s = choose_scale(c, in, a, bi, bj, st);
-  if (s.kind != Scale::normal) {
-    generic_block(c, in, out, nullptr, nullptr, a, bi, bj);
-    return;
-  }
-  for_segments(c.L, a, bi, bj,
-               [&](std::size_t lo, std::size_t n) { fast_scaled_segment(p, in + lo, out + lo, n, s.value); });
+  return S > 0.0 && c.max_elem * S <= static_cast<double>(std::numeric_limits<float>::max()) ? S : 0.0;
 }
 
 }  // namespace
 
 bool quantize_fast(const Ctx& c, std::span<const float> in, std::span<float> out) {
+  const std::size_t cols = c.L.cols;
   if (fast_eligible(c)) {
     const Fast p = make_fast(c);
-    if (c.L.block_cols == c.L.cols) {
-      const std::size_t n = c.L.outer * c.L.grid_rows();
-      const std::size_t grain = std::max<std::size_t>(
-          1, (std::size_t{1} << 15) / std::max<std::size_t>(1, c.L.block_rows * c.L.cols));
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
-                        [&](const tbb::blocked_range<std::size_t>& r) {
-                          fast_contiguous(c, p, in.data(), out.data(), r.begin(), r.end());
-                        });
-      return true;
-    }
-    for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
-      thread_local std::vector<std::uint32_t> amax;
-      thread_local std::vector<float> inv, scl, tmp;
-      fast_block_row(c, p, in.data(), out.data(), a, bi, amax, inv, scl, tmp);
-    });
+    const RoundingMode mode = c.eopts.rounding;
+    thread_local std::vector<float> inv, scl;
+    run_layouts(
+        c, in.data(), out.data(), kSkipBlock,
+        [&](std::uint32_t ab) {
+          const auto e = fast_exponent(c, ab);
+          return e ? *e : kSkipBlock;
+        },
+        [&](std::size_t lo, std::size_t len, std::size_t n, const std::int32_t* exps) {
+          simd_block_quantize(p, mode, in.data() + lo, out.data() + lo, len, n, exps, lo);
+        },
+        [&](std::size_t col, std::uint32_t ab) {
+          const auto e = fast_exponent(c, ab);
+          inv.resize(cols);
+          scl.resize(cols);
+          inv[col] = e ? pow2f(-*e) : 1.0F;
+          scl[col] = e ? pow2f(*e) : 1.0F;
+          return e.has_value();
+        },
+        [&](std::size_t base) {
+          simd_row_quantize(p, mode, in.data() + base, out.data() + base, cols, base, inv.data(), scl.data());
+        });
     return true;
   }
   if (fast_scaled_eligible(c)) {
     const FastD p = make_fast_d(c);
-    for_block_rows(c.L, [&](std::size_t a, std::size_t bi) {
-      for (std::size_t bj = 0; bj < c.L.grid_cols(); ++bj)
-        fast_scaled_block(c, p, in.data(), out.data(), a, bi, bj);
-    });
+    const bool rne_scale = fast_scale_eligible(c);
+    thread_local std::vector<double> sc;
+    run_layouts(
+        c, in.data(), out.data(), 0.0, [&](std::uint32_t ab) { return fast_scale(c, rne_scale, ab); },
+        [&](std::size_t lo, std::size_t len, std::size_t n, const double* scales) {
+          simd_scaled_quantize(p, in.data() + lo, out.data() + lo, len, n, scales);
+        },
+        [&](std::size_t col, std::uint32_t ab) {
+          const double s = fast_scale(c, rne_scale, ab);
+          sc.resize(cols);
+          sc[col] = s > 0.0 ? s : 1.0;
+          return s > 0.0;
+        },
+        [&](std::size_t base) {
+          simd_scaled_row_quantize(p, in.data() + base, out.data() + base, cols, sc.data());
+        });
     return true;
   }
   return false;

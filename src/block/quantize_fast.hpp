@@ -80,6 +80,23 @@ template <format::RoundingMode M>
   return lost ? std::bit_cast<float>((xb & 0x80000000U) | 1U) : y;
 }
 
+/// Per-call constants of the non-power-of-two path (nearest_even elements under a double scale S).
+struct FastD {
+  std::int32_t m, emin, int_qe;
+  bool is_int, subnormals, positive_zero;
+  double maxd, maxneg;  // results saturate to maxd, negative ones to −maxneg (INT8: 127 and 128)
+};
+
+/// One element on the non-power-of-two path: y = x / S in double (the generic path's quotient),
+/// rne_on_grid<double>, times S, narrowed to float.
+[[gnu::always_inline]] inline float scaled_element(const FastD& p, float x, double scale) {
+  const double y = static_cast<double>(x) / scale;
+  const double max_value = std::signbit(y) ? p.maxneg : p.maxd;
+  return narrow(
+      rne_on_grid<double>(y, p.emin, p.m, p.subnormals, p.is_int, p.int_qe, p.positive_zero, max_value) *
+      scale);
+}
+
 /// The exponent of a block the Highway kernel leaves alone (the caller quantises it another way).
 inline constexpr std::int32_t kSkipBlock = std::numeric_limits<std::int32_t>::min();
 
@@ -100,5 +117,18 @@ void simd_row_quantize(const Fast& p, format::RoundingMode mode, const float* in
 
 /// amax[i] = max(amax[i], |in[i]| as float32 bits) for i < n.
 void simd_row_amax(const float* in, std::uint32_t* amax, std::size_t n);
+
+/// The largest |in[i]| over the finite elements, as float32 bits (0 when none is finite).
+std::uint32_t simd_finite_amax(const float* in, std::size_t n);
+
+/// Quantises `count` consecutive blocks of `len` elements, block b as scaled_element under
+/// S = scales[b] (positive, with maxd·S ≤ FLT_MAX so no result overflows float), or not at all
+/// where scales[b] is 0. `in` and `out` may alias exactly.
+void simd_scaled_quantize(const FastD& p, const float* in, float* out, std::size_t len, std::size_t count,
+                          const double* scales);
+
+/// As simd_scaled_quantize for n elements with a scale per element (element i under scales[i]).
+void simd_scaled_row_quantize(const FastD& p, const float* in, float* out, std::size_t n,
+                              const double* scales);
 
 }  // namespace lpemu::block::detail

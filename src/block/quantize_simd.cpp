@@ -1,9 +1,9 @@
-// The block-quantize kernels of power-of-two scales in Google Highway: each block's amax (or each
-// column's, for blocks across rows), then each element under its block's scale, the same steps as
-// scale_down and fast_element_rne (nearest_even) or fast_element (other modes;
-// block/quantize_fast.hpp) on whole vectors. Compiled once per SIMD target and chosen at run time;
-// a run's last partial vector takes the scalar steps, so both must give the same bits (tests
-// compare the fast and generic paths under every target).
+// The block-quantize kernels in Google Highway: each block's amax (or each column's, for blocks
+// across rows), then each element under its block's scale, the same steps as scale_down and
+// fast_element_rne (nearest_even) or fast_element (other modes; block/quantize_fast.hpp) on whole
+// vectors for power-of-two scales, and as scaled_element in double for other scales. Compiled once per SIMD
+// target and chosen at run time; a run's last partial vector takes the scalar steps, so both must give the
+// same bits (tests compare the fast and generic paths under every target).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "block/quantize_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -168,6 +168,82 @@ void RowAmax(const float* in, std::uint32_t* amax, std::size_t n) {
   for (; i < n; ++i) amax[i] = std::max(amax[i], bits_of(in[i]) & kAbsMask);
 }
 
+std::uint32_t FiniteAmax(const float* in, std::size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const std::size_t lanes = hn::Lanes(df);
+  const auto abs_mask = hn::Set(du, kAbsMask);
+  const auto inf = hn::Set(du, kInfBits);
+  auto m = hn::Zero(du);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto a = hn::And(hn::BitCast(du, hn::LoadU(df, in + i)), abs_mask);
+    m = hn::Max(m, hn::IfThenElseZero(hn::Lt(a, inf), a));
+  }
+  std::uint32_t s = hn::GetLane(hn::MaxOfLanes(du, m));
+  for (; i < n; ++i) {
+    const std::uint32_t a = bits_of(in[i]) & kAbsMask;
+    s = a < kInfBits && a > s ? a : s;
+  }
+  return s;
+}
+
+// rne_on_grid<double> with the constants of p on whole vectors.
+template <class DD>
+HWY_INLINE hn::Vec<DD> RneOnGridD(DD dd, const FastD& p, hn::Vec<DD> y) {
+  const hn::RebindToUnsigned<DD> du;
+  const hn::RebindToSigned<DD> di;
+  const auto sign_mask = hn::Set(du, std::uint64_t{1} << 63);
+  const auto u = hn::BitCast(du, y);
+  const auto a = hn::AndNot(sign_mask, u);
+  auto qe = hn::Set(di, std::int64_t{p.int_qe});
+  if (!p.is_int) {
+    const auto ex = hn::Sub(hn::BitCast(di, hn::ShiftRight<52>(a)), hn::Set(di, 1023));
+    const auto q_sub = hn::Set(di, std::int64_t{p.subnormals ? p.emin - p.m : p.emin});  // below emin
+    qe = hn::IfThenElse(hn::Lt(ex, hn::Set(di, std::int64_t{p.emin})), q_sub,
+                        hn::Sub(ex, hn::Set(di, std::int64_t{p.m})));
+  }
+  const auto c = hn::BitCast(dd, hn::ShiftLeft<52>(hn::Add(qe, hn::Set(di, 1023 + 52))));
+  const auto r = hn::Sub(hn::Add(hn::BitCast(dd, a), c), c);
+  auto sign = hn::And(u, sign_mask);
+  const auto maxd = hn::IfThenElse(hn::RebindMask(dd, hn::Ne(sign, hn::Zero(du))), hn::Set(dd, p.maxneg),
+                                   hn::Set(dd, p.maxd));
+  const auto v = hn::IfThenElse(hn::Lt(r, maxd), r, maxd);
+  if (p.positive_zero) sign = hn::IfThenZeroElse(hn::Eq(hn::BitCast(du, v), hn::Zero(du)), sign);
+  return hn::BitCast(dd, hn::Or(hn::BitCast(du, v), sign));
+}
+
+// scaled_element on whole vectors of doubles: n elements of `in` to `out`, element i under
+// scales[i] (kPerElement) or all under scales[0].
+template <bool kPerElement>
+HWY_INLINE void ScaledRun(const FastD& params, const float* in, float* out, std::size_t n,
+                          const double* scales) {
+  const FastD p = params;  // a local copy, as in QuantizeRun
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const std::size_t lanes = hn::Lanes(dd);
+  if (n == 0) return;
+  const auto s0 = hn::Set(dd, scales[0]);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto s = kPerElement ? hn::LoadU(dd, scales + i) : s0;
+    const auto y = hn::Div(hn::PromoteTo(dd, hn::LoadU(df, in + i)), s);
+    hn::StoreU(hn::DemoteTo(df, hn::Mul(RneOnGridD(dd, p, y), s)), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = scaled_element(p, in[i], scales[kPerElement ? i : 0]);
+}
+
+void ScaledQuantize(const FastD& p, const float* in, float* out, std::size_t len, std::size_t count,
+                    const double* scales) {
+  for (std::size_t b = 0; b < count; ++b) {
+    if (scales[b] > 0.0) ScaledRun<false>(p, in + b * len, out + b * len, len, scales + b);
+  }
+}
+
+void ScaledRowQuantize(const FastD& p, const float* in, float* out, std::size_t n, const double* scales) {
+  ScaledRun<true>(p, in, out, n, scales);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace lpemu::block::detail
 HWY_AFTER_NAMESPACE();
@@ -179,6 +255,9 @@ HWY_EXPORT(BlockAmax);
 HWY_EXPORT(BlockQuantize);
 HWY_EXPORT(RowQuantize);
 HWY_EXPORT(RowAmax);
+HWY_EXPORT(FiniteAmax);
+HWY_EXPORT(ScaledQuantize);
+HWY_EXPORT(ScaledRowQuantize);
 
 void simd_block_amax(const float* in, std::size_t len, std::size_t count, std::uint32_t* amax) {
   HWY_DYNAMIC_DISPATCH(BlockAmax)(in, len, count, amax);
@@ -196,6 +275,20 @@ void simd_row_quantize(const Fast& p, format::RoundingMode mode, const float* in
 
 void simd_row_amax(const float* in, std::uint32_t* amax, std::size_t n) {
   HWY_DYNAMIC_DISPATCH(RowAmax)(in, amax, n);
+}
+
+std::uint32_t simd_finite_amax(const float* in, std::size_t n) {
+  return HWY_DYNAMIC_DISPATCH(FiniteAmax)(in, n);
+}
+
+void simd_scaled_quantize(const FastD& p, const float* in, float* out, std::size_t len, std::size_t count,
+                          const double* scales) {
+  HWY_DYNAMIC_DISPATCH(ScaledQuantize)(p, in, out, len, count, scales);
+}
+
+void simd_scaled_row_quantize(const FastD& p, const float* in, float* out, std::size_t n,
+                              const double* scales) {
+  HWY_DYNAMIC_DISPATCH(ScaledRowQuantize)(p, in, out, n, scales);
 }
 
 }  // namespace lpemu::block::detail

@@ -4,6 +4,7 @@
 // counts; zeros kept signed or made +0), blocks along the last axis and across rows, 2-D tiles
 // (full, partial, runs longer than one kernel call, non-finite and all-zero blocks, subnormal and
 // huge inputs), bit for bit equal to the scalar generic path, out of place and in place.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,8 @@
 
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/quantize.hpp"
+#include "lpemu/format/codec.hpp"
+#include "lpemu/format/registry.hpp"
 
 namespace {
 
@@ -108,6 +111,84 @@ TEST_CASE("block quantize's Highway kernels give the generic path's bits under e
     }
   }
   hwy::SetSupportedTargetsForTest(0);
+}
+
+// Blocks of 16 whose amax sits on, and one float step either side of, every rounding boundary of
+// an E4M3 or E5M2 block scale (amax = midpoint · max_elem · g), plus amax at and past the scale's
+// overflow: the fast path's scale (rne_on_grid on the scale grid) must pick the codec's scale.
+TEST_CASE("non-power-of-two block scales at every rounding boundary of the scale format, every SIMD target",
+          "[block][exhaustive][simd]") {
+  const auto& reg = lb::BlockRegistry::builtin();
+  const auto& freg = lpemu::format::Registry::builtin();
+  std::vector<lb::BlockFormat> formats;
+  for (const char* scale : {"fp8_e4m3", "fp8_e5m2"}) {
+    for (const auto overflow : {lb::ScaleOverflow::nan, lb::ScaleOverflow::clamp}) {
+      for (const auto tensor : {lb::TensorScale::none, lb::TensorScale::fp32}) {
+        lb::BlockFormat f = reg.get("nvfp4");
+        f.scale = freg.get(scale);
+        f.scale_overflow = overflow;
+        f.tensor_scale = tensor;
+        formats.push_back(f);
+      }
+    }
+  }
+  lb::BlockFormat i8 = reg.get("nvfp4");  // INT8 elements (128 below, 127 above) under an E4M3 scale
+  i8.element = freg.get("int8");
+  formats.push_back(i8);
+  std::mt19937_64 rng(99);
+  for (const auto& f : formats) {
+    const lpemu::format::Format& sf = f.scale;
+    // Every positive finite scale value, then the amax targets.
+    std::vector<double> vals;
+    for (std::uint64_t code = 1; code <= sf.code_mask(); ++code) {
+      const double v = lpemu::format::decode(sf, code);
+      if (std::isfinite(v) && v > 0.0) vals.push_back(v);
+    }
+    std::sort(vals.begin(), vals.end());
+    const double me = f.element.max_finite;
+    std::vector<float> targets;
+    for (std::size_t k = 0; k + 1 < vals.size(); ++k) {
+      const auto t = static_cast<float>((vals[k] + vals[k + 1]) / 2.0 * me);
+      targets.insert(targets.end(), {t, std::nextafter(t, 0.0F), std::nextafter(t, 1e30F)});
+    }
+    const double top = vals.back();
+    for (const double m : {1.0, 1.03125, 1.0625, 1.125, 2.0, 1e10})
+      targets.push_back(static_cast<float>(top * me * m));
+    targets.push_back(std::numeric_limits<float>::max());
+    targets.push_back(std::numeric_limits<float>::denorm_min());
+    // Without a tensor scale g = 1; with one, a block of amax max_elem · max_scale makes g = 1 too,
+    // so the second tensor holds the targets up to that amax only.
+    for (const bool capped : {false, true}) {
+      std::vector<float> x;
+      for (const float t : targets) {
+        if (capped && t > static_cast<float>(top * me)) continue;
+        for (int j = 0; j < 16; ++j) {
+          const float u = static_cast<float>(static_cast<double>(rng() >> 11) * 0x1p-53);
+          x.push_back((j == static_cast<int>(rng() % 16) ? t : t * u) * ((rng() & 1) != 0 ? -1.0F : 1.0F));
+        }
+        // The block's amax is t: make sure one element holds it.
+        x[x.size() - 16] = (rng() & 1) != 0 ? -t : t;
+      }
+      if (capped) {
+        for (int j = 0; j < 16; ++j) x.push_back(static_cast<float>(top * me));
+      } else if (f.tensor_scale == lb::TensorScale::fp32) {
+        continue;
+      }
+      const std::vector<std::size_t> shape{x.size() / 16, 16};
+      std::vector<float> gen(x.size());
+      lb::detail::quantize_generic(f, x, gen, shape);
+      for (const std::int64_t t : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(t);
+        std::vector<float> fast(x.size());
+        lb::quantize(f, x, fast, shape);
+        INFO("target " << hwy::TargetName(t) << " element " << f.element.name << " scale " << sf.name
+                       << " overflow " << to_string(f.scale_overflow) << " tensor scale "
+                       << to_string(f.tensor_scale) << " capped " << capped);
+        CHECK(mismatches(fast, gen) == 0);
+      }
+      hwy::SetSupportedTargetsForTest(0);
+    }
+  }
 }
 
 }  // namespace
