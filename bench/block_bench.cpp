@@ -86,6 +86,10 @@ constexpr auto kSr = lpemu::format::RoundingMode::stochastic;
 void BM_Mxfp8_Contiguous_Stochastic(benchmark::State& st) { block_quantize(st, "mxfp8_e4m3", -1, kSr); }
 void BM_Mxfp4_Contiguous_Stochastic(benchmark::State& st) { block_quantize(st, "mxfp4", -1, kSr); }
 void BM_Mxfp4_Across_Stochastic(benchmark::State& st) { block_quantize(st, "mxfp4", 0, kSr); }
+void BM_Nvfp4_Contiguous_Stochastic(benchmark::State& st) { block_quantize(st, "nvfp4", -1, kSr); }
+void BM_Nvfp4_Contiguous_Stochastic_Scalar(benchmark::State& st) {
+  block_quantize(st, "nvfp4", -1, kSr, true);
+}
 
 void element_quantize(benchmark::State& st, const char* name) {
   tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
@@ -156,4 +160,6 @@ BENCHMARK(BM_Fp8PerTensor_Scalar);
 BENCHMARK(BM_Mxfp8_Contiguous_Stochastic);
 BENCHMARK(BM_Mxfp4_Contiguous_Stochastic);
 BENCHMARK(BM_Mxfp4_Across_Stochastic);
+BENCHMARK(BM_Nvfp4_Contiguous_Stochastic);
+BENCHMARK(BM_Nvfp4_Contiguous_Stochastic_Scalar);
 BENCHMARK(BM_Sqnr)->DenseRange(0, 11)->Iterations(1);

@@ -237,7 +237,6 @@ bool fast_scaled_eligible(const Ctx& c) {
   const bool int_ok =
       e.kind == format::Kind::integer && e.bits <= 24 && e.fraction_bits <= 90 && e.fraction_bits >= -90;
   return (float_ok || int_ok) && !f.scale_is_pow2 && f.rule == ScaleRule::amax_over_max &&
-         f.element_options.rounding == RoundingMode::nearest_even &&
          f.subnormal_inputs == SubnormalInputs::keep;
 }
 
@@ -252,6 +251,9 @@ FastD make_fast_d(const Ctx& c) {
   p.positive_zero = c.f.signed_zero == SignedZero::positive || !e.has_negative_zero();
   p.maxd = e.max_finite;
   p.maxneg = e.kind == format::Kind::integer ? -e.lowest : e.max_finite;  // unsigned integers: 0
+  p.mode = c.eopts.rounding;
+  p.seed = c.eopts.seed;
+  p.sr_bits = c.eopts.sr_bits;
   return p;
 }
 
@@ -333,7 +335,7 @@ bool quantize_fast(const Ctx& c, std::span<const float> in, std::span<float> out
     run_layouts(
         c, in.data(), out.data(), 0.0, [&](std::uint32_t ab) { return fast_scale(c, rne_scale, ab); },
         [&](std::size_t lo, std::size_t len, std::size_t n, const double* scales) {
-          simd_scaled_quantize(p, in.data() + lo, out.data() + lo, len, n, scales);
+          simd_scaled_quantize(p, in.data() + lo, out.data() + lo, len, n, scales, lo);
         },
         [&](std::size_t col, std::uint32_t ab) {
           const double s = fast_scale(c, rne_scale, ab);
@@ -342,7 +344,7 @@ bool quantize_fast(const Ctx& c, std::span<const float> in, std::span<float> out
           return s > 0.0;
         },
         [&](std::size_t base) {
-          simd_scaled_row_quantize(p, in.data() + base, out.data() + base, cols, sc.data());
+          simd_scaled_row_quantize(p, in.data() + base, out.data() + base, cols, sc.data(), base);
         });
     return true;
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -80,21 +81,62 @@ template <format::RoundingMode M>
   return lost ? std::bit_cast<float>((xb & 0x80000000U) | 1U) : y;
 }
 
-/// Per-call constants of the non-power-of-two path (nearest_even elements under a double scale S).
+/// Per-call constants of the non-power-of-two path (elements under a double scale S).
 struct FastD {
   std::int32_t m, emin, int_qe;
   bool is_int, subnormals, positive_zero;
   double maxd, maxneg;  // results saturate to maxd, negative ones to −maxneg (INT8: 127 and 128)
+  format::RoundingMode mode;
+  std::uint64_t seed;    // stochastic rounding: the stream's seed
+  std::int32_t sr_bits;  // stochastic rounding: random bits r, 1..32
 };
 
-/// One element on the non-power-of-two path: y = x / S in double (the generic path's quotient),
-/// rne_on_grid<double>, times S, narrowed to float.
-[[gnu::always_inline]] inline float scaled_element(const FastD& p, float x, double scale) {
-  const double y = static_cast<double>(x) / scale;
+/// 2^e as a double, e in [-1022, 1023].
+[[gnu::always_inline]] inline double pow2d(std::int64_t e) {
+  return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
+}
+
+/// A finite double y onto the element grid under M with saturation and the +0 rule, as the
+/// element codec rounds it (IEEE 754-2019 §4.3 for the directed and nearest modes; stochastic
+/// rounding's decision is sr_carries): |y| = t·2^qe with rne_on_grid's qe, n = floor(t), and M's
+/// step from the discarded fraction t − n, all exact in double (qe >= -149 and |y| >= 2^-400 on
+/// this path, so t and 2^±qe are normal); then n·2^qe clamped to maxd (maxneg when negative).
+/// nearest_even is rne_on_grid<double> itself.
+template <format::RoundingMode M>
+[[gnu::always_inline]] inline double round_on_grid_d(const FastD& p, double y, std::uint64_t index) {
+  using format::RoundingMode;
   const double max_value = std::signbit(y) ? p.maxneg : p.maxd;
-  return narrow(
-      rne_on_grid<double>(y, p.emin, p.m, p.subnormals, p.is_int, p.int_qe, p.positive_zero, max_value) *
-      scale);
+  if constexpr (M == RoundingMode::nearest_even) {
+    return rne_on_grid<double>(y, p.emin, p.m, p.subnormals, p.is_int, p.int_qe, p.positive_zero, max_value);
+  } else {
+    const bool neg = std::signbit(y);
+    const double a = std::fabs(y);
+    const auto ex = static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(a) >> 52) - 1023;
+    const std::int64_t qf = ex < p.emin ? (p.subnormals ? p.emin - p.m : p.emin) : ex - p.m;
+    const std::int64_t qe = p.is_int ? p.int_qe : qf;
+    const double t = a * pow2d(-qe);
+    const double n = std::floor(t);
+    const double f = t - n;
+    bool up = false;
+    if constexpr (M == RoundingMode::nearest_away) up = f >= 0.5;
+    if constexpr (M == RoundingMode::toward_positive) up = f > 0.0 && !neg;
+    if constexpr (M == RoundingMode::toward_negative) up = f > 0.0 && neg;
+    if constexpr (M == RoundingMode::stochastic) {
+      const auto frac_r = static_cast<std::uint64_t>(std::ldexp(f, p.sr_bits));  // the r leading bits
+      up = format::sr_carries(frac_r, p.sr_bits, format::sr_random_bits(p.seed, index));
+    }
+    const double r = (n + (up ? 1.0 : 0.0)) * pow2d(qe);
+    const double v = r < max_value ? r : max_value;
+    return (p.positive_zero && v == 0.0) ? 0.0 : std::copysign(v, y);
+  }
+}
+
+/// One element on the non-power-of-two path: y = x / S in double (the generic path's quotient),
+/// round_on_grid_d, times S, narrowed to float; `index` is its stochastic-rounding index.
+template <format::RoundingMode M>
+[[gnu::always_inline]] inline float scaled_element(const FastD& p, float x, double scale,
+                                                   std::uint64_t index) {
+  return narrow(round_on_grid_d<M>(p, static_cast<double>(x) / scale, index) * scale);
 }
 
 /// The exponent of a block the Highway kernel leaves alone (the caller quantises it another way).
@@ -121,14 +163,16 @@ void simd_row_amax(const float* in, std::uint32_t* amax, std::size_t n);
 /// The largest |in[i]| over the finite elements, as float32 bits (0 when none is finite).
 std::uint32_t simd_finite_amax(const float* in, std::size_t n);
 
-/// Quantises `count` consecutive blocks of `len` elements, block b as scaled_element under
-/// S = scales[b] (positive, with maxd·S ≤ FLT_MAX so no result overflows float), or not at all
-/// where scales[b] is 0. `in` and `out` may alias exactly.
+/// Quantises `count` consecutive blocks of `len` elements under p.mode, block b as scaled_element
+/// under S = scales[b] (positive, with maxd·S ≤ FLT_MAX so no result overflows float), or not at
+/// all where scales[b] is 0; element i of block b has stochastic-rounding index index0 + b·len + i.
+/// `in` and `out` may alias exactly.
 void simd_scaled_quantize(const FastD& p, const float* in, float* out, std::size_t len, std::size_t count,
-                          const double* scales);
+                          const double* scales, std::uint64_t index0);
 
-/// As simd_scaled_quantize for n elements with a scale per element (element i under scales[i]).
+/// As simd_scaled_quantize for n elements with a scale per element (element i under scales[i],
+/// stochastic-rounding index index0 + i).
 void simd_scaled_row_quantize(const FastD& p, const float* in, float* out, std::size_t n,
-                              const double* scales);
+                              const double* scales, std::uint64_t index0);
 
 }  // namespace lpemu::block::detail

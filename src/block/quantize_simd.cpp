@@ -188,23 +188,67 @@ std::uint32_t FiniteAmax(const float* in, std::size_t n) {
   return s;
 }
 
-// rne_on_grid<double> with the constants of p on whole vectors.
+// The element quantum's exponent qe of round_on_grid_d for magnitude bits `a` (doubles).
 template <class DD>
-HWY_INLINE hn::Vec<DD> RneOnGridD(DD dd, const FastD& p, hn::Vec<DD> y) {
+HWY_INLINE hn::Vec<hn::RebindToSigned<DD>> QuantumExpD(DD /*dd*/, const FastD& p,
+                                                       hn::Vec<hn::RebindToUnsigned<DD>> a) {
+  const hn::RebindToSigned<DD> di;
+  if (p.is_int) return hn::Set(di, std::int64_t{p.int_qe});
+  const auto ex = hn::Sub(hn::BitCast(di, hn::ShiftRight<52>(a)), hn::Set(di, 1023));
+  const auto q_sub = hn::Set(di, std::int64_t{p.subnormals ? p.emin - p.m : p.emin});  // below emin
+  return hn::IfThenElse(hn::Lt(ex, hn::Set(di, std::int64_t{p.emin})), q_sub,
+                        hn::Sub(ex, hn::Set(di, std::int64_t{p.m})));
+}
+
+// 2^e on whole vectors of doubles, e in [-1022, 1023].
+template <class DD>
+HWY_INLINE hn::Vec<DD> Pow2D(DD dd, hn::Vec<hn::RebindToSigned<DD>> e) {
+  const hn::RebindToSigned<DD> di;
+  return hn::BitCast(dd, hn::ShiftLeft<52>(hn::Add(e, hn::Set(di, 1023))));
+}
+
+// The top r bits of sr_random_bits(seed, index0 + j) in lane j, as doubles: one hash per 64-bit lane.
+template <class DD>
+HWY_INLINE hn::Vec<DD> RandomTopD(DD dd, std::uint64_t seed, std::uint64_t index0, int r) {
+  const hn::RebindToUnsigned<DD> du;
+  const hn::RebindToSigned<DD> di;
+  namespace fd = format::detail::HWY_NAMESPACE;
+  const auto seed_k = hn::Set(du, seed * 0x9E3779B97F4A7C15ULL);
+  const auto h = fd::Mix64(du, hn::Add(seed_k, fd::Mix64(du, hn::Iota(du, index0 + 0xD1B54A32D192ED03ULL))));
+  return hn::ConvertTo(dd, hn::BitCast(di, hn::ShiftRightSame(h, 64 - r)));
+}
+
+// round_on_grid_d<M> with the constants of p on whole vectors; `rtop` holds RandomTopD's bits
+// under stochastic rounding.
+template <format::RoundingMode M, class DD>
+HWY_INLINE hn::Vec<DD> OnGridD(DD dd, const FastD& p, hn::Vec<DD> y, hn::Vec<DD> rtop) {
+  using format::RoundingMode;
   const hn::RebindToUnsigned<DD> du;
   const hn::RebindToSigned<DD> di;
   const auto sign_mask = hn::Set(du, std::uint64_t{1} << 63);
   const auto u = hn::BitCast(du, y);
   const auto a = hn::AndNot(sign_mask, u);
-  auto qe = hn::Set(di, std::int64_t{p.int_qe});
-  if (!p.is_int) {
-    const auto ex = hn::Sub(hn::BitCast(di, hn::ShiftRight<52>(a)), hn::Set(di, 1023));
-    const auto q_sub = hn::Set(di, std::int64_t{p.subnormals ? p.emin - p.m : p.emin});  // below emin
-    qe = hn::IfThenElse(hn::Lt(ex, hn::Set(di, std::int64_t{p.emin})), q_sub,
-                        hn::Sub(ex, hn::Set(di, std::int64_t{p.m})));
+  const auto qe = QuantumExpD(dd, p, a);
+  hn::Vec<DD> r;
+  if constexpr (M == RoundingMode::nearest_even) {
+    const auto c = hn::BitCast(dd, hn::ShiftLeft<52>(hn::Add(qe, hn::Set(di, 1023 + 52))));
+    r = hn::Sub(hn::Add(hn::BitCast(dd, a), c), c);
+  } else {
+    const auto zero = hn::Zero(dd);
+    const auto t = hn::Mul(hn::BitCast(dd, a), Pow2D(dd, hn::Sub(hn::Zero(di), qe)));
+    const auto n = hn::Floor(t);
+    const auto f = hn::Sub(t, n);
+    const auto neg = hn::RebindMask(dd, hn::Ne(hn::And(u, sign_mask), hn::Zero(du)));
+    auto up = hn::Lt(f, zero);  // none
+    if constexpr (M == RoundingMode::nearest_away) up = hn::Ge(f, hn::Set(dd, 0.5));
+    if constexpr (M == RoundingMode::toward_positive) up = hn::AndNot(neg, hn::Gt(f, zero));
+    if constexpr (M == RoundingMode::toward_negative) up = hn::And(neg, hn::Gt(f, zero));
+    if constexpr (M == RoundingMode::stochastic) {
+      const auto two_r = hn::Set(dd, std::ldexp(1.0, p.sr_bits));
+      up = hn::Ge(hn::Add(hn::Floor(hn::Mul(f, two_r)), rtop), two_r);
+    }
+    r = hn::Mul(hn::IfThenElse(up, hn::Add(n, hn::Set(dd, 1.0)), n), Pow2D(dd, qe));
   }
-  const auto c = hn::BitCast(dd, hn::ShiftLeft<52>(hn::Add(qe, hn::Set(di, 1023 + 52))));
-  const auto r = hn::Sub(hn::Add(hn::BitCast(dd, a), c), c);
   auto sign = hn::And(u, sign_mask);
   const auto maxd = hn::IfThenElse(hn::RebindMask(dd, hn::Ne(sign, hn::Zero(du))), hn::Set(dd, p.maxneg),
                                    hn::Set(dd, p.maxd));
@@ -213,11 +257,11 @@ HWY_INLINE hn::Vec<DD> RneOnGridD(DD dd, const FastD& p, hn::Vec<DD> y) {
   return hn::BitCast(dd, hn::Or(hn::BitCast(du, v), sign));
 }
 
-// scaled_element on whole vectors of doubles: n elements of `in` to `out`, element i under
-// scales[i] (kPerElement) or all under scales[0].
-template <bool kPerElement>
+// scaled_element<M> on whole vectors of doubles: n elements of `in` to `out`, element i under
+// scales[i] (kPerElement) or all under scales[0], with stochastic-rounding index index0 + i.
+template <format::RoundingMode M, bool kPerElement>
 HWY_INLINE void ScaledRun(const FastD& params, const float* in, float* out, std::size_t n,
-                          const double* scales) {
+                          const double* scales, std::uint64_t index0) {
   const FastD p = params;  // a local copy, as in QuantizeRun
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
@@ -228,20 +272,27 @@ HWY_INLINE void ScaledRun(const FastD& params, const float* in, float* out, std:
   for (; i + lanes <= n; i += lanes) {
     const auto s = kPerElement ? hn::LoadU(dd, scales + i) : s0;
     const auto y = hn::Div(hn::PromoteTo(dd, hn::LoadU(df, in + i)), s);
-    hn::StoreU(hn::DemoteTo(df, hn::Mul(RneOnGridD(dd, p, y), s)), df, out + i);
+    const auto rtop =
+        M == format::RoundingMode::stochastic ? RandomTopD(dd, p.seed, index0 + i, p.sr_bits) : hn::Zero(dd);
+    hn::StoreU(hn::DemoteTo(df, hn::Mul(OnGridD<M>(dd, p, y, rtop), s)), df, out + i);
   }
-  for (; i < n; ++i) out[i] = scaled_element(p, in[i], scales[kPerElement ? i : 0]);
+  for (; i < n; ++i) out[i] = scaled_element<M>(p, in[i], scales[kPerElement ? i : 0], index0 + i);
 }
 
 void ScaledQuantize(const FastD& p, const float* in, float* out, std::size_t len, std::size_t count,
-                    const double* scales) {
-  for (std::size_t b = 0; b < count; ++b) {
-    if (scales[b] > 0.0) ScaledRun<false>(p, in + b * len, out + b * len, len, scales + b);
-  }
+                    const double* scales, std::uint64_t index0) {
+  format::detail::dispatch_mode(p.mode, [&]<format::RoundingMode M>() {
+    for (std::size_t b = 0; b < count; ++b) {
+      if (scales[b] > 0.0)
+        ScaledRun<M, false>(p, in + b * len, out + b * len, len, scales + b, index0 + b * len);
+    }
+  });
 }
 
-void ScaledRowQuantize(const FastD& p, const float* in, float* out, std::size_t n, const double* scales) {
-  ScaledRun<true>(p, in, out, n, scales);
+void ScaledRowQuantize(const FastD& p, const float* in, float* out, std::size_t n, const double* scales,
+                       std::uint64_t index0) {
+  format::detail::dispatch_mode(
+      p.mode, [&]<format::RoundingMode M>() { ScaledRun<M, true>(p, in, out, n, scales, index0); });
 }
 
 }  // namespace HWY_NAMESPACE
@@ -282,13 +333,13 @@ std::uint32_t simd_finite_amax(const float* in, std::size_t n) {
 }
 
 void simd_scaled_quantize(const FastD& p, const float* in, float* out, std::size_t len, std::size_t count,
-                          const double* scales) {
-  HWY_DYNAMIC_DISPATCH(ScaledQuantize)(p, in, out, len, count, scales);
+                          const double* scales, std::uint64_t index0) {
+  HWY_DYNAMIC_DISPATCH(ScaledQuantize)(p, in, out, len, count, scales, index0);
 }
 
 void simd_scaled_row_quantize(const FastD& p, const float* in, float* out, std::size_t n,
-                              const double* scales) {
-  HWY_DYNAMIC_DISPATCH(ScaledRowQuantize)(p, in, out, n, scales);
+                              const double* scales, std::uint64_t index0) {
+  HWY_DYNAMIC_DISPATCH(ScaledRowQuantize)(p, in, out, n, scales, index0);
 }
 
 }  // namespace lpemu::block::detail
