@@ -28,6 +28,15 @@ struct Fast {
 /// quantum 2^int_qe for integer elements); saturates at max_value; zero results are +0 when
 /// positive_zero. Same result as fast_element<nearest_even>; the property tests compare both with
 /// the generic path.
+/// The element grid's quantum exponent qe for a value of unbiased exponent ex: ex − m for normal
+/// values, emin − m below 2^emin (emin without subnormals), int_qe for integer elements.
+template <class I>
+[[gnu::always_inline]] inline I grid_exponent(I ex, std::int32_t emin, std::int32_t m, bool subnormals,
+                                              bool is_int, std::int32_t int_qe) {
+  if (is_int) return I{int_qe};
+  return ex < emin ? (subnormals ? I{emin} - m : I{emin}) : ex - m;
+}
+
 template <class T>
 [[gnu::always_inline]] inline T rne_on_grid(T y, std::int32_t emin, std::int32_t m, bool subnormals,
                                             bool is_int, std::int32_t int_qe, bool positive_zero,
@@ -41,8 +50,7 @@ template <class T>
   const U s = u & kSign;
   const U a = u & ~kSign;
   const I ex = static_cast<I>(a >> kMant) - kBias;
-  const I qf = ex < emin ? (subnormals ? I{emin} - m : I{emin}) : ex - m;
-  const I qe = is_int ? I{int_qe} : qf;
+  const I qe = grid_exponent<I>(ex, emin, m, subnormals, is_int, int_qe);
   const T c = std::bit_cast<T>(static_cast<U>(qe + kBias + kMant) << kMant);
   const T r = (std::bit_cast<T>(a) + c) - c;
   const T v = r < max_value ? r : max_value;
@@ -98,22 +106,21 @@ struct FastD {
 
 /// A finite double y onto the element grid under M with saturation and the +0 rule, as the
 /// element codec rounds it (IEEE 754-2019 §4.3 for the directed and nearest modes; stochastic
-/// rounding's decision is sr_carries): |y| = t·2^qe with rne_on_grid's qe, n = floor(t), and M's
+/// rounding's decision is sr_carries): |y| = t·2^qe with grid_exponent's qe, n = floor(t), and M's
 /// step from the discarded fraction t − n, all exact in double (qe >= -149 and |y| >= 2^-400 on
 /// this path, so t and 2^±qe are normal); then n·2^qe clamped to maxd (maxneg when negative).
 /// nearest_even is rne_on_grid<double> itself.
 template <format::RoundingMode M>
 [[gnu::always_inline]] inline double round_on_grid_d(const FastD& p, double y, std::uint64_t index) {
   using format::RoundingMode;
-  const double max_value = std::signbit(y) ? p.maxneg : p.maxd;
+  const bool neg = std::signbit(y);
+  const double max_value = neg ? p.maxneg : p.maxd;
   if constexpr (M == RoundingMode::nearest_even) {
     return rne_on_grid<double>(y, p.emin, p.m, p.subnormals, p.is_int, p.int_qe, p.positive_zero, max_value);
   } else {
-    const bool neg = std::signbit(y);
     const double a = std::fabs(y);
     const auto ex = static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(a) >> 52) - 1023;
-    const std::int64_t qf = ex < p.emin ? (p.subnormals ? p.emin - p.m : p.emin) : ex - p.m;
-    const std::int64_t qe = p.is_int ? p.int_qe : qf;
+    const std::int64_t qe = grid_exponent<std::int64_t>(ex, p.emin, p.m, p.subnormals, p.is_int, p.int_qe);
     const double t = a * pow2d(-qe);
     const double n = std::floor(t);
     const double f = t - n;

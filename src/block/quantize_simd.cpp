@@ -188,7 +188,7 @@ std::uint32_t FiniteAmax(const float* in, std::size_t n) {
   return s;
 }
 
-// The element quantum's exponent qe of round_on_grid_d for magnitude bits `a` (doubles).
+// grid_exponent on whole vectors of doubles, for magnitude bits `a`.
 template <class DD>
 HWY_INLINE hn::Vec<hn::RebindToSigned<DD>> QuantumExpD(DD /*dd*/, const FastD& p,
                                                        hn::Vec<hn::RebindToUnsigned<DD>> a) {
@@ -212,9 +212,7 @@ template <class DD>
 HWY_INLINE hn::Vec<DD> RandomTopD(DD dd, std::uint64_t seed, std::uint64_t index0, int r) {
   const hn::RebindToUnsigned<DD> du;
   const hn::RebindToSigned<DD> di;
-  namespace fd = format::detail::HWY_NAMESPACE;
-  const auto seed_k = hn::Set(du, seed * 0x9E3779B97F4A7C15ULL);
-  const auto h = fd::Mix64(du, hn::Add(seed_k, fd::Mix64(du, hn::Iota(du, index0 + 0xD1B54A32D192ED03ULL))));
+  const auto h = format::detail::HWY_NAMESPACE::SrHash64(du, seed, index0);
   return hn::ConvertTo(dd, hn::BitCast(di, hn::ShiftRightSame(h, 64 - r)));
 }
 
@@ -231,7 +229,7 @@ HWY_INLINE hn::Vec<DD> OnGridD(DD dd, const FastD& p, hn::Vec<DD> y, hn::Vec<DD>
   const auto qe = QuantumExpD(dd, p, a);
   hn::Vec<DD> r;
   if constexpr (M == RoundingMode::nearest_even) {
-    const auto c = hn::BitCast(dd, hn::ShiftLeft<52>(hn::Add(qe, hn::Set(di, 1023 + 52))));
+    const auto c = Pow2D(dd, hn::Add(qe, hn::Set(di, 52)));
     r = hn::Sub(hn::Add(hn::BitCast(dd, a), c), c);
   } else {
     const auto zero = hn::Zero(dd);
@@ -239,7 +237,7 @@ HWY_INLINE hn::Vec<DD> OnGridD(DD dd, const FastD& p, hn::Vec<DD> y, hn::Vec<DD>
     const auto n = hn::Floor(t);
     const auto f = hn::Sub(t, n);
     const auto neg = hn::RebindMask(dd, hn::Ne(hn::And(u, sign_mask), hn::Zero(du)));
-    auto up = hn::Lt(f, zero);  // none
+    auto up = hn::FirstN(dd, 0);  // toward_zero
     if constexpr (M == RoundingMode::nearest_away) up = hn::Ge(f, hn::Set(dd, 0.5));
     if constexpr (M == RoundingMode::toward_positive) up = hn::AndNot(neg, hn::Gt(f, zero));
     if constexpr (M == RoundingMode::toward_negative) up = hn::And(neg, hn::Gt(f, zero));

@@ -45,6 +45,13 @@ HWY_INLINE hn::Vec<D64> Mix64(D64 d64, hn::Vec<D64> z) {
   return hn::Xor(z, hn::ShiftRight<31>(z));
 }
 
+// sr_random_bits's 64-bit hash of index index0 + j in lane j (its high half is the random bits).
+template <class D64>
+HWY_INLINE hn::Vec<D64> SrHash64(D64 d64, std::uint64_t seed, std::uint64_t index0) {
+  const auto seed_k = hn::Set(d64, seed * 0x9E3779B97F4A7C15ULL);
+  return Mix64(d64, hn::Add(seed_k, Mix64(d64, hn::Iota(d64, index0 + 0xD1B54A32D192ED03ULL))));
+}
+
 // sr_random_bits(seed, index0 + j) in lane j: the hash on two vectors of 64-bit lanes, whose high
 // halves are the lanes in order.
 template <class DU>
@@ -53,11 +60,9 @@ HWY_INLINE hn::Vec<DU> RandomBits(DU du, std::uint64_t seed, std::uint64_t index
   return hn::Set(du, sr_random_bits(seed, index0));
 #else
   const hn::Repartition<std::uint64_t, DU> d64;
-  const auto seed_k = hn::Set(d64, seed * 0x9E3779B97F4A7C15ULL);
-  const std::uint64_t first = index0 + 0xD1B54A32D192ED03ULL;
-  const auto lower = hn::Add(seed_k, Mix64(d64, hn::Iota(d64, first)));
-  const auto upper = hn::Add(seed_k, Mix64(d64, hn::Iota(d64, first + hn::Lanes(d64))));
-  return hn::ConcatOdd(du, hn::BitCast(du, Mix64(d64, upper)), hn::BitCast(du, Mix64(d64, lower)));
+  const auto lower = SrHash64(d64, seed, index0);
+  const auto upper = SrHash64(d64, seed, index0 + hn::Lanes(d64));
+  return hn::ConcatOdd(du, hn::BitCast(du, upper), hn::BitCast(du, lower));
 #endif
 }
 
