@@ -6,6 +6,7 @@
 // code i occupies stream bits [i·w, (i+1)·w), where stream bit k is bit (k mod 8) of byte k/8 and
 // the code's bit 0 comes first (so two FP4 codes share a byte with code 0 in the low nibble).
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -107,6 +108,9 @@ class Scratch {
 struct Chunk {
   std::size_t first = 0;  // element index of the chunk's first code
   std::size_t n = 0;      // codes in the chunk
+  std::size_t max = 0;    // codes asked for (n is smaller only at the end of the input)
+  std::uint64_t at = 0;   // where the chunk starts in an input file
+  std::size_t want = 0;   // bytes asked for
   std::size_t in_bytes = 0;
   std::size_t out_bytes = 0;
   std::exception_ptr error;  // raised when the chunk's turn to be written comes, so errors come in order
@@ -114,44 +118,69 @@ struct Chunk {
 };
 
 // Reads the input chunk by chunk, in order, as raw bytes: n codes of the source's storage width,
-// or packed. Throws at stray bytes and at an input shorter than its declared length.
+// or packed. Throws at stray bytes and at an input shorter than its declared length. A stream is
+// read in next(); a regular file is only portioned out there, and each chunk is read by fill() in
+// the pipeline's parallel stage, so that the copies out of the page cache run on every core.
 class ChunkReader {
  public:
+  // Reads `in`, `limit` codes (kUnknown: to its end).
   ChunkReader(std::istream& in, const format::Format& f, bool packed, std::size_t limit)
-      : in_(in), f_(f), packed_(packed && f.bits < 8), limit_(limit) {}
+      : in_(&in), f_(f), packed_(packed && f.bits < 8), limit_(limit) {}
+  // Reads `limit` codes of `file` from byte `at` on.
+  ChunkReader(const io::InputFile& file, std::uint64_t at, const format::Format& f, bool packed,
+              std::size_t limit)
+      : file_(&file), at_(at), f_(f), packed_(packed && f.bits < 8), limit_(limit) {}
 
-  // Fills c with the next chunk; returns false at the end of the stream.
+  // Assigns c the next chunk (and reads it from a stream); returns false at the end of the input.
   bool next(Chunk& c) {
     std::size_t max = kChunk;
     if (limit_ != kUnknown) max = std::min(max, limit_ - done_);
     if (max == 0) return false;
-    const std::size_t want = packed_ ? block::packed_bytes(max, f_.bits) : max * storage_bytes(f_);
-    const std::size_t got = read_bytes(in_, c.in.bytes(want), want);
-    std::size_t n = 0;
-    if (packed_) {
-      n = std::min(max, got * 8 / static_cast<std::size_t>(f_.bits));  // trailing bits are padding
-    } else {
-      n = got / storage_bytes(f_);
-      if (got % storage_bytes(f_) != 0)
-        throw IoError("input ends inside a code (" + std::to_string(got % storage_bytes(f_)) +
-                      " stray bytes)");
-    }
     c.first = done_;
-    c.n = n;
-    c.in_bytes = got;
-    done_ += n;
-    if (limit_ != kUnknown && n < max) {
-      throw IoError("input ends after " + std::to_string(done_) + " of " + std::to_string(limit_) +
-                    " elements");
+    c.max = max;
+    c.want = packed_ ? block::packed_bytes(max, f_.bits) : max * storage_bytes(f_);
+    c.at = at_;
+    if (file_ != nullptr) {
+      done_ += max;
+      at_ += c.want;
+      return true;
     }
-    return n > 0;
+    finish(c, read_bytes(*in_, c.in.bytes(c.want), c.want));
+    done_ += c.n;
+    return c.n > 0;
+  }
+
+  // Reads a file's chunk assigned by next() (a no-op for streams); chunks may be filled at once.
+  void fill(Chunk& c) const {
+    if (file_ != nullptr) finish(c, file_->read_at(c.at, c.in.bytes(c.want), c.want));
   }
 
   std::size_t done() const { return done_; }
   static constexpr std::size_t kUnknown = ~std::size_t{0};
 
  private:
-  std::istream& in_;
+  // Sets c's count from the `got` bytes that arrived; throws at stray bytes and short input.
+  void finish(Chunk& c, std::size_t got) const {
+    std::size_t n = 0;
+    if (packed_) {
+      n = std::min(c.max, got * 8 / static_cast<std::size_t>(f_.bits));  // trailing bits are padding
+    } else {
+      n = got / storage_bytes(f_);
+      if (got % storage_bytes(f_) != 0)
+        throw IoError("input ends inside a code (" + std::to_string(got % storage_bytes(f_)) +
+                      " stray bytes)");
+    }
+    c.n = n;
+    c.in_bytes = got;
+    if (limit_ != kUnknown && n < c.max) {
+      throw IoError("input ends after " + std::to_string(c.first + n) + " of " + std::to_string(limit_) +
+                    " elements");
+    }
+  }
+
+  std::istream* in_ = nullptr;
+  const io::InputFile* file_ = nullptr;
+  std::uint64_t at_ = 0;
   const format::Format& f_;
   bool packed_;
   std::size_t limit_;
@@ -443,14 +472,22 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
     io::write_npy_header(*out, npy_dtype_for(dst), shape);
   }
 
-  // Read, convert, write: reading and writing in order, chunks converted in parallel, as many in
-  // flight as there are threads (two per thread, so that I/O overlaps conversion).
-  ChunkReader reader(*in, src, a.packed, count);
+  // Read, convert, write: chunks portioned out in order, read from a regular file and converted in
+  // parallel (a stream is read in order), written in order; as many in flight as there are
+  // threads (two per thread, so that I/O overlaps conversion).
+  std::unique_ptr<io::InputFile> file;
+  std::uint64_t data_at = 0;
+  if (a.in != "-" && io::input_size(a.in) != std::numeric_limits<std::size_t>::max()) {
+    data_at = static_cast<std::uint64_t>(fin->tellg());  // after the .npy header, if any
+    file = std::make_unique<io::InputFile>(a.in);
+  }
+  ChunkReader reader =
+      file ? ChunkReader(*file, data_at, src, a.packed, count) : ChunkReader(*in, src, a.packed, count);
   const std::string out_name = a.out == "-" ? std::string("<stdout>") : a.out;
   const ChunkConverter converter(a.in == "-" ? std::string("stdin") : a.in, src, dst, a.packed, opts, daz);
   std::vector<Chunk> chunks(2 * static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()) + 1);
   std::size_t next = 0;
-  bool failed = false;
+  std::atomic<bool> failed = false;
   tbb::parallel_pipeline(
       chunks.size(),
       tbb::make_filter<void, Chunk*>(tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) -> Chunk* {
@@ -468,9 +505,11 @@ void run_convert(Context& ctx, const ConvertArgs& a) {
       }) & tbb::make_filter<Chunk*, Chunk*>(tbb::filter_mode::parallel, [&](Chunk* c) {
         if (c->error) return c;
         try {
+          reader.fill(*c);
           converter.run(*c);
         } catch (...) {
           c->error = std::current_exception();
+          failed = true;
         }
         return c;
       }) & tbb::make_filter<Chunk*, void>(tbb::filter_mode::serial_in_order, [&](Chunk* c) {

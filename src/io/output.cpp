@@ -11,6 +11,7 @@
 #include <iostream>
 #include <limits>
 #include <system_error>
+#include <utility>
 
 #include "lpemu/error.hpp"
 
@@ -164,6 +165,34 @@ std::string read_input(const fs::path& file, std::size_t max_bytes) {
   }
   if (in.bad()) throw IoError(file.string() + ": read failed");
   return out;
+}
+
+InputFile::InputFile(fs::path file) : path_(std::move(file)) {
+  open_input(path_);  // the checks and messages of every input
+  if (!fs::is_regular_file(path_))
+    throw IoError(path_.string() + ": not a regular file; pipe a stream through stdin ('-') instead");
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw IoError(path_.string() + ": cannot open for reading: " + errno_text());
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::size_t InputFile::read_at(std::uint64_t offset, void* to, std::size_t bytes) const {
+  std::size_t got = 0;
+  while (got < bytes) {
+    const ::ssize_t r =
+        ::pread(fd_, static_cast<char*>(to) + got, bytes - got, static_cast<::off_t>(offset + got));
+    if (r == 0) break;
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(path_.string() + ": read failed at byte " + std::to_string(offset + got) + ": " +
+                    errno_text());
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
 }
 
 std::size_t input_size(const fs::path& file) {

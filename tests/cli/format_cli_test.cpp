@@ -260,6 +260,68 @@ TEST_CASE("lpemu convert --packed puts fp4 code 0 in the low nibble", "[cli]") {
   }
 }
 
+TEST_CASE("lpemu convert reads a file of many chunks in parallel as a stream reads it in order", "[cli]") {
+  // 3 chunks of 64 Ki codes and a partial fourth, each holding specials and boundary values.
+  Scratch s("chunks");
+  std::vector<float> in((std::size_t{3} << 16) + 4099);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    in[i] = i % 1000 < kInputs.size() ? kInputs[i % 1000]
+                                      : std::ldexp(static_cast<float>(i % 4093) - 2046.5F, -7);
+  }
+  write_bytes(s / "in.f32", in.data(), in.size() * sizeof(float));
+  write_npy_f4(s / "in.npy", in);
+  const auto want = reference_codes("fp8_e4m3", in);
+  const std::string want_bytes(want.begin(), want.end());
+  const std::string in_f32 = "'" + (s / "in.f32").string() + "'";
+  Run r = lpemu("convert --from fp32 --to fp8_e4m3 " + in_f32 + " '" + (s / "file.u8").string() + "'");
+  REQUIRE(r.status == 0);
+  CHECK(slurp(s / "file.u8") == want_bytes);
+  r = lpemu("convert --from fp32 --to fp8_e4m3 - - < " + in_f32);
+  REQUIRE(r.status == 0);
+  CHECK(r.out == want_bytes);
+  r = lpemu("convert --to fp8_e4m3 '" + (s / "in.npy").string() + "' '" + (s / "file.npy").string() + "'");
+  REQUIRE(r.status == 0);
+  CHECK(read_npy(s / "file.npy").data == want_bytes);
+  // Packed FP4 codes (an odd count) back to float32: file and stream agree.
+  r = lpemu("convert --from fp32 --to fp4_e2m1 --packed " + in_f32 + " '" + (s / "p.bin").string() + "'");
+  REQUIRE(r.status == 0);
+  r = lpemu("convert --from fp4_e2m1 --to fp32 --packed '" + (s / "p.bin").string() + "' '" +
+            (s / "p.f32").string() + "'");
+  REQUIRE(r.status == 0);
+  const Run piped =
+      lpemu("convert --from fp4_e2m1 --to fp32 --packed - - < '" + (s / "p.bin").string() + "'");
+  REQUIRE(piped.status == 0);
+  CHECK(slurp(s / "p.f32") == piped.out);
+  CHECK(piped.out.size() == 4 * (in.size() + 1));  // the zero padding of the last byte is a code
+  // A .npy file shorter than its header is refused before any chunk is read.
+  std::string cut = slurp(s / "in.npy");
+  cut.resize(cut.size() - 4 * 70000 - 2);
+  write_bytes(s / "cut.npy", cut.data(), cut.size());
+  r = lpemu("convert --to fp8_e4m3 '" + (s / "cut.npy").string() + "' '" + (s / "cut.u8").string() + "'");
+  CHECK(r.status != 0);
+  CHECK_THAT(r.err, Contains("cut.npy: .npy shape (" + std::to_string(in.size()) + ",) of <f4 declares " +
+                             std::to_string(4 * in.size()) + " data bytes but the file holds " +
+                             std::to_string(4 * (in.size() - 70000) - 2)));
+  CHECK_FALSE(fs::exists(s / "cut.u8"));
+  const std::string raw = slurp(s / "in.f32").substr(0, 4 * (in.size() - 70000));
+  write_bytes(s / "cut.raw", raw.data(), raw.size());
+  r = lpemu("convert --from fp32 --to fp8_e4m3 '" + (s / "cut.raw").string() + "' '" +
+            (s / "cut.u8").string() + "'");
+  CHECK(r.status == 0);
+  CHECK(slurp(s / "cut.u8") == want_bytes.substr(0, in.size() - 70000));
+  // A bad code in the third chunk is the one named, whichever thread read it.
+  std::vector<std::uint8_t> codes(in.size());
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>(i % 16);
+  codes[150001] = 0xF0;
+  codes[250000] = 0xF1;
+  write_bytes(s / "bad.u8", codes.data(), codes.size());
+  r = lpemu("convert --from fp4_e2m1 --to fp32 '" + (s / "bad.u8").string() + "' '" +
+            (s / "bad.f32").string() + "'");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("bad.u8: element 150001") && Contains("code 0xf0 is wider"));
+  CHECK_FALSE(fs::exists(s / "bad.f32"));
+}
+
 TEST_CASE("lpemu convert refuses to overwrite without --force", "[cli]") {
   Scratch s("force");
   write_bytes(s / "in.f32", kInputs.data(), kInputs.size() * sizeof(float));

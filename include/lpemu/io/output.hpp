@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -64,6 +65,25 @@ void check_output_dir(const std::filesystem::path& dir, const std::string& marke
 
 /// Opens `file` for binary reading; throws IoError if it is missing or a directory.
 std::ifstream open_input(const std::filesystem::path& file);
+/// A regular input file for positional reads, which several threads may issue at once (each
+/// copies from the page cache on its own core).
+class InputFile {
+ public:
+  /// Opens `file` for reading; throws IoError if it is missing, a directory or not a regular file.
+  explicit InputFile(std::filesystem::path file);
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  /// Closes the file.
+  ~InputFile();
+  /// Reads up to `bytes` bytes at `offset`; returns how many arrived (fewer only at the end of the
+  /// file); throws IoError naming the file on a read error.
+  std::size_t read_at(std::uint64_t offset, void* to, std::size_t bytes) const;
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
 /// Reads a whole input file (at most `max_bytes`, so /dev/zero or a FIFO cannot hang or exhaust
 /// memory); throws IoError naming the file when it is missing, a directory or too large.
 std::string read_input(const std::filesystem::path& file, std::size_t max_bytes = std::size_t{1} << 30);
