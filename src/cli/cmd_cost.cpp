@@ -24,15 +24,6 @@ std::string fixed(double v, int digits) { return io::format_number(v, io::Number
 
 std::string sig(double v) { return io::format_number(v, io::NumberStyle::significant, 6); }
 
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 // Ops summed over layers, largest time first.
 struct Row {
   std::string name, kind, rate_class, operands, datapath;
@@ -79,121 +70,36 @@ void print_text(const cost::Workload& w, const cost::Roofline& r, int top) {
   }
 }
 
-std::string json_of(const cost::Workload& w, const cost::Roofline& r) {
-  std::ostringstream s;
-  s << "{\"phase\": " << quote(phase_name(w.phase)) << ", \"batch\": " << w.batch
-    << ", \"context\": " << w.context << ", \"tokens\": " << sig(w.tokens)
-    << ", \"time_s\": " << sig(r.time_s) << ", \"time_per_token_s\": " << sig(r.time_per_token())
-    << ", \"tokens_per_s\": " << sig(r.tokens_per_s())
-    << ", \"energy_per_token_j_45nm\": " << sig(r.energy_per_token())
-    << ", \"compute_bound_time_s\": " << sig(r.compute_bound_time_s) << ", \"ops\": [";
-  bool first = true;
-  for (const auto& op : w.ops) {
-    s << (first ? "" : ", ") << "{\"name\": " << quote(op.name) << ", \"kind\": " << quote(op.kind)
-      << ", \"count\": " << op.count << ", \"rate_class\": " << quote(op.rate_class)
-      << ", \"a_format\": " << quote(op.a_format) << ", \"b_format\": " << quote(op.b_format)
-      << ", \"datapath\": " << quote(op.datapath) << ", \"flops\": " << sig(op.flops)
-      << ", \"bytes\": " << sig(op.bytes) << ", \"compute_s\": " << sig(op.compute_s)
-      << ", \"memory_s\": " << sig(op.memory_s) << ", \"time_s\": " << sig(op.time_s)
-      << ", \"bound\": " << quote(op.compute_bound ? "compute" : "memory")
-      << ", \"energy_j\": " << sig(op.energy_j) << "}";
-    first = false;
-  }
-  s << "]}";
-  return s.str();
-}
-
-// The plan `lpemu cost` prices: the engine plan file, with the flags' overrides applied to it.
-engine::PrecisionPlan cost_plan_of(const engine::PrecisionPlan& loaded, const CostArgs& a) {
-  engine::PrecisionPlan plan = loaded;
-  const auto set = [&](engine::Role role, const std::string& format) {
-    if (format.empty()) return;
-    const auto drop = [&](std::vector<engine::PrecisionPlan::Entry>& es) {
-      es.erase(std::remove_if(es.begin(), es.end(), [&](const auto& e) { return e.role == role; }), es.end());
-    };
-    drop(plan.roles);
-    for (auto& o : plan.overrides) drop(o.entries);
-    engine::QuantSpec spec;
-    spec.format = format;
-    spec.origin = "command line";
-    plan.roles.push_back({role, spec});
-  };
-  set(engine::Role::weights, a.setup.weights);
-  set(engine::Role::lm_head, a.setup.weights);
-  set(engine::Role::linear_input, a.setup.activations);
-  set(engine::Role::lm_head_input, a.setup.activations);
-  set(engine::Role::q, a.setup.activations);
-  set(engine::Role::probs, a.setup.activations);
-  set(engine::Role::kv_cache, a.setup.kv_cache);
-  if (!a.setup.datapath.empty()) {
-    plan.gemm = engine::GemmChoice{a.setup.datapath, false, "command line"};
-    for (auto& o : plan.overrides) o.gemm.reset();
-  }
-  return plan;
-}
-
-void run_cost(Context& ctx, const CostArgs& a) {
-  if (a.target.empty() || a.model.empty()) {
-    throw Error("lpemu cost: --target and --model are required (see `lpemu cost --help`)");
-  }
-  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
-  const cost::Target& t = cat.target(a.target);
-  const cost::ModelShape& m = cat.shape(a.model);
-  if (!a.setup.datapath.empty())
-    cat.datapath(a.setup.datapath);  // an unknown name fails here, naming the closest
-  const engine::PrecisionPlan plan = cost_plan_of(ctx.load_plan(a.plan), a);
-  std::vector<cost::Phase> phases;
-  if (a.setup.phase != "decode") phases.push_back(cost::Phase::prefill);
-  if (a.setup.phase != "prefill") phases.push_back(cost::Phase::decode);
-
-  std::vector<experiment::Pricing> results;
-  for (const auto ph : phases)
-    results.push_back(experiment::price_plan(plan, m, t, cat, ph, a.setup.batch, a.setup.context));
-  if (!a.plot_dir.empty()) {
-    std::filesystem::create_directories(a.plot_dir);
-    for (const auto& p : results) {
-      const cost::Workload& w = p.workload;
-      const std::string ph = w.phase == cost::Phase::prefill ? "prefill" : "decode";
-      const auto svg = a.plot_dir / ("cost_" + ph + ".svg");
-      io::write_svg(
-          svg, io::layout(experiment::cost_breakdown_chart(
-                   w, "Where " + ph + " time goes: " + m.name + " on " + t.name + ", plan " + plan.name)));
-      std::cerr << "wrote " << svg.string() << "\n";
-    }
-  }
-  const experiment::Pricing& p0 = results.front();
+void print_device(const app::PriceResult& r, int top) {
+  const cost::Target& t = r.target;
+  const cost::ModelShape& m = r.model;
+  const experiment::Pricing& p0 = r.phases.front();
   const cost::Workload& w0 = p0.workload;
   const bool fits = p0.roofline.fits_in_memory;
-  if (a.json) {
-    std::cout << "{\"target\": " << quote(t.name) << ", \"model\": " << quote(m.name)
-              << ", \"plan\": {\"name\": " << quote(plan.name) << ", \"origin\": " << quote(plan.origin)
-              << ", \"bits_per_weight\": " << sig(w0.bits_per_weight)
-              << ", \"computed\": " << quote(p0.computed) << ", \"datapath\": " << quote(p0.datapath)
-              << ", \"mac_area_rel_bf16\": " << sig(p0.mac_area_rel_bf16)
-              << ", \"mac_energy_pj_45nm\": " << sig(p0.mac_energy_pj)
-              << "}, \"bandwidth_gb_s\": " << sig(t.bandwidth_gb_s)
-              << ", \"capacity_gb\": " << sig(t.capacity_gb) << ", \"weight_bytes\": " << sig(w0.weight_bytes)
-              << ", \"kv_cache_bytes\": " << sig(w0.kv_cache_bytes)
-              << ", \"fits_in_memory\": " << (fits ? "true" : "false") << ", \"phases\": [";
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      cost::Workload w = results[i].workload;
-      std::cout << (i ? ", " : "") << json_of(w, results[i].roofline);
-    }
-    std::cout << "]}\n";
-    return;
-  }
   std::cout << "target   " << t.name << " (" << t.display_name << "): " << sig(t.bandwidth_gb_s) << " GB/s, "
             << sig(t.capacity_gb) << " GB\n";
   std::cout << "model    " << m.name << " (" << fixed(static_cast<double>(m.parameters()) / 1e9, 3)
             << " G parameters)\n";
-  std::cout << "plan     " << plan.name << " (" << plan.origin << "): " << sig(w0.bits_per_weight)
+  std::cout << "plan     " << r.plan << " (" << r.plan_origin << "): " << sig(w0.bits_per_weight)
             << " bits per weight; MAC area " << fixed(p0.mac_area_rel_bf16, 3) << "x the target's bf16 MAC ("
             << p0.datapath << ")\n";
   std::cout << "computes " << p0.computed << "\n";
   std::cout << "memory   weights " << fixed(w0.weight_bytes / 1e9, 3) << " GB + KV cache "
             << fixed(w0.kv_cache_bytes / 1e9, 3) << " GB " << (fits ? "fit in " : "DO NOT FIT in ")
             << sig(t.capacity_gb) << " GB\n";
-  for (auto& p : results) print_text(p.workload, p.roofline, a.top);
+  for (const auto& p : r.phases) print_text(p.workload, p.roofline, top);
+}
+
+void run_cost(Context& ctx, const CostArgs& a) {
+  const app::PriceResult r = app::price(ctx, a.req);
+  for (const auto& svg : r.plots) std::cerr << "wrote " << svg.string() << "\n";
+  if (a.json) {
+    print_json(app::fields(r));
+  } else if (r.cluster) {
+    print_cost_cluster(r, a.req);
+  } else {
+    print_device(r, a.req.top);
+  }
 }
 
 void print_mac_table(const cost::MacCost& m) {
@@ -207,8 +113,8 @@ void print_mac_table(const cost::MacCost& m) {
 }
 
 void run_mac(Context& ctx, const CostArgs& a) {
-  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
-  const cost::MacDatapath& dp = cat.datapath(a.setup.datapath.empty() ? "generic_bf16" : a.setup.datapath);
+  cost::Catalog cat(ctx.formats(), a.req.cost_dirs, &ctx.blocks(), &ctx.datapaths());
+  const cost::MacDatapath& dp = cat.datapath(a.req.setup.datapath.empty() ? "generic_bf16" : a.req.setup.datapath);
   const cost::CostFormat fa = a.format.empty() ? dp.a : cat.format(a.format);
   const cost::CostFormat fb = !a.format_b.empty() ? cat.format(a.format_b) : a.format.empty() ? dp.b : fa;
   const cost::MacCost m = cost::mac_cost(fa, fb, dp);
@@ -243,7 +149,7 @@ void run_mac(Context& ctx, const CostArgs& a) {
 }
 
 void run_targets(Context& ctx, const CostArgs& a) {
-  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
+  cost::Catalog cat(ctx.formats(), a.req.cost_dirs, &ctx.blocks(), &ctx.datapaths());
   for (const auto& name : cat.target_names()) {
     const cost::Target& t = cat.target(name);
     std::cout << t.name << ": " << t.display_name << " [" << t.kind << "]\n  memory " << sig(t.bandwidth_gb_s)
@@ -267,47 +173,43 @@ void run_targets(Context& ctx, const CostArgs& a) {
 
 void register_cost(CLI::App& app, Context& ctx) {
   static CostArgs args;
-  args.setup.phase = "both";  // the single-device model prices prefill and decode unless told
   auto* cmd = app.add_subcommand(
       "cost", "roofline time and energy per token of a model on a hardware target under a precision plan");
   cmd->require_subcommand(0, 1);
-  cmd->add_option("--cost-dir", args.cost_dirs,
+  cmd->add_option("--cost-dir", args.req.cost_dirs,
                   "extra directory with hardware/ and shapes/ TOML files; repeatable")
       ->check(CLI::ExistingDirectory);
-  cmd->add_option("--target", args.target, "hardware target name (data/hardware) or a .toml file");
-  cmd->add_option("--model", args.model, "model shape name (data/shapes) or a .toml file");
-  cmd->add_option("--plan", args.plan, "precision plan: experiments/plans NAME, a plan .toml, fp32 or fp64")
+  cmd->add_option("--target", args.req.target, "hardware target name (data/hardware) or a .toml file");
+  cmd->add_option("--model", args.req.model, "model shape name (data/shapes) or a .toml file");
+  cmd->add_option("--plan", args.req.plan, "precision plan: experiments/plans NAME, a plan .toml, fp32 or fp64")
       ->capture_default_str();
-  cmd->add_option("--weights", args.setup.weights, "override the plan's weight format (blocks and LM head)");
-  cmd->add_option("--activations", args.setup.activations,
+  cmd->add_option("--weights", args.req.setup.weights, "override the plan's weight format (blocks and LM head)");
+  cmd->add_option("--activations", args.req.setup.activations,
                   "override the plan's GEMM-input format (linear_input, lm_head_input, q, probs)");
-  cmd->add_option("--kv-cache", args.setup.kv_cache, "override the plan's KV-cache format");
+  cmd->add_option("--kv-cache", args.req.setup.kv_cache, "override the plan's KV-cache format");
   cmd->add_option(
-      "--datapath", args.setup.datapath,
+      "--datapath", args.req.setup.datapath,
       "run every GEMM on this datapath record (formats/datapath or a .toml); default: the plan's, else the "
       "target's datapath for each rate class");
-  cmd->add_option("--batch", args.setup.batch, "sequences per step")
+  cmd->add_option("--batch", args.req.setup.batch, "sequences per step")
       ->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--context", args.setup.context,
+  cmd->add_option("--context", args.req.setup.context,
                   "prompt length (prefill) / tokens in the KV cache (decode)")
       ->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--phase", args.setup.phase, "prefill | decode | both | train (train needs --system)")
+  cmd->add_option("--phase", args.req.setup.phase, "prefill | decode | both | train (train needs --system)")
       ->capture_default_str()
       ->check(CLI::IsMember({"prefill", "decode", "both", "train"}));
-  cmd->add_option("--top", args.top, "ops to list per phase")->capture_default_str()->check(at_least(0));
+  cmd->add_option("--top", args.req.top, "ops to list per phase")->capture_default_str()->check(at_least(0));
   cmd->add_flag("--json", args.json, "print JSON instead of tables");
-  cmd->add_option("--plot", args.plot_dir,
+  cmd->add_option("--plot", args.req.plot_dir,
                   "also draw each phase's per-op time, bytes and energy to DIR/cost_<phase>.svg");
   add_cost_cluster_options(cmd, args);
   cmd->callback([&ctx, cmd] {
     if (!cmd->get_subcommands().empty()) return;
-    if (args.cluster()) {
-      run_cost_cluster(ctx, args);
-    } else {
-      run_cost(ctx, args);
-    }
+    ctx.apply_threads();
+    run_cost(ctx, args);
   });
 
   auto* mac =
@@ -315,7 +217,7 @@ void register_cost(CLI::App& app, Context& ctx) {
   mac->add_option("--format", args.format,
                   "element or block format of the inputs (default: the datapath's own input formats)");
   mac->add_option("--format-b", args.format_b, "second input's format if it differs");
-  mac->add_option("--datapath", args.setup.datapath,
+  mac->add_option("--datapath", args.req.setup.datapath,
                   "datapath record (formats/datapath; default generic_bf16)");
   mac->add_option("--iso-target", args.iso_target, "also spend this target's MAC array on --format MACs");
   mac->add_option("--iso-class", args.iso_class, "rate class whose array is the area budget")

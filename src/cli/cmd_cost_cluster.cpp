@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 
@@ -45,30 +44,10 @@ void print_train(const cost::TrainResult& r, const cost::Target& t) {
             << "\n";
 }
 
-std::string train_json(const cost::TrainResult& r) {
-  const auto& s = r.time;
-  const auto& m = r.memory;
-  std::ostringstream o;
-  o.precision(6);
-  o << "{\"parallel\": \"" << r.config.par.str() << "\", \"micro_batch\": " << r.config.micro_batch
-    << ", \"microbatches\": " << r.microbatches << ", \"recompute\": \""
-    << cost::recompute_name(r.config.recompute) << "\", \"rate_class\": \"" << r.rate_class
-    << "\", \"step_s\": " << s.step_s << ", \"compute_s\": " << s.compute_s
-    << ", \"memory_s\": " << s.memory_s << ", \"tp_s\": " << s.tp_s << ", \"cp_s\": " << s.cp_s
-    << ", \"ep_s\": " << s.ep_s << ", \"pp_s\": " << s.pp_s << ", \"dp_s\": " << s.dp_s
-    << ", \"bubble_s\": " << s.bubble_s << ", \"optimizer_s\": " << s.optimizer_s
-    << ", \"tokens_per_s\": " << r.tokens_per_s << ", \"tflops_per_device\": " << r.tflops_per_device
-    << ", \"mfu\": " << r.mfu << ", \"memory\": {\"weights\": " << m.weights
-    << ", \"gradients\": " << m.gradients << ", \"optimizer\": " << m.optimizer
-    << ", \"activations\": " << m.activations << ", \"total\": " << m.total
-    << ", \"capacity\": " << m.capacity << ", \"fits\": " << (m.fits ? "true" : "false") << "}}";
-  return o.str();
-}
-
 }  // namespace
 
 void add_cost_cluster_options(CLI::App* cmd, CostArgs& a) {
-  experiment::ClusterSetup& s = a.setup;
+  experiment::ClusterSetup& s = a.req.setup;
   std::vector<std::string> recompute;
   for (const auto r : {cost::Recompute::none, cost::Recompute::selective, cost::Recompute::full})
     recompute.emplace_back(cost::recompute_name(r));
@@ -80,7 +59,7 @@ void add_cost_cluster_options(CLI::App* cmd, CostArgs& a) {
       ->check(at_least(1));
   cmd->add_option("--parallel", s.parallel, "parallel degrees, e.g. tp=8,pp=4,dp=32,cp=1,vpp=1,sp=1,zero=1");
   cmd->add_flag("--search", s.search, "search parallel configurations on --devices and list the best --top");
-  cmd->add_option("--step-time", a.step_time,
+  cmd->add_option("--step-time", s.step_time,
                   "with --search and no --devices: the fewest devices (scale-up size x 2^k) meeting this "
                   "step time (s)")
       ->check(CLI::PositiveNumber);
@@ -101,145 +80,75 @@ void add_cost_cluster_options(CLI::App* cmd, CostArgs& a) {
   cmd->add_option("--comm", s.comm,
                   "training: format on the wire for gradients and activations (default: "
                   "gradients bf16, activations in the activation format)");
-  cmd->add_option("--batches", a.batches, "inference: batch sizes to tabulate (default: --batch)")
+  cmd->add_option("--batches", s.batches, "inference: batch sizes to tabulate (default: --batch)")
       ->delimiter(',')
       ->check(at_least(1));
 }
 
-void run_cost_cluster(Context& ctx, const CostArgs& c) {
-  const experiment::ClusterSetup& setup = c.setup;
-  if (c.model.empty()) throw Error("lpemu cost: --model is required (see `lpemu cost --help`)");
-  if (setup.system.empty())
-    throw Error("lpemu cost: --system is required with --devices, --parallel, --search or --phase train");
-  cost::Catalog cat(ctx.formats(), c.cost_dirs, &ctx.blocks(), &ctx.datapaths());
-  const cost::System sys = cost::load_system(setup.system, c.cost_dirs);
-  const cost::Target& t = cat.target(c.target.empty() ? sys.device : c.target);
-  const cost::ModelShape& m = cat.shape(c.model);
-  // The cluster models take one format per role (experiment::cluster_formats, shared with sweeps).
-  const experiment::ClusterFormats cf = experiment::cluster_formats(ctx.load_plan(c.plan), m, t, cat, setup);
-  const cost::PlanFormats& pf = cf.formats;
-  const std::string& dp_name = cf.datapath;
-  const cost::MacDatapath& dp = cat.datapath(dp_name);
-
-  if (!c.json) {
-    std::cout << "system   " << sys.name << " (" << sys.display_name << "): device " << t.name
-              << ", scale-up " << sys.scale_up_kind << " of " << sys.scale_up_size << " at "
-              << sys.scale_up.bandwidth_gb_s << " GB/s"
-              << (sys.scale_up_kind == "torus" ? " per link" : " per device") << ", scale-out "
-              << sys.scale_out.bandwidth_gb_s << " GB/s per device\n";
-    std::cout << "model    " << m.name << " (" << num(static_cast<double>(m.parameters()) / 1e9, 2)
-              << " G parameters)\n";
-  }
-  if (setup.phase == "train") {
-    const cost::TrainFormats f = experiment::train_formats(pf, cat, setup);
-    cost::TrainConfig cfg = experiment::train_config(setup);
-    if (!c.json) {
-      std::cout << "formats  weights " << f.weights.name << ", activations " << f.activations.name
-                << ", gradients " << f.gradients.name << ", optimizer states " << f.optimizer_states.name
-                << ", master weights " << f.master_weights.name << "; on the wire: gradients "
-                << f.grad_comm.name << ", activations " << f.act_comm.name << "\n";
-      std::cout << "job      " << setup.global_batch << " sequences of " << setup.context
-                << " tokens per step\n\n";
-    }
-    if (setup.search) {
-      if (setup.devices < 1 && c.step_time <= 0)
-        throw Error("lpemu cost --search: --devices or --step-time is required");
-      if (!setup.parallel.empty()) cfg.par = cost::parse_parallel(setup.parallel);
-      std::vector<cost::TrainResult> all;
-      if (setup.devices > 0) {
-        all = cost::search_training(m, f, sys, t, dp, setup.devices, cfg);
-        if (all.empty())
-          throw Error("lpemu cost --search: no consistent configuration on " + std::to_string(setup.devices) +
-                      " devices");
-      } else {
-        constexpr long long kMaxDevices = 1LL << 17;
-        all = cost::fewest_devices_for_step(m, f, sys, t, dp, cfg, c.step_time, kMaxDevices);
-        if (all.empty()) {
-          throw Error(
-              "lpemu cost --step-time " + num(c.step_time, 3) + ": no device count up to " +
-              std::to_string(sys.max_devices > 0 ? std::min(sys.max_devices, kMaxDevices) : kMaxDevices) +
-              " meets it on system '" + sys.name + "'");
-        }
-        if (!c.json) {
-          std::cout << "fewest devices meeting a step of " << num(c.step_time, 3)
-                    << " s: " << all.front().config.par.devices() << "\n";
-        }
-      }
-      if (c.json) {
-        std::cout << "[";
-        for (std::size_t i = 0; i < all.size() && static_cast<int>(i) < c.top; ++i)
-          std::cout << (i ? ", " : "") << train_json(all[i]);
-        std::cout << "]\n";
-        return;
-      }
-      std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel",
-                  "mb", "recompute", "step s", "tokens/s", "MFU", "compute", "memory", "TP", "EP", "PP", "DP",
-                  "bubble", "opt", "mem GB");
-      for (std::size_t i = 0; i < all.size() && static_cast<int>(i) < c.top; ++i) {
-        const auto& r = all[i];
-        const auto& s = r.time;
-        std::printf(
-            "%4zu %-34s %3lld %-9s %8.3f %10.0f %5.1f%% %6.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% "
-            "%5.1f%% %5.1f%% %6.1f%s\n",
-            i + 1, r.config.par.str().c_str(), r.config.micro_batch, cost::recompute_name(r.config.recompute),
-            s.step_s, r.tokens_per_s, 100 * r.mfu, 100 * s.compute_s / s.step_s, 100 * s.memory_s / s.step_s,
-            100 * s.tp_s / s.step_s, 100 * s.ep_s / s.step_s, 100 * s.pp_s / s.step_s,
-            100 * s.dp_s / s.step_s, 100 * s.bubble_s / s.step_s, 100 * s.optimizer_s / s.step_s,
-            r.memory.total / 1e9, r.memory.fits ? "" : " (does not fit)");
-      }
-      std::cout << "(" << all.size() << " consistent configurations; percentages are shares of the step)\n";
+void print_cost_cluster(const app::PriceResult& res, const app::PriceRequest& req) {
+  const experiment::ClusterSetup& setup = req.setup;
+  const experiment::ClusterPrice& c = *res.cluster;
+  const cost::System& sys = c.system;
+  const cost::Target& t = c.target;
+  const cost::ModelShape& m = res.model;
+  const cost::PlanFormats& pf = c.formats.formats;
+  std::cout << "system   " << sys.name << " (" << sys.display_name << "): device " << t.name << ", scale-up "
+            << sys.scale_up_kind << " of " << sys.scale_up_size << " at " << sys.scale_up.bandwidth_gb_s << " GB/s"
+            << (sys.scale_up_kind == "torus" ? " per link" : " per device") << ", scale-out "
+            << sys.scale_out.bandwidth_gb_s << " GB/s per device\n";
+  std::cout << "model    " << m.name << " (" << num(static_cast<double>(m.parameters()) / 1e9, 2)
+            << " G parameters)\n";
+  if (!c.train.empty()) {
+    const cost::TrainFormats& f = c.train_formats;
+    std::cout << "formats  weights " << f.weights.name << ", activations " << f.activations.name << ", gradients "
+              << f.gradients.name << ", optimizer states " << f.optimizer_states.name << ", master weights "
+              << f.master_weights.name << "; on the wire: gradients " << f.grad_comm.name << ", activations "
+              << f.act_comm.name << "\n";
+    std::cout << "job      " << setup.global_batch << " sequences of " << setup.context << " tokens per step\n\n";
+    if (!setup.search) {
+      print_train(c.train.front(), t);
       return;
     }
-    cfg.par = cost::parse_parallel(setup.parallel.empty() ? "tp=1" : setup.parallel, setup.devices);
-    const cost::TrainResult r = cost::training_step(m, f, sys, t, dp, cfg);
-    if (c.json) {
-      std::cout << train_json(r) << "\n";
-      return;
+    if (c.fewest_devices > 0) {
+      std::cout << "fewest devices meeting a step of " << num(setup.step_time, 3) << " s: " << c.fewest_devices
+                << "\n";
     }
-    print_train(r, t);
+    std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel", "mb",
+                "recompute", "step s", "tokens/s", "MFU", "compute", "memory", "TP", "EP", "PP", "DP", "bubble",
+                "opt", "mem GB");
+    for (std::size_t i = 0; i < c.train.size() && static_cast<int>(i) < req.top; ++i) {
+      const auto& r = c.train[i];
+      const auto& s = r.time;
+      std::printf(
+          "%4zu %-34s %3lld %-9s %8.3f %10.0f %5.1f%% %6.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%% "
+          "%5.1f%% %5.1f%% %6.1f%s\n",
+          i + 1, r.config.par.str().c_str(), r.config.micro_batch, cost::recompute_name(r.config.recompute),
+          s.step_s, r.tokens_per_s, 100 * r.mfu, 100 * s.compute_s / s.step_s, 100 * s.memory_s / s.step_s,
+          100 * s.tp_s / s.step_s, 100 * s.ep_s / s.step_s, 100 * s.pp_s / s.step_s, 100 * s.dp_s / s.step_s,
+          100 * s.bubble_s / s.step_s, 100 * s.optimizer_s / s.step_s, r.memory.total / 1e9,
+          r.memory.fits ? "" : " (does not fit)");
+    }
+    std::cout << "(" << c.train.size() << " consistent configurations; percentages are shares of the step)\n";
     return;
   }
-  // Inference (--phase is prefill, decode or both: checked when parsed).
-  const cost::Parallel par = cost::parse_parallel(setup.parallel.empty() ? "tp=1" : setup.parallel);
-  if (setup.devices > 0 && par.devices() != setup.devices) {
-    throw Error("--parallel " + par.str() + " uses " + std::to_string(par.devices()) +
-                " devices; --devices is " + std::to_string(setup.devices));
-  }
-  std::vector<long long> batches = c.batches.empty() ? std::vector<long long>{setup.batch} : c.batches;
-  const long long maxb = cost::max_batch_for_kv(m, pf, t, par, setup.context);
-  if (!c.json) {
-    std::cout << "plan     weights " << pf.weights.name << ", activations " << pf.activations.name << ", kv "
-              << pf.kv_cache.name << "; parallel tp=" << par.tp << ",pp=" << par.pp << "\n";
-    std::cout << "KV cache at context " << setup.context << ": largest batch that fits per device = " << maxb
-              << "\n";
-  } else {
-    std::cout << "{\"system\": \"" << sys.name << "\", \"max_batch\": " << maxb << ", \"rows\": [";
-  }
-  bool first = true;
-  for (const char* ph : {"prefill", "decode"}) {
-    if (setup.phase != "both" && setup.phase != ph) continue;
-    const cost::Phase phase = std::string(ph) == "prefill" ? cost::Phase::prefill : cost::Phase::decode;
-    if (!c.json) {
-      std::printf("\n%s, context %lld\n%7s %10s %12s %14s %8s %8s %8s %9s\n", ph, setup.context, "batch",
-                  "step ms", "tokens/s", "tokens/s/dev", "compute", "memory", "TP", "GB/dev");
+  const cost::Parallel& par = c.parallel;
+  std::cout << "plan     weights " << pf.weights.name << ", activations " << pf.activations.name << ", kv "
+            << pf.kv_cache.name << "; parallel tp=" << par.tp << ",pp=" << par.pp << "\n";
+  std::cout << "KV cache at context " << setup.context << ": largest batch that fits per device = " << c.max_batch
+            << "\n";
+  int shown = -1;
+  for (const auto& r : c.inference) {
+    if (static_cast<int>(r.phase) != shown) {
+      shown = static_cast<int>(r.phase);
+      std::printf("\n%s, context %lld\n%7s %10s %12s %14s %8s %8s %8s %9s\n",
+                  r.phase == cost::Phase::prefill ? "prefill" : "decode", setup.context, "batch", "step ms",
+                  "tokens/s", "tokens/s/dev", "compute", "memory", "TP", "GB/dev");
     }
-    for (long long b : batches) {
-      const auto r = cost::inference_step(m, pf, sys, t, dp, par, phase, b, setup.context);
-      if (c.json) {
-        std::cout << (first ? "" : ", ") << "{\"phase\": \"" << ph << "\", \"batch\": " << b
-                  << ", \"step_s\": " << r.step_s << ", \"tokens_per_s\": " << r.tokens_per_s
-                  << ", \"tp_s\": " << r.tp_s << ", \"bytes_per_device\": " << r.weight_bytes + r.kv_bytes
-                  << ", \"fits\": " << (r.fits ? "true" : "false") << "}";
-        first = false;
-        continue;
-      }
-      std::printf("%7lld %10.3f %12.1f %14.1f %7.1f%% %7.1f%% %7.1f%% %9.1f%s\n", b, r.step_s * 1e3,
-                  r.tokens_per_s, r.tokens_per_s / static_cast<double>(par.devices()),
-                  100 * r.compute_s / r.step_s, 100 * r.memory_s / r.step_s, 100 * r.tp_s / r.step_s,
-                  (r.weight_bytes + r.kv_bytes) / 1e9, r.fits ? "" : "  does not fit");
-    }
+    std::printf("%7lld %10.3f %12.1f %14.1f %7.1f%% %7.1f%% %7.1f%% %9.1f%s\n", r.batch, r.step_s * 1e3,
+                r.tokens_per_s, r.tokens_per_s / static_cast<double>(par.devices()), 100 * r.compute_s / r.step_s,
+                100 * r.memory_s / r.step_s, 100 * r.tp_s / r.step_s, (r.weight_bytes + r.kv_bytes) / 1e9,
+                r.fits ? "" : "  does not fit");
   }
-  if (c.json) std::cout << "]}\n";
 }
 
 }  // namespace lpemu::cli

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli/common.hpp"
-#include "lpemu/experiment/pricing.hpp"
+#include "lpemu/app/price.hpp"
 
 namespace CLI {
 class App;
@@ -15,34 +15,20 @@ class App;
 
 namespace lpemu::cli {
 
-/// Every option of `lpemu cost` and its subcommands; the cluster models' options are bound
-/// straight into `setup`.
+/// Every option of `lpemu cost` and its subcommands: the request the library prices, and the
+/// `cost mac` options.
 struct CostArgs {
-  std::vector<std::filesystem::path> cost_dirs;
-  std::string target, model, plan = "bf16";
-  int top = 8;
+  app::PriceRequest req;
   bool json = false;
-  std::filesystem::path plot_dir;  ///< --plot: write cost_<phase>.svg here
-  /// --system and the job, and the --weights/--activations/--kv-cache/--datapath overrides that
-  /// the single-device model reads too.
-  experiment::ClusterSetup setup;
-  double step_time = 0;            ///< --search without --devices: the step time to meet (s)
-  std::vector<long long> batches;  ///< inference at cluster level: batch sizes to tabulate
   // mac
   std::string format, format_b, iso_target, iso_class = "bf16", iso_format;
-
-  /// True if the cluster-level model should answer (any cluster option, or --phase train).
-  bool cluster() const {
-    return !setup.system.empty() || setup.devices > 0 || !setup.parallel.empty() || setup.search ||
-           setup.phase == "train";
-  }
 };
 
 /// Adds the cluster options (--system, --devices, --parallel, --search, training and
 /// --batches) to `lpemu cost`, bound into `a`.
 void add_cost_cluster_options(CLI::App* cmd, CostArgs& a);
 
-/// Runs the cluster-level model and prints its report.
-void run_cost_cluster(Context& ctx, const CostArgs& a);
+/// Prints a cluster-level result as tables.
+void print_cost_cluster(const app::PriceResult& r, const app::PriceRequest& req);
 
 }  // namespace lpemu::cli

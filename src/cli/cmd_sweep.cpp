@@ -5,11 +5,8 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "lpemu/engine/plan.hpp"
+#include "lpemu/app/sweep.hpp"
 #include "lpemu/error.hpp"
-#include "lpemu/experiment/study.hpp"
-#include "lpemu/experiment/sweep.hpp"
-#include "lpemu/format/codec.hpp"
 
 namespace lpemu::cli {
 namespace {
@@ -21,7 +18,7 @@ struct SweepArgs {
   std::string out;
   int jobs = 1;
   std::pair<int, int> shard{0, 1};  ///< --shard I/N
-  bool force = false;
+  bool force = false, json = false;
   std::vector<std::string> merge_dirs;
   std::string merge_out;
 };
@@ -47,36 +44,34 @@ void print_files(const experiment::SweepFiles& f) {
 
 void run(Context& ctx, const SweepArgs& a) {
   ctx.apply_threads();
-  const experiment::Experiment exp = experiment::load_experiment(a.experiment);
-  experiment::SweepOptions opt;
-  opt.out = a.out;
-  opt.jobs = a.jobs;
-  opt.force = a.force;
-  const auto [i, n] = a.shard;
-  const std::string shard = std::to_string(i) + "/" + std::to_string(n);
-  opt.shard = i;
-  opt.shards = n;
-  opt.on_progress = [](const experiment::Progress& p) {
+  app::SweepRequest req;
+  req.experiment = a.experiment;
+  req.out = a.out;
+  req.jobs = a.jobs;
+  req.force = a.force;
+  req.shard = a.shard.first;
+  req.shards = a.shard.second;
+  const std::string shard = std::to_string(req.shard) + "/" + std::to_string(req.shards);
+  req.progress = [](const experiment::Progress& p) {
     std::cerr << "[" << p.done << "/" << p.total << "] " << p.label
               << (p.resumed ? " (kept from an earlier run)" : "") << "  elapsed " << duration(p.elapsed_s)
               << ", remaining ~" << duration(p.remaining_s) << "\n";
   };
-  // An accumulator study's generated datapaths join this invocation's datapaths before the plans
-  // that name them are built; the sweep writes them beside its results.
-  for (auto& g : experiment::study_datapaths(exp, ctx.datapaths(), ctx.formats())) {
-    opt.datapath_files.emplace_back(g.datapath.name, g.toml);
-    ctx.add_datapath(std::move(g.datapath), exp.study->origin);
+  req.on_start = [&](const std::string& name, std::size_t plans) {
+    std::cerr << "lpemu: sweep '" << name << "': " << plans << " plans"
+              << (req.shards > 1 ? ", shard " + shard : std::string()) << "\n";
+  };
+  const app::SweepReport r = app::sweep(ctx, req);
+  if (a.json) {
+    print_json(app::fields(r));
+    return;
   }
-  std::cerr << "lpemu: sweep '" << exp.name << "': " << exp.plans.size() << " plans"
-            << (n > 1 ? ", shard " + shard : std::string()) << "\n";
-  const auto files = experiment::run_sweep(exp, ctx.toolbox(), opt);
-  if (files.report_md.empty()) {
-    std::cout << "lpemu: shard " << shard << " done; plan results in "
-              << fs::absolute(opt.out.empty() ? exp.out_dir : opt.out).string()
+  if (r.files.report_md.empty()) {
+    std::cout << "lpemu: shard " << shard << " done; plan results in " << fs::absolute(r.dir).string()
               << "/plans. Join the shards with `lpemu sweep merge DIR... --out DIR`.\n";
     return;
   }
-  print_files(files);
+  print_files(r.files);
 }
 
 }  // namespace
@@ -95,12 +90,18 @@ void register_sweep(CLI::App& app, Context& ctx) {
       ->check(at_least(0));
   sub->add_flag("--force", args.force,
                 "recompute plans whose results exist (and discard a different experiment's)");
+  sub->add_flag("--json", args.json, "print what was written and measured as JSON");
   auto* merge = sub->add_subcommand("merge", "join shard output directories into one result set");
   merge->add_option("DIRS", args.merge_dirs, "shard output directories")->required();
   merge->add_option("--out", args.merge_out, "merged output directory")->required();
   merge->callback([] {
     std::vector<fs::path> dirs(args.merge_dirs.begin(), args.merge_dirs.end());
-    print_files(experiment::merge_sweeps(dirs, args.merge_out));
+    const app::SweepReport r = app::sweep_merge(dirs, args.merge_out);
+    if (args.json) {
+      print_json(app::fields(r));
+    } else {
+      print_files(r.files);
+    }
   });
   sub->callback([&ctx, sub, merge] {
     if (sub->got_subcommand(merge)) return;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lpemu/error.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::experiment {
 namespace {
@@ -110,6 +111,32 @@ Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& sh
   return p;
 }
 
+void apply_overrides(engine::PrecisionPlan& plan, const ClusterSetup& a, const std::string& origin) {
+  const auto set = [&](engine::Role role, const std::string& format) {
+    if (format.empty()) return;
+    const auto drop = [&](std::vector<engine::PrecisionPlan::Entry>& es) {
+      es.erase(std::remove_if(es.begin(), es.end(), [&](const auto& e) { return e.role == role; }), es.end());
+    };
+    drop(plan.roles);
+    for (auto& o : plan.overrides) drop(o.entries);
+    engine::QuantSpec spec;
+    spec.format = format;
+    spec.origin = origin;
+    plan.roles.push_back({role, spec});
+  };
+  set(engine::Role::weights, a.weights);
+  set(engine::Role::lm_head, a.weights);
+  set(engine::Role::linear_input, a.activations);
+  set(engine::Role::lm_head_input, a.activations);
+  set(engine::Role::q, a.activations);
+  set(engine::Role::probs, a.activations);
+  set(engine::Role::kv_cache, a.kv_cache);
+  if (!a.datapath.empty()) {
+    plan.gemm = engine::GemmChoice{a.datapath, false, origin};
+    for (auto& o : plan.overrides) o.gemm.reset();
+  }
+}
+
 ClusterFormats cluster_formats(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
                                const cost::Target& target, cost::Catalog& cat, const ClusterSetup& c) {
   const cost::CostPlan cp = cost_plan(plan, shape.n_layers);
@@ -147,28 +174,76 @@ cost::TrainConfig train_config(const ClusterSetup& c) {
   return cfg;
 }
 
+ClusterPrice price_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
+                           const cost::System& sys, cost::Catalog& cat, const ClusterSetup& c) {
+  ClusterPrice out;
+  out.system = sys;
+  out.target = cat.target(c.target.empty() ? sys.device : c.target);
+  const cost::Target& t = out.target;
+  out.formats = cluster_formats(plan, shape, t, cat, c);
+  const cost::MacDatapath& dp = cat.datapath(out.formats.datapath);
+  if (c.phase == "train") {
+    out.train_formats = train_formats(out.formats.formats, cat, c);
+    const cost::TrainFormats& f = out.train_formats;
+    cost::TrainConfig cfg = train_config(c);
+    if (!c.search) {
+      cfg.par = cost::parse_parallel(c.parallel.empty() ? "tp=1" : c.parallel, c.devices);
+      out.train.push_back(cost::training_step(shape, f, sys, t, dp, cfg));
+      return out;
+    }
+    if (c.devices < 1 && c.step_time <= 0) throw SpecError("search: devices or a step time is required");
+    if (!c.parallel.empty()) cfg.par = cost::parse_parallel(c.parallel);
+    if (c.devices > 0) {
+      out.train = cost::search_training(shape, f, sys, t, dp, c.devices, cfg);
+      if (out.train.empty())
+        throw SpecError("search: no consistent configuration on " + std::to_string(c.devices) + " devices");
+      return out;
+    }
+    constexpr long long kMaxDevices = 1LL << 17;
+    out.train = cost::fewest_devices_for_step(shape, f, sys, t, dp, cfg, c.step_time, kMaxDevices);
+    if (out.train.empty()) {
+      throw SpecError("step time " + io::format_number(c.step_time, io::NumberStyle::fixed, 3) +
+                      ": no device count up to " +
+                      std::to_string(sys.max_devices > 0 ? std::min(sys.max_devices, kMaxDevices) : kMaxDevices) +
+                      " meets it on system '" + sys.name + "'");
+    }
+    out.fewest_devices = out.train.front().config.par.devices();
+    return out;
+  }
+  if (c.phase != "prefill" && c.phase != "decode" && c.phase != "both") {
+    throw SpecError("cluster pricing: phase \"" + c.phase + "\": expected train, prefill, decode or both");
+  }
+  out.parallel = cost::parse_parallel(c.parallel.empty() ? "tp=1" : c.parallel);
+  const cost::Parallel& par = out.parallel;
+  if (c.devices > 0 && par.devices() != c.devices) {
+    throw SpecError("parallel " + par.str() + " uses " + std::to_string(par.devices()) +
+                    " devices; devices is " + std::to_string(c.devices));
+  }
+  const cost::PlanFormats& pf = out.formats.formats;
+  out.max_batch = cost::max_batch_for_kv(shape, pf, t, par, c.context);
+  const std::vector<long long> batches = c.batches.empty() ? std::vector<long long>{c.batch} : c.batches;
+  for (const auto phase : {cost::Phase::prefill, cost::Phase::decode}) {
+    if (c.phase != "both" && c.phase != (phase == cost::Phase::prefill ? "prefill" : "decode")) continue;
+    for (const long long b : batches)
+      out.inference.push_back(cost::inference_step(shape, pf, sys, t, dp, par, phase, b, c.context));
+  }
+  return out;
+}
+
 ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
                                   const cost::System& sys, cost::Catalog& cat, const ClusterSetup& c) {
-  const cost::Target& t = cat.target(sys.device);
-  const ClusterFormats cf = cluster_formats(plan, shape, t, cat, c);
-  const cost::MacDatapath& dp = cat.datapath(cf.datapath);
+  if (c.phase != "train" && c.phase != "prefill" && c.phase != "decode") {
+    throw SpecError("cluster pricing: phase \"" + c.phase + "\": expected train, prefill or decode");
+  }
+  if (c.phase == "train" && c.search && c.devices < 1) throw SpecError("cluster pricing: search needs devices >= 1");
+  ClusterSetup one = c;
+  one.batches.clear();
+  one.step_time = 0;
+  const ClusterPrice p = price_cluster(plan, shape, sys, cat, one);
   ClusterPricing out;
   out.system = sys.name;
-  if (c.phase == "train") {
-    const cost::TrainFormats f = train_formats(cf.formats, cat, c);
-    cost::TrainConfig cfg = train_config(c);
-    cost::TrainResult r;
-    if (c.search) {
-      if (c.devices < 1) throw SpecError("cluster pricing: search needs devices >= 1");
-      if (!c.parallel.empty()) cfg.par = cost::parse_parallel(c.parallel);
-      const auto all = cost::search_training(shape, f, sys, t, dp, c.devices, cfg);
-      if (all.empty())
-        throw SpecError("no consistent configuration on " + std::to_string(c.devices) + " devices");
-      r = all.front();
-    } else {
-      cfg.par = cost::parse_parallel(c.parallel.empty() ? "tp=1" : c.parallel, c.devices);
-      r = cost::training_step(shape, f, sys, t, dp, cfg);
-    }
+  if (!p.train.empty()) {
+    const cost::TrainResult& r = p.train.front();
     out.parallel = r.config.par.str();
     out.step_s = r.time.step_s;
     out.tokens_per_s = r.tokens_per_s;
@@ -178,18 +253,8 @@ ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost:
     out.why = r.memory.why;
     return out;
   }
-  if (c.phase != "prefill" && c.phase != "decode") {
-    throw SpecError("cluster pricing: phase \"" + c.phase + "\": expected train, prefill or decode");
-  }
-  const cost::Parallel par = cost::parse_parallel(c.parallel.empty() ? "tp=1" : c.parallel);
-  if (c.devices > 0 && par.devices() != c.devices) {
-    throw SpecError("parallel " + par.str() + " uses " + std::to_string(par.devices()) +
-                    " devices; devices is " + std::to_string(c.devices));
-  }
-  const auto r = cost::inference_step(shape, cf.formats, sys, t, dp, par,
-                                      c.phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode,
-                                      c.batch, c.context);
-  out.parallel = par.str();
+  const cost::InferenceResult& r = p.inference.front();
+  out.parallel = p.parallel.str();
   out.step_s = r.step_s;
   out.tokens_per_s = r.tokens_per_s;
   out.memory_gb = (r.weight_bytes + r.kv_bytes) / 1e9;

@@ -15,6 +15,8 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include "lpemu/app/commands.hpp"
+#include "lpemu/app/sweep.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/pack.hpp"
 #include "lpemu/block/quantize.hpp"
@@ -97,6 +99,55 @@ py::array_t<float> from_matrix(const engine::RowMatrix& m) {
   py::array_t<float> out({m.rows(), m.cols()});
   std::copy(m.data(), m.data() + m.size(), out.mutable_data());
   return out;
+}
+
+/// Python values as named fields: None, bool, int, float, str, os.PathLike, lists, tuples and dicts.
+app::Fields to_fields(py::handle x) {
+  if (x.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(x)) return x.cast<bool>();
+  if (py::isinstance<py::int_>(x)) {
+    if (x.cast<py::int_>() < py::int_(0)) return x.cast<long long>();
+    return x.cast<std::uint64_t>();
+  }
+  if (py::isinstance<py::float_>(x)) return x.cast<double>();
+  if (py::isinstance<py::str>(x)) return x.cast<std::string>();
+  if (py::hasattr(x, "__fspath__")) return py::str(x.attr("__fspath__")()).cast<std::string>();
+  if (py::isinstance<py::dict>(x)) {
+    app::Fields out = app::Fields::object();
+    for (const auto& [k, v] : x.cast<py::dict>()) out[py::str(k).cast<std::string>()] = to_fields(v);
+    return out;
+  }
+  if (py::isinstance<py::list>(x) || py::isinstance<py::tuple>(x)) {
+    app::Fields out = app::Fields::array();
+    for (const auto& v : x) out.push_back(to_fields(v));
+    return out;
+  }
+  if (py::hasattr(x, "item")) return to_fields(x.attr("item")());  // NumPy scalars
+  throw Error("cannot pass a Python " + py::str(py::type::of(x).attr("__name__")).cast<std::string>() +
+              " as a request field");
+}
+
+/// Named fields as Python values (dicts keep the fields' order; NaN stays a float NaN).
+py::object from_fields(const app::Fields& f) {
+  switch (f.type()) {
+    case app::Fields::value_t::null: return py::none();
+    case app::Fields::value_t::boolean: return py::bool_(f.get<bool>());
+    case app::Fields::value_t::number_integer: return py::int_(f.get<long long>());
+    case app::Fields::value_t::number_unsigned: return py::int_(f.get<std::uint64_t>());
+    case app::Fields::value_t::number_float: return py::float_(f.get<double>());
+    case app::Fields::value_t::string: return py::str(f.get_ref<const std::string&>());
+    case app::Fields::value_t::array: {
+      py::list out;
+      for (const auto& v : f) out.append(from_fields(v));
+      return out;
+    }
+    case app::Fields::value_t::object: {
+      py::dict out;
+      for (const auto& [k, v] : f.items()) out[py::str(k)] = from_fields(v);
+      return out;
+    }
+    default: throw Error("a result field of an unsupported type");
+  }
 }
 
 /// A model, shared with the plans evaluated on it.
@@ -194,41 +245,6 @@ py::dict eval_dict(const experiment::EvalResult& r) {
   for (const auto& [k, v] : r.points) pts[py::str(k)] = stats_dict(v);
   d["residual"] = res;
   d["points"] = pts;
-  return d;
-}
-
-py::dict plan_result_dict(const experiment::PlanResult& p) {
-  py::dict d;
-  d["index"] = p.index;
-  d["label"] = p.label;
-  d["plan"] = p.plan_name;
-  d["weight_format"] = p.weight_format;
-  d["gemm"] = p.gemm;
-  d["weight_bits"] = p.weight_bits;
-  d["eval"] = eval_dict(p.eval);
-  py::dict c;
-  c["target"] = p.cost.target;
-  c["datapath"] = p.cost.datapath;
-  c["note"] = p.cost.note;
-  c["tokens_per_s"] = p.cost.tokens_per_s;
-  c["joules_per_token"] = p.cost.joules_per_token;
-  c["mac_area_rel_bf16"] = p.cost.mac_area_rel_bf16;
-  c["mac_energy_pj"] = p.cost.mac_energy_pj;
-  d["cost"] = c;
-  d["seconds"] = p.seconds;
-  return d;
-}
-
-py::dict files_dict(const experiment::SweepFiles& f) {
-  py::dict d;
-  d["dir"] = f.dir;
-  d["results_h5"] = f.results_h5;
-  d["results_csv"] = f.results_csv;
-  d["report_md"] = f.report_md;
-  d["plots"] = f.plots;
-  py::list plans;
-  for (const auto& p : f.plans) plans.append(plan_result_dict(p));
-  d["plans"] = plans;
   return d;
 }
 
@@ -545,65 +561,15 @@ class ContextHandle {
     return out;
   }
 
-  py::dict sweep(const std::filesystem::path& file, const experiment::SweepOptions& o) {
-    const experiment::Experiment exp = experiment::load_experiment(file);
-    const experiment::Toolbox& tools = ctx_->toolbox();
-    experiment::SweepFiles f;
+  /// Runs an application command on keyword arguments; its result as Python values.
+  py::object call(const std::string& name, const py::dict& request) {
+    const app::Fields in = to_fields(request);
+    app::Fields out;
     {
       py::gil_scoped_release release;
-      f = experiment::run_sweep(exp, tools, o);
+      out = app::run(*ctx_, name, in);
     }
-    return files_dict(f);
-  }
-
-  py::dict cost(const std::string& plan_name, const std::string& target, const std::string& model_shape,
-                const std::string& phase, long long batch, long long context, const std::string& datapath) {
-    cost::Catalog& cat = ctx_->costs();
-    const cost::Target& t = cat.target(target);
-    const cost::ModelShape& m = cat.shape(model_shape);
-    engine::PrecisionPlan plan = ctx_->load_plan(plan_name);
-    if (!datapath.empty()) {
-      plan.gemm =
-          engine::GemmChoice{datapath, false, "lpemu.cost(datapath=...)"};  // as `lpemu cost --datapath`
-      for (auto& o : plan.overrides) o.gemm.reset();
-    }
-    if (phase != "prefill" && phase != "decode")
-      throw Error("phase '" + phase + "': expected prefill or decode");
-    const experiment::Pricing p = experiment::price_plan(
-        plan, m, t, cat, phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode, batch, context);
-    const cost::Workload& w = p.workload;
-    const cost::Roofline& r = p.roofline;
-    py::dict d;
-    d["target"] = t.name;
-    d["model"] = m.name;
-    d["plan"] = plan.name;
-    d["bits_per_weight"] = w.bits_per_weight;
-    d["computed"] = p.computed;
-    d["datapath"] = p.datapath;
-    d["mac_area_rel_bf16"] = p.mac_area_rel_bf16;
-    d["mac_energy_pj"] = p.mac_energy_pj;
-    d["phase"] = phase;
-    d["batch"] = batch;
-    d["context"] = context;
-    d["weight_bytes"] = w.weight_bytes;
-    d["kv_cache_bytes"] = w.kv_cache_bytes;
-    d["fits_in_memory"] = r.fits_in_memory;
-    d["time_s"] = r.time_s;
-    d["energy_j"] = r.energy_j;
-    d["tokens"] = r.tokens;
-    d["tokens_per_s"] = r.tokens_per_s();
-    d["joules_per_token"] = r.energy_per_token();
-    py::list ops;
-    for (const auto& op : w.ops) {
-      ops.append(py::dict(py::arg("name") = op.name, py::arg("kind") = op.kind, py::arg("count") = op.count,
-                          py::arg("flops") = op.flops, py::arg("bytes") = op.bytes,
-                          py::arg("rate_class") = op.rate_class, py::arg("a_format") = op.a_format,
-                          py::arg("b_format") = op.b_format, py::arg("datapath") = op.datapath,
-                          py::arg("time_s") = op.time_s, py::arg("energy_j") = op.energy_j,
-                          py::arg("bound") = op.compute_bound ? "compute" : "memory"));
-    }
-    d["ops"] = ops;
-    return d;
+    return from_fields(out);
   }
 
  private:
@@ -717,18 +683,6 @@ PYBIND11_MODULE(_lpemu, m) {
            }),
            py::arg("axis"), py::arg("block"), py::arg("scale_rule"));
 
-  py::class_<experiment::SweepOptions>(m, "_SweepOptions")
-      .def(py::init([](std::filesystem::path out, int jobs, int shard, int shards, bool force) {
-             experiment::SweepOptions o;
-             o.out = std::move(out);
-             o.jobs = jobs;
-             o.shard = shard;
-             o.shards = shards;
-             o.force = force;
-             return o;
-           }),
-           py::arg("out"), py::arg("jobs"), py::arg("shard"), py::arg("shards"), py::arg("force"));
-
   py::class_<PyModel>(m, "Model", "A transformer model loaded from HDF5 (data/README.md schema)")
       .def_property_readonly("name", [](const PyModel& x) { return x.model->config.name; })
       .def_property_readonly("path", [](const PyModel& x) { return x.model->path; })
@@ -800,11 +754,9 @@ PYBIND11_MODULE(_lpemu, m) {
            py::arg("model"), py::arg("plan"), py::arg("tokens"), py::arg("reference"))
       .def("replay", &ContextHandle::replay, "Replays recorded linear inputs under a plan",
            py::arg("activations"), py::arg("plan"), py::arg("model"))
-      .def("sweep", &ContextHandle::sweep, "Runs an experiment's plans", py::arg("experiment"),
-           py::arg("options"))
-      .def("cost", &ContextHandle::cost, "Prices a plan on a target", py::arg("plan"), py::arg("target"),
-           py::arg("model_shape"), py::arg("phase"), py::arg("batch"), py::arg("context"),
-           py::arg("datapath"));
+      .def("call", &ContextHandle::call, "Runs an lpemu command on named fields (lpemu.app)", py::arg("name"),
+           py::arg("request"));
+  m.def("commands", &app::command_names, "Names of the commands Context.call runs");
 
   m.def(
       "read_sweep",
@@ -818,7 +770,7 @@ PYBIND11_MODULE(_lpemu, m) {
           if (e.path().extension() == ".h5") files.push_back(e.path());
         }
         std::sort(files.begin(), files.end());
-        for (const auto& f : files) out.append(plan_result_dict(experiment::load_plan_result(f)));
+        for (const auto& f : files) out.append(from_fields(app::fields(experiment::load_plan_result(f))));
         return out;
       },
       "Every plan result of a sweep's output directory, in plan order", py::arg("dir"));

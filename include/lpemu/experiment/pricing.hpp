@@ -41,6 +41,7 @@ Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& sh
 /// (`lpemu cost --system ...` and a sweep's [cost] table with `system` both fill it).
 struct ClusterSetup {
   std::string system;            ///< data/systems name or .toml path; empty: no cluster pricing
+  std::string target;            ///< the device's hardware target ("" = the system's device)
   std::string phase = "decode";  ///< "train", "prefill" or "decode"
   long long devices = 0;         ///< devices in the job (train: dp = devices / (tp pp cp))
   std::string parallel;          ///< "tp=8,pp=4,..." ("" = tp=1)
@@ -53,7 +54,13 @@ struct ClusterSetup {
                      ///< as computed)
   std::string weights, activations, kv_cache,
       datapath;  ///< overrides of the plan's formats ("" = the plan's)
+  double step_time = 0;            ///< train search without devices: the step time to meet (s)
+  std::vector<long long> batches;  ///< inference: batch sizes to price (empty: `batch`)
 };
+
+/// Applies the setup's weights, activations, kv_cache and datapath overrides to `plan` (as
+/// `lpemu cost --weights ...` does); each replaced role names `origin`.
+void apply_overrides(engine::PrecisionPlan& plan, const ClusterSetup& setup, const std::string& origin);
 
 /// The one format per role and the MAC datapath the cluster models price `plan` with: the plan's
 /// middle block (first/last block overrides aside), each overridable by the setup; MACs on the
@@ -71,6 +78,26 @@ cost::TrainFormats train_formats(const cost::PlanFormats& f, cost::Catalog& cata
                                  const ClusterSetup& setup);
 /// The training job of a setup (sequence, batches, recomputation; parallel degrees left at 1).
 cost::TrainConfig train_config(const ClusterSetup& setup);
+
+/// Everything the cluster-level models say of one plan: one training step, every configuration
+/// a search found (best first), or one inference step per phase and batch.
+struct ClusterPrice {
+  cost::System system;
+  cost::Target target;       ///< the device priced (the setup's target, else the system's device)
+  ClusterFormats formats;    ///< the one format per role and the MAC datapath
+  cost::TrainFormats train_formats{};  ///< training only
+  std::vector<cost::TrainResult> train;  ///< training: one step, or the search's configurations
+  long long fewest_devices = 0;  ///< search by step time: the devices of the first configuration
+  cost::Parallel parallel;       ///< inference: the configuration priced
+  long long max_batch = 0;       ///< inference: largest batch whose KV cache fits per device
+  std::vector<cost::InferenceResult> inference;  ///< inference: prefill, then decode, per batch
+};
+
+/// Prices `plan` with the cluster-level models on `system` as `setup` says (phase train, prefill,
+/// decode or both); throws SpecError for an inconsistent setup. `lpemu cost --system` and a sweep's
+/// cluster columns both come from here.
+ClusterPrice price_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
+                           const cost::System& system, cost::Catalog& catalog, const ClusterSetup& setup);
 
 /// One plan priced at cluster level (NaN where not priced).
 struct ClusterPricing {

@@ -24,7 +24,7 @@ from ._lpemu import Error, IoError, Model, Plan, PreparedB, ShapeError, SpecErro
 __all__ = [
     "Context", "Error", "IoError", "Model", "Plan", "PreparedB", "ShapeError", "SpecError", "UnknownNameError",
     "formats", "encode", "decode", "quantize", "block_encode", "datapath", "datapath_error", "dot", "gemm", "prepare_b",
-    "load_model", "load_plan", "evaluate", "replay", "sweep", "read_sweep", "cost",
+    "load_model", "load_plan", "evaluate", "replay", "sweep", "read_sweep", "cost", "call", "commands",
 ]
 
 
@@ -140,15 +140,23 @@ class Context:
 
     def sweep(self, experiment, out="", jobs=1, shard=0, shards=1, force=False):
         """Runs (or resumes) an experiment file's plans; returns its files and per-plan results."""
-        return self._c.sweep(str(experiment), _lpemu._SweepOptions(str(out), int(jobs), int(shard), int(shards),
-                                                                  bool(force)))
+        return self.call("sweep", experiment=experiment, out=out, jobs=jobs, shard=shard, shards=shards,
+                         force=force)
 
-    def cost(self, plan, target, model_shape, phase="decode", batch=1, context=4096, datapath=""):
+    def call(self, command, **request):
+        """Runs an lpemu command (``lpemu.commands()``) on named request fields; its result as the
+        dict ``lpemu COMMAND --json`` prints (NaN stays NaN here)."""
+        return self._c.call(command, request)
+
+    def cost(self, plan="bf16", target=None, model=None, **request):
         """Prices a plan (a plan file, fp32/fp64 or a shipped name) on a hardware target for a model
-        shape, exactly as ``lpemu cost --plan``: a dict with tokens_per_s, joules_per_token, bits
-        per weight, the operand formats and datapaths computed, memory use and one entry per op.
-        ``datapath`` runs every GEMM on that record (as ``--datapath``)."""
-        return self._c.cost(plan, target, model_shape, phase, int(batch), int(context), datapath)
+        shape, exactly as ``lpemu cost --json``: target, model, plan (bits per weight, the operand
+        formats and datapaths computed, MAC area and energy), memory use and per phase time, energy
+        and one entry per op. Other fields as the command's options with underscores: phase
+        ("prefill", "decode", "both", "train"), batch, context, weights, activations, kv_cache,
+        datapath, system, devices, parallel, search, step_time, batches, global_batch,
+        micro_batch, recompute, gradients, optimizer_states, master_weights, comm, top, cost_dirs."""
+        return self.call("cost", plan=plan, target=target, model=model, **request)
 
 
 def _scales(s):
@@ -246,6 +254,16 @@ def read_sweep(directory):
     return _lpemu.read_sweep(str(directory))
 
 
-def cost(plan, target, model_shape, phase="decode", batch=1, context=4096, datapath=""):
+def cost(plan="bf16", target=None, model=None, **request):
     """Prices a plan on a target for a model shape; see Context.cost."""
-    return default_context().cost(plan, target, model_shape, phase, batch, context, datapath)
+    return default_context().cost(plan, target, model, **request)
+
+
+def call(command, **request):
+    """Runs an lpemu command on named request fields; see Context.call."""
+    return default_context().call(command, **request)
+
+
+def commands():
+    """Names of the commands Context.call runs."""
+    return _lpemu.commands()

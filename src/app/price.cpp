@@ -1,0 +1,240 @@
+#include "lpemu/app/price.hpp"
+
+#include <algorithm>
+#include <iostream>
+
+#include "lpemu/cost/catalog.hpp"
+#include "lpemu/error.hpp"
+#include "lpemu/experiment/figures.hpp"
+#include "lpemu/io/svg_plot.hpp"
+
+namespace lpemu::app {
+namespace {
+
+const char* phase_name(cost::Phase p) { return p == cost::Phase::prefill ? "prefill" : "decode"; }
+
+Fields op_fields(const cost::Op& op) {
+  return {{"name", op.name},         {"kind", op.kind},         {"count", op.count},
+          {"rate_class", op.rate_class}, {"a_format", op.a_format}, {"b_format", op.b_format},
+          {"datapath", op.datapath}, {"flops", op.flops},       {"bytes", op.bytes},
+          {"compute_s", op.compute_s}, {"memory_s", op.memory_s}, {"time_s", op.time_s},
+          {"bound", op.compute_bound ? "compute" : "memory"}, {"energy_j", op.energy_j}};
+}
+
+Fields phase_fields(const experiment::Pricing& p) {
+  const cost::Workload& w = p.workload;
+  const cost::Roofline& r = p.roofline;
+  Fields ops = Fields::array();
+  for (const auto& op : w.ops) ops.push_back(op_fields(op));
+  return {{"phase", phase_name(w.phase)},
+          {"batch", w.batch},
+          {"context", w.context},
+          {"tokens", w.tokens},
+          {"time_s", r.time_s},
+          {"time_per_token_s", r.time_per_token()},
+          {"tokens_per_s", r.tokens_per_s()},
+          {"energy_j", r.energy_j},
+          {"joules_per_token", r.energy_per_token()},
+          {"compute_bound_time_s", r.compute_bound_time_s},
+          {"ops", ops}};
+}
+
+Fields train_fields(const cost::TrainResult& r) {
+  const auto& s = r.time;
+  const auto& m = r.memory;
+  return {{"parallel", r.config.par.str()},
+          {"micro_batch", r.config.micro_batch},
+          {"microbatches", r.microbatches},
+          {"recompute", cost::recompute_name(r.config.recompute)},
+          {"rate_class", r.rate_class},
+          {"step_s", s.step_s},
+          {"compute_s", s.compute_s},
+          {"memory_s", s.memory_s},
+          {"tp_s", s.tp_s},
+          {"cp_s", s.cp_s},
+          {"ep_s", s.ep_s},
+          {"pp_s", s.pp_s},
+          {"dp_s", s.dp_s},
+          {"bubble_s", s.bubble_s},
+          {"optimizer_s", s.optimizer_s},
+          {"tokens_per_s", r.tokens_per_s},
+          {"tflops_per_device", r.tflops_per_device},
+          {"mfu", r.mfu},
+          {"memory",
+           {{"weights", m.weights},
+            {"gradients", m.gradients},
+            {"optimizer", m.optimizer},
+            {"activations", m.activations},
+            {"total", m.total},
+            {"capacity", m.capacity},
+            {"fits", m.fits},
+            {"why", m.why}}}};
+}
+
+Fields cluster_fields(const experiment::ClusterPrice& c, int top) {
+  const cost::PlanFormats& pf = c.formats.formats;
+  Fields f = {{"system", c.system.name}, {"device", c.target.name}};
+  f["formats"] = {{"weights", pf.weights.name},
+                  {"activations", pf.activations.name},
+                  {"kv_cache", pf.kv_cache.name},
+                  {"datapath", c.formats.datapath}};
+  if (!c.train.empty()) {
+    const cost::TrainFormats& t = c.train_formats;
+    f["formats"]["gradients"] = t.gradients.name;
+    f["formats"]["optimizer_states"] = t.optimizer_states.name;
+    f["formats"]["master_weights"] = t.master_weights.name;
+    f["formats"]["gradient_wire"] = t.grad_comm.name;
+    f["formats"]["activation_wire"] = t.act_comm.name;
+    Fields configs = Fields::array();
+    for (std::size_t i = 0; i < c.train.size() && static_cast<int>(i) < top; ++i)
+      configs.push_back(train_fields(c.train[i]));
+    f["train"] = configs;
+    f["configurations"] = c.train.size();
+    if (c.fewest_devices > 0) f["fewest_devices"] = c.fewest_devices;
+    return f;
+  }
+  f["parallel"] = c.parallel.str();
+  f["max_batch"] = c.max_batch;
+  Fields rows = Fields::array();
+  for (const auto& r : c.inference) {
+    rows.push_back({{"phase", phase_name(r.phase)},
+                    {"batch", r.batch},
+                    {"context", r.context},
+                    {"step_s", r.step_s},
+                    {"compute_s", r.compute_s},
+                    {"memory_s", r.memory_s},
+                    {"tp_s", r.tp_s},
+                    {"pp_s", r.pp_s},
+                    {"tokens_per_s", r.tokens_per_s},
+                    {"bytes_per_device", r.weight_bytes + r.kv_bytes},
+                    {"fits", r.fits},
+                    {"why", r.why}});
+  }
+  f["inference"] = rows;
+  return f;
+}
+
+}  // namespace
+
+bool PriceRequest::cluster() const {
+  return !setup.system.empty() || setup.devices > 0 || !setup.parallel.empty() || setup.search ||
+         setup.phase == "train";
+}
+
+engine::PrecisionPlan priced_plan(experiment::Context& ctx, const PriceRequest& a) {
+  engine::PrecisionPlan plan = ctx.load_plan(a.plan);
+  experiment::apply_overrides(plan, a.setup, "command line");
+  return plan;
+}
+
+PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
+  if (a.model.empty()) throw SpecError("cost: a model shape is required (--model)");
+  if (a.setup.phase != "prefill" && a.setup.phase != "decode" && a.setup.phase != "both" &&
+      a.setup.phase != "train")
+    throw SpecError("cost: phase \"" + a.setup.phase + "\": expected prefill, decode, both or train");
+  if (a.setup.batch < 1) throw SpecError("cost: batch = " + std::to_string(a.setup.batch) + ": expected >= 1");
+  if (a.setup.context < 1)
+    throw SpecError("cost: context = " + std::to_string(a.setup.context) + ": expected >= 1");
+  if (a.top < 0) throw SpecError("cost: top = " + std::to_string(a.top) + ": expected >= 0");
+  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
+  PriceResult out;
+  out.top = a.top;
+  out.model = cat.shape(a.model);
+  if (a.cluster()) {
+    if (a.setup.system.empty())
+      throw SpecError("cost: a system (--system) is required with devices, parallel, search or phase train");
+    const cost::System sys = cost::load_system(a.setup.system, a.cost_dirs);
+    const engine::PrecisionPlan plan = ctx.load_plan(a.plan);
+    out.plan = plan.name;
+    out.plan_origin = plan.origin;
+    experiment::ClusterSetup setup = a.setup;
+    if (setup.target.empty()) setup.target = a.target;
+    out.cluster = experiment::price_cluster(plan, out.model, sys, cat, setup);
+    out.target = out.cluster->target;
+    return out;
+  }
+  if (a.target.empty()) throw SpecError("cost: a hardware target (--target) is required");
+  out.target = cat.target(a.target);
+  if (!a.setup.datapath.empty()) cat.datapath(a.setup.datapath);  // an unknown name fails here, naming the closest
+  const engine::PrecisionPlan plan = priced_plan(ctx, a);
+  out.plan = plan.name;
+  out.plan_origin = plan.origin;
+  for (const auto ph : {cost::Phase::prefill, cost::Phase::decode}) {
+    if (a.setup.phase != "both" && a.setup.phase != phase_name(ph)) continue;
+    out.phases.push_back(
+        experiment::price_plan(plan, out.model, out.target, cat, ph, a.setup.batch, a.setup.context));
+  }
+  if (!a.plot_dir.empty()) {
+    std::filesystem::create_directories(a.plot_dir);
+    for (const auto& p : out.phases) {
+      const std::string ph = phase_name(p.workload.phase);
+      const auto svg = a.plot_dir / ("cost_" + ph + ".svg");
+      io::write_svg(svg, io::layout(experiment::cost_breakdown_chart(
+                             p.workload, "Where " + ph + " time goes: " + out.model.name + " on " +
+                                             out.target.name + ", plan " + plan.name)));
+      out.plots.push_back(svg);
+    }
+  }
+  return out;
+}
+
+Fields fields(const PriceResult& r) {
+  Fields f = {{"target", r.target.name}, {"model", r.model.name}};
+  f["plan"] = {{"name", r.plan}, {"origin", r.plan_origin}};
+  if (r.cluster) {
+    f["cluster"] = cluster_fields(*r.cluster, r.top);
+    return f;
+  }
+  const experiment::Pricing& p0 = r.phases.front();
+  const cost::Workload& w0 = p0.workload;
+  f["plan"]["bits_per_weight"] = w0.bits_per_weight;
+  f["plan"]["computed"] = p0.computed;
+  f["plan"]["datapath"] = p0.datapath;
+  f["plan"]["mac_area_rel_bf16"] = p0.mac_area_rel_bf16;
+  f["plan"]["mac_energy_pj"] = p0.mac_energy_pj;
+  f["bandwidth_gb_s"] = r.target.bandwidth_gb_s;
+  f["capacity_gb"] = r.target.capacity_gb;
+  f["weight_bytes"] = w0.weight_bytes;
+  f["kv_cache_bytes"] = w0.kv_cache_bytes;
+  f["fits_in_memory"] = p0.roofline.fits_in_memory;
+  Fields phases = Fields::array();
+  for (const auto& p : r.phases) phases.push_back(phase_fields(p));
+  f["phases"] = phases;
+  return f;
+}
+
+PriceRequest price_request(const Fields& f) {
+  PriceRequest r;
+  FieldReader in(f, "cost");
+  experiment::ClusterSetup& s = r.setup;
+  in.read("target", r.target);
+  in.read("model", r.model);
+  in.read("plan", r.plan);
+  in.read("cost_dirs", r.cost_dirs);
+  in.read("phase", s.phase);
+  in.read("batch", s.batch);
+  in.read("context", s.context);
+  in.read("weights", s.weights);
+  in.read("activations", s.activations);
+  in.read("kv_cache", s.kv_cache);
+  in.read("datapath", s.datapath);
+  in.read("system", s.system);
+  in.read("devices", s.devices);
+  in.read("parallel", s.parallel);
+  in.read("search", s.search);
+  in.read("step_time", s.step_time);
+  in.read("batches", s.batches);
+  in.read("global_batch", s.global_batch);
+  in.read("micro_batch", s.micro_batch);
+  in.read("recompute", s.recompute);
+  in.read("gradients", s.gradients);
+  in.read("optimizer_states", s.optimizer_states);
+  in.read("master_weights", s.master_weights);
+  in.read("comm", s.comm);
+  in.read("top", r.top);
+  in.read("plot_dir", r.plot_dir);
+  in.finish();
+  return r;
+}
+
+}  // namespace lpemu::app

@@ -1,0 +1,6 @@
+target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fields.cpp)
+target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/price.cpp)
+target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/commands.cpp)
+target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/evaluate.cpp)
+target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/replay.cpp)
+target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/sweep.cpp)
