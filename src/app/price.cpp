@@ -71,7 +71,7 @@ Fields train_fields(const cost::TrainResult& r) {
             {"why", m.why}}}};
 }
 
-Fields cluster_fields(const experiment::ClusterPrice& c, int top) {
+Fields cluster_fields(const experiment::ClusterReport& c, int top) {
   const cost::PlanFormats& pf = c.formats.formats;
   Fields f = {{"system", c.system.name}, {"device", c.target.name}};
   f["formats"] = {{"weights", pf.weights.name},

@@ -1,6 +1,7 @@
 #include "lpemu/app/sweep.hpp"
 
-#include "lpemu/app/evaluate.hpp"
+#include <algorithm>
+
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/experiment.hpp"
 #include "lpemu/experiment/study.hpp"
@@ -41,30 +42,38 @@ SweepReport sweep_merge(const std::vector<std::filesystem::path>& dirs, const st
   return r;
 }
 
-Fields fields(const experiment::PlanResult& p) {
-  const experiment::PlanCost& c = p.cost;
-  const experiment::EvalResult& e = p.eval;
-  Fields f = {{"index", p.index},         {"label", p.label}, {"plan", p.plan_name},
-              {"weight_format", p.weight_format}, {"gemm", p.gemm}, {"weight_bits", p.weight_bits}};
-  f["eval"] = {{"tokens", e.tokens.size()},     {"mean_nll", e.mean_nll},   {"perplexity", e.perplexity},
-               {"ref_mean_nll", e.ref_mean_nll}, {"ref_perplexity", e.ref_perplexity},
-               {"mean_kl", e.mean_kl},           {"max_kl", e.max_kl},       {"top1_agreement", e.top1_agreement},
-               {"logits", fields(e.logits)}, {"nll", e.nll}, {"ref_nll", e.ref_nll}, {"kl", e.kl},
-               {"top1_agree", e.top1_agree}};
-  f["cost"] = {{"target", c.target},
-               {"datapath", c.datapath},
-               {"note", c.note},
-               {"bits_per_weight", c.bits_per_weight},
-               {"tokens_per_s", c.tokens_per_s},
-               {"joules_per_token", c.joules_per_token},
-               {"mac_area_rel_bf16", c.mac_area_rel_bf16},
-               {"mac_energy_pj", c.mac_energy_pj}};
-  if (!c.cluster_system.empty()) {
-    f["cluster"] = {{"system", c.cluster_system},       {"parallel", c.cluster_parallel},
-                    {"step_s", c.cluster_step_s},       {"tokens_per_s", c.cluster_tokens_per_s},
-                    {"mfu", c.cluster_mfu},             {"memory_gb", c.cluster_memory_gb},
-                    {"note", c.cluster_note}};
+std::vector<experiment::PlanResult> read_sweep(const std::filesystem::path& dir) {
+  const auto plans = dir / "plans";
+  if (!std::filesystem::is_directory(plans)) throw IoError(dir.string() + ": no plans/ folder (not a sweep output)");
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(plans)) {
+    if (e.path().extension() == ".h5") files.push_back(e.path());
   }
+  std::sort(files.begin(), files.end());
+  std::vector<experiment::PlanResult> out;
+  for (const auto& f : files) out.push_back(experiment::load_plan_result(f));
+  return out;
+}
+
+Fields fields(const experiment::PlanResult& p) {
+  const experiment::SweepCost& c = p.cost;
+  const experiment::EvalResult& e = p.eval;
+  Fields f = {{"index", p.index},
+              {"label", p.label},
+              {"plan", p.plan_name},
+              {"weight_format", p.weight_format},
+              {"gemm", p.gemm},
+              {"tokens", e.tokens.size()}};
+  Fields metrics = Fields::object();
+  for (const auto& [name, value] : experiment::plan_metrics(p)) metrics[name] = value;
+  f["metrics"] = metrics;
+  if (!c.target.empty()) {
+    f["cost"] = {{"target", c.target}, {"datapath", c.datapath}, {"computed", c.computed}, {"note", c.note}};
+  }
+  if (!c.cluster_system.empty()) {
+    f["cluster"] = {{"system", c.cluster_system}, {"parallel", c.cluster_parallel}, {"note", c.cluster_note}};
+  }
+  f["per_token"] = {{"nll", e.nll}, {"ref_nll", e.ref_nll}, {"kl", e.kl}, {"top1_agree", e.top1_agree}};
   f["seconds"] = p.seconds;
   return f;
 }

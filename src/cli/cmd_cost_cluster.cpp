@@ -87,7 +87,7 @@ void add_cost_cluster_options(CLI::App* cmd, CostArgs& a) {
 
 void print_cost_cluster(const app::PriceResult& res, const app::PriceRequest& req) {
   const experiment::ClusterSetup& setup = req.setup;
-  const experiment::ClusterPrice& c = *res.cluster;
+  const experiment::ClusterReport& c = *res.cluster;
   const cost::System& sys = c.system;
   const cost::Target& t = c.target;
   const cost::ModelShape& m = res.model;

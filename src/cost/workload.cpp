@@ -124,9 +124,9 @@ double experts_touched(long long experts, long long top_k, double tokens) {
   return e * (1.0 - std::pow(1.0 - static_cast<double>(top_k) / e, tokens));
 }
 
-CostPlan CostPlan::uniform(std::string name, const std::string& weights, const std::string& activations,
+LayerwisePlan LayerwisePlan::uniform(std::string name, const std::string& weights, const std::string& activations,
                            const std::string& kv_cache, long long n_layers) {
-  CostPlan p;
+  LayerwisePlan p;
   p.name = std::move(name);
   const GemmPlan g{weights, activations, ""};
   LayerPlan l{g, g, g, g, g, g, g, activations, activations, kv_cache, ""};
@@ -141,11 +141,11 @@ WorkloadResolver WorkloadResolver::of(Catalog& cat) {
           [&cat](const std::string& n) -> const MacDatapath& { return cat.datapath(n); }};
 }
 
-double bits_per_weight(const ModelShape& s, const CostPlan& p, Catalog& cat) {
+double bits_per_weight(const ModelShape& s, const LayerwisePlan& p, Catalog& cat) {
   return bits_per_weight(s, p, WorkloadResolver::of(cat));
 }
 
-double bits_per_weight(const ModelShape& s, const CostPlan& p, const WorkloadResolver& cat) {
+double bits_per_weight(const ModelShape& s, const LayerwisePlan& p, const WorkloadResolver& cat) {
   const double d = static_cast<double>(s.dim), kv = static_cast<double>(s.kv_dim());
   const double hid = static_cast<double>(s.hidden_dim), voc = static_cast<double>(s.vocab_size);
   double bits = 0, params = 0;
@@ -181,7 +181,7 @@ std::string gemm_rate_class(const ElementWidth& a, const ElementWidth& b, const 
                   " and " + std::string(b_name) + " (it has: " + have + ")");
 }
 
-Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& target, Catalog& cat,
+Workload build_workload(const ModelShape& s, const LayerwisePlan& p, const Target& target, Catalog& cat,
                         Phase phase, long long batch, long long context) {
   return build_workload(s, p, target, WorkloadResolver::of(cat), phase, batch, context);
 }
@@ -195,12 +195,12 @@ Workload build_workload(const ModelShape& s, const PlanFormats& f, const Target&
                              throw SpecError("format '" + n + "' is not one of the plan's three formats");
                            },
                            [&dp](const std::string&) -> const MacDatapath& { return dp; }};
-  const CostPlan p =
-      CostPlan::uniform("uniform", f.weights.name, f.activations.name, f.kv_cache.name, s.n_layers);
+  const LayerwisePlan p =
+      LayerwisePlan::uniform("uniform", f.weights.name, f.activations.name, f.kv_cache.name, s.n_layers);
   return build_workload(s, p, target, r, phase, batch, context);
 }
 
-Workload build_workload(const ModelShape& s, const CostPlan& p, const Target& target,
+Workload build_workload(const ModelShape& s, const LayerwisePlan& p, const Target& target,
                         const WorkloadResolver& cat, Phase phase, long long batch, long long context) {
   if (batch < 1) throw SpecError("batch = " + std::to_string(batch) + ": expected a positive integer");
   if (context < 1) throw SpecError("context = " + std::to_string(context) + ": expected a positive integer");

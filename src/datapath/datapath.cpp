@@ -220,12 +220,9 @@ DatapathRegistry DatapathRegistry::with_user_paths(const std::vector<std::filesy
 void DatapathRegistry::add(Datapath d, std::string origin) {
   // Plans name GEMMs by datapath name or by one of the engine's own fp32 GEMMs: a datapath named
   // like those would shadow it (or be shadowed), depending on lookup order.
-  for (const char* reserved : {"eigen", "fp32", "native", "none"}) {
-    if (d.name == reserved) {
-      throw SpecError(
-          origin + ": datapath name '" + d.name +
-          "' is reserved for the engine's own GEMM (eigen, fp32, native, none); expected another name");
-    }
+  if (names_float_gemm(d.name)) {
+    throw SpecError(origin + ": datapath name '" + d.name +
+                    "' is reserved for the engine's own GEMM (eigen, fp32, native, none); expected another name");
   }
   items_.add(std::move(d), std::move(origin));
 }

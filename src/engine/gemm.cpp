@@ -47,9 +47,7 @@ GemmFactory GemmFactory::builtin() { return with_datapaths(datapath::DatapathReg
 GemmFactory GemmFactory::with_datapaths(const datapath::DatapathRegistry& datapaths) {
   GemmFactory f;
   auto shared = []() { return std::shared_ptr<const Gemm>(&eigen_gemm(), [](const Gemm*) {}); };
-  f.add("eigen", shared);
-  f.add("fp32", shared);
-  f.add("native", shared);
+  f.add(std::string(datapath::kFloatGemm), shared);
   for (const auto& name : datapaths.names()) f.add_datapath(datapaths.get(name));
   return f;
 }
@@ -64,6 +62,7 @@ void GemmFactory::add(std::string name, Maker maker) {
 }
 
 bool GemmFactory::knows(std::string_view name) const {
+  if (datapath::names_float_gemm(name)) name = datapath::kFloatGemm;
   return std::any_of(makers_.begin(), makers_.end(), [&](const auto& m) { return m.first == name; });
 }
 
@@ -75,6 +74,7 @@ std::vector<std::string> GemmFactory::names() const {
 }
 
 std::shared_ptr<const Gemm> GemmFactory::make(std::string_view name) const {
+  if (datapath::names_float_gemm(name)) name = datapath::kFloatGemm;
   for (auto it = makers_.rbegin(); it != makers_.rend(); ++it) {
     if (it->first == name) return it->second();
   }

@@ -9,6 +9,7 @@
 #include "io/toml.hpp"
 
 #include "io/toml_util.hpp"
+#include "lpemu/datapath/datapath.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
@@ -98,7 +99,7 @@ struct Parser {
       r.fail(key, "a GEMM datapath name, \"none\", or { datapath = ..., convert = true }");
     }
     const std::string name = *name_node->value<std::string>();
-    g.datapath = name == "none" ? "eigen" : name;
+    g.datapath = datapath::names_float_gemm(name) ? std::string(datapath::kFloatGemm) : name;
     if (!gemms.knows(g.datapath)) {
       throw UnknownNameError(io::detail::field_message(
           origin, name_node, name_field, '"' + name + '"',
@@ -211,7 +212,7 @@ GemmChoice PrecisionPlan::resolve_gemm_site(int layer, LayerKind kind, std::stri
 
 bool PrecisionPlan::is_reference() const {
   auto identity_gemm = [](const std::optional<GemmChoice>& g) {
-    return !g || g->datapath == "eigen" || g->datapath == "fp32" || g->datapath == "native";
+    return !g || datapath::names_float_gemm(g->datapath);
   };
   for (const auto& e : roles) {
     if (e.spec) return false;

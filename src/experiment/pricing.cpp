@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "lpemu/datapath/datapath.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/text.hpp"
 
@@ -15,12 +16,12 @@ using engine::LayerKind;
 using engine::Role;
 
 bool is_default_gemm(const std::string& g) {
-  return g.empty() || g == "eigen" || g == "fp32" || g == "native";
+  return g.empty() || datapath::names_float_gemm(g);
 }
 
 }  // namespace
 
-cost::CostPlan cost_plan(const engine::PrecisionPlan& plan, long long n_layers) {
+cost::LayerwisePlan layerwise_plan(const engine::PrecisionPlan& plan, long long n_layers) {
   const int n = static_cast<int>(n_layers);
   const std::string raw = plan.compute == engine::Compute::fp64 ? "fp64" : "fp32";
   // The format of the last of `roles` that quantises the tensor at (layer, kind), else unquantised.
@@ -35,7 +36,7 @@ cost::CostPlan cost_plan(const engine::PrecisionPlan& plan, long long n_layers) 
     const std::string g = plan.resolve_gemm_site(layer, kind, site, n).datapath;
     return is_default_gemm(g) || g == "none" ? std::string() : g;
   };
-  cost::CostPlan c;
+  cost::LayerwisePlan c;
   c.name = plan.name;
   c.description = plan.description;
   c.origin = plan.origin;
@@ -71,7 +72,7 @@ Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& sh
                    const cost::Target& target, cost::Catalog& catalog, cost::Phase phase, long long batch,
                    long long context) {
   Pricing p;
-  p.plan = cost_plan(plan, shape.n_layers);
+  p.plan = layerwise_plan(plan, shape.n_layers);
   p.workload = cost::build_workload(shape, p.plan, target, catalog, phase, batch, context);
   p.roofline = cost::roofline(p.workload, target);
   // MAC shares per (A, B, datapath), in op order of first appearance.
@@ -139,7 +140,7 @@ void apply_overrides(engine::PrecisionPlan& plan, const ClusterSetup& a, const s
 
 ClusterFormats cluster_formats(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
                                const cost::Target& target, cost::Catalog& cat, const ClusterSetup& c) {
-  const cost::CostPlan cp = cost_plan(plan, shape.n_layers);
+  const cost::LayerwisePlan cp = layerwise_plan(plan, shape.n_layers);
   const cost::LayerPlan& mid = cp.layers.at(cp.layers.size() / 2);
   ClusterFormats out{{cat.format(c.weights.empty() ? mid.gate.weights : c.weights),
                       cat.format(c.activations.empty() ? mid.gate.inputs : c.activations),
@@ -174,9 +175,9 @@ cost::TrainConfig train_config(const ClusterSetup& c) {
   return cfg;
 }
 
-ClusterPrice price_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
+ClusterReport price_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
                            const cost::System& sys, cost::Catalog& cat, const ClusterSetup& c) {
-  ClusterPrice out;
+  ClusterReport out;
   out.system = sys;
   out.target = cat.target(c.target.empty() ? sys.device : c.target);
   const cost::Target& t = out.target;
@@ -239,7 +240,7 @@ ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost:
   ClusterSetup one = c;
   one.batches.clear();
   one.step_time = 0;
-  const ClusterPrice p = price_cluster(plan, shape, sys, cat, one);
+  const ClusterReport p = price_cluster(plan, shape, sys, cat, one);
   ClusterPricing out;
   out.system = sys.name;
   if (!p.train.empty()) {

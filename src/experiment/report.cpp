@@ -132,7 +132,8 @@ std::string csv_field(const std::string& s) {
   return o + "\"";
 }
 
-// (metric, value) pairs of one plan, in a fixed order.
+}  // namespace
+
 std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
   const auto& e = r.eval;
   std::vector<std::pair<std::string, double>> m = {
@@ -176,6 +177,8 @@ std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
   }
   return m;
 }
+
+namespace {
 
 // results.h5: the experiment's attributes and every plan under /plans/NNNN.
 void write_results_h5(const fs::path& file, const std::string& name, const std::string& model,

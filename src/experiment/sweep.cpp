@@ -198,8 +198,8 @@ cost::ModelShape shape_of(const engine::Config& c) {
 // Prices a plan on the experiment's [cost] target through experiment::price_plan, the function
 // behind `lpemu cost --plan`: every block, the LM head and the KV cache in their own formats, each
 // GEMM on the datapath that runs it.
-PlanCost price_plan(const engine::PrecisionPlan& plan, const Experiment& exp, const Toolbox& tools) {
-  PlanCost c;
+SweepCost price_for_sweep(const engine::PrecisionPlan& plan, const Experiment& exp, const Toolbox& tools) {
+  SweepCost c;
   if ((exp.cost.target.empty() && exp.cost.cluster.system.empty()) || tools.costs == nullptr) return c;
   static std::mutex mu;  // the catalog parses lazily
   std::lock_guard lock(mu);
@@ -266,13 +266,13 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
   }
   r.weight_format = most_common(formats, raw);
   r.gemm = most_common(gemms, "eigen");
-  r.cost = price_plan(plan, exp, tools);
+  r.cost = price_for_sweep(plan, exp, tools);
   if (!std::isnan(r.cost.bits_per_weight)) {
     r.weight_bits = r.cost.bits_per_weight;  // over the priced shape's layers, as `lpemu cost` reports it
   } else if (tools.costs != nullptr) {
     static std::mutex mu;  // the catalog parses lazily
     std::lock_guard lock(mu);
-    r.weight_bits = cost::bits_per_weight(shape_of(model.config), cost_plan(plan, n_layers), *tools.costs);
+    r.weight_bits = cost::bits_per_weight(shape_of(model.config), layerwise_plan(plan, n_layers), *tools.costs);
   }
   r.eval = evaluate(model, plan, reference, tokens, *tools.quantizers, *tools.gemms);
   if (!exp.activations.empty()) {

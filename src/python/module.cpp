@@ -762,15 +762,7 @@ PYBIND11_MODULE(_lpemu, m) {
       "read_sweep",
       [](const std::filesystem::path& dir) {
         py::list out;
-        std::vector<std::filesystem::path> files;
-        const auto plans = dir / "plans";
-        if (!std::filesystem::is_directory(plans))
-          throw IoError(dir.string() + ": no plans/ folder (not a sweep output)");
-        for (const auto& e : std::filesystem::directory_iterator(plans)) {
-          if (e.path().extension() == ".h5") files.push_back(e.path());
-        }
-        std::sort(files.begin(), files.end());
-        for (const auto& f : files) out.append(from_fields(app::fields(experiment::load_plan_result(f))));
+        for (const auto& p : app::read_sweep(dir)) out.append(from_fields(app::fields(p)));
         return out;
       },
       "Every plan result of a sweep's output directory, in plan order", py::arg("dir"));

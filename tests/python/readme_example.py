@@ -25,7 +25,8 @@ print(f"NLL {r['mean_nll']:.4f} (fp32 {r['ref_mean_nll']:.4f}), KL {r['mean_kl']
 
 # Cost: price a plan on a target.
 c = lpemu.cost("nvfp4", "h100_sxm", "llama3_8b", phase="decode", batch=8, context=4096)
-print(f"{c['tokens_per_s']:.0f} tokens/s, {c['joules_per_token']:.3g} J/token")
+d = c["phases"][0]
+print(f"{d['tokens_per_s']:.0f} tokens/s, {d['joules_per_token']:.3g} J/token")
 
 # PyTorch: any nn.Module's linear maps (nn.Linear, nn.MultiheadAttention) under a plan.
 class Block(torch.nn.Module):

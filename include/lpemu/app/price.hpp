@@ -43,7 +43,7 @@ struct PriceResult {
   cost::ModelShape model;
   std::string plan, plan_origin;
   std::vector<experiment::Pricing> phases;       ///< device level: prefill and/or decode
-  std::optional<experiment::ClusterPrice> cluster;  ///< cluster level
+  std::optional<experiment::ClusterReport> cluster;  ///< cluster level
   int top = 8;                                   ///< search configurations kept in fields()
   std::vector<std::filesystem::path> plots;      ///< SVG files written
 };

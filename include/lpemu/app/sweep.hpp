@@ -40,7 +40,12 @@ SweepReport sweep(experiment::Context& ctx, const SweepRequest& request);
 /// Joins shard output directories into `out`.
 SweepReport sweep_merge(const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& out);
 
-/// One plan's results as fields; their flat columns (app::columns) are the results.csv/.h5 names.
+/// Every plan result of a sweep's output directory (its plans/NNNN.h5), in plan order; throws
+/// IoError if `dir` has no plans/ folder.
+std::vector<experiment::PlanResult> read_sweep(const std::filesystem::path& dir);
+
+/// One plan's results as fields; "metrics" holds experiment::plan_metrics under the results.csv
+/// names.
 Fields fields(const experiment::PlanResult& p);
 /// The report's one serialised form (`lpemu sweep --json`).
 Fields fields(const SweepReport& r);

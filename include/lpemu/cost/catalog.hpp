@@ -2,7 +2,7 @@
 // embedded at build time, src/cost/sources.cmake; users add DIR/{hardware,shapes}/*.toml with
 // --cost-dir DIR, or name a .toml file directly), and the MAC view of the datapath records
 // (formats/datapath/*.toml: the records the emulator runs). Plans are the engine's plan files,
-// turned into CostPlan by lpemu::experiment::cost_plan.
+// turned into LayerwisePlan by lpemu::experiment::layerwise_plan.
 #pragma once
 
 #include <filesystem>

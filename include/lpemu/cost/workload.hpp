@@ -61,8 +61,8 @@ struct LayerPlan {
 };
 
 /// A precision plan as the cost model prices it: every block's formats and datapaths, the LM head
-/// and the embedding table. lpemu::experiment::cost_plan builds one from an engine plan file.
-struct CostPlan {
+/// and the embedding table. lpemu::experiment::layerwise_plan builds one from an engine plan file.
+struct LayerwisePlan {
   std::string name, description, origin;
   std::vector<LayerPlan> layers;  ///< one per block of the priced model shape
   GemmPlan lm_head;
@@ -70,7 +70,7 @@ struct CostPlan {
 
   /// The same weights / activations / KV-cache formats in every block, the LM head and (weights) the
   /// embedding table.
-  static CostPlan uniform(std::string name, const std::string& weights, const std::string& activations,
+  static LayerwisePlan uniform(std::string name, const std::string& weights, const std::string& activations,
                           const std::string& kv_cache, long long n_layers);
 };
 
@@ -129,19 +129,19 @@ struct PlanFormats {
 /// Bits per weight of `plan` on `shape`: the parameter-weighted mean over every quantised weight
 /// (blocks' linear layers and the LM head, scale overhead included); the unquantised width (32, or
 /// 64 for fp64 plans) if none is quantised.
-double bits_per_weight(const ModelShape& shape, const CostPlan& plan, Catalog& catalog);
+double bits_per_weight(const ModelShape& shape, const LayerwisePlan& plan, Catalog& catalog);
 /// bits_per_weight with names resolved by `resolver`.
-double bits_per_weight(const ModelShape& shape, const CostPlan& plan, const WorkloadResolver& resolver);
+double bits_per_weight(const ModelShape& shape, const LayerwisePlan& plan, const WorkloadResolver& resolver);
 
 /// Builds every GEMM, attention and memory op of `phase` at batch `batch` and context `context`,
 /// each block and the LM head in its own formats, each MAC priced on the datapath that runs it
 /// (`catalog` resolves formats and datapaths). Throws SpecError if the target cannot run a format.
-Workload build_workload(const ModelShape& shape, const CostPlan& plan, const Target& target, Catalog& catalog,
+Workload build_workload(const ModelShape& shape, const LayerwisePlan& plan, const Target& target, Catalog& catalog,
                         Phase phase, long long batch, long long context);
 /// build_workload with names resolved by `resolver`.
-Workload build_workload(const ModelShape& shape, const CostPlan& plan, const Target& target,
+Workload build_workload(const ModelShape& shape, const LayerwisePlan& plan, const Target& target,
                         const WorkloadResolver& resolver, Phase phase, long long batch, long long context);
-/// build_workload of CostPlan::uniform(formats) with every MAC priced on `datapath`.
+/// build_workload of LayerwisePlan::uniform(formats) with every MAC priced on `datapath`.
 Workload build_workload(const ModelShape& shape, const PlanFormats& formats, const Target& target,
                         const MacDatapath& datapath, Phase phase, long long batch, long long context);
 

@@ -123,6 +123,14 @@ struct Datapath {
 /// origin:line, the field, the value and what was expected.
 Datapath parse_datapath_toml(std::string_view text, std::string_view origin, const format::Registry& formats);
 
+/// The engine's own float GEMM (Eigen, fp32 accumulation) is called "eigen"; plans and commands
+/// may also write "fp32", "native" or "none" for it, so no datapath may take these names.
+inline constexpr std::string_view kFloatGemm = "eigen";
+/// True if `name` names the engine's float GEMM ("eigen", "fp32", "native" or "none").
+constexpr bool names_float_gemm(std::string_view name) {
+  return name == "eigen" || name == "fp32" || name == "native" || name == "none";
+}
+
 /// Datapaths by name.
 class DatapathRegistry {
  public:

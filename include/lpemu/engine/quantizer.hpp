@@ -241,7 +241,7 @@ EncodedOperand operand_from_codes(const Quantizer& q, const RowMatrix& codes,
 RowMatrix gemm_operands(const Gemm& g, RowMatrix a, RowMatrix b, const Quantizer* qa, const Quantizer* qb,
                         const EncodedOperand* ea = nullptr, const EncodedOperand* eb = nullptr);
 
-/// GEMM strategies by name; "eigen" (aliases "fp32", "native") is built in, and builtin() also
+/// GEMM strategies by name; "eigen" (also called "fp32", "native", "none") is built in, and builtin() also
 /// holds one strategy per built-in datapath preset (lpemu::datapath).
 class GemmFactory {
  public:

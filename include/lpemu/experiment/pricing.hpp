@@ -19,11 +19,11 @@ namespace lpemu::experiment {
 /// e.g. wo's input is linear_input, else attn_output), the queries, probabilities and KV cache,
 /// and the datapath each GEMM runs on; the same for the LM head. Unquantised tensors are "fp32"
 /// ("fp64" for plans that compute in double).
-cost::CostPlan cost_plan(const engine::PrecisionPlan& plan, long long n_layers);
+cost::LayerwisePlan layerwise_plan(const engine::PrecisionPlan& plan, long long n_layers);
 
 /// A plan priced on one target, model shape, phase, batch and context.
 struct Pricing {
-  cost::CostPlan plan;
+  cost::LayerwisePlan plan;
   cost::Workload workload;
   cost::Roofline roofline;
   double mac_area_rel_bf16 = 0;  ///< MAC lane area of `datapath` / the target's bf16 MAC lane
@@ -32,7 +32,7 @@ struct Pricing {
   std::string computed;          ///< "A x B on D (share of MACs); ..." for every operand pair and datapath
 };
 
-/// Prices `plan` (cost_plan over `shape`'s layers, then the workload and its roofline).
+/// Prices `plan` (layerwise_plan over `shape`'s layers, then the workload and its roofline).
 Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
                    const cost::Target& target, cost::Catalog& catalog, cost::Phase phase, long long batch,
                    long long context);
@@ -81,7 +81,7 @@ cost::TrainConfig train_config(const ClusterSetup& setup);
 
 /// Everything the cluster-level models say of one plan: one training step, every configuration
 /// a search found (best first), or one inference step per phase and batch.
-struct ClusterPrice {
+struct ClusterReport {
   cost::System system;
   cost::Target target;       ///< the device priced (the setup's target, else the system's device)
   ClusterFormats formats;    ///< the one format per role and the MAC datapath
@@ -96,7 +96,7 @@ struct ClusterPrice {
 /// Prices `plan` with the cluster-level models on `system` as `setup` says (phase train, prefill,
 /// decode or both); throws SpecError for an inconsistent setup. `lpemu cost --system` and a sweep's
 /// cluster columns both come from here.
-ClusterPrice price_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
+ClusterReport price_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
                            const cost::System& system, cost::Catalog& catalog, const ClusterSetup& setup);
 
 /// One plan priced at cluster level (NaN where not priced).

@@ -30,7 +30,7 @@ struct Toolbox {
 };
 
 /// What a plan costs on the experiment's target (NaN where the model cannot price it).
-struct PlanCost {
+struct SweepCost {
   std::string target;
   std::string datapath;  ///< the datapath record priced for most of the MACs
   std::string computed;  ///< every operand pair and datapath priced, with its share of the MACs
@@ -105,9 +105,13 @@ struct PlanResult {
   std::vector<ReplayRow> replay;
   std::vector<RoleShare> attribution;
   std::vector<LayerShare> layer_attribution;  ///< per block and point (options.layer_attribution)
-  PlanCost cost;
+  SweepCost cost;
   double seconds = 0;
 };
+
+/// One plan's metrics as (name, value) in results.csv order; these names are the metric's name in
+/// every output (results.csv, `lpemu sweep --json`, Python).
+std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r);
 
 /// Paths of the files a sweep or merge wrote.
 struct SweepFiles {

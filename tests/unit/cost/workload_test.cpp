@@ -17,7 +17,7 @@ Catalog& catalog() {
 }
 
 // Uniform plans by hand: weights, activations, KV cache.
-lpemu::cost::CostPlan uniform(const std::string& plan, long long n_layers) {
+lpemu::cost::LayerwisePlan uniform(const std::string& plan, long long n_layers) {
   struct P {
     const char *name, *w, *a, *kv;
   };
@@ -28,7 +28,7 @@ lpemu::cost::CostPlan uniform(const std::string& plan, long long n_layers) {
                              {"mxfp6", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e4m3"},
                              {"w4a16", "mxfp4", "bf16", "bf16"}};
   for (const auto& p : kPlans) {
-    if (plan == p.name) return lpemu::cost::CostPlan::uniform(p.name, p.w, p.a, p.kv, n_layers);
+    if (plan == p.name) return lpemu::cost::LayerwisePlan::uniform(p.name, p.w, p.a, p.kv, n_layers);
   }
   FAIL("no plan " << plan);
   return {};
@@ -177,7 +177,7 @@ TEST_CASE("each block is priced in its own formats and on its own datapath", "[c
 }
 
 TEST_CASE("a plan with no quantised weight reports the unquantised width", "[cost]") {
-  auto p = lpemu::cost::CostPlan::uniform("ref", "fp32", "fp32", "fp32", 5);
+  auto p = lpemu::cost::LayerwisePlan::uniform("ref", "fp32", "fp32", "fp32", 5);
   CHECK(lpemu::cost::bits_per_weight(catalog().shape("stories260K"), p, catalog()) == 32);
 }
 

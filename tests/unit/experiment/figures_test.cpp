@@ -30,7 +30,7 @@ TEST_CASE("the cost breakdown chart shows each op's summed time, bytes and energ
           "[experiment][plot][unit]") {
   cost::Catalog catalog(format::Registry::builtin());
   const auto plan =
-      cost::CostPlan::uniform("p", "fp8_e4m3", "fp8_e4m3", "bf16", catalog.shape("llama3_8b").n_layers);
+      cost::LayerwisePlan::uniform("p", "fp8_e4m3", "fp8_e4m3", "bf16", catalog.shape("llama3_8b").n_layers);
   for (const auto phase : {cost::Phase::prefill, cost::Phase::decode}) {
     cost::Workload w = cost::build_workload(catalog.shape("llama3_8b"), plan, catalog.target("h100_sxm"),
                                             catalog, phase, 8, 4096);
