@@ -69,9 +69,7 @@ double parse_real(const std::string& text, const std::string& what) {
   return v;
 }
 
-void print_json(const nlohmann::json& j) {
-  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-}
+void print_json(const app::Fields& j) { std::cout << app::json_text(j) << "\n"; }
 
 std::string format_real(double v) { return io::format_number(v, io::NumberStyle::shortest); }
 

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "lpemu/app/fields.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/engine/quantizer.hpp"
@@ -80,7 +81,7 @@ std::uint64_t parse_code(const std::string& text, const std::string& what);
 /// Parses a real number (decimal, hex float, inf, nan); throws lpemu::Error naming `what`.
 double parse_real(const std::string& text, const std::string& what);
 /// Prints `j` and a newline to stdout; NaN and ±Inf numbers print as null, invalid UTF-8 as U+FFFD.
-void print_json(const nlohmann::json& j);
+void print_json(const app::Fields& j);
 /// Shortest decimal that round-trips a double ("448", "0.001953125", "inf", "nan", "-nan").
 std::string format_real(double v);
 
