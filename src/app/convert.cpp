@@ -396,7 +396,7 @@ ConvertResult convert(experiment::Context& ctx, const ConvertRequest& a) {
   }
   std::vector<std::size_t> shape;
   if (in_npy) {
-    if (a.packed) throw Error("--packed applies to raw streams, not to .npy input '" + a.input + "'");
+    if (a.packed) throw SpecError("--packed applies to raw streams, not to .npy input '" + a.input + "'");
     const io::NpyHeader h = io::read_npy_header(*in, a.input);
     if (from.empty()) {
       if (h.dtype == "<f4")
@@ -406,12 +406,12 @@ ConvertResult convert(experiment::Context& ctx, const ConvertRequest& a) {
       else if (h.dtype == "<f2")
         from = "fp16";
       else
-        throw Error(a.input + ": dtype '" + h.dtype + "' holds codes: say which format with --from");
+        throw SpecError(a.input + ": dtype '" + h.dtype + "' holds codes: say which format with --from");
     }
     count = h.count();
     shape = h.shape;
   }
-  if (from.empty()) throw Error("--from is required for raw input (e.g. --from fp32 for float32 values)");
+  if (from.empty()) throw SpecError("--from is required for raw input (e.g. --from fp32 for float32 values)");
   const auto& src = ctx.formats().get(from);
   const auto& dst = ctx.formats().get(a.to);
   if (in_npy) {
@@ -421,7 +421,7 @@ ConvertResult convert(experiment::Context& ctx, const ConvertRequest& a) {
     std::ifstream again = io::open_input(a.input);
     const io::NpyHeader h = io::read_npy_header(again, a.input);
     if (h.item_size() != probe.item_size()) {
-      throw Error(a.input + ": dtype '" + h.dtype + "' has " + std::to_string(h.item_size()) +
+      throw SpecError(a.input + ": dtype '" + h.dtype + "' has " + std::to_string(h.item_size()) +
                   "-byte items but '" + src.name + "' codes take " + std::to_string(probe.item_size()) +
                   " bytes (" + probe.dtype + ")");
     }
@@ -450,8 +450,8 @@ ConvertResult convert(experiment::Context& ctx, const ConvertRequest& a) {
     out = &fout->stream();
   }
   if (out_npy) {
-    if (a.packed) throw Error("--packed applies to raw streams, not to .npy output '" + a.output + "'");
-    if (a.output == "-") throw Error(".npy output needs a file name, not '-'");
+    if (a.packed) throw SpecError("--packed applies to raw streams, not to .npy output '" + a.output + "'");
+    if (a.output == "-") throw SpecError(".npy output needs a file name, not '-'");
     if (shape.empty()) shape = {count == ChunkReader::kUnknown ? 0 : count};
     io::write_npy_header(*out, npy_dtype_for(dst), shape);
   }

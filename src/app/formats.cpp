@@ -150,7 +150,7 @@ CodeValue decode(experiment::Context& ctx, const DecodeRequest& a) {
   // io::parse_unsigned reads 0b binary and leading zeros as decimal.
   const auto code = io::parse_unsigned(a.code);
   if (!code)
-    throw Error("code '" + a.code + "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
+    throw SpecError("code '" + a.code + "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
   format::require_code_fits(f, *code, "decode " + f.name + ": CODE = '" + a.code + "'");
   return code_value(f, *code);
 }

@@ -37,7 +37,7 @@ GemmResult gemm(experiment::Context& ctx, const GemmRequest& g) {
   engine::RowMatrix c;
   if (g.codes) {
     if (!qa || !qb)
-      throw Error("--codes: A and B are codes; name their formats with --a-format and --b-format");
+      throw SpecError("--codes: A and B are codes; name their formats with --a-format and --b-format");
     const auto scales = [](const std::string& spec) {
       return spec.empty() ? std::vector<float>() : io::read_tensor(spec).data;
     };
@@ -47,7 +47,7 @@ GemmResult gemm(experiment::Context& ctx, const GemmRequest& g) {
     const auto eb = engine::operand_from_codes(*qb, b, sb, g.b_tensor_scale, vb, g.b);
     c = engine::gemm_operands(*strategy, va, vb, nullptr, nullptr, &ea, &eb);
   } else {
-    if (!g.a_scales.empty() || !g.b_scales.empty()) throw Error("--a-scales/--b-scales need --codes");
+    if (!g.a_scales.empty() || !g.b_scales.empty()) throw SpecError("--a-scales/--b-scales need --codes");
     c = engine::gemm_operands(*strategy, a, b, qa.get(), qb.get());
   }
   io::Tensor t{{static_cast<std::size_t>(c.rows()), static_cast<std::size_t>(c.cols())},

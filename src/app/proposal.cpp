@@ -9,8 +9,8 @@ namespace lpemu::app {
 namespace fs = std::filesystem;
 
 ProposalResult proposal(experiment::Context& ctx, const ProposalRequest& a) {
-  if (a.format.empty()) throw Error("proposal: give a FORMAT name or .toml file (or use `proposal verify`)");
-  if (a.out.empty()) throw Error("proposal: --out DIR is required");
+  if (a.format.empty()) throw SpecError("proposal: give a FORMAT name or .toml file (or use `proposal verify`)");
+  if (a.out.empty()) throw SpecError("proposal: --out DIR is required");
   if (a.phase != "decode" && a.phase != "prefill")
     throw SpecError("proposal: phase \"" + a.phase + "\": expected decode or prefill");
   const bool want_model = !a.model.empty();
@@ -25,7 +25,7 @@ ProposalResult proposal(experiment::Context& ctx, const ProposalRequest& a) {
     if (a.text.empty()) {
       acc.text = model_file.parent_path() / "paragraph.txt";
       if (!fs::exists(acc.text)) {
-        throw Error("proposal: --model " + a.model + " has no paragraph.txt beside " + model_file.string() +
+        throw IoError("proposal: --model " + a.model + " has no paragraph.txt beside " + model_file.string() +
                     "; give --text FILE");
       }
     } else {

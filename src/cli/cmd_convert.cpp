@@ -17,7 +17,7 @@ struct ConvertArgs {
 void run_convert(Context& ctx, const ConvertArgs& a) {
   ctx.apply_threads();
   if (a.json && a.req.output == "-") {
-    throw Error("--json prints the result to standard output; give OUT a file name, not '-'");
+    throw SpecError("--json prints the result to standard output; give OUT a file name, not '-'");
   }
   const app::ConvertResult r = app::convert(ctx, a.req);
   if (a.json) {

@@ -52,13 +52,6 @@ CLI::Validator at_least(long long min) {
           want};
 }
 
-std::uint64_t parse_code(const std::string& text, const std::string& what) {
-  const auto v = io::parse_unsigned(text);
-  if (!v)
-    throw Error(what + " '" + text + "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
-  return *v;
-}
-
 double parse_real(const std::string& text, const std::string& what) {
   const char* b = text.c_str();
   char* end = nullptr;
