@@ -187,3 +187,17 @@ def test_unknown_fields_and_commands_are_named():
         lpemu.call("cost", target="h100_sxm", model="llama3_8b", batch="8")
     with pytest.raises(lpemu.UnknownNameError, match="unknown command 'cots'"):
         lpemu.call("cots")
+
+
+def test_ported_commands_name_bad_fields(tmp_path):
+    with pytest.raises(lpemu.SpecError, match="convert: to .* is required"):
+        lpemu.call("convert", input=NORMAL, output=str(tmp_path / "x.bin"))
+    with pytest.raises(lpemu.SpecError, match="quantize: block = 0: expected 1..4096"):
+        lpemu.call("quantize", format="mxfp8_e4m3", block=0, input=NORMAL, output=str(tmp_path / "q.npy"))
+    with pytest.raises(lpemu.SpecError, match="CODE = '0xff': code 0xff is wider than format 'fp4_e2m1'"):
+        lpemu.call("decode", format="fp4_e2m1", code="0xff")
+    with pytest.raises(lpemu.SpecError, match="encode: rounding = 7: expected a string"):
+        lpemu.call("encode", format="fp8_e4m3", value=1.0, rounding=7)
+    with pytest.raises(lpemu.SpecError, match="has 32-bit codes; --values lists formats of at most 16 bits"):
+        lpemu.call("formats show", name="fp32", values=True)
+    assert not (tmp_path / "x.bin").exists() and not (tmp_path / "q.npy").exists()
