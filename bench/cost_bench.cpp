@@ -9,7 +9,7 @@ void BM_DecodeRoofline(benchmark::State& state) {
   lpemu::cost::Catalog c(lpemu::format::Registry::builtin());
   const auto& t = c.target("h100_sxm");
   const auto& s = c.shape("llama2_70b");
-  const auto plan = lpemu::cost::CostPlan::uniform("nvfp4", "nvfp4", "nvfp4", "fp8_e4m3", s.n_layers);
+  const auto plan = lpemu::cost::LayerwisePlan::uniform("nvfp4", "nvfp4", "nvfp4", "fp8_e4m3", s.n_layers);
   for (auto _ : state) {
     auto w = lpemu::cost::build_workload(s, plan, t, c, lpemu::cost::Phase::decode, 8, 4096);
     benchmark::DoNotOptimize(lpemu::cost::roofline(w, t).time_s);

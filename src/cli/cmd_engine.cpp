@@ -1,11 +1,11 @@
-// `lpemu run`, `lpemu eval`, `lpemu replay`: a model under a precision plan.
+// `lpemu run`, `lpemu eval`, `lpemu replay`: a model under a precision plan (parse, call
+// lpemu/app/{generate,evaluate,replay}.hpp, print).
 //
 // --model takes a path to an .h5 file or a shipped model name NAME, found as
 // data/models/NAME/model.h5 under: the executable's directory and its two parents (so the
 // build tree's ../../data works), the source tree lpemu was built from, $LPEMU_DATA_DIR, then the
 // working directory. --plan takes a .toml path, a built-in (fp32, fp64) or a NAME found as
 // experiments/plans/NAME.toml under the same directories.
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,11 +13,10 @@
 
 #include "cli/commands.hpp"
 #include "lpemu/app/evaluate.hpp"
+#include "lpemu/app/generate.hpp"
 #include "lpemu/app/replay.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
-#include "lpemu/engine/sampling.hpp"
-#include "lpemu/engine/session.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/evaluation.hpp"
 #include "lpemu/io/npy.hpp"
@@ -43,10 +42,8 @@ struct ModelFlags {
 };
 
 struct RunArgs {
-  ModelFlags model;
-  std::string prompt, tokens;
-  int steps = 256;
-  engine::SamplingOptions sampling;
+  app::GenerateRequest req;
+  bool json = false;
 };
 
 struct EvalArgs {
@@ -60,18 +57,6 @@ struct ReplayArgs {
   app::ReplayRequest req;
   bool json = false;
 };
-
-struct Loaded {
-  engine::Model model;
-  engine::PrecisionPlan plan;
-};
-
-Loaded load(Context& ctx, const ModelFlags& f, bool with_model = true) {
-  Loaded l;
-  if (with_model) l.model = ctx.load_model(f.model);
-  l.plan = ctx.load_plan(f.plan);
-  return l;
-}
 
 std::string num(double v, int digits = 6) {
   return io::format_number(v, io::NumberStyle::significant, digits);
@@ -88,51 +73,42 @@ void register_engine(CLI::App& app, Context& ctx) {
   // ---- run ----
   auto* run = app.add_subcommand("run", "generate greedily from a prompt under a precision plan");
   static RunArgs ra;
-  ra.model.add_to(run);
-  auto* run_prompt = run->add_option("--prompt", ra.prompt, "prompt text (empty: start from BOS alone)");
-  run->add_option("--tokens", ra.tokens, "prompt as a 1-D integer .npy of token ids (BOS included if wanted)")
+  static ModelFlags run_model;
+  run_model.add_to(run);
+  app::GenerateRequest& rq = ra.req;
+  auto* run_prompt = run->add_option("--prompt", rq.prompt, "prompt text (empty: start from BOS alone)");
+  run->add_option("--tokens", rq.tokens, "prompt as a 1-D integer .npy of token ids (BOS included if wanted)")
       ->check(CLI::ExistingFile)
       ->excludes(run_prompt);
-  run->add_option("--temperature", ra.sampling.temperature, "sampling temperature; 0 = greedy")
+  run->add_option("--temperature", rq.sampling.temperature, "sampling temperature; 0 = greedy")
       ->capture_default_str();
-  run->add_option("--top-k", ra.sampling.top_k, "sample among the k most likely tokens; 0 = all")
+  run->add_option("--top-k", rq.sampling.top_k, "sample among the k most likely tokens; 0 = all")
       ->capture_default_str()
       ->check(at_least(0));
-  run->add_option("--top-p", ra.sampling.top_p, "sample within the smallest set of probability >= p")
+  run->add_option("--top-p", rq.sampling.top_p, "sample within the smallest set of probability >= p")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  run->add_option("--seed", ra.sampling.seed, "seed of the sampling stream")->capture_default_str();
-  run->add_option("--steps", ra.steps, "positions to run, prompt included (as llama2.c -n)")
+  run->add_option("--seed", rq.sampling.seed, "seed of the sampling stream")->capture_default_str();
+  run->add_option("--steps", rq.steps, "positions to run, prompt included (as llama2.c -n)")
       ->capture_default_str()
       ->check(at_least(1));
+  run->add_flag("--json", ra.json, "print JSON (tokens and text) instead of the text");
   run->callback([&ctx] {
     ctx.apply_threads();
-    engine::validate(ra.sampling);
-    Loaded l = load(ctx, ra.model);
-    if (l.model.tokenizer.empty() && ra.tokens.empty()) {
-      throw IoError(l.model.path.string() + ": model file has no tokenizer (give --tokens FILE.npy)");
-    }
-    const std::vector<int> p = ra.tokens.empty()
-                                   ? l.model.tokenizer.encode(ra.prompt)
-                                   : engine::load_token_ids(ra.tokens, l.model.config.vocab_size);
-    engine::SessionOptions o;
-    o.quantizers = &ctx.quantizers();
-    o.gemms = &ctx.gemms();
-    const int n = std::min(ra.steps, l.model.config.seq_len);
-    o.max_tokens = n;  // the KV cache holds the positions this run uses, not the model's whole seq_len
-    engine::Session s(l.model, l.plan, o);
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int> out = ra.sampling.temperature > 0 ? engine::generate(s, p, n, ra.sampling)
-                                                             : engine::generate_greedy(s, p, n);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (l.model.tokenizer.empty()) {
-      for (std::size_t i = 0; i < out.size(); ++i) std::cout << (i ? " " : "") << out[i];
+    app::GenerateRequest req = ra.req;
+    req.model = run_model.model;
+    req.plan = run_model.plan;
+    const app::GenerateResult r = app::generate(ctx, req);
+    if (ra.json) {
+      print_json(app::fields(r));
+    } else if (!r.has_tokenizer) {
+      for (std::size_t i = 0; i < r.tokens.size(); ++i) std::cout << (i ? " " : "") << r.tokens[i];
       std::cout << std::endl;
     } else {
-      std::cout << l.model.tokenizer.decode(out) << std::endl;
+      std::cout << r.text << std::endl;
     }
-    std::cerr << "lpemu: " << l.model.config.name << " under plan " << l.plan.name << ": " << out.size()
-              << " tokens, " << num(static_cast<double>(s.position()) / secs, 4) << " positions/s\n";
+    std::cerr << "lpemu: " << r.model << " under plan " << r.plan << ": " << r.tokens.size() << " tokens, "
+              << num(static_cast<double>(r.positions) / r.seconds, 4) << " positions/s\n";
   });
 
   // ---- eval ----

@@ -1,39 +1,39 @@
-// `lpemu formats list`, `lpemu formats show NAME [--values]`, `lpemu encode`, `lpemu decode`.
+// `lpemu formats list`, `lpemu formats show NAME [--values]`, `lpemu encode`, `lpemu decode`: parse,
+// call lpemu/app/formats.hpp, print a table or record (or --json).
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "lpemu/error.hpp"
+#include "lpemu/app/formats.hpp"
 #include "lpemu/format/codec.hpp"
 
 namespace lpemu::cli {
 namespace {
 
-std::uint64_t finite_count(const format::Format& f) {
-  if (f.kind == format::Kind::integer) return f.code_mask() + 1 - (f.symmetric ? 1 : 0);
-  std::uint64_t n = 0;
-  const std::uint64_t codes = f.bits >= 64 ? 0 : (std::uint64_t{1} << f.bits);
-  if (f.bits <= 20) {
-    for (std::uint64_t c = 0; c < codes; ++c) {
-      if (std::isfinite(format::decode(f, c))) ++n;
-    }
-    return n;
+void print_list(const app::FormatsListResult& r) {
+  std::printf("%-18s %-5s %-44s %s\n", "name", "bits", "encoding", "max finite");
+  for (const auto& f : r.elements) {
+    std::printf("%-18s %-5d %-44s %s\n", f.name.c_str(), f.bits, f.encoding.c_str(),
+                format_real(f.max_finite).c_str());
   }
-  // Wide formats: count by structure (magnitudes 0..max_code per sign, one zero where -0 is NaN).
-  n = (f.max_code + 1) * (f.is_signed ? 2 : 1);
-  if (f.specials == format::Specials::fnuz) n -= 1;
-  return n;
+  std::printf("\n%-22s %-16s %-16s %-20s %s\n", "block format", "element", "scale", "granularity",
+              "scale rule");
+  for (const auto& b : r.blocks) {
+    std::printf("%-22s %-16s %-16s %-20s %s\n", b.name.c_str(), b.element.c_str(), b.scale.c_str(),
+                b.granularity.c_str(), b.scale_rule.c_str());
+  }
 }
 
-void show(const format::Format& f, const std::string& origin, bool values) {
+void print_show(const app::FormatShowResult& r) {
+  const format::Format& f = r.format;
   std::cout << "name:            " << f.name << "\n";
   if (!f.aliases.empty()) {
     std::cout << "aliases:         ";
     for (std::size_t i = 0; i < f.aliases.size(); ++i) std::cout << (i ? ", " : "") << f.aliases[i];
     std::cout << "\n";
   }
-  std::cout << "defined in:      " << origin << "\n";
+  std::cout << "defined in:      " << r.origin << "\n";
   if (!f.source.empty()) std::cout << "source:          " << f.source << "\n";
   std::cout << "encoding:        " << format::describe(f) << "\n";
   std::cout << "bits:            " << f.bits << "\n";
@@ -49,7 +49,7 @@ void show(const format::Format& f, const std::string& origin, bool values) {
   } else {
     std::cout << "step:            " << format_real(f.min_normal) << "\n";
   }
-  std::cout << "finite values:   " << finite_count(f) << "\n";
+  std::cout << "finite values:   " << r.finite_values << "\n";
   if (f.has_inf()) {
     std::cout << "+inf / -inf:     " << format::hex_code(f, f.inf_code()) << " / "
               << format::hex_code(f, f.inf_code() | f.sign_bit()) << "\n";
@@ -68,30 +68,38 @@ void show(const format::Format& f, const std::string& origin, bool values) {
     std::cout << "\n";
   }
   if (f.has_negative_zero()) std::cout << "-0:              " << format::hex_code(f, f.sign_bit()) << "\n";
-  if (values) {
-    if (f.bits > 16)
-      throw Error("formats show --values: '" + f.name + "' has " + std::to_string(f.bits) +
-                  "-bit codes; --values lists formats of at most 16 bits");
+  if (!r.values.empty()) {
     std::cout << "\ncode  fielded  value\n";
-    for (std::uint64_t c = 0; c <= f.code_mask(); ++c) {
-      std::cout << format::hex_code(f, c) << "  " << format::fielded_binary(f, c) << "  "
-                << format_real(format::decode(f, c)) << "\n";
-    }
+    for (const auto& c : r.values) std::cout << c.hex << "  " << c.fielded << "  " << format_real(c.value) << "\n";
   }
 }
 
+void print_code(const app::CodeValue& c, bool json) {
+  if (json) {
+    print_json(app::fields(c));
+    return;
+  }
+  std::cout << c.hex << "  " << c.fielded << "  " << format_real(c.value) << "\n";
+}
+
+struct ListArgs {
+  bool json = false;
+};
+
 struct ShowArgs {
-  std::string name;
-  bool values = false;
+  app::FormatShowRequest req;
+  bool json = false;
 };
 
 struct EncodeArgs {
-  std::string name, value;
-  format::ConvertOptions convert;
+  app::EncodeRequest req;
+  std::string value;
+  bool json = false;
 };
 
 struct DecodeArgs {
-  std::string name, code;
+  app::DecodeRequest req;
+  bool json = false;
 };
 
 }  // namespace
@@ -100,62 +108,53 @@ void register_formats(CLI::App& app, Context& ctx) {
   auto* formats = app.add_subcommand("formats", "list and describe element and block formats");
   formats->require_subcommand(1);
 
+  static ListArgs list_args;
   auto* list = formats->add_subcommand("list", "list every known element format, then every block format");
+  list->add_flag("--json", list_args.json, "print JSON instead of tables");
   list->callback([&ctx] {
-    const auto& reg = ctx.formats();
-    std::printf("%-18s %-5s %-44s %s\n", "name", "bits", "encoding", "max finite");
-    for (const auto& name : reg.names()) {
-      const auto& f = reg.get(name);
-      std::printf("%-18s %-5d %-44s %s\n", f.name.c_str(), f.bits, format::describe(f).c_str(),
-                  format_real(f.max_finite).c_str());
-    }
-    std::printf("\n%-22s %-16s %-16s %-20s %s\n", "block format", "element", "scale", "granularity",
-                "scale rule");
-    const auto& blocks = ctx.blocks();
-    for (const auto& name : blocks.names()) {
-      const auto& b = blocks.get(name);
-      const std::string gran = block::describe_granularity(b), scale = block::describe_scale(b);
-      std::printf("%-22s %-16s %-16s %-20s %s\n", b.name.c_str(), b.element.name.c_str(), scale.c_str(),
-                  gran.c_str(), std::string(block::to_string(b.rule)).c_str());
+    const app::FormatsListResult r = app::formats_list(ctx, {});
+    if (list_args.json) {
+      print_json(app::fields(r));
+    } else {
+      print_list(r);
     }
   });
 
   static ShowArgs show_args;
   auto* sh = formats->add_subcommand("show", "show one format's fields, limits and special codes");
-  sh->add_option("NAME", show_args.name, "format name or alias")->required();
-  sh->add_flag("--values", show_args.values, "list every code with its value (formats of at most 16 bits)");
+  sh->add_option("NAME", show_args.req.name, "format name or alias")->required();
+  sh->add_flag("--values", show_args.req.values,
+               "list every code with its value (formats of at most 16 bits)");
+  sh->add_flag("--json", show_args.json, "print JSON instead of the record");
   sh->callback([&ctx] {
-    const auto& f = ctx.formats().get(show_args.name);
-    show(f, ctx.formats().origin(show_args.name), show_args.values);
+    const app::FormatShowResult r = app::format_show(ctx, show_args.req);
+    if (show_args.json) {
+      print_json(app::fields(r));
+    } else {
+      print_show(r);
+    }
   });
 
   static EncodeArgs enc_args;
   auto* enc = app.add_subcommand("encode", "round a value to a format and print its code");
-  enc->add_option("NAME", enc_args.name, "format name or alias")->required();
+  enc->add_option("NAME", enc_args.req.format, "format name or alias")->required();
   enc->add_option("X", enc_args.value, "the value (decimal, hex float, inf, nan)")->required();
-  add_convert_options(enc, enc_args.convert);
+  add_convert_options(enc, enc_args.req.options);
+  enc->add_flag("--json", enc_args.json, "print JSON instead of a line");
   enc->callback([&ctx] {
     ctx.apply_threads();
-    const auto& f = ctx.formats().get(enc_args.name);
+    ctx.formats().get(enc_args.req.format);  // an unknown name is reported before a bad value
     // Read with strtod, not CLI11's strtold-then-round, so that X rounds once to the nearest double.
-    const double x = parse_real(enc_args.value, "value");
-    const std::uint64_t code = format::encode(f, x, enc_args.convert);
-    std::cout << format::hex_code(f, code) << "  " << format::fielded_binary(f, code) << "  "
-              << format_real(format::decode(f, code)) << "\n";
+    enc_args.req.value = parse_real(enc_args.value, "value");
+    print_code(app::encode(ctx, enc_args.req), enc_args.json);
   });
 
   static DecodeArgs dec_args;
   auto* dec = app.add_subcommand("decode", "print the value of a code");
-  dec->add_option("NAME", dec_args.name, "format name or alias")->required();
-  dec->add_option("CODE", dec_args.code, "the code (decimal, 0x hex or 0b binary)")->required();
-  dec->callback([&ctx] {
-    const auto& f = ctx.formats().get(dec_args.name);
-    // parse_code reads 0b binary and leading zeros as decimal, which CLI11's integers do not.
-    const std::uint64_t code = parse_code(dec_args.code, "code");
-    format::require_code_fits(f, code, "decode " + f.name + ": CODE = '" + dec_args.code + "'");
-    std::cout << format::hex_code(f, code) << "  " << format::fielded_binary(f, code) << "  "
-              << format_real(format::decode(f, code)) << "\n";
-  });
+  dec->add_option("NAME", dec_args.req.format, "format name or alias")->required();
+  dec->add_option("CODE", dec_args.req.code, "the code (decimal, 0x hex or 0b binary)")->required();
+  dec->add_flag("--json", dec_args.json, "print JSON instead of a line");
+  dec->callback([&ctx] { print_code(app::decode(ctx, dec_args.req), dec_args.json); });
 }
 
 }  // namespace lpemu::cli

@@ -52,13 +52,6 @@ CLI::Validator at_least(long long min) {
           want};
 }
 
-std::uint64_t parse_code(const std::string& text, const std::string& what) {
-  const auto v = io::parse_unsigned(text);
-  if (!v)
-    throw Error(what + " '" + text + "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
-  return *v;
-}
-
 double parse_real(const std::string& text, const std::string& what) {
   const char* b = text.c_str();
   char* end = nullptr;
@@ -69,9 +62,7 @@ double parse_real(const std::string& text, const std::string& what) {
   return v;
 }
 
-void print_json(const app::Fields& j) {
-  std::cout << app::json_text(j) << "\n";
-}
+void print_json(const app::Fields& j) { std::cout << app::json_text(j) << "\n"; }
 
 std::string format_real(double v) { return io::format_number(v, io::NumberStyle::shortest); }
 

@@ -76,8 +76,6 @@ CLI::Validator parsed_by(Parse parse, std::string description) {
 /// MIN"; the option name is added by CLI11).
 CLI::Validator at_least(long long min);
 
-/// Parses an unsigned integer in decimal or 0x-hex; throws lpemu::Error naming `what`.
-std::uint64_t parse_code(const std::string& text, const std::string& what);
 /// Parses a real number (decimal, hex float, inf, nan); throws lpemu::Error naming `what`.
 double parse_real(const std::string& text, const std::string& what);
 /// Prints `j` and a newline to stdout; NaN and ±Inf numbers print as null, invalid UTF-8 as U+FFFD.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,7 +26,7 @@ std::string json_text(const Fields& f, int indent = -1);
 std::vector<std::pair<std::string, Fields>> columns(const Fields& f, const std::string& prefix = "");
 
 /// Reads a request from named fields (a Python call's keyword arguments): each read() takes one
-/// field if present and not null, checking its type; finish() rejects names nobody read. Errors
+/// field if present and not null, checking its type (an optional is set only then); finish() rejects names nobody read. Errors
 /// are SpecErrors naming `what`, the field and the expected type.
 class FieldReader {
  public:
@@ -49,6 +50,10 @@ class FieldReader {
   void convert(const char* name, const Fields& v, bool& out) const;
   void convert(const char* name, const Fields& v, std::uint64_t& out) const;
   void convert(const char* name, const Fields& v, std::filesystem::path& out) const;
+  template <class T>
+  void convert(const char* name, const Fields& v, std::optional<T>& out) const {
+    convert(name, v, out.emplace());
+  }
   template <class T>
   void convert(const char* name, const Fields& v, std::vector<T>& out) const {
     if (!v.is_array()) wrong(name, "a list");
