@@ -168,12 +168,16 @@ def same(a, b, path="result"):
         assert type(a) is type(b) and a == b, f"{path}: CLI {a!r}, Python {b!r}"
 
 
+N_CASES = 29  # len(cases(...)); test_every_command_has_a_parity_case checks it
+
+
 def test_every_command_has_a_parity_case(tmp_path):
-    covered = {c for c, _, _ in cases(str(tmp_path))}
-    assert covered == set(lpemu.commands())
+    all_cases = cases(str(tmp_path))
+    assert {c for c, _, _ in all_cases} == set(lpemu.commands())
+    assert len(all_cases) == N_CASES
 
 
-@pytest.mark.parametrize("i", range(29))
+@pytest.mark.parametrize("i", range(N_CASES))
 def test_cli_and_python_agree(tmp_path, i):
     command, args, request = cases(str(tmp_path))[i]
     cli = json.loads(run_cli(*command.split(), *args, "--json").stdout)
