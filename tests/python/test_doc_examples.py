@@ -1,4 +1,4 @@
-"""Runs every example of README.md and docs/*.md (ctest docs/examples).
+"""Runs every example of README.md and docs/*.md (ctest docs/doc_examples).
 
 A fenced block runs by its info string (docs/architecture.md, "Examples in the documentation"):
   sh      run by bash -e -o pipefail
