@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -70,13 +71,18 @@ def test_example(info, path, line, body):
     with tempfile.TemporaryDirectory(prefix="lpemu_doc_") as tmp:
         for d in ("data", "experiments", "formats"):
             os.symlink(os.path.join(SOURCE, d), os.path.join(tmp, d))
+        # `lpemu` is the built command, `python3` the interpreter running this test (with NumPy).
+        bin_dir = os.path.join(tmp, ".bin")
+        os.mkdir(bin_dir)
+        os.symlink(os.path.abspath(BINARY), os.path.join(bin_dir, "lpemu"))
+        os.symlink(sys.executable, os.path.join(bin_dir, "python3"))
         env = dict(os.environ)
-        env["PATH"] = os.path.dirname(os.path.abspath(BINARY)) + os.pathsep + env.get("PATH", "")
+        env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
         env["TMPDIR"] = tmp
         if info == "sh":
             cmd = ["bash", "-e", "-o", "pipefail", "-c", body]
         elif info == "python":
-            cmd = ["python3", "-c", body]
+            cmd = [sys.executable, "-c", body]
         else:
             src = os.path.join(tmp, "example.cpp")
             with open(src, "w", encoding="utf-8") as f:
