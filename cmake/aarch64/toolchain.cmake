@@ -1,5 +1,5 @@
 # Cross build for 64-bit Arm (aarch64) with Debian's aarch64-linux-gnu-g++ against the sysroot
-# that sysroot.sh makes; tests run under qemu-aarch64 (README "Building for other machines").
+# that sysroot.sh makes; tests run under qemu-aarch64 (docs/building.md, "Building for other machines").
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)

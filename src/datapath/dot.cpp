@@ -163,7 +163,7 @@ Sum sum_terms(std::span<const Term> terms, const AlignSpec& spec) {
   int e_max = INT_MIN;
   for (const Term& t : terms) e_max = std::max(e_max, t.e);
   if (spec.floor) e_max = std::max(e_max, *spec.floor);
-  // §1.5: quantum q = 2^(E−F); with a sticky bit one more position below it.
+  // Step 5 (docs/tensor-core-model.md): quantum q = 2^(E−F); with a sticky bit one more position below it.
   const int q = e_max - spec.fraction_bits;
   const int qsum = spec.sticky ? q - 1 : q;
   // Every term is below 2^(E+2) (products' significands lie in [1, 4)), so aligned terms have
@@ -484,13 +484,13 @@ class Engine {
         sp.nan = true;
         continue;
       }
-      // §1.1: products with a zero factor are dropped.
+      // Step 1 (docs/tensor-core-model.md): products with a zero factor are dropped.
       if (x.kind == Kind::zero || y.kind == Kind::zero) {
         all_zero_neg = all_zero_neg && neg;
         continue;
       }
       all_zero_neg = false;
-      // §1.2: exact product, exponent e_a + e_b, significand not renormalised.
+      // Step 2 (docs/tensor-core-model.md): exact product, exponent e_a + e_b, significand not renormalised.
       Term t{static_cast<u128>(x.mag) * y.mag, x.lsb + y.lsb, x.e + y.e, neg};
       if (dp_.product_format) {
         const format::Format& pf = *dp_.product_format;
@@ -534,7 +534,7 @@ class Engine {
     if (sp.any()) return sp.code(af);
     const bool c_zero_neg = c.kind == Kind::zero ? c.neg : false;
     if (dp_.addend == Addend::fused) {
-      // §1.3: c joins the alignment unless it is zero.
+      // Step 3 (docs/tensor-core-model.md): c joins the alignment unless it is zero.
       if (c.kind == Kind::finite) terms_.push_back(to_term(c));
       const Sum s = sum_terms(terms_, align_);
       return round_to_code(s, all_zero_neg && (c.kind != Kind::finite && c_zero_neg), acc_,

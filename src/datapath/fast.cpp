@@ -1,4 +1,4 @@
-// Fast GEMM kernels. Same algorithm as the block engine (tensor-cores.md §1), specialised for
+// Fast GEMM kernels. Same algorithm as the block engine (docs/tensor-core-model.md), specialised for
 // exact products of narrow inputs, truncating alignment with c fused, sequential chaining,
 // deterministic rounding; and for `exact` alignment over all of K (ideal). Operands are packed
 // straight from the caller's codes into signed significands and exponents (B in panels of 16
@@ -251,7 +251,7 @@ struct ElementParams : TruncParams {
   bool use32;  // the int32 kernel is exact
 };
 
-// One output element of a truncating BFMA datapath (tensor-cores.md §1, steps 1–8), all inlined
+// One output element of a truncating BFMA datapath (docs/tensor-core-model.md, steps 1–8), all inlined
 // so each clone vectorises its inner loops. Returns false where the general engine must decide
 // (special values, an all-zero block with zero c, or a rounding round_state defers).
 LPEMU_AVX2_CLONES bool element_trunc(const ElementParams& P, const std::int32_t* am, const std::int32_t* ae,
@@ -272,18 +272,19 @@ LPEMU_AVX2_CLONES bool element_trunc(const ElementParams& P, const std::int32_t*
   }
   for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += P.block) {
     const std::size_t s1 = std::min(k, s0 + P.block);
-    // §1.4: E = max(e_i, e_c, E_floor); zero operands carry a hugely negative exponent.
+    // Step 4 (docs/tensor-core-model.md): E = max(e_i, e_c, E_floor); zero operands carry a hugely negative
+    // exponent.
     int e_max = P.floor;
     for (std::size_t p = s0; p < s1; ++p) e_max = std::max(e_max, ae[p] + be[p]);
     int e_c = 0;
     if (!c_zero) {
-      // §1.3: e_c = max(floor(log2|c|), addend_emin).
+      // Step 3 (docs/tensor-core-model.md): e_c = max(floor(log2|c|), addend_emin).
       e_c = std::max(st.q + static_cast<int>(std::bit_width(st.r)) - 1, dp.addend_emin);
       e_max = std::max(e_max, e_c);
     }
     const int q = e_max - P.F;
-    // §1.5: each product truncated toward zero at 2^q (a lift, then one clamped right shift);
-    // §1.6: exact integer sum.
+    // Step 5 (docs/tensor-core-model.md): each product truncated toward zero at 2^q (a lift, then one clamped
+    // right shift); Step 6 (docs/tensor-core-model.md): exact integer sum.
     std::int64_t sum = 0;
     bool any = false;
     if (P.use32) {

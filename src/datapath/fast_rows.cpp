@@ -1,5 +1,5 @@
 // The vector row kernel of the fast datapath GEMM in Google Highway: R rows of A × one 16-column
-// panel of B under a truncating BFMA datapath (tensor-cores.md §1), lanes = columns, so every max
+// panel of B under a truncating BFMA datapath (docs/tensor-core-model.md), lanes = columns, so every max
 // and sum is vertical and rows share B's loads. The same results as element_trunc (fast.cpp),
 // with each block's largest exponent sum found in 8-bit lanes, four products per column at once,
 // and its products formed, truncated and summed in float where that is exact
@@ -32,8 +32,8 @@ using DF = hn::RebindToFloat<D>;
 using V = hn::Vec<D>;
 using VF = hn::Vec<DF>;
 
-// §1.4: the largest exponent sum e_a + e_b over the products of a block (quads t0..t1 of the 8-bit
-// layout) per lane group g = r·NV + c; 2·kZeroExp where every product has a zero operand.
+// Step 4 (docs/tensor-core-model.md): the largest exponent sum e_a + e_b over the products of a block (quads
+// t0..t1 of the 8-bit layout) per lane group g = r·NV + c; 2·kZeroExp where every product has a zero operand.
 template <std::size_t R, std::size_t G>
 HWY_INLINE void BlockExpMax(const RowsArgs<R>& A, std::size_t t0, std::size_t t1, V (&raw)[G]) {
   const D d;
@@ -136,7 +136,7 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
   const int pbits = dp.accumulator_fraction_bits;
   const bool rne = dp.accumulator_rounding.mode == format::RoundingMode::nearest_even;
   const std::size_t k = A.k;
-  // The accumulator between blocks: its value cv as a float (exact), its §1.3 exponent
+  // The accumulator between blocks: its value cv as a float (exact), its step-3 exponent
   // e_c = max(floor(log2|c|), addend_emin) (kept, not recomputed), and bad = −1 where the general
   // engine decides.
   VF cv[G];
@@ -176,7 +176,8 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
   const V one = hn::Set(d, 1);
   for (std::size_t s0 = 0; s0 < k || s0 == 0; s0 += P.block) {
     const std::size_t s1 = std::min(k, s0 + P.block);
-    // §1.4: E = max(e_i, e_c, E_floor); zero operands carry a hugely negative exponent.
+    // Step 4 (docs/tensor-core-model.md): E = max(e_i, e_c, E_floor); zero operands carry a hugely negative
+    // exponent.
     V raw[G];
     const std::size_t t0 = s0 / P.block * (P.block8 / kExpGroup);
     BlockExpMax<R>(A, t0, t0 + (s1 - s0 + kExpGroup - 1) / kExpGroup, raw);
@@ -196,10 +197,10 @@ HWY_INLINE void RowsTrunc(RowsArgs<R>& A) {
       scale[g] = hn::BitCast(df, hn::ShiftLeft<23>(hn::Sub(float_bias, qc[g])));
       sumf[g] = hn::Zero(df);
     }
-    // §1.5: each product truncated toward zero at 2^q; §1.6: exact sum. In float, exactly: a·b
-    // is exact (its significand and exponent fit float's), scaling it by 2^-q is exact down to
-    // float's normal range (below it the value is < 1 and truncates to 0 either way), Trunc
-    // rounds toward zero, and every partial sum is an integer below 2^24 (rows_trunc_applies).
+    // Step 5 (docs/tensor-core-model.md): each product truncated toward zero at 2^q; step 6: exact sum. In
+    // float, exactly: a·b is exact (its significand and exponent fit float's), scaling it by 2^-q is exact
+    // down to float's normal range (below it the value is < 1 and truncates to 0 either way), Trunc rounds
+    // toward zero, and every partial sum is an integer below 2^24 (rows_trunc_applies).
     for (std::size_t p = s0; p < s1; ++p) {
       for (std::size_t c = 0; c < NV; ++c) {
         const VF bv = hn::LoadU(df, A.bvk + p * kPanel + c * N);

@@ -31,7 +31,7 @@ constexpr std::size_t kPanel = 16;
 /// Rows of A per tile of the vector kernel.
 constexpr std::size_t kRowTile = 4;
 
-/// Decodes an IEEE-style accumulator code from its fields (tensor-cores.md §1.3 exponent clamp).
+/// Decodes an IEEE-style accumulator code from its fields (docs/tensor-core-model.md, step 3 exponent clamp).
 inline Operand decode_acc(const format::Format& f, std::uint64_t code, int clamp) {
   Operand o;
   const int mb = f.mantissa_bits;
@@ -154,7 +154,7 @@ struct RowsArgs {
 /// 8-bit lanes (see fast_rows.cpp).
 bool rows_trunc_applies(const Datapath& dp, int F, std::size_t block);
 
-/// R rows × 16 output columns of a truncating datapath (tensor-cores.md §1) on the best SIMD
+/// R rows × 16 output columns of a truncating datapath (docs/tensor-core-model.md) on the best SIMD
 /// target of this machine (Google Highway run-time dispatch; fast_rows.cpp); only where
 /// rows_trunc_applies.
 void rows_trunc(RowsArgs<kRowTile>& args);

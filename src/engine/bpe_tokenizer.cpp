@@ -182,7 +182,7 @@ struct BpeTokenizer::Impl {
       s.a = j["pattern"]["String"].get<std::string>();
       s.b = j.at("content").get<std::string>();
     } else if (field.starts_with("normalizer") && t == "NFC") {
-      // Applied as identity: inputs are taken to be NFC already (README, "Your own model").
+      // Applied as identity: inputs are taken to be NFC already (docs/plans-and-engine.md, "Your own model").
     } else if (field.starts_with("pre_tokenizer") && t == "ByteLevel") {
       s.flag = j.value("add_prefix_space", false);
       if (j.value("use_regex", true)) s.re = std::make_shared<Regex>(kGpt2Pattern, origin);

@@ -40,7 +40,7 @@ void ranked_section(std::ostream& md, const std::string& name, const std::string
 // How the cost columns were priced, and what each plan computes on which datapath.
 void cost_section(std::ostream& md, const std::vector<PlanResult>& plans) {
   const auto& c = plans.front().cost;
-  md << "\nCost columns: lpemu's cost model (README \"Cost model\") on target `" << c.target
+  md << "\nCost columns: lpemu's cost model (docs/cost-and-systems.md) on target `" << c.target
      << "`; tokens/s and J/token from the roofline of the priced workload, MAC area from the MAC model "
         "(45 nm Horowitz constants: compare plans, not absolute values). ★ marks the Pareto front of "
         "mean KL against MAC area.\n";
@@ -49,7 +49,7 @@ void cost_section(std::ostream& md, const std::vector<PlanResult>& plans) {
   }
   if (!c.cluster_system.empty()) {
     md << "\nCluster columns: each plan priced on system `" << c.cluster_system
-       << "` by the cluster-level model (README \"Cluster level\"), as `lpemu cost --system` prices the "
+       << "` by the cluster-level model (docs/cost-and-systems.md), as `lpemu cost --system` prices the "
           "plan file "
           "`plans/NNNN.toml`: step time, tokens/s of the whole job, MFU (training) and memory per "
           "device.\n";

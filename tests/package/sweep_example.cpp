@@ -1,5 +1,5 @@
 // Runs an experiment's plans with the lpemu library and prints what each plan costs in accuracy
-// (README "Using lpemu from C++"; built against an installed lpemu by the package test).
+// (docs/cpp.md; built against an installed lpemu by the package test).
 #include <cstdio>
 
 #include "lpemu/error.hpp"

@@ -5,8 +5,8 @@
 //     (E2M3/E3M2), MXFP4 (E2M1) and MXINT8 — blocks of 32 elements sharing one E8M0 scale, the
 //     shared-scale computation floor(log2(amax)) − emax_elem, elements clamped to ±max normal.
 //   NVFP4 (E2M1 elements, blocks of 16, an E4M3 block scale and an FP32 per-tensor scale) as
-//     defined in README.md "Block-scaled formats" (lpemu's exact definition of the two-level rule).
-// Every edge case the specs leave open is a field here with a documented default (README.md).
+//     defined in docs/block-formats.md (lpemu's exact definition of the two-level rule).
+// Every edge case the specs leave open is a field here with a documented default (docs/block-formats.md).
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Packed byte layout of block-encoded tensors (README.md "Block-scaled formats", packed layout).
+// Packed byte layout of block-encoded tensors (docs/block-formats.md, packed layout).
 // Codes of b bits form a little-endian bit stream: code i occupies bits [i·b, (i+1)·b) of the
 // stream, bit j of the stream being bit (j mod 8) of byte ⌊j/8⌋. So FP4 puts element 0 in the low
 // nibble of byte 0 and element 1 in its high nibble (PyTorch's float4_e2m1fn_x2 for

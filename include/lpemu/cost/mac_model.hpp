@@ -1,4 +1,4 @@
-// Area and energy of one multiply-accumulate lane from bit widths (README "Cost model").
+// Area and energy of one multiply-accumulate lane from bit widths (docs/cost-and-systems.md).
 //
 // Unit: the full-adder equivalent (FA). Each component is a formula in bit widths:
 //   multiplier   sa * sb                       (array multiplier: one FA per partial-product bit)

@@ -39,7 +39,8 @@ enum class Addend : std::uint8_t {
 
 /// How K longer than one block is summed.
 enum class Order : std::uint8_t {
-  sequential,  ///< consecutive blocks of n, each block's output is the next block's c (§1.8)
+  sequential,  ///< consecutive blocks of n, each block's output is the next block's c
+               ///< (docs/tensor-core-model.md, step 8)
   pairwise,    ///< blocks from c = 0, block results added in a balanced tree, then c added
   split_k,     ///< K split into `split_chunks` contiguous chunks, each chained from 0, then summed
 };
@@ -90,7 +91,8 @@ struct Datapath {
   // Block (fused multi-term adder).
   int fused_terms = 1;  ///< n products per block; 0 = all of K in one block
   Addend addend = Addend::fused;
-  int addend_emin = 0;           ///< e_c = max(floor(log2|c|), addend_emin) (§1.3: −126 even for fp16 c)
+  int addend_emin = 0;  ///< e_c = max(floor(log2|c|), addend_emin) (docs/tensor-core-model.md, step 3: −126
+                        ///< even for fp16 c)
   ResultRounding late_rounding;  ///< addend = late: rounding of c + block result
   Alignment alignment = Alignment::exact;
   int fraction_bits = 0;              ///< F: bits kept below the block's largest exponent

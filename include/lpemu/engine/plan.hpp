@@ -1,6 +1,6 @@
 // Precision plans: which format each tensor role is quantised to, per layer and layer kind, and
 // which GEMM datapath each linear layer uses. Plans are TOML files (experiments/plans/, format in
-// README.md "Engine and models"); `fp32` and `fp64` are built in.
+// docs/plans-and-engine.md); `fp32` and `fp64` are built in.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,6 @@
 // Experiments as data: a TOML file naming the source (a model and a text, optionally
 // recorded activations to replay), the plans to compare (listed, inline, or a grid of formats ×
-// GEMM datapaths), options and the output directory. Format in README.md "Experiments".
+// GEMM datapaths), options and the output directory. Format in docs/experiments-and-reports.md.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 //   OCP 8-bit Floating Point Specification (OFP8) Rev 1.0 (2023): E4M3, E5M2.
 //   OCP Microscaling Formats (MX) v1.0 (2023): FP6 E2M3/E3M2, FP4 E2M1, INT8 elements; E8M0 scale.
 //   IEEE 754-2019 §3.6: binary16, binary32; bfloat16 and TF32 as their vendors define them.
-//   FNUZ variants as in ml_dtypes v0.6.0 (reference/formats.md).
+//   FNUZ variants as in ml_dtypes v0.6.0 (github.com/jax-ml/ml_dtypes).
 #pragma once
 
 #include <cstdint>

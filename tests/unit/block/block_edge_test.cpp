@@ -1,5 +1,5 @@
 // Edge cases of block quantisation, expected values worked out by hand from the rules in
-// README.md "Block-scaled formats" (OCP MX v1.0 shared-scale rule; reference/mx.md facts).
+// docs/block-formats.md (OCP MX v1.0 shared-scale rule; microxcaling behaviour).
 #include <cmath>
 #include <limits>
 #include <vector>

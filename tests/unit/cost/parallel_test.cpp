@@ -323,7 +323,7 @@ TEST_CASE("validation: Narayanan et al. SC'21 Table 1, achieved TFLOP/s per A100
     CHECK(r.memory.fits);
     // The model leaves out mechanisms that only add time (GEMM efficiency inside a wave, kernel
     // launches, data loading), so it must over-predict, and by less than the bound measured
-    // when this test was written (+17% to +33%; README "Validation").
+    // when this test was written (+17% to +33%; docs/cost-and-systems.md, "Validation").
     CHECK(err > 0);
     CHECK(err < 0.45);
   }

@@ -41,7 +41,8 @@ TEST_CASE("every required preset loads and cites a source", "[datapath][unit]") 
   }
 }
 
-TEST_CASE("preset parameters follow tensor-cores.md §2", "[datapath][unit]") {
+TEST_CASE("preset parameters follow docs/tensor-core-model.md, parameters per generation",
+          "[datapath][unit]") {
   const auto& reg = DatapathRegistry::builtin();
   const Datapath& v = reg.get("v100_fp16_fp32");
   CHECK(v.fused_terms == 4);
@@ -124,7 +125,7 @@ TEST_CASE("special values follow the published models", "[datapath][unit]") {
   CHECK(std::isnan(std::bit_cast<float>(static_cast<std::uint32_t>(dot(dp, one, one, 0x7fc00000)))));
 }
 
-TEST_CASE("overflow gives Inf even under RZ (tensor-cores.md §1.7)", "[datapath][unit]") {
+TEST_CASE("overflow gives Inf even under RZ (docs/tensor-core-model.md, step 7)", "[datapath][unit]") {
   const Datapath& dp = DatapathRegistry::builtin().get("h100_tf32_fp32");
   // tf32 max finite (0x3fbff, about 2^128) squared overflows fp32 although the rounding is RZ.
   CHECK(dot(dp, std::vector<std::uint64_t>{0x3fbff}, std::vector<std::uint64_t>{0x3fbff}, 0) == 0x7f800000);

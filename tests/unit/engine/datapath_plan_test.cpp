@@ -45,7 +45,7 @@ TEST_CASE("a datapath GEMM computes A·Bᵀ exactly when every partial sum is re
 }
 
 // Rows already on the input format's grid are the codes a core would be fed: the strategy must
-// not rescale them (subnormal inputs align differently in the BFMA model, tensor-cores.md §1).
+// not rescale them (subnormal inputs align differently in the BFMA model, docs/tensor-core-model.md).
 TEST_CASE("a datapath GEMM feeds on-grid operands to the datapath unscaled", "[engine][datapath]") {
   const auto g = GemmFactory::builtin().make("h100_e4m3_fp32");
   const auto& dp = lpemu::datapath::DatapathRegistry::builtin().get("h100_e4m3_fp32");

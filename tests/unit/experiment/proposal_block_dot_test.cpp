@@ -167,7 +167,7 @@ TEST_CASE("nvfp4 proposal: two-level scale rows carry the tensor scale", "[exper
   const auto rows = experiment::block_vectors(nv, 3);
   bool multi = false;
   for (const auto& v : rows) {
-    // g = fp32(amax / (6·448)) from the row's own tensor (README "NVFP4 two-level scale").
+    // g = fp32(amax / (6·448)) from the row's own tensor (docs/block-formats.md, NVFP4 two-level scale).
     double amax = 0;
     for (const float x : v.inputs) {
       if (std::isfinite(x)) amax = std::max(amax, std::fabs(static_cast<double>(x)));
