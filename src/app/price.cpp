@@ -128,7 +128,9 @@ engine::PrecisionPlan priced_plan(experiment::Context& ctx, const PriceRequest& 
 }
 
 PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
-  if (a.model.empty()) throw SpecError("cost: a model shape is required (--model)");
+  if (!a.cluster() && (a.target.empty() || a.model.empty()))
+    throw SpecError("lpemu cost: --target and --model are required (see `lpemu cost --help`)");
+  if (a.model.empty()) throw SpecError("lpemu cost: --model is required (see `lpemu cost --help`)");
   if (a.setup.phase != "prefill" && a.setup.phase != "decode" && a.setup.phase != "both" &&
       a.setup.phase != "train")
     throw SpecError("cost: phase \"" + a.setup.phase + "\": expected prefill, decode, both or train");
@@ -142,7 +144,7 @@ PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
   out.model = cat.shape(a.model);
   if (a.cluster()) {
     if (a.setup.system.empty())
-      throw SpecError("cost: a system (--system) is required with devices, parallel, search or phase train");
+      throw SpecError("lpemu cost: --system is required with --devices, --parallel, --search or --phase train");
     const cost::System sys = cost::load_system(a.setup.system, a.cost_dirs);
     const engine::PrecisionPlan plan = ctx.load_plan(a.plan);
     out.plan = plan.name;
@@ -153,7 +155,6 @@ PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
     out.target = out.cluster->target;
     return out;
   }
-  if (a.target.empty()) throw SpecError("cost: a hardware target (--target) is required");
   out.target = cat.target(a.target);
   if (!a.setup.datapath.empty()) cat.datapath(a.setup.datapath);  // an unknown name fails here, naming the closest
   const engine::PrecisionPlan plan = priced_plan(ctx, a);
