@@ -127,6 +127,14 @@ engine::PrecisionPlan priced_plan(experiment::Context& ctx, const PriceRequest& 
   return plan;
 }
 
+cost::Catalog cost_catalog(experiment::Context& ctx, const std::vector<std::filesystem::path>& cost_dirs) {
+  // One user-directory convention: --formats-dir DIRs hold hardware/, shapes/ and systems/ too;
+  // cost_dirs add to them for one call.
+  std::vector<std::filesystem::path> dirs = ctx.formats_dirs;
+  dirs.insert(dirs.end(), cost_dirs.begin(), cost_dirs.end());
+  return cost::Catalog(ctx.formats(), dirs, &ctx.blocks(), &ctx.datapaths());
+}
+
 PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
   if (!a.cluster() && (a.target.empty() || a.model.empty()))
     throw SpecError("lpemu cost: --target and --model are required (see `lpemu cost --help`)");
@@ -138,14 +146,14 @@ PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
   if (a.setup.context < 1)
     throw SpecError("cost: context = " + std::to_string(a.setup.context) + ": expected >= 1");
   if (a.top < 0) throw SpecError("cost: top = " + std::to_string(a.top) + ": expected >= 0");
-  cost::Catalog cat(ctx.formats(), a.cost_dirs, &ctx.blocks(), &ctx.datapaths());
+  cost::Catalog cat = cost_catalog(ctx, a.cost_dirs);
   PriceResult out;
   out.top = a.top;
   out.model = cat.shape(a.model);
   if (a.cluster()) {
     if (a.setup.system.empty())
       throw SpecError("lpemu cost: --system is required with --devices, --parallel, --search or --phase train");
-    const cost::System sys = cost::load_system(a.setup.system, a.cost_dirs);
+    const cost::System sys = cost::load_system(a.setup.system, cat.user_dirs());
     const engine::PrecisionPlan plan = ctx.load_plan(a.plan);
     out.plan = plan.name;
     out.plan_origin = plan.origin;

@@ -113,7 +113,7 @@ void print_mac_table(const cost::MacCost& m) {
 }
 
 void run_mac(Context& ctx, const CostArgs& a) {
-  cost::Catalog cat(ctx.formats(), a.req.cost_dirs, &ctx.blocks(), &ctx.datapaths());
+  cost::Catalog cat = app::cost_catalog(ctx, a.req.cost_dirs);
   const cost::MacDatapath& dp = cat.datapath(a.req.setup.datapath.empty() ? "generic_bf16" : a.req.setup.datapath);
   const cost::CostFormat fa = a.format.empty() ? dp.a : cat.format(a.format);
   const cost::CostFormat fb = !a.format_b.empty() ? cat.format(a.format_b) : a.format.empty() ? dp.b : fa;
@@ -149,7 +149,7 @@ void run_mac(Context& ctx, const CostArgs& a) {
 }
 
 void run_targets(Context& ctx, const CostArgs& a) {
-  cost::Catalog cat(ctx.formats(), a.req.cost_dirs, &ctx.blocks(), &ctx.datapaths());
+  cost::Catalog cat = app::cost_catalog(ctx, a.req.cost_dirs);
   for (const auto& name : cat.target_names()) {
     const cost::Target& t = cat.target(name);
     std::cout << t.name << ": " << t.display_name << " [" << t.kind << "]\n  memory " << sig(t.bandwidth_gb_s)

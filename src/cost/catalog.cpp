@@ -111,23 +111,17 @@ ModelShape parse_shape_toml(std::string_view text, std::string_view origin) {
 
 Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs,
                  const block::BlockRegistry* blocks, const datapath::DatapathRegistry* datapaths)
-    : formats_(formats), blocks_(blocks), datapath_records_(datapaths) {
+    : formats_(formats), blocks_(blocks), datapath_records_(datapaths), user_dirs_(lpemu::detail::user_spec_dirs(dirs)) {
   for (const auto& f : detail::embedded_cost_data()) {
     const std::string_view path = f.path;
     add_text(path.substr(0, path.find('/')), f.text, "builtin:data/" + std::string(path));
   }
-  for (const auto& dir : dirs) {
+  // The user directories of every record kind: LPEMU_FORMATS_PATH, then `dirs`.
+  for (const auto& dir : user_dirs_) {
     if (!std::filesystem::is_directory(dir))
       throw IoError(dir.string() + ": cost data directory does not exist");
     for (const char* kind : {"hardware", "shapes"}) {
-      const auto sub = dir / kind;
-      if (!std::filesystem::is_directory(sub)) continue;
-      std::vector<std::filesystem::path> files;
-      for (const auto& e : std::filesystem::directory_iterator(sub)) {
-        if (e.path().extension() == ".toml") files.push_back(e.path());
-      }
-      std::sort(files.begin(), files.end());
-      for (const auto& file : files)
+      for (const auto& file : lpemu::detail::toml_files_in(dir / kind))
         add_text(kind, lpemu::detail::read_spec_file(file, "cost-model"), file.string());
     }
   }

@@ -29,7 +29,7 @@ Link read_link(const TableReader& r) {
   return l;
 }
 
-// Every system file by name: built-ins first, then DIR/systems/*.toml in order; a name defined
+// Every system file by name: built-ins first, then DIR/systems/*.toml for each DIR in order; a name defined
 // twice (a user file reusing a built-in name) is an error.
 std::map<std::string, std::pair<std::string, std::string>> all_files(
     const std::vector<std::filesystem::path>& dirs) {
@@ -50,14 +50,8 @@ std::map<std::string, std::pair<std::string, std::string>> all_files(
     if (path.rfind("systems/", 0) == 0) add(f.text, "builtin:data/" + std::string(path));
   }
   for (const auto& dir : dirs) {
-    const auto sub = dir / "systems";
-    if (!std::filesystem::is_directory(sub)) continue;
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(sub)) {
-      if (e.path().extension() == ".toml") files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const auto& file : files) add(lpemu::detail::read_spec_file(file, "system"), file.string());
+    for (const auto& file : lpemu::detail::toml_files_in(dir / "systems"))
+      add(lpemu::detail::read_spec_file(file, "system"), file.string());
   }
   return out;
 }

@@ -66,8 +66,7 @@ const engine::GemmFactory& Context::gemms() {
 
 cost::Catalog& Context::costs() {
   if (!costs_) {
-    costs_ = std::make_unique<cost::Catalog>(formats(), std::vector<std::filesystem::path>{}, &blocks(),
-                                             &datapaths());
+    costs_ = std::make_unique<cost::Catalog>(formats(), formats_dirs, &blocks(), &datapaths());
   }
   return *costs_;
 }

@@ -205,7 +205,7 @@ SweepCost price_for_sweep(const engine::PrecisionPlan& plan, const Experiment& e
   std::lock_guard lock(mu);
   cost::Catalog& cat = *tools.costs;
   std::optional<cost::System> sys;
-  if (!exp.cost.cluster.system.empty()) sys = cost::load_system(exp.cost.cluster.system);
+  if (!exp.cost.cluster.system.empty()) sys = cost::load_system(exp.cost.cluster.system, cat.user_dirs());
   c.target = exp.cost.target.empty() ? sys->device : exp.cost.target;
   if (sys) {
     c.cluster_system = sys->name;

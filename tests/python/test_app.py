@@ -206,3 +206,23 @@ def test_ported_commands_name_bad_fields(tmp_path):
     with pytest.raises(lpemu.SpecError, match="has 32-bit codes; --values lists formats of at most 16 bits"):
         lpemu.call("formats show", name="fp32", values=True)
     assert not (tmp_path / "x.bin").exists() and not (tmp_path / "q.npy").exists()
+
+
+def test_user_directories_hold_every_record_kind(tmp_path):
+    # One convention: a --formats-dir (Context(formats_dirs=...)) directory holds hardware/,
+    # shapes/ and systems/ beside element/, block/ and datapath/.
+    (tmp_path / "hardware").mkdir()
+    with open(os.path.join(SOURCE, "data", "hardware", "h100_sxm.toml"), encoding="utf-8") as f:
+        text = f.read()
+    assert 'name = "h100_sxm"' in text
+    (tmp_path / "hardware" / "my_h100.toml").write_text(text.replace('name = "h100_sxm"', 'name = "my_h100"'))
+    request = dict(model="llama3_8b", plan="bf16", phase="decode", batch=8)
+    mine = lpemu.Context(formats_dirs=[tmp_path]).cost(target="my_h100", **request)
+    cli = json.loads(run_cli("--formats-dir", tmp_path, "cost", "--target", "my_h100", "--model", "llama3_8b",
+                             "--plan", "bf16", "--phase", "decode", "--batch", "8", "--json").stdout)
+    same(cli, mine)
+    builtin = lpemu.cost(target="h100_sxm", **request)
+    assert mine["target"] == "my_h100"
+    assert mine["phases"] == builtin["phases"]
+    with pytest.raises(lpemu.UnknownNameError, match="my_h100"):
+        lpemu.cost(target="my_h100", **request)

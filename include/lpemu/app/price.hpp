@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lpemu/app/fields.hpp"
+#include "lpemu/cost/catalog.hpp"
 #include "lpemu/cost/system.hpp"
 #include "lpemu/cost/target.hpp"
 #include "lpemu/cost/workload.hpp"
@@ -47,6 +48,10 @@ struct PriceResult {
   int top = 8;                                   ///< search configurations kept in fields()
   std::vector<std::filesystem::path> plots;      ///< SVG files written
 };
+
+/// The cost model's catalog of `ctx`: built-ins, then hardware/, shapes/ and systems/ of the user
+/// directories (LPEMU_FORMATS_PATH, ctx.formats_dirs), then of `cost_dirs`.
+cost::Catalog cost_catalog(experiment::Context& ctx, const std::vector<std::filesystem::path>& cost_dirs = {});
 
 /// The plan `request` prices: its plan file with the setup's format and datapath overrides.
 engine::PrecisionPlan priced_plan(experiment::Context& ctx, const PriceRequest& request);

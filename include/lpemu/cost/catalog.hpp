@@ -1,6 +1,7 @@
 // The cost model's data: hardware targets and model shapes (the files under data/{hardware,shapes}/
-// embedded at build time, src/cost/sources.cmake; users add DIR/{hardware,shapes}/*.toml with
-// --cost-dir DIR, or name a .toml file directly), and the MAC view of the datapath records
+// embedded at build time, src/cost/sources.cmake; users add DIR/{hardware,shapes}/*.toml in the same
+// user directories as formats — --formats-dir DIR, LPEMU_FORMATS_PATH, or --cost-dir DIR for one
+// command — or name a .toml file directly), and the MAC view of the datapath records
 // (formats/datapath/*.toml: the records the emulator runs). Plans are the engine's plan files,
 // turned into LayerwisePlan by lpemu::experiment::layerwise_plan.
 #pragma once
@@ -29,7 +30,7 @@ ModelShape parse_shape_toml(std::string_view text, std::string_view origin);
 /// Named targets, shapes and datapaths.
 class Catalog {
  public:
-  /// Built-ins (embedded data/), then each DIR in `dirs`; `formats` and `blocks` (nullptr: the
+  /// Built-ins (embedded data/), then each DIR of LPEMU_FORMATS_PATH and `dirs`; `formats` and `blocks` (nullptr: the
   /// built-in block formats) resolve format names, `datapaths` (nullptr: the built-in presets) the
   /// datapath records; all must outlive the catalog.
   explicit Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs = {},
@@ -57,6 +58,10 @@ class Catalog {
   /// Resolves an element- or block-format name with this catalog's registries.
   CostFormat format(std::string_view name) const { return resolve_format(name, formats_, blocks_); }
 
+  /// The user directories this catalog read (LPEMU_FORMATS_PATH, then `dirs`), for the records it
+  /// does not hold itself (load_system).
+  const std::vector<std::filesystem::path>& user_dirs() const { return user_dirs_; }
+
   /// Parses a hardware TOML; proposed targets are derived through this catalog.
   Target parse_target_toml(std::string_view text, std::string_view origin);
 
@@ -74,6 +79,7 @@ class Catalog {
   std::map<std::string, ModelShape, std::less<>> shapes_;
   std::map<std::string, MacDatapath, std::less<>> datapaths_;
   std::vector<std::string> resolving_;
+  std::vector<std::filesystem::path> user_dirs_;
 };
 
 /// Result of spending a target's MAC-array area for one rate class on MACs of another format.
