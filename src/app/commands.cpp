@@ -27,6 +27,10 @@ using Command = std::function<Fields(experiment::Context&, const Fields&)>;
 const std::map<std::string, Command, std::less<>>& table() {
   static const std::map<std::string, Command, std::less<>> t = {
       {"cost", [](experiment::Context& c, const Fields& f) { return fields(price(c, price_request(f))); }},
+      {"cost mac", [](experiment::Context& c, const Fields& f) { return fields(price_mac(c, mac_request(f))); }},
+      {"cost targets",
+       [](experiment::Context& c, const Fields& f) { return fields(list_targets(c, targets_request(f))); }},
+      {"sweep merge", [](experiment::Context&, const Fields& f) { return fields(sweep_merge(merge_request(f))); }},
       {"eval", [](experiment::Context& c, const Fields& f) { return fields(evaluate(c, eval_request(f))); }},
       {"sweep", [](experiment::Context& c, const Fields& f) { return fields(sweep(c, sweep_request(f))); }},
       {"replay", [](experiment::Context& c, const Fields& f) { return fields(replay(c, replay_request(f))); }},

@@ -212,6 +212,128 @@ Fields fields(const PriceResult& r) {
   return f;
 }
 
+MacResult price_mac(experiment::Context& ctx, const MacRequest& a) {
+  cost::Catalog cat = cost_catalog(ctx, a.cost_dirs);
+  MacResult out;
+  out.datapath = cat.datapath(a.datapath.empty() ? "generic_bf16" : a.datapath);
+  const cost::MacDatapath& dp = out.datapath;
+  const cost::CostFormat fa = a.format.empty() ? dp.a : cat.format(a.format);
+  const cost::CostFormat fb = !a.format_b.empty() ? cat.format(a.format_b) : a.format.empty() ? dp.b : fa;
+  out.mac = cost::mac_cost(fa, fb, dp);
+  for (const char* base : {"bf16", "mxfp8_e4m3"}) {
+    const cost::CostFormat b = cat.format(base);
+    const cost::MacCost mb = cost::mac_cost(b, b, dp);
+    out.baselines.push_back({base, mb, cost::iso_area_count(out.mac, mb, 1024)});
+  }
+  if (!a.iso_target.empty()) {
+    const cost::Target& t = cat.target(a.iso_target);
+    out.iso_target = t.name;
+    out.iso_unit = t.unit_name;
+    out.iso_class = a.iso_class;
+    out.iso_format = a.iso_format.empty() ? a.iso_class : a.iso_format;
+    out.iso = cost::iso_area_peak(t, a.iso_class, cat.format(out.iso_format), fa, dp);
+    out.iso_listed_tflops = t.find_rate(a.iso_class)->tflops;
+  }
+  return out;
+}
+
+Fields fields(const MacResult& r) {
+  const auto mac_fields = [](const cost::MacCost& m) {
+    Fields parts = Fields::array();
+    for (const auto& p : m.parts) parts.push_back({{"name", p.name}, {"fa", p.fa}, {"formula", p.formula}});
+    return Fields{{"a_format", m.a_format},       {"b_format", m.b_format},
+                  {"total_fa", m.total_fa},       {"area_um2_45nm", m.area_um2_45nm()},
+                  {"energy_pj_45nm", m.energy_pj_45nm()}, {"parts", parts}};
+  };
+  const cost::MacDatapath& dp = r.datapath;
+  Fields f = {{"datapath",
+               {{"name", dp.name},
+                {"fused_terms", dp.fused_terms},
+                {"alignment_bits", dp.alignment_bits},
+                {"accumulator", dp.accumulator},
+                {"promote_every", dp.promote_every},
+                {"source", dp.source},
+                {"unverified", dp.unverified}}},
+              {"mac", mac_fields(r.mac)}};
+  Fields baselines = Fields::array();
+  for (const auto& b : r.baselines) {
+    baselines.push_back({{"format", b.format},
+                         {"area_ratio", r.mac.total_fa / b.mac.total_fa},
+                         {"fit_in_1024", b.fit_in_1024},
+                         {"mac", mac_fields(b.mac)}});
+  }
+  f["baselines"] = baselines;
+  if (r.iso) {
+    f["iso"] = {{"target", r.iso_target},
+                {"rate_class", r.iso_class},
+                {"budget_format", r.iso_format},
+                {"unit", r.iso_unit},
+                {"budget_macs_per_clock_per_unit", r.iso->budget_macs_per_clock_per_unit},
+                {"macs_per_clock_per_unit", r.iso->macs_per_clock_per_unit},
+                {"tflops", r.iso->tflops},
+                {"listed_tflops", r.iso_listed_tflops}};
+  }
+  return f;
+}
+
+MacRequest mac_request(const Fields& f) {
+  MacRequest r;
+  FieldReader in(f, "cost mac");
+  in.read("format", r.format);
+  in.read("format_b", r.format_b);
+  in.read("datapath", r.datapath);
+  in.read("iso_target", r.iso_target);
+  in.read("iso_class", r.iso_class);
+  in.read("iso_format", r.iso_format);
+  in.read("cost_dirs", r.cost_dirs);
+  in.finish();
+  return r;
+}
+
+TargetsResult list_targets(experiment::Context& ctx, const TargetsRequest& a) {
+  cost::Catalog cat = cost_catalog(ctx, a.cost_dirs);
+  TargetsResult out;
+  for (const auto& name : cat.target_names()) out.targets.push_back(cat.target(name));
+  return out;
+}
+
+Fields fields(const TargetsResult& r) {
+  Fields targets = Fields::array();
+  for (const auto& t : r.targets) {
+    Fields rates = Fields::array();
+    for (const auto& [cls, x] : t.rates) {
+      const auto rebuilt = t.rebuilt_tflops(cls);
+      rates.push_back({{"rate_class", cls},
+                       {"tflops", x.tflops},
+                       {"rebuilt_tflops", rebuilt ? Fields(*rebuilt) : Fields(nullptr)},
+                       {"datapath", t.datapath_for(cls)},
+                       {"unverified", x.unverified},
+                       {"source", x.derived_from.empty() ? x.source : x.derived_from}});
+    }
+    targets.push_back({{"name", t.name},
+                       {"display_name", t.display_name},
+                       {"kind", t.kind},
+                       {"bandwidth_gb_s", t.bandwidth_gb_s},
+                       {"capacity_gb", t.capacity_gb},
+                       {"bandwidth_source", t.bandwidth_source},
+                       {"units", t.units},
+                       {"unit_name", t.unit_name},
+                       {"clock_mhz", t.clock_mhz},
+                       {"compute_unverified", t.compute_unverified},
+                       {"compute_note", t.compute_note},
+                       {"rates", rates}});
+  }
+  return {{"targets", targets}};
+}
+
+TargetsRequest targets_request(const Fields& f) {
+  TargetsRequest r;
+  FieldReader in(f, "cost targets");
+  in.read("cost_dirs", r.cost_dirs);
+  in.finish();
+  return r;
+}
+
 PriceRequest price_request(const Fields& f) {
   PriceRequest r;
   FieldReader in(f, "cost");

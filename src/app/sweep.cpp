@@ -35,10 +35,20 @@ SweepReport sweep(experiment::Context& ctx, const SweepRequest& a) {
   return out;
 }
 
-SweepReport sweep_merge(const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& out) {
+SweepReport sweep_merge(const MergeRequest& a) {
+  if (a.dirs.empty() || a.out.empty()) throw SpecError("sweep merge: shard directories and an output directory are required");
   SweepReport r;
-  r.dir = out;
-  r.files = experiment::merge_sweeps(dirs, out);
+  r.dir = a.out;
+  r.files = experiment::merge_sweeps(a.dirs, a.out);
+  return r;
+}
+
+MergeRequest merge_request(const Fields& f) {
+  MergeRequest r;
+  FieldReader in(f, "sweep merge");
+  in.read("dirs", r.dirs);
+  in.read("out", r.out);
+  in.finish();
   return r;
 }
 

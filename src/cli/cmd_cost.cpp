@@ -113,45 +113,52 @@ void print_mac_table(const cost::MacCost& m) {
 }
 
 void run_mac(Context& ctx, const CostArgs& a) {
-  cost::Catalog cat = app::cost_catalog(ctx, a.req.cost_dirs);
-  const cost::MacDatapath& dp = cat.datapath(a.req.setup.datapath.empty() ? "generic_bf16" : a.req.setup.datapath);
-  const cost::CostFormat fa = a.format.empty() ? dp.a : cat.format(a.format);
-  const cost::CostFormat fb = !a.format_b.empty() ? cat.format(a.format_b) : a.format.empty() ? dp.b : fa;
-  const cost::MacCost m = cost::mac_cost(fa, fb, dp);
-  std::cout << "MAC " << fa.name << " x " << fb.name << " on datapath " << dp.name
-            << " (n = " << dp.fused_terms << ", W = " << dp.alignment_bits << ", accumulator "
-            << dp.accumulator;
+  app::MacRequest req;
+  req.format = a.format;
+  req.format_b = a.format_b;
+  req.datapath = a.req.setup.datapath;
+  req.iso_target = a.iso_target;
+  req.iso_class = a.iso_class;
+  req.iso_format = a.iso_format;
+  req.cost_dirs = a.req.cost_dirs;
+  const app::MacResult r = app::price_mac(ctx, req);
+  if (a.json) {
+    print_json(app::fields(r));
+    return;
+  }
+  const cost::MacDatapath& dp = r.datapath;
+  const cost::MacCost& m = r.mac;
+  std::cout << "MAC " << m.a_format << " x " << m.b_format << " on datapath " << dp.name << " (n = " << dp.fused_terms
+            << ", W = " << dp.alignment_bits << ", accumulator " << dp.accumulator;
   if (dp.promote_every > 0) std::cout << ", promoted every " << dp.promote_every;
   std::cout << ")\n";
   std::cout << "datapath source: " << dp.source << (dp.unverified ? " [unverified]" : "") << "\n\n";
   print_mac_table(m);
   std::cout << "\nrelative to baselines on the same datapath (area = energy ratio in this model):\n";
-  for (const char* base : {"bf16", "mxfp8_e4m3"}) {
-    const cost::CostFormat b = cat.format(base);
-    const cost::MacCost mb = cost::mac_cost(b, b, dp);
-    std::cout << "  vs " << base << ": " << fixed(m.total_fa / mb.total_fa, 3) << "x area per MAC; "
-              << cost::iso_area_count(m, mb, 1024) << " MACs fit in the area of 1024 " << base << " MACs\n";
+  for (const auto& b : r.baselines) {
+    std::cout << "  vs " << b.format << ": " << fixed(m.total_fa / b.mac.total_fa, 3) << "x area per MAC; "
+              << b.fit_in_1024 << " MACs fit in the area of 1024 " << b.format << " MACs\n";
   }
-  std::cout << "\nFA = full-adder equivalent; 45 nm figures use Horowitz ISSCC 2014 ("
-            << cost::kFaAreaUm2_45nm << " um^2 and " << cost::kFaEnergyFj45nm << " fJ per FA).\n";
-  if (!a.iso_target.empty()) {
-    const cost::Target& t = cat.target(a.iso_target);
-    const std::string bf = a.iso_format.empty() ? a.iso_class : a.iso_format;
-    const cost::IsoArea iso = cost::iso_area_peak(t, a.iso_class, cat.format(bf), fa, dp);
-    std::cout << "\niso-area on " << t.name << ": its " << a.iso_class << " array ("
-              << iso.budget_macs_per_clock_per_unit << " MACs/clock/" << t.unit_name << ", priced as " << bf
-              << ") holds " << iso.macs_per_clock_per_unit << " " << fa.name << " MACs/clock/" << t.unit_name
-              << " -> " << fixed(iso.tflops, 1) << " dense TFLOP/s (vs "
-              << fixed(t.find_rate(a.iso_class)->tflops, 1) << " listed for " << a.iso_class
-              << " in the target file"
+  std::cout << "\nFA = full-adder equivalent; 45 nm figures use Horowitz ISSCC 2014 (" << cost::kFaAreaUm2_45nm
+            << " um^2 and " << cost::kFaEnergyFj45nm << " fJ per FA).\n";
+  if (r.iso) {
+    const cost::IsoArea& iso = *r.iso;
+    std::cout << "\niso-area on " << r.iso_target << ": its " << r.iso_class << " array ("
+              << iso.budget_macs_per_clock_per_unit << " MACs/clock/" << r.iso_unit << ", priced as " << r.iso_format
+              << ") holds " << iso.macs_per_clock_per_unit << " " << m.a_format << " MACs/clock/" << r.iso_unit
+              << " -> " << fixed(iso.tflops, 1) << " dense TFLOP/s (vs " << fixed(r.iso_listed_tflops, 1)
+              << " listed for " << r.iso_class << " in the target file"
               << ")\n";
   }
 }
 
 void run_targets(Context& ctx, const CostArgs& a) {
-  cost::Catalog cat = app::cost_catalog(ctx, a.req.cost_dirs);
-  for (const auto& name : cat.target_names()) {
-    const cost::Target& t = cat.target(name);
+  const app::TargetsResult r = app::list_targets(ctx, app::TargetsRequest{a.req.cost_dirs});
+  if (a.json) {
+    print_json(app::fields(r));
+    return;
+  }
+  for (const cost::Target& t : r.targets) {
     std::cout << t.name << ": " << t.display_name << " [" << t.kind << "]\n  memory " << sig(t.bandwidth_gb_s)
               << " GB/s, " << sig(t.capacity_gb) << " GB  (" << t.bandwidth_source << ")\n";
     if (t.units > 0) {
@@ -159,12 +166,12 @@ void run_targets(Context& ctx, const CostArgs& a) {
                 << (t.clock_mhz > 0 ? " at " + sig(t.clock_mhz) + " MHz" : "")
                 << (t.compute_unverified ? "  [unverified: " + t.compute_note + "]" : "") << "\n";
     }
-    for (const auto& [cls, r] : t.rates) {
+    for (const auto& [cls, x] : t.rates) {
       const auto rebuilt = t.rebuilt_tflops(cls);
-      std::cout << "  " << cls << ": " << sig(r.tflops) << " TFLOP/s dense"
-                << (rebuilt ? " (rebuilt " + fixed(*rebuilt, 1) + ")" : "")
-                << (r.unverified ? " [unverified]" : "") << " on " << t.datapath_for(cls) << "  -- "
-                << (r.derived_from.empty() ? r.source : r.derived_from) << "\n";
+      std::cout << "  " << cls << ": " << sig(x.tflops) << " TFLOP/s dense"
+                << (rebuilt ? " (rebuilt " + fixed(*rebuilt, 1) + ")" : "") << (x.unverified ? " [unverified]" : "")
+                << " on " << t.datapath_for(cls) << "  -- " << (x.derived_from.empty() ? x.source : x.derived_from)
+                << "\n";
     }
   }
 }
@@ -224,9 +231,11 @@ void register_cost(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   mac->add_option("--iso-format", args.iso_format,
                   "format that prices the budget MACs (default: --iso-class)");
+  mac->add_flag("--json", args.json, "print JSON instead of tables");
   mac->callback([&ctx] { run_mac(ctx, args); });
 
   auto* targets = cmd->add_subcommand("targets", "list hardware targets with their rates and sources");
+  targets->add_flag("--json", args.json, "print JSON instead of the list");
   targets->callback([&ctx] { run_targets(ctx, args); });
 }
 

@@ -94,9 +94,10 @@ void register_sweep(CLI::App& app, Context& ctx) {
   auto* merge = sub->add_subcommand("merge", "join shard output directories into one result set");
   merge->add_option("DIRS", args.merge_dirs, "shard output directories")->required();
   merge->add_option("--out", args.merge_out, "merged output directory")->required();
+  merge->add_flag("--json", args.json, "print what was written as JSON");
   merge->callback([] {
     std::vector<fs::path> dirs(args.merge_dirs.begin(), args.merge_dirs.end());
-    const app::SweepReport r = app::sweep_merge(dirs, args.merge_out);
+    const app::SweepReport r = app::sweep_merge(app::MergeRequest{dirs, args.merge_out});
     if (args.json) {
       print_json(app::fields(r));
     } else {

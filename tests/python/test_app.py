@@ -149,7 +149,19 @@ def cases(tmp):
         ("run", ["--prompt", "Once upon a time", "--steps", "24"], dict(prompt="Once upon a time", steps=24)),
         ("run", ["--plan", "fp8_e4m3", "--temperature", "0.8", "--top-k", "20", "--seed", "5", "--steps", "16"],
          dict(plan="fp8_e4m3", temperature=0.8, top_k=20, seed=5, steps=16)),
+        ("cost mac", ["--format", "fp4_e2m1", "--datapath", "b200_nvfp4_fp32", "--iso-target", "b200"],
+         dict(format="fp4_e2m1", datapath="b200_nvfp4_fp32", iso_target="b200")),
+        ("cost mac", [], {}),
+        ("cost targets", [], {}),
+        # The shards are run first (shard_sweeps); the CLI merges, then Python merges into the same folder.
+        ("sweep merge", [o("s0"), o("s1"), "--out", o("merged")], dict(dirs=[o("s0"), o("s1")], out=o("merged"))),
     ]
+
+
+def shard_sweeps(tmp):
+    """The two shards `sweep merge`'s case joins."""
+    for i in range(2):
+        run_cli("sweep", os.path.join(tmp, "e.toml"), "--out", os.path.join(tmp, f"s{i}"), "--shard", f"{i}/2")
 
 
 def same(a, b, path="result"):
@@ -168,7 +180,7 @@ def same(a, b, path="result"):
         assert type(a) is type(b) and a == b, f"{path}: CLI {a!r}, Python {b!r}"
 
 
-N_CASES = 29  # len(cases(...)); test_every_command_has_a_parity_case checks it
+N_CASES = 33  # len(cases(...)); test_every_command_has_a_parity_case checks it
 
 
 def test_every_command_has_a_parity_case(tmp_path):
@@ -180,6 +192,8 @@ def test_every_command_has_a_parity_case(tmp_path):
 @pytest.mark.parametrize("i", range(N_CASES))
 def test_cli_and_python_agree(tmp_path, i):
     command, args, request = cases(str(tmp_path))[i]
+    if command == "sweep merge":
+        shard_sweeps(str(tmp_path))
     cli = json.loads(run_cli(*command.split(), *args, "--json").stdout)
     py = lpemu.call(command, **request)
     same(cli, py)

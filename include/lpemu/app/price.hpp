@@ -9,6 +9,7 @@
 
 #include "lpemu/app/fields.hpp"
 #include "lpemu/cost/catalog.hpp"
+#include "lpemu/cost/mac_model.hpp"
 #include "lpemu/cost/system.hpp"
 #include "lpemu/cost/target.hpp"
 #include "lpemu/cost/workload.hpp"
@@ -65,5 +66,51 @@ Fields fields(const PriceResult& r);
 /// A request from named fields (the keyword arguments of `lpemu.cost()`); unknown names and
 /// wrong types throw SpecError naming the field.
 PriceRequest price_request(const Fields& f);
+
+/// What `lpemu cost mac` prices: one MAC lane, and optionally a target's array spent on it.
+struct MacRequest {
+  std::string format, format_b;  ///< input formats ("": the datapath's own; format_b "": format)
+  std::string datapath = "generic_bf16";
+  std::string iso_target, iso_class = "bf16", iso_format;  ///< iso-area on a target's rate class
+  std::vector<std::filesystem::path> cost_dirs;
+};
+
+/// One MAC lane's area and energy, beside baseline formats on the same datapath.
+struct MacResult {
+  cost::MacDatapath datapath;
+  cost::MacCost mac;
+  /// (baseline format, its MAC, how many of ours fit in the area of 1024 of it): bf16, mxfp8_e4m3.
+  struct Baseline {
+    std::string format;
+    cost::MacCost mac;
+    long long fit_in_1024 = 0;
+  };
+  std::vector<Baseline> baselines;
+  std::optional<cost::IsoArea> iso;  ///< with an iso target
+  std::string iso_target, iso_unit, iso_class, iso_format;
+  double iso_listed_tflops = 0;  ///< the target file's rate for iso_class
+};
+
+/// Prices one MAC lane; throws lpemu::Error for unknown names.
+MacResult price_mac(experiment::Context& ctx, const MacRequest& request);
+/// `lpemu cost mac --json`.
+Fields fields(const MacResult& r);
+/// A request from named fields (format, format_b, datapath, iso_target, iso_class, iso_format, cost_dirs).
+MacRequest mac_request(const Fields& f);
+
+/// What `lpemu cost targets` lists.
+struct TargetsRequest {
+  std::vector<std::filesystem::path> cost_dirs;
+};
+/// Every hardware target with its rates, datapaths and sources.
+struct TargetsResult {
+  std::vector<cost::Target> targets;
+};
+/// Lists the targets (built-ins and user directories).
+TargetsResult list_targets(experiment::Context& ctx, const TargetsRequest& request);
+/// `lpemu cost targets --json`.
+Fields fields(const TargetsResult& r);
+/// A request from named fields (cost_dirs).
+TargetsRequest targets_request(const Fields& f);
 
 }  // namespace lpemu::app

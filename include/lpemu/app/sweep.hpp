@@ -37,8 +37,15 @@ struct SweepReport {
 /// must not have built its factories for other datapaths yet). Throws lpemu::Error for bad input.
 SweepReport sweep(experiment::Context& ctx, const SweepRequest& request);
 
+/// What `lpemu sweep merge` joins.
+struct MergeRequest {
+  std::vector<std::filesystem::path> dirs;  ///< shard output directories
+  std::filesystem::path out;                ///< merged output directory
+};
 /// Joins shard output directories into `out`.
-SweepReport sweep_merge(const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& out);
+SweepReport sweep_merge(const MergeRequest& request);
+/// A request from named fields (dirs, out).
+MergeRequest merge_request(const Fields& f);
 
 /// Every plan result of a sweep's output directory (its plans/NNNN.h5), in plan order; throws
 /// IoError if `dir` has no plans/ folder.
