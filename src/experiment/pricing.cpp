@@ -154,7 +154,13 @@ ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost:
   const cost::MacDatapath& dp = cat.datapath(cf.datapath);
   ClusterPricing out;
   out.system = sys.name;
-  if (c.phase == "train") {
+  cost::JobPhase phase{};
+  try {
+    phase = cost::parse_job_phase(c.phase);
+  } catch (const SpecError&) {
+    throw SpecError("cluster pricing: phase \"" + c.phase + "\": expected train, prefill or decode");
+  }
+  if (phase == cost::JobPhase::train) {
     const cost::TrainFormats f = train_formats(cf.formats, cat, c);
     cost::TrainConfig cfg = train_config(c);
     cost::TrainResult r;
@@ -178,16 +184,13 @@ ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost:
     out.why = r.memory.why;
     return out;
   }
-  if (c.phase != "prefill" && c.phase != "decode") {
-    throw SpecError("cluster pricing: phase \"" + c.phase + "\": expected train, prefill or decode");
-  }
   const cost::Parallel par = cost::parse_parallel(c.parallel.empty() ? "tp=1" : c.parallel);
   if (c.devices > 0 && par.devices() != c.devices) {
     throw SpecError("parallel " + par.str() + " uses " + std::to_string(par.devices()) +
                     " devices; devices is " + std::to_string(c.devices));
   }
   const auto r = cost::inference_step(shape, cf.formats, sys, t, dp, par,
-                                      c.phase == "prefill" ? cost::Phase::prefill : cost::Phase::decode,
+                                      cost::device_phase(phase),
                                       c.batch, c.context);
   out.parallel = par.str();
   out.step_s = r.step_s;
