@@ -57,7 +57,12 @@ std::string gemm_text(const GemmChoice& g) {
 
 void write_entries(io::detail::TomlWriter& w, const std::vector<PrecisionPlan::Entry>& entries,
                    const std::optional<GemmChoice>& gemm, const std::optional<GemmChoice>& attention_gemm) {
-  for (const auto& e : entries) w.raw(to_string(e.role), spec_text(e.spec));
+  // In key order, as a table holds them, so that the text does not depend on the order of changes.
+  std::vector<const PrecisionPlan::Entry*> by_name;
+  for (const auto& e : entries) by_name.push_back(&e);
+  std::stable_sort(by_name.begin(), by_name.end(),
+                   [](const auto* a, const auto* b) { return to_string(a->role) < to_string(b->role); });
+  for (const auto* e : by_name) w.raw(to_string(e->role), spec_text(e->spec));
   if (gemm) w.raw("gemm", gemm_text(*gemm));
   if (attention_gemm) w.raw("attention_gemm", gemm_text(*attention_gemm));
 }

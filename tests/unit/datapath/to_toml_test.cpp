@@ -37,7 +37,7 @@ TEST_CASE("named datapath changes edit the typed record", "[datapath][records][u
   CHECK_THROWS_AS(datapath::with_fused_terms(base, 0), SpecError);  // 0 = all of K needs exact alignment
 
   const auto ideal = datapath::DatapathRegistry::builtin().get("ideal");
-  const auto aligned = datapath::with_alignment_bits(ideal, 20);
+  const auto aligned = datapath::with_alignment_bits(datapath::with_fused_terms(ideal, 16), 20);
   CHECK(aligned.alignment == datapath::Alignment::truncate);
   CHECK(aligned.fraction_bits == 20);
   round_trip(aligned);
