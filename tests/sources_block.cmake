@@ -1,6 +1,7 @@
 target_sources(lpemu_test_support PRIVATE ${CMAKE_CURRENT_LIST_DIR}/support/reference/block_reference.cpp)
 target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/block/block_format_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/block/to_toml_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/block/block_edge_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/block/quantize_cli_test.cpp)
 target_sources(lpemu_golden_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/golden/block/mx_golden_test.cpp)

@@ -1,5 +1,6 @@
 target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/cost/target_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/cost/records_to_toml_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/cost/mac_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/cost/workload_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/cost/cli_cost_test.cpp

@@ -1,5 +1,6 @@
 target_sources(lpemu_unit_tests PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/unit/datapath/datapath_test.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/unit/datapath/datapath_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/datapath/to_toml_test.cpp)
 target_sources(lpemu_golden_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/golden/datapath/tensor_cores_test.cpp)
 target_sources(lpemu_property_tests PRIVATE

@@ -6,6 +6,7 @@ target_link_libraries(lpemu_test_support PUBLIC TBB::tbb)
 
 target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/format/format_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/format/to_toml_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/format/errors_test.cpp)
 
 target_sources(lpemu_exhaustive_tests PRIVATE

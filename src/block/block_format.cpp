@@ -185,6 +185,25 @@ BlockFormat parse_block_format_toml(std::string_view text, std::string_view orig
   return f;
 }
 
+std::string to_toml(const BlockFormat& f) {
+  io::detail::TomlWriter w;
+  w.str("name", f.name);
+  w.strings_if("aliases", f.aliases);
+  w.str_if("source", f.source);
+  w.str_if("description", f.description);
+  w.str("element", f.element.name).str("scale", f.scale_name);
+  w.str("granularity", to_string(f.granularity));
+  w.integer("block_size", f.block_size).integer("axis", f.axis);
+  if (f.tile_rows != 0 || f.tile_cols != 0) w.integers("tile", std::vector<int>{f.tile_rows, f.tile_cols});
+  w.str("scale_rule", to_string(f.rule)).integer("search_radius", f.search_radius);
+  w.str("scale_rounding", format::to_string(f.scale_rounding));
+  w.str("rounding", format::to_string(f.element_options.rounding)).integer("sr_bits", f.element_options.sr_bits);
+  w.str("nonfinite", to_string(f.nonfinite)).str("scale_overflow", to_string(f.scale_overflow));
+  w.str("subnormal_inputs", to_string(f.subnormal_inputs)).str("signed_zero", to_string(f.signed_zero));
+  w.str("tensor_scale", to_string(f.tensor_scale));
+  return w.text();
+}
+
 const BlockRegistry& BlockRegistry::builtin() {
   static const BlockRegistry kBuiltin = [] {
     BlockRegistry r;

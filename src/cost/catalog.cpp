@@ -109,6 +109,45 @@ ModelShape parse_shape_toml(std::string_view text, std::string_view origin) {
   return s;
 }
 
+std::string to_toml(const ModelShape& s) {
+  io::detail::TomlWriter w;
+  w.str("name", s.name).str("source", s.source);
+  w.integer("dim", s.dim).integer("n_layers", s.n_layers).integer("n_heads", s.n_heads);
+  w.integer("n_kv_heads", s.n_kv_heads).integer("hidden_dim", s.hidden_dim).integer("vocab_size", s.vocab_size);
+  w.boolean("tied_embeddings", s.tied_embeddings).str("mlp", s.gated_mlp ? "gated" : "dense");
+  if (s.experts > 0) w.integer("experts", s.experts).integer("top_k", s.top_k);
+  return w.text();
+}
+
+std::string to_toml(const Target& t) {
+  io::detail::TomlWriter w;
+  w.str("name", t.name).str("display_name", t.display_name).str_if("vendor", t.vendor);
+  w.str("kind", t.kind).str("source", t.source);
+  if (t.kind == "proposed") {
+    if (!t.derive) throw SpecError("target '" + t.name + "': a proposed target without its [derive] recipe");
+    const TargetDerivation& d = *t.derive;
+    w.table("derive").str("base", d.base).str("budget_class", d.budget_class);
+    w.str("budget_format", d.budget_format).str("datapath", d.datapath);
+    for (const auto& [cls, f] : d.rate_formats) w.table("derive.rates." + io::detail::TomlWriter::key(cls)).str("format", f);
+    return w.text();
+  }
+  w.table("memory").number("bandwidth_gb_s", t.bandwidth_gb_s).str("bandwidth_source", t.bandwidth_source);
+  w.number("capacity_gb", t.capacity_gb).str("capacity_source", t.capacity_source);
+  w.table("compute");
+  if (t.units > 0) w.integer("units", t.units).str("unit_name", t.unit_name).str("units_source", t.units_source);
+  if (t.clock_mhz > 0) w.number("clock_mhz", t.clock_mhz).str("clock_source", t.clock_source);
+  if (t.compute_unverified) w.boolean("unverified", true);
+  w.str_if("note", t.compute_note);
+  for (const auto& [cls, r] : t.rates) {
+    w.table("rates." + io::detail::TomlWriter::key(cls)).number("tflops", r.tflops).str("source", r.source);
+    if (r.macs_per_clock_per_unit > 0)
+      w.number("macs_per_clock_per_unit", r.macs_per_clock_per_unit).str("macs_source", r.macs_source);
+    if (r.unverified) w.boolean("unverified", true);
+    w.str_if("note", r.note).str_if("datapath", r.datapath);
+  }
+  return w.text();
+}
+
 Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs,
                  const block::BlockRegistry* blocks, const datapath::DatapathRegistry* datapaths)
     : formats_(formats), blocks_(blocks), datapath_records_(datapaths), user_dirs_(lpemu::detail::user_spec_dirs(dirs)) {
@@ -266,8 +305,13 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
       dr.fail("budget_class",
               "a rate class of '" + base_name + "' with units, clock and MACs/clock published");
     }
-    const CostFormat budget_fmt = format(dr.required_str("budget_format"));
-    const MacDatapath& dp = datapath(dr.required_str("datapath"));
+    TargetDerivation derive;
+    derive.base = base_name;
+    derive.budget_class = budget_class;
+    derive.budget_format = dr.required_str("budget_format");
+    derive.datapath = dr.required_str("datapath");
+    const CostFormat budget_fmt = format(derive.budget_format);
+    const MacDatapath& dp = datapath(derive.datapath);
     const MacCost budget_mac = mac_cost(budget_fmt, budget_fmt, dp);
     const Target copy = base;  // `base` may move when targets_ grows
     g.bandwidth_gb_s = copy.bandwidth_gb_s;
@@ -286,7 +330,8 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
       const std::string c(cls.str());
       const TableReader rr = rates.required_sub(c);
       rr.only({"format"});
-      const CostFormat f = format(rr.required_str("format"));
+      derive.rate_formats[c] = rr.required_str("format");
+      const CostFormat f = format(derive.rate_formats[c]);
       const MacCost m = mac_cost(f, f, dp);
       Rate rate;
       rate.macs_per_clock_per_unit = static_cast<double>(
@@ -300,6 +345,7 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
       rate.derived_from = why.str();
       g.rates[c] = rate;
     }
+    g.derive = std::move(derive);
     return g;
   }
 

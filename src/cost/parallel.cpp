@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "lpemu/cost/kernel.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::cost {
@@ -211,21 +212,20 @@ Parallel parse_parallel(std::string_view spec, long long devices) {
   return p;
 }
 
+namespace {
+constexpr lpemu::detail::EnumName<Recompute> kRecomputeNames[] = {
+    {"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}};
+}  // namespace
+
 Recompute parse_recompute(std::string_view s) {
-  if (s == "none") return Recompute::none;
-  if (s == "selective") return Recompute::selective;
-  if (s == "full") return Recompute::full;
-  throw SpecError("--recompute \"" + std::string(s) + "\": expected none, selective or full");
+  if (const auto r = lpemu::detail::enum_value(kRecomputeNames, s)) return *r;
+  throw SpecError("--recompute \"" + std::string(s) + "\": expected " +
+                  lpemu::detail::join_names(lpemu::detail::enum_spellings(kRecomputeNames), " or "));
 }
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
-  }
-  return "?";
-}
+std::string_view to_string(Recompute r) { return lpemu::detail::enum_name(kRecomputeNames, r); }
+
+const char* recompute_name(Recompute r) { return to_string(r).data(); }
 
 double bubble_fraction(long long p, long long m, long long v) {
   require(p >= 1 && m >= 1 && v >= 1, "bubble_fraction: p, m and v must be positive");

@@ -104,6 +104,35 @@ System parse_system_toml(std::string_view text, std::string_view origin) {
   return s;
 }
 
+namespace {
+
+void write_link(io::detail::TomlWriter& w, const Link& l) {
+  w.number("bandwidth_gb_s", l.bandwidth_gb_s).number("latency_us", l.latency_us).str("source", l.source);
+  if (l.unverified) w.boolean("unverified", true);
+  w.str_if("note", l.note);
+}
+
+}  // namespace
+
+std::string to_toml(const System& s) {
+  io::detail::TomlWriter w;
+  w.str("name", s.name).str("display_name", s.display_name).str("device", s.device).str("source", s.source);
+  w.integer("devices_per_node", s.devices_per_node);
+  if (s.max_devices > 0) w.integer("max_devices", s.max_devices);
+  w.table("scale_up").str("kind", s.scale_up_kind);
+  if (s.scale_up_kind == "torus") {
+    w.integers("torus_dims", s.torus_dims);
+  } else {
+    w.integer("size", s.scale_up_size);
+  }
+  write_link(w, s.scale_up);
+  w.table("scale_out");
+  write_link(w, s.scale_out);
+  w.table("kernel").integer("units", s.kernel_units).integer("tile_m", s.tile_m).integer("tile_n", s.tile_n);
+  w.str("source", s.kernel_source);
+  return w.text();
+}
+
 System load_system(std::string_view name, const std::vector<std::filesystem::path>& dirs) {
   if (name.size() > 5 && name.substr(name.size() - 5) == ".toml") {
     return parse_system_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "system"), name);

@@ -4,9 +4,31 @@
 #include <cmath>
 
 #include "lpemu/cost/catalog.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
 namespace lpemu::cost {
+namespace {
+
+constexpr lpemu::detail::EnumName<Phase> kPhaseNames[] = {{"prefill", Phase::prefill}, {"decode", Phase::decode}};
+constexpr lpemu::detail::EnumName<JobPhase> kJobPhaseNames[] = {
+    {"prefill", JobPhase::prefill}, {"decode", JobPhase::decode}, {"train", JobPhase::train}};
+
+template <class E, std::size_t N>
+E named(std::string_view text, const lpemu::detail::EnumName<E> (&table)[N]) {
+  if (const auto v = lpemu::detail::enum_value(table, text)) return *v;
+  throw SpecError("phase '" + std::string(text) + "': expected one of " +
+                  lpemu::detail::join_names(lpemu::detail::enum_spellings(table)));
+}
+
+}  // namespace
+
+std::string_view to_string(Phase p) { return lpemu::detail::enum_name(kPhaseNames, p); }
+Phase parse_phase(std::string_view text) { return named(text, kPhaseNames); }
+std::string_view to_string(JobPhase p) { return lpemu::detail::enum_name(kJobPhaseNames, p); }
+JobPhase parse_job_phase(std::string_view text) { return named(text, kJobPhaseNames); }
+Phase device_phase(JobPhase p) { return p == JobPhase::decode ? Phase::decode : Phase::prefill; }
+
 namespace {
 
 double bytes_of(const CostFormat& f, double elements) { return elements * f.bits_per_element() / 8.0; }

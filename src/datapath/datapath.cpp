@@ -63,6 +63,138 @@ std::string_view to_string(Alignment a) { return lpemu::detail::enum_name(kAlign
 
 std::string_view to_string(Order o) { return lpemu::detail::enum_name(kOrderNames, o); }
 
+std::string_view to_string(Addend a) { return lpemu::detail::enum_name(kAddendNames, a); }
+
+std::string_view to_string(ScaleApplication s) { return lpemu::detail::enum_name(kScaleApplicationNames, s); }
+
+std::string_view to_string(OverflowRule o) { return lpemu::detail::enum_name(kOverflowRuleNames, o); }
+
+namespace {
+
+void write_rounding(io::detail::TomlWriter& w, std::string_view prefix, const ResultRounding& r) {
+  const std::string p(prefix);
+  w.str(p + "rounding", format::to_string(r.mode)).integer(p + "sr_bits", r.sr_bits);
+  w.integer(p + "seed", static_cast<long long>(r.seed));
+}
+
+int default_addend_emin(const format::Format& accumulator) {
+  return accumulator.kind == format::Kind::floating ? accumulator.emin : -100000;
+}
+
+[[noreturn]] void bad(const Datapath& d, std::string_view field, const std::string& value,
+                      std::string_view expected) {
+  throw SpecError("datapath '" + d.name + "': field '" + std::string(field) + "' = " + value + ": expected " +
+                  std::string(expected));
+}
+
+void check_accumulator_like(const Datapath& d, std::string_view field, const format::Format& f) {
+  if (f.kind == format::Kind::floating && (!f.is_signed || !f.has_zero))
+    bad(d, field, '"' + f.name + '"', "a signed floating-point format with a zero, or an integer format");
+}
+
+}  // namespace
+
+std::string to_toml(const Datapath& d) {
+  io::detail::TomlWriter w;
+  w.str("name", d.name).str_if("description", d.description).str("source", d.source);
+  w.strings_if("open", d.open);
+  w.table("inputs").str("a", d.a.name).str("b", d.b.name).boolean("flush_subnormals", d.flush_subnormal_inputs);
+  w.str("scale_application", to_string(d.scale_application));
+  if (d.scale_block != 0) w.integer("scale_block", d.scale_block);
+  if (d.group_size != d.scale_block) w.integer("group_size", d.group_size);
+  if (d.scale) w.str("scale", d.scale->name);
+  w.table("products").str("format", d.product_format ? d.product_format->name : std::string("exact"));
+  if (d.product_format) w.str("rounding", format::to_string(d.product_rounding));
+  w.table("block").integer("fused_terms", d.fused_terms).str("addend", to_string(d.addend));
+  w.integer("addend_emin", d.addend_emin);
+  write_rounding(w, "late_", d.late_rounding);
+  w.table("alignment").str("mode", to_string(d.alignment));
+  if (d.alignment != Alignment::exact) w.integer("fraction_bits", d.fraction_bits);
+  if (d.exponent_floor) w.integer("exponent_floor", *d.exponent_floor);
+  w.boolean("sticky", d.sticky);
+  w.table("accumulator").str("format", d.accumulator.name).integer("fraction_bits", d.accumulator_fraction_bits);
+  write_rounding(w, "", d.accumulator_rounding);
+  w.str("overflow", to_string(d.overflow)).boolean("flush_subnormals", d.flush_subnormal_outputs);
+  if (d.promote_every > 0) {
+    w.table("promotion").integer("every", d.promote_every);
+    if (d.promotion_format) w.str("format", d.promotion_format->name);
+    write_rounding(w, "", d.promotion_rounding);
+  }
+  w.table("order").str("kind", to_string(d.order)).integer("chunks", d.split_chunks);
+  return w.text();
+}
+
+void validate(const Datapath& d) {
+  check_accumulator_like(d, "accumulator.format", d.accumulator);
+  if (d.promotion_format) check_accumulator_like(d, "promotion.format", *d.promotion_format);
+  if (d.promote_every > 0 && !d.promotion_format) bad(d, "promotion.format", "(missing)", "a format name");
+  const int mb = d.accumulator.mantissa_bits;
+  if (d.accumulator_fraction_bits < 0 || d.accumulator_fraction_bits > mb)
+    bad(d, "accumulator.fraction_bits", std::to_string(d.accumulator_fraction_bits),
+        "an integer in 0.." + std::to_string(mb));
+  if (d.alignment != Alignment::exact && (d.fraction_bits < 0 || d.fraction_bits > 100))
+    bad(d, "alignment.fraction_bits", std::to_string(d.fraction_bits), "an alignment width F in 0..100 bits");
+  if (d.fused_terms > 64 && d.alignment != Alignment::exact) {
+    bad(d, "block.fused_terms", std::to_string(d.fused_terms),
+        "1..64 terms per fused block when alignment drops bits (0 = all of K needs mode = \"exact\")");
+  }
+  if (d.fused_terms == 0 && d.alignment != Alignment::exact) {
+    bad(d, "block.fused_terms", "0",
+        "1..64 when alignment drops bits (0 = all of K needs alignment.mode = \"exact\")");
+  }
+}
+
+Datapath with_name(Datapath d, std::string name, std::string description) {
+  if (name.empty()) bad(d, "name", "\"\"", "a non-empty name");
+  d.name = std::move(name);
+  d.description = std::move(description);
+  return d;
+}
+
+Datapath with_inputs(Datapath d, const format::Format& a, const format::Format& b) {
+  d.a = a;
+  d.b = b;
+  return d;
+}
+
+Datapath with_fused_terms(Datapath d, int n) {
+  d.fused_terms = n;
+  validate(d);
+  return d;
+}
+
+Datapath with_alignment_bits(Datapath d, int fraction_bits) {
+  if (d.alignment == Alignment::exact) d.alignment = Alignment::truncate;
+  d.fraction_bits = fraction_bits;
+  validate(d);
+  return d;
+}
+
+Datapath with_accumulator(Datapath d, const format::Format& accumulator) {
+  if (d.addend_emin == default_addend_emin(d.accumulator)) d.addend_emin = default_addend_emin(accumulator);
+  d.accumulator = accumulator;
+  d.accumulator_fraction_bits = accumulator.mantissa_bits;
+  d.exponent_floor.reset();
+  validate(d);
+  return d;
+}
+
+Datapath with_promotion(Datapath d, int every, const format::Format& format, ResultRounding rounding) {
+  if (every == 0) return without_promotion(std::move(d));
+  d.promote_every = every;
+  d.promotion_format = format;
+  d.promotion_rounding = rounding;
+  validate(d);
+  return d;
+}
+
+Datapath without_promotion(Datapath d) {
+  d.promote_every = 0;
+  d.promotion_format.reset();
+  d.promotion_rounding = ResultRounding{};
+  return d;
+}
+
 std::string Datapath::summary() const {
   std::string s = a.name + " x " + b.name + " -> " + output().name +
                   ", n=" + (fused_terms == 0 ? std::string("K") : std::to_string(fused_terms));

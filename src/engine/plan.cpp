@@ -1,9 +1,11 @@
 #include "lpemu/engine/plan.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 
 #include "format/enum_names.hpp"
 #include "io/toml.hpp"
@@ -24,10 +26,46 @@ using io::detail::where;
 constexpr lpemu::detail::EnumName<Compute> kComputeNames[] = {{"fp32", Compute::fp32},
                                                               {"fp64", Compute::fp64}};
 
-std::vector<std::string> role_names() {
-  std::vector<std::string> out;
-  for (const Role r : kAllRoles) out.emplace_back(to_string(r));
-  return out;
+// Entries as a set: a plan table names each role once, so order carries no meaning.
+std::vector<PrecisionPlan::Entry> sorted(std::vector<PrecisionPlan::Entry> es) {
+  std::stable_sort(es.begin(), es.end(), [](const auto& a, const auto& b) { return a.role < b.role; });
+  return es;
+}
+
+std::string spec_text(const std::optional<QuantSpec>& spec) {
+  using io::detail::TomlWriter;
+  if (!spec) return TomlWriter::quote("none");
+  const format::ConvertOptions& o = spec->options;
+  const format::ConvertOptions d{};
+  if (o.rounding == d.rounding && o.overflow == d.overflow && o.seed == d.seed && o.sr_bits == d.sr_bits &&
+      o.flush_subnormal_outputs == d.flush_subnormal_outputs && o.flush_subnormal_inputs == d.flush_subnormal_inputs)
+    return TomlWriter::quote(spec->format);
+  std::vector<std::pair<std::string, std::string>> kv{{"format", TomlWriter::quote(spec->format)}};
+  if (o.rounding != d.rounding) kv.emplace_back("rounding", TomlWriter::quote(format::to_string(o.rounding)));
+  if (o.overflow != d.overflow) kv.emplace_back("overflow", TomlWriter::quote(format::to_string(o.overflow)));
+  if (o.seed != d.seed) kv.emplace_back("seed", std::to_string(o.seed));
+  if (o.sr_bits != d.sr_bits) kv.emplace_back("sr_bits", std::to_string(o.sr_bits));
+  if (o.flush_subnormal_outputs) kv.emplace_back("ftz", "true");
+  if (o.flush_subnormal_inputs) kv.emplace_back("daz", "true");
+  return TomlWriter::inline_table(kv);
+}
+
+std::string gemm_text(const GemmChoice& g) {
+  using io::detail::TomlWriter;
+  if (!g.convert) return TomlWriter::quote(g.datapath);
+  return TomlWriter::inline_table({{"datapath", TomlWriter::quote(g.datapath)}, {"convert", "true"}});
+}
+
+void write_entries(io::detail::TomlWriter& w, const std::vector<PrecisionPlan::Entry>& entries,
+                   const std::optional<GemmChoice>& gemm, const std::optional<GemmChoice>& attention_gemm) {
+  // In key order, as a table holds them, so that the text does not depend on the order of changes.
+  std::vector<const PrecisionPlan::Entry*> by_name;
+  for (const auto& e : entries) by_name.push_back(&e);
+  std::stable_sort(by_name.begin(), by_name.end(),
+                   [](const auto* a, const auto* b) { return to_string(a->role) < to_string(b->role); });
+  for (const auto* e : by_name) w.raw(to_string(e->role), spec_text(e->spec));
+  if (gemm) w.raw("gemm", gemm_text(*gemm));
+  if (attention_gemm) w.raw("attention_gemm", gemm_text(*attention_gemm));
 }
 
 struct Parser {
@@ -247,10 +285,8 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
       const auto add = [&](const toml::node& n) {
         if (n.is_integer()) {
           o.layers.push_back(static_cast<int>(*n.value<std::int64_t>()));
-        } else if (n.is_string() && *n.value<std::string>() == "first") {
-          o.layers.push_back(0);
-        } else if (n.is_string() && *n.value<std::string>() == "last") {
-          o.layers.push_back(-1);
+        } else if (n.is_string() && (*n.value<std::string>() == "first" || *n.value<std::string>() == "last")) {
+          o.layers.push_back(parse_layer(*n.value<std::string>()));
         } else {
           t.fail_at(n, "layers", "layer indices (negative count from the end), \"first\" or \"last\"");
         }
@@ -270,6 +306,142 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
     plan.overrides.push_back(std::move(o));
   }
   return plan;
+}
+
+std::string_view to_string(Compute c) { return lpemu::detail::enum_name(kComputeNames, c); }
+
+bool operator==(const PrecisionPlan::Override& a, const PrecisionPlan::Override& b) {
+  return a.layers == b.layers && a.kind == b.kind && sorted(a.entries) == sorted(b.entries) && a.gemm == b.gemm &&
+         a.attention_gemm == b.attention_gemm;
+}
+
+bool operator==(const PrecisionPlan& a, const PrecisionPlan& b) {
+  return a.name == b.name && a.description == b.description && a.compute == b.compute &&
+         sorted(a.roles) == sorted(b.roles) && a.gemm == b.gemm && a.attention_gemm == b.attention_gemm &&
+         a.overrides == b.overrides;
+}
+
+std::string to_toml(const PrecisionPlan& p, std::string_view table_prefix) {
+  io::detail::TomlWriter w;
+  const std::string prefix(table_prefix);
+  w.str("name", p.name).str_if("description", p.description).str("compute", to_string(p.compute));
+  if (!p.roles.empty() || p.gemm || p.attention_gemm) {
+    w.table(prefix + "roles");
+    write_entries(w, p.roles, p.gemm, p.attention_gemm);
+  }
+  for (const auto& o : p.overrides) {
+    w.array_table(prefix + "override");
+    if (!o.layers.empty()) w.integers("layers", o.layers);
+    if (o.kind) w.str("kind", to_string(*o.kind));
+    write_entries(w, o.entries, o.gemm, o.attention_gemm);
+  }
+  return w.text();
+}
+
+int parse_layer(std::string_view text) {
+  if (text == "first") return 0;
+  if (text == "last") return -1;
+  int v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc() && ptr == text.data() + text.size() && !text.empty()) return v;
+  throw SpecError("layer '" + std::string(text) +
+                  "': expected a layer index (negative counts from the end), \"first\" or \"last\"");
+}
+
+PrecisionPlan with_role_format(PrecisionPlan p, Role role, std::string format, const format::ConvertOptions& options,
+                               std::string origin) {
+  const auto drop = [&](std::vector<PrecisionPlan::Entry>& es) {
+    es.erase(std::remove_if(es.begin(), es.end(), [&](const auto& e) { return e.role == role; }), es.end());
+  };
+  drop(p.roles);
+  for (auto& o : p.overrides) drop(o.entries);
+  std::optional<QuantSpec> spec;
+  if (format != "none") spec = QuantSpec{std::move(format), options, std::move(origin)};
+  p.roles.push_back({role, std::move(spec)});
+  return p;
+}
+
+PrecisionPlan with_gemm(PrecisionPlan p, std::string datapath, std::string origin) {
+  p.gemm = GemmChoice{std::move(datapath), false, std::move(origin)};
+  for (auto& o : p.overrides) o.gemm.reset();
+  return p;
+}
+
+PrecisionPlan with_block_gemm(PrecisionPlan p, std::string datapath) {
+  PrecisionPlan::Override o;
+  o.gemm = GemmChoice{std::move(datapath), false, {}};
+  p.overrides.push_back(std::move(o));
+  return p;
+}
+
+PrecisionPlan with_layers(PrecisionPlan p, std::vector<int> layers, const std::vector<Role>& roles,
+                          const std::string& format, std::optional<std::string> gemm) {
+  PrecisionPlan::Override o;
+  o.layers = std::move(layers);
+  for (const Role r : roles) {
+    std::optional<QuantSpec> spec;
+    if (format != "none") spec = QuantSpec{format, {}, {}};
+    o.entries.erase(std::remove_if(o.entries.begin(), o.entries.end(), [&](const auto& e) { return e.role == r; }),
+                    o.entries.end());
+    o.entries.push_back({r, std::move(spec)});
+  }
+  if (gemm) o.gemm = GemmChoice{std::move(*gemm), false, {}};
+  p.overrides.push_back(std::move(o));
+  return p;
+}
+
+std::string named_plan_toml(std::string_view plan_toml, std::string_view origin, const std::string& name) {
+  toml::table t = io::detail::parse(plan_toml, origin);
+  t.insert_or_assign("name", name);
+  std::ostringstream s;
+  s << t;
+  return s.str();
+}
+
+PrecisionPlan without_gemms(PrecisionPlan p) {
+  p.gemm.reset();
+  p.attention_gemm.reset();
+  for (auto& o : p.overrides) {
+    o.gemm.reset();
+    o.attention_gemm.reset();
+  }
+  return p;
+}
+
+PrecisionPlan only_role(PrecisionPlan p, Role role) {
+  p.gemm.reset();
+  const auto keep = [&](std::vector<PrecisionPlan::Entry>& es) {
+    es.erase(std::remove_if(es.begin(), es.end(), [&](const auto& e) { return e.role != role; }), es.end());
+  };
+  keep(p.roles);
+  for (auto& o : p.overrides) {
+    keep(o.entries);
+    o.gemm.reset();
+  }
+  return p;
+}
+
+std::optional<PrecisionPlan> only_role_at(const PrecisionPlan& plan, Role role, int layer, int n_layers) {
+  // The LM head quantises only its own roles; blocks never use them.
+  const bool head_role = role == Role::lm_head || role == Role::lm_head_input || role == Role::logits;
+  if (head_role != (layer < 0)) return std::nullopt;
+  PrecisionPlan p;
+  p.name = plan.name;
+  p.compute = plan.compute;
+  p.origin = plan.origin;
+  const auto kinds = layer < 0 ? std::vector<LayerKind>{LayerKind::head}
+                               : std::vector<LayerKind>{LayerKind::attention, LayerKind::mlp};
+  for (const auto kind : kinds) {
+    const auto spec = plan.resolve(role, layer, kind, n_layers);
+    if (!spec) continue;
+    PrecisionPlan::Override o;
+    if (layer >= 0) o.layers = {layer};
+    o.kind = kind;
+    o.entries.push_back({role, spec});
+    p.overrides.push_back(std::move(o));
+  }
+  if (p.overrides.empty()) return std::nullopt;
+  return p;
 }
 
 PrecisionPlan builtin_plan(std::string_view name) {

@@ -2,6 +2,7 @@
 #include <string_view>
 
 #include "lpemu/detail/names.hpp"
+#include "lpemu/error.hpp"
 #include "lpemu/engine/quantizer.hpp"
 
 namespace lpemu::engine {
@@ -43,6 +44,20 @@ Role fallback_role(Role r) {
   }
 }
 
+std::vector<std::string> role_names() {
+  std::vector<std::string> out;
+  for (const Role r : kAllRoles) out.emplace_back(to_string(r));
+  return out;
+}
+
+Role parse_role(std::string_view text) {
+  Role r{};
+  if (parse_role(text, r)) return r;
+  const auto known = role_names();
+  throw SpecError("role '" + std::string(text) + "': expected one of " + lpemu::detail::join_names(known) +
+                  lpemu::detail::closest_names_hint(text, known));
+}
+
 bool parse_role(std::string_view text, Role& out) {
   for (const Role r : kAllRoles) {
     if (to_string(r) == text) {
@@ -64,6 +79,12 @@ bool parse_layer_kind(std::string_view text, LayerKind& out) {
   const auto k = lpemu::detail::enum_value(kLayerKindNames, text);
   if (k) out = *k;
   return k.has_value();
+}
+
+LayerKind parse_layer_kind(std::string_view text) {
+  if (const auto k = lpemu::detail::enum_value(kLayerKindNames, text)) return *k;
+  throw SpecError("layer kind '" + std::string(text) + "': expected one of " +
+                  lpemu::detail::join_names(lpemu::detail::enum_spellings(kLayerKindNames)));
 }
 
 }  // namespace lpemu::engine

@@ -9,6 +9,9 @@
 #include "io/toml.hpp"
 
 #include "io/toml_util.hpp"
+#include "lpemu/cost/parallel.hpp"
+#include "lpemu/cost/workload.hpp"
+#include "lpemu/engine/plan.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/sha256.hpp"
@@ -122,13 +125,22 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     x.cost.target = cl.system.empty() ? c.required_str("target") : c.str("target");
     x.cost.shape = c.str("shape", x.model);
     cl.phase = c.str("phase", "decode");
-    if (cl.phase != "decode" && cl.phase != "prefill" && (cl.phase != "train" || cl.system.empty())) {
+    const auto job_phase = [](const std::string& name) -> std::optional<cost::JobPhase> {
+      try {
+        return cost::parse_job_phase(name);
+      } catch (const SpecError&) {
+        return std::nullopt;
+      }
+    };
+    if (const auto ph = job_phase(cl.phase); !ph || (*ph == cost::JobPhase::train && cl.system.empty())) {
       c.fail("phase", cl.system.empty() ? "\"decode\" or \"prefill\" (\"train\" needs cost.system)"
                                         : "\"decode\", \"prefill\" or \"train\"");
     }
     cl.parallel = c.str("parallel");
     cl.recompute = c.str("recompute", "selective");
-    if (cl.recompute != "none" && cl.recompute != "selective" && cl.recompute != "full") {
+    try {
+      cost::parse_recompute(cl.recompute);
+    } catch (const SpecError&) {
       c.fail("recompute", "none, selective or full");
     }
     cl.gradients = c.str("gradients", "fp32");
@@ -167,10 +179,9 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     p.label = pr.str("label", p.plan);
     if (p.label.empty()) pr.fail("label", "a label for an inline plan");
     if (!body.empty()) {
-      body.insert_or_assign("name", p.label);
       std::ostringstream s;
       s << body;
-      p.inline_toml = s.str();
+      p.inline_toml = engine::named_plan_toml(s.str(), file, p.label);
     }
     add_plan(std::move(p), pr.table());
   }
@@ -223,26 +234,54 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
         keep_layers.push_back(k);
       }
     }
+    // Role and layer names become the plan's own types here; format and datapath names are checked
+    // where the plan is read (parse_plan_toml, at sweep time).
+    const auto role_list = [&](const std::vector<std::string>& names, std::string_view key) {
+      std::vector<engine::Role> list;
+      for (const auto& n : names) {
+        try {
+          list.push_back(engine::parse_role(n));
+        } catch (const SpecError& e) {
+          gr.fail(key, '"' + n + '"', std::string("a role: ") + e.what());
+        }
+      }
+      return list;
+    };
+    const std::vector<engine::Role> grid_roles = role_list(roles, "roles");
+    std::vector<std::pair<engine::Role, std::string>> other_roles;
+    for (const auto& [r, of] : others) {
+      try {
+        other_roles.emplace_back(engine::parse_role(r), of);
+      } catch (const SpecError& e) {
+        gr.sub("others").fail(r, '"' + of + '"', std::string("a role: ") + e.what());
+      }
+    }
+    std::vector<int> keep_indices;
+    for (const auto& k : keep_layers) {
+      try {
+        keep_indices.push_back(engine::parse_layer(k));
+      } catch (const SpecError& e) {
+        gr.fail("keep", '"' + k + '"', "\"first\", \"last\", \"head\" or a layer index");
+      }
+    }
     const auto add = [&](const std::string& f, const std::string& gemm) {
       PlanSpec p;
       p.label = f + (gemm == "eigen" ? std::string() : "+" + gemm);
-      std::ostringstream s;
-      s << "name = \"" << p.label << "\"\n";
-      s << "[roles]\n";
-      for (const auto& [r, of] : others) s << r << " = \"" << of << "\"\n";
-      for (const auto& r : roles) s << r << " = \"" << f << "\"\n";
-      if (keep_head) s << "lm_head = \"" << keep_format << "\"\nlm_head_input = \"" << keep_format << "\"\n";
-      // The datapath runs the blocks' linear layers (the LM head stays on fp32 accumulation).
-      if (gemm != "eigen") s << "[[override]]\ngemm = \"" << gemm << "\"\n";
-      if (!keep_layers.empty()) {
-        s << "[[override]]\nlayers = [";
-        for (std::size_t i = 0; i < keep_layers.size(); ++i)
-          s << (i ? ", " : "") << '"' << keep_layers[i] << '"';
-        s << "]\n";
-        for (const auto& r : roles) s << r << " = \"" << keep_format << "\"\n";
-        if (gemm != "eigen") s << "gemm = \"" << keep_gemm << "\"\n";
+      engine::PrecisionPlan plan;
+      plan.name = p.label;
+      for (const auto& [r, of] : other_roles) plan = engine::with_role_format(std::move(plan), r, of);
+      for (const auto r : grid_roles) plan = engine::with_role_format(std::move(plan), r, f);
+      if (keep_head) {
+        plan = engine::with_role_format(std::move(plan), engine::Role::lm_head, keep_format);
+        plan = engine::with_role_format(std::move(plan), engine::Role::lm_head_input, keep_format);
       }
-      p.inline_toml = s.str();
+      // The datapath runs the blocks' linear layers (the LM head stays on fp32 accumulation).
+      if (gemm != "eigen") plan = engine::with_block_gemm(std::move(plan), gemm);
+      if (!keep_indices.empty()) {
+        plan = engine::with_layers(std::move(plan), keep_indices, grid_roles, keep_format,
+                                   gemm != "eigen" ? std::optional<std::string>(keep_gemm) : std::nullopt);
+      }
+      p.inline_toml = engine::to_toml(plan);
       add_plan(std::move(p), g);
     };
     for (const auto& gemm : gemms) {

@@ -114,16 +114,7 @@ Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& sh
 
 void apply_overrides(engine::PrecisionPlan& plan, const ClusterSetup& a, const std::string& origin) {
   const auto set = [&](engine::Role role, const std::string& format) {
-    if (format.empty()) return;
-    const auto drop = [&](std::vector<engine::PrecisionPlan::Entry>& es) {
-      es.erase(std::remove_if(es.begin(), es.end(), [&](const auto& e) { return e.role == role; }), es.end());
-    };
-    drop(plan.roles);
-    for (auto& o : plan.overrides) drop(o.entries);
-    engine::QuantSpec spec;
-    spec.format = format;
-    spec.origin = origin;
-    plan.roles.push_back({role, spec});
+    if (!format.empty()) plan = engine::with_role_format(std::move(plan), role, format, {}, origin);
   };
   set(engine::Role::weights, a.weights);
   set(engine::Role::lm_head, a.weights);
@@ -132,10 +123,7 @@ void apply_overrides(engine::PrecisionPlan& plan, const ClusterSetup& a, const s
   set(engine::Role::q, a.activations);
   set(engine::Role::probs, a.activations);
   set(engine::Role::kv_cache, a.kv_cache);
-  if (!a.datapath.empty()) {
-    plan.gemm = engine::GemmChoice{a.datapath, false, origin};
-    for (auto& o : plan.overrides) o.gemm.reset();
-  }
+  if (!a.datapath.empty()) plan = engine::with_gemm(std::move(plan), a.datapath, origin);
 }
 
 ClusterFormats cluster_formats(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,

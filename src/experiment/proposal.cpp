@@ -1,4 +1,5 @@
 #include "lpemu/experiment/proposal.hpp"
+#include "lpemu/format/registry.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -337,23 +338,7 @@ std::vector<ConversionVector> conversion_vectors(const Format& f, bool bf16_inpu
   return rows;
 }
 
-std::string format_to_toml(const Format& f) {
-  std::ostringstream s;
-  s << "name = \"" << f.name << "\"\n";
-  if (!f.source.empty()) s << "source = \"" << f.source << "\"\n";
-  if (f.kind == Kind::floating) {
-    s << "kind = \"float\"\nexponent_bits = " << f.exponent_bits << "\nmantissa_bits = " << f.mantissa_bits
-      << "\nbias = " << f.bias << "\nspecials = \"" << format::to_string(f.specials)
-      << "\"\nsubnormals = " << (f.subnormals ? "true" : "false")
-      << "\nsigned = " << (f.is_signed ? "true" : "false") << "\nzero = " << (f.has_zero ? "true" : "false")
-      << "\n";
-  } else {
-    s << "kind = \"int\"\nbits = " << f.bits << "\nsigned = " << (f.is_signed ? "true" : "false")
-      << "\nfraction_bits = " << f.fraction_bits << "\nsymmetric = " << (f.symmetric ? "true" : "false")
-      << "\n";
-  }
-  return s.str();
-}
+std::string format_to_toml(const Format& f) { return format::to_toml(f); }
 
 std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req) {
   namespace fs = std::filesystem;

@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "experiment/proposal_detail.hpp"
-#include "io/toml_util.hpp"
 #include "lpemu/datapath/dot.hpp"
 #include "lpemu/datapath/exact.hpp"
 #include "lpemu/error.hpp"
@@ -311,13 +310,11 @@ std::vector<DotVector> dot_vectors(const datapath::Datapath& dp, std::uint64_t s
 
 datapath::Datapath retarget_datapath(const datapath::Datapath& dp, const format::Format& element) {
   if (dp.a.name == element.name && dp.b.name == element.name) return dp;
-  datapath::Datapath r = dp;
-  r.name = dp.name + "." + element.name;
-  r.description = dp.description + " — inputs " + element.name + " (proposed; preset inputs " + dp.a.name +
-                  " x " + dp.b.name + ")";
-  r.a = element;
-  r.b = element;
-  return r;
+  return datapath::with_inputs(datapath::with_name(dp, dp.name + "." + element.name,
+                                                   dp.description + " — inputs " + element.name +
+                                                       " (proposed; preset inputs " + dp.a.name + " x " +
+                                                       dp.b.name + ")"),
+                               element, element);
 }
 
 namespace detail {
@@ -395,17 +392,9 @@ std::filesystem::path write_dot_vectors(const std::filesystem::path& dir, const 
 
 std::string retarget_datapath_toml(std::string_view text, std::string_view origin,
                                    const datapath::Datapath& dp) {
-  toml::table t = io::detail::parse(text, origin);
-  t.insert_or_assign("name", dp.name);
-  t.insert_or_assign("description", dp.description);
-  if (toml::table* in = t["inputs"].as_table()) {
-    in->insert_or_assign("a", dp.a.name);
-    in->insert_or_assign("b", dp.b.name);
-  }
-  std::ostringstream s;
-  s << "# " << dp.name << ": written by `lpemu proposal` from " << origin << " with the inputs replaced.\n"
-    << t << "\n";
-  return s.str();
+  (void)text;  // the record itself carries every field of the file it was read from
+  return "# " + dp.name + ": written by `lpemu proposal` from " + std::string(origin) +
+         " with the inputs replaced.\n" + datapath::to_toml(dp);
 }
 
 }  // namespace lpemu::experiment

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "experiment/proposal_detail.hpp"
+#include "lpemu/engine/plan.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/sweep.hpp"
 
@@ -23,18 +24,21 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
+// One [[plan]] of the experiment: `format` on the linear layers' weights and inputs (overflow
+// saturating), the blocks' GEMMs on `gemm` if given; "" = the fp32 reference. The plan's own
+// fields are written by engine::to_toml.
 std::string plan_toml(const std::string& label, const std::string& format, const std::string& gemm) {
-  std::ostringstream s;
-  s << "\n[[plan]]\nlabel = " << quoted(label) << "\n";
-  if (format.empty()) {
-    s << "compute = \"fp32\"\n";
-    return s.str();
+  engine::PrecisionPlan plan;
+  plan.name = label;
+  if (!format.empty()) {
+    format::ConvertOptions o;
+    o.overflow = format::Overflow::saturate;
+    plan = engine::with_role_format(std::move(plan), engine::Role::weights, format, o);
+    plan = engine::with_role_format(std::move(plan), engine::Role::linear_input, format, o);
+    // The datapath runs the blocks' linear layers (the classifier stays float, as in the other plans).
+    if (!gemm.empty()) plan = engine::with_block_gemm(std::move(plan), gemm);
   }
-  s << "[plan.defaults]\noverflow = \"saturate\"\n[plan.roles]\nweights = " << quoted(format)
-    << "\nlinear_input = " << quoted(format) << "\n";
-  // The datapath runs the blocks' linear layers (the classifier stays float, as in the other plans).
-  if (!gemm.empty()) s << "[[plan.override]]\ngemm = " << quoted(gemm) << "\n";
-  return s.str();
+  return "\n[[plan]]\nlabel = " + quoted(label) + "\n" + engine::to_toml(plan, "plan.");
 }
 
 std::string num(double v, const char* fmt = "%.4g") {

@@ -89,66 +89,8 @@ engine::PrecisionPlan build_plan(const PlanSpec& spec, const Toolbox& tools, con
 // can take exactly the plan a sweep computed.
 std::string plan_text(const PlanSpec& spec, const engine::PrecisionPlan& plan) {
   if (!spec.inline_toml.empty()) return spec.inline_toml;  // carries name = label
-  if (plan.origin.rfind("builtin:", 0) == 0) {
-    return "name = \"" + plan.name + "\"\n" +
-           (plan.compute == engine::Compute::fp64 ? "compute = \"fp64\"\n" : "");
-  }
+  if (plan.origin.rfind("builtin:", 0) == 0) return engine::to_toml(plan);
   return lpemu::detail::read_spec_file(plan.origin, "plan");
-}
-
-// The plan with only `role` quantised (every other role and the GEMM left at the reference).
-engine::PrecisionPlan only_role(const engine::PrecisionPlan& plan, engine::Role role) {
-  engine::PrecisionPlan p = plan;
-  p.gemm.reset();
-  const auto keep = [&](std::vector<engine::PrecisionPlan::Entry>& es) {
-    es.erase(std::remove_if(es.begin(), es.end(), [&](const auto& e) { return e.role != role; }), es.end());
-  };
-  keep(p.roles);
-  for (auto& o : p.overrides) {
-    keep(o.entries);
-    o.gemm.reset();
-  }
-  return p;
-}
-
-// The plan with every GEMM on fp32 accumulation (its quantised roles kept).
-engine::PrecisionPlan without_gemms(const engine::PrecisionPlan& plan) {
-  engine::PrecisionPlan p = plan;
-  p.gemm.reset();
-  p.attention_gemm.reset();
-  for (auto& o : p.overrides) {
-    o.gemm.reset();
-    o.attention_gemm.reset();
-  }
-  return p;
-}
-
-// The plan with only `role` quantised and only in block `layer` (-1: the LM head), as the plan
-// resolves it there; every GEMM on fp32 accumulation. nullopt when the role is not quantised there.
-std::optional<engine::PrecisionPlan> only_role_at(const engine::PrecisionPlan& plan, engine::Role role,
-                                                  int layer, int n_layers) {
-  // The LM head quantises only its own roles; blocks never use them.
-  const bool head_role =
-      role == engine::Role::lm_head || role == engine::Role::lm_head_input || role == engine::Role::logits;
-  if (head_role != (layer < 0)) return std::nullopt;
-  engine::PrecisionPlan p;
-  p.name = plan.name;
-  p.compute = plan.compute;
-  p.origin = plan.origin;
-  const auto kinds =
-      layer < 0 ? std::vector<engine::LayerKind>{engine::LayerKind::head}
-                : std::vector<engine::LayerKind>{engine::LayerKind::attention, engine::LayerKind::mlp};
-  for (const auto kind : kinds) {
-    const auto spec = plan.resolve(role, layer, kind, n_layers);
-    if (!spec) continue;
-    engine::PrecisionPlan::Override o;
-    if (layer >= 0) o.layers = {layer};
-    o.kind = kind;
-    o.entries.push_back({role, spec});
-    p.overrides.push_back(std::move(o));
-  }
-  if (p.overrides.empty()) return std::nullopt;
-  return p;
 }
 
 // True when the model has quantisation points of `role`: the mixture-of-experts roles exist only
@@ -226,11 +168,10 @@ SweepCost price_for_sweep(const engine::PrecisionPlan& plan, const Experiment& e
   }
   try {
     // Single device: the phase priced (training: the forward pass of one micro-batch, as a prefill).
-    const bool prefill = exp.cost.cluster.phase != "decode";
+    const cost::JobPhase job = cost::parse_job_phase(exp.cost.cluster.phase);
     const Pricing p = experiment::price_plan(
-        plan, cat.shape(exp.cost.shape), cat.target(c.target), cat,
-        prefill ? cost::Phase::prefill : cost::Phase::decode,
-        exp.cost.cluster.phase == "train" ? exp.cost.cluster.micro_batch : exp.cost.cluster.batch,
+        plan, cat.shape(exp.cost.shape), cat.target(c.target), cat, cost::device_phase(job),
+        job == cost::JobPhase::train ? exp.cost.cluster.micro_batch : exp.cost.cluster.batch,
         exp.cost.cluster.context);
     c.datapath = p.datapath;
     c.computed = p.computed;
@@ -283,7 +224,7 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
   if (exp.attribution && !plan.is_reference()) {
     for (const auto role : engine::kAllRoles) {
       if (!role_in_model(role, model.config) || !role_used(plan, role, n_layers)) continue;
-      const auto only = only_role(plan, role);
+      const auto only = engine::only_role(plan, role);
       const auto e = evaluate(model, only, reference, tokens, *tools.quantizers, *tools.gemms);
       const auto spec0 = plan.resolve(role, 0, engine::LayerKind::attention, n_layers);
       r.attribution.push_back({std::string(engine::to_string(role)), spec0 ? spec0->format : "(per layer)",
@@ -292,7 +233,7 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
     if (r.gemm != "eigen") {
       // The accumulation's own share: the plan against the same plan on fp32 accumulation (the
       // operands are rounded the same way in both), so it never mixes in operand rounding.
-      const auto e = evaluate(model, without_gemms(plan), reference, tokens, *tools.quantizers, *tools.gemms);
+      const auto e = evaluate(model, engine::without_gemms(plan), reference, tokens, *tools.quantizers, *tools.gemms);
       r.attribution.push_back({"gemm", r.gemm, r.eval.mean_kl - e.mean_kl, r.eval.mean_nll - e.mean_nll});
     }
   }
@@ -304,7 +245,7 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
       if (!role_in_model(role, model.config)) continue;
       for (int l = 0; l <= n_layers; ++l) {
         const int layer = l == n_layers ? -1 : l;  // the blocks, then the LM head
-        const auto only = only_role_at(plan, role, layer, n_layers);
+        const auto only = engine::only_role_at(plan, role, layer, n_layers);
         if (!only) continue;
         const auto e = evaluate(model, *only, reference, tokens, *tools.quantizers, *tools.gemms);
         r.layer_attribution.push_back(

@@ -79,6 +79,26 @@ Format parse_format_toml(std::string_view text, std::string_view origin) {
   return f;
 }
 
+std::string to_toml(const Format& f) {
+  io::detail::TomlWriter w;
+  w.str("name", f.name);
+  if (!f.aliases.empty()) w.strings("aliases", f.aliases);
+  w.str_if("source", f.source);
+  w.str("kind", to_string(f.kind));
+  if (f.kind == Kind::floating) {
+    w.integer("exponent_bits", f.exponent_bits).integer("mantissa_bits", f.mantissa_bits).integer("bias", f.bias);
+    w.str("specials", to_string(f.specials)).boolean("subnormals", f.subnormals);
+    if (!f.is_signed) w.boolean("signed", false);
+    if (!f.has_zero) w.boolean("zero", false);
+  } else {
+    w.integer("bits", f.bits);
+    if (!f.is_signed) w.boolean("signed", false);
+    if (f.fraction_bits != 0) w.integer("fraction_bits", f.fraction_bits);
+    if (f.symmetric) w.boolean("symmetric", true);
+  }
+  return w.text();
+}
+
 std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& known,
                                        std::size_t n) {
   std::vector<std::pair<std::size_t, std::string>> scored;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::io::detail {
 
@@ -333,6 +335,110 @@ class TableReader {
   const toml::node* at_ = nullptr;
   std::string_view origin_;
   std::string prefix_;
+};
+
+/// Writes TOML text, the one way a record's to_toml spells its fields: keys in the order written,
+/// strings quoted with TOML basic-string escapes, reals as the shortest decimal that reads back as
+/// the same double (io::format_number), tables as [header] / [[header]] sections.
+class TomlWriter {
+ public:
+  /// A TOML basic string: `s` between double quotes, with \\ \" and control characters escaped.
+  static std::string quote(std::string_view s) {
+    std::string out = "\"";
+    for (const char c : s) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        case '\r': out += "\\r"; break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+            out += buf;
+          } else {
+            out += c;
+          }
+      }
+    }
+    return out + "\"";
+  }
+  /// A key: bare when it is A-Za-z0-9_- only, else quoted.
+  static std::string key(std::string_view k) {
+    const bool bare = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+    return bare ? std::string(k) : quote(k);
+  }
+  /// A real: the shortest round-trip decimal ("448", "0.1", "1e-06", "nan", "inf"); zeros and
+  /// integral values beyond int64 get ".0" so that TOML reads a float ("-0.0" keeps its sign).
+  static std::string number_text(double v) {
+    std::string s = io::format_number(v, io::NumberStyle::shortest);
+    // "-0" and integers beyond int64 would read as TOML integers (losing the sign, or failing).
+    if (s.find_first_of(".eEni") == std::string::npos && (v == 0 || v >= 9.2e18 || v <= -9.2e18)) s += ".0";
+    return s;
+  }
+  /// An array of strings ["a", "b"].
+  static std::string strings_text(const std::vector<std::string>& v) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + quote(v[i]);
+    return out + "]";
+  }
+  /// An array of integers [1, 2].
+  template <class I>
+  static std::string integers_text(const std::vector<I>& v) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+    return out + "]";
+  }
+  /// An inline table { k = v, ... } of already spelled values.
+  static std::string inline_table(const std::vector<std::pair<std::string, std::string>>& kv) {
+    std::string out = "{ ";
+    for (std::size_t i = 0; i < kv.size(); ++i) out += (i ? ", " : "") + key(kv[i].first) + " = " + kv[i].second;
+    return out + (kv.empty() ? "}" : " }");
+  }
+
+  /// `# text` on a line of its own.
+  TomlWriter& comment(std::string_view text) {
+    out_ += "# " + std::string(text) + "\n";
+    return *this;
+  }
+  /// key = value, `value` already spelled in TOML.
+  TomlWriter& raw(std::string_view k, std::string_view value) {
+    out_ += key(k) + " = " + std::string(value) + "\n";
+    return *this;
+  }
+  TomlWriter& str(std::string_view k, std::string_view v) { return raw(k, quote(v)); }
+  /// key = "v" unless v is empty.
+  TomlWriter& str_if(std::string_view k, std::string_view v) { return v.empty() ? *this : str(k, v); }
+  TomlWriter& integer(std::string_view k, long long v) { return raw(k, std::to_string(v)); }
+  TomlWriter& number(std::string_view k, double v) { return raw(k, number_text(v)); }
+  TomlWriter& boolean(std::string_view k, bool v) { return raw(k, v ? "true" : "false"); }
+  TomlWriter& strings(std::string_view k, const std::vector<std::string>& v) { return raw(k, strings_text(v)); }
+  /// key = [...] unless v is empty.
+  TomlWriter& strings_if(std::string_view k, const std::vector<std::string>& v) {
+    return v.empty() ? *this : strings(k, v);
+  }
+  template <class I>
+  TomlWriter& integers(std::string_view k, const std::vector<I>& v) {
+    return raw(k, integers_text(v));
+  }
+  /// A [header] section (dotted headers as given: "derive.rates.fp4").
+  TomlWriter& table(std::string_view header) {
+    out_ += "\n[" + std::string(header) + "]\n";
+    return *this;
+  }
+  /// A [[header]] element of an array of tables.
+  TomlWriter& array_table(std::string_view header) {
+    out_ += "\n[[" + std::string(header) + "]]\n";
+    return *this;
+  }
+  /// The text written so far.
+  const std::string& text() const { return out_; }
+
+ private:
+  std::string out_;
 };
 
 }  // namespace lpemu::io::detail

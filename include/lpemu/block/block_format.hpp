@@ -97,6 +97,9 @@ struct BlockFormat {
   int scale_max_exponent() const;
   /// Checks cross-field consistency; throws SpecError naming the field.
   void validate() const;
+
+  /// Every field equal (element and scale formats compared as records).
+  friend bool operator==(const BlockFormat&, const BlockFormat&) = default;
 };
 
 /// Parses a Granularity name; throws SpecError otherwise.
@@ -140,6 +143,12 @@ BlockFormat with_overrides(BlockFormat f, const BlockOverrides& o);
 /// errors give origin:line, the field, the value and what was expected.
 BlockFormat parse_block_format_toml(std::string_view text, std::string_view origin,
                                     const format::Registry& elements);
+
+/// The block-format TOML document of `f`, the exact inverse of parse_block_format_toml: reading
+/// it (with the registry `f`'s element and scale came from) gives a format equal to `f`. Not
+/// written, as a block-format file cannot say them: element_options.seed, index_offset, overflow
+/// (always saturate) and the flush flags (what a call's BlockOverrides set).
+std::string to_toml(const BlockFormat& f);
 
 class BlockRegistry;
 

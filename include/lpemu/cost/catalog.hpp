@@ -26,6 +26,9 @@ namespace lpemu::cost {
 
 /// Parses a model-shape TOML document.
 ModelShape parse_shape_toml(std::string_view text, std::string_view origin);
+/// The model-shape TOML document of `s`, the exact inverse of parse_shape_toml (`origin` is not
+/// written: reading the text from the same origin gives a shape equal to `s`).
+std::string to_toml(const ModelShape& s);
 
 /// Named targets, shapes and datapaths.
 class Catalog {

@@ -39,6 +39,8 @@ enum class Recompute { none, selective, full };
 Recompute parse_recompute(std::string_view s);
 /// Name of a recomputation mode.
 const char* recompute_name(Recompute r);
+/// Name of a recomputation mode ("none", "selective", "full").
+std::string_view to_string(Recompute r);
 
 /// Formats per tensor role in training.
 struct TrainFormats {

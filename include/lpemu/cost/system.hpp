@@ -17,6 +17,8 @@ struct Link {
   std::string source;
   bool unverified = false;
   std::string note;
+
+  friend bool operator==(const Link&, const Link&) = default;
 };
 
 /// A system: many copies of one device joined by a scale-up domain and a scale-out network.
@@ -33,10 +35,16 @@ struct System {
   long long kernel_units = 0;        ///< units that each run one output tile (SMs, MXUs)
   long long tile_m = 0, tile_n = 0;  ///< output tile of the device's GEMM kernels
   std::string kernel_source;
+
+  /// Every field equal (`origin` included: compare systems read from the same place).
+  friend bool operator==(const System&, const System&) = default;
 };
 
 /// Parses a system TOML document; errors name `origin`, the field, the value and what was expected.
 System parse_system_toml(std::string_view text, std::string_view origin);
+/// The system TOML document of `s`, the exact inverse of parse_system_toml (`origin` is not
+/// written: reading the text from the same origin gives a system equal to `s`).
+std::string to_toml(const System& s);
 
 /// The system called `name`: a built-in (data/systems, embedded), a file DIR/systems/NAME.toml
 /// from `dirs` (later wins), or a path ending in .toml. Throws UnknownNameError with suggestions.

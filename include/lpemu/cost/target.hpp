@@ -20,6 +20,17 @@ struct Rate {
   std::string note;
   std::string derived_from;  ///< proposed targets: how the MAC model derived it
   std::string datapath;      ///< the datapath record this class runs ("": generic_<class>)
+
+  friend bool operator==(const Rate&, const Rate&) = default;
+};
+
+/// How a proposed target derives from a real one ([derive]): the MAC area of `base`'s
+/// `budget_class` (priced as `budget_format` on datapath `datapath`) spent on MACs of each format.
+struct TargetDerivation {
+  std::string base, budget_class, budget_format, datapath;
+  std::map<std::string, std::string> rate_formats;  ///< rate class -> format ([derive.rates.CLASS] format)
+
+  friend bool operator==(const TargetDerivation&, const TargetDerivation&) = default;
 };
 
 /// A real or proposed accelerator.
@@ -36,6 +47,10 @@ struct Target {
   bool compute_unverified = false;
   std::string compute_note;
   std::map<std::string, Rate> rates;  ///< by rate class (fp8, bf16, ...)
+  std::optional<TargetDerivation> derive;  ///< kind "proposed": what the rates derive from
+
+  /// Every field equal (`origin` included: compare records read from the same place).
+  friend bool operator==(const Target&, const Target&) = default;
 
   /// The rate for `rate_class`, or nullptr if the target lacks it.
   const Rate* find_rate(std::string_view rate_class) const;
@@ -46,5 +61,11 @@ struct Target {
   /// units x MACs/clock/unit x 2 x clock, in TFLOP/s; nullopt if any factor is unpublished.
   std::optional<double> rebuilt_tflops(std::string_view rate_class) const;
 };
+
+/// The hardware TOML document of `t`, the exact inverse of Catalog::parse_target_toml: reading it
+/// (through a catalog holding the same base targets, formats and datapaths) gives a target equal
+/// to `t`. A proposed target is written as its [derive] recipe, a product as its figures;
+/// `origin` is not written. Throws SpecError for a proposed target without its derivation.
+std::string to_toml(const Target& t);
 
 }  // namespace lpemu::cost

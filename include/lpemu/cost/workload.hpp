@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lpemu/cost/cost_format.hpp"
@@ -41,6 +42,9 @@ struct ModelShape {
   long long active_parameters() const;
   /// Parameters of the experts' MLPs (0 when dense): what expert parallelism shards.
   long long expert_parameters() const;
+
+  /// Every field equal (`origin` included: compare shapes read from the same place).
+  friend bool operator==(const ModelShape&, const ModelShape&) = default;
 };
 
 /// One GEMM of a plan as the cost model prices it: the stored formats of its operands (format
@@ -76,6 +80,20 @@ struct LayerwisePlan {
 
 /// Prefill (a prompt of `context` tokens per sequence) or one decode step at `context`.
 enum class Phase { prefill, decode };
+/// "prefill" or "decode".
+std::string_view to_string(Phase p);
+/// The phase spelled `text`; throws SpecError "phase 'x': expected one of prefill, decode".
+Phase parse_phase(std::string_view text);
+
+/// What a cluster job prices: a prefill, a decode step, or a training step.
+enum class JobPhase { prefill, decode, train };
+/// "prefill", "decode" or "train".
+std::string_view to_string(JobPhase p);
+/// The job phase spelled `text`; throws SpecError "phase 'x': expected one of prefill, decode, train".
+JobPhase parse_job_phase(std::string_view text);
+/// The inference phase a single device prices for a job (training: the forward pass of one
+/// micro-batch, as a prefill).
+Phase device_phase(JobPhase p);
 
 /// One operation of a forward pass, repeated `count` times (e.g. once per layer).
 struct Op {

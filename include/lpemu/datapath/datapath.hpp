@@ -65,6 +65,8 @@ struct ResultRounding {
   format::RoundingMode mode = format::RoundingMode::nearest_even;
   int sr_bits = 32;        ///< stochastic: random bits r
   std::uint64_t seed = 0;  ///< stochastic: stream seed
+
+  friend bool operator==(const ResultRounding&, const ResultRounding&) = default;
 };
 
 /// A datapath: every parameter of d = c + Σ a_i·b_i as a core computes it.
@@ -119,6 +121,9 @@ struct Datapath {
   const format::Format& output() const { return promotion_format ? *promotion_format : accumulator; }
   /// One line: inputs, n, F, rounding, output.
   std::string summary() const;
+
+  /// Every parameter equal (formats compared as records).
+  friend bool operator==(const Datapath&, const Datapath&) = default;
 };
 
 /// Parses one datapath TOML document; element formats are looked up in `formats`. Errors name
@@ -132,6 +137,37 @@ inline constexpr std::string_view kFloatGemm = "eigen";
 constexpr bool names_float_gemm(std::string_view name) {
   return name == "eigen" || name == "fp32" || name == "native" || name == "none";
 }
+
+/// The datapath TOML document of `d`, the exact inverse of parse_datapath_toml: reading it (with
+/// the registry `d`'s formats came from) gives a datapath equal to `d`. Every table is written in
+/// full; F is written as alignment.fraction_bits (never extra_bits).
+std::string to_toml(const Datapath& d);
+
+// Named changes: each returns `d` with one group of parameters replaced, as the reader would have
+// read a record that said so; the result is checked as parse_datapath_toml checks a file (throws
+// SpecError naming the field).
+
+/// `d` under another name and description.
+Datapath with_name(Datapath d, std::string name, std::string description);
+/// `d` with element formats `a` and `b` for its inputs.
+Datapath with_inputs(Datapath d, const format::Format& a, const format::Format& b);
+/// `d` fusing `n` products per block (block.fused_terms; 0 = all of K).
+Datapath with_fused_terms(Datapath d, int n);
+/// `d` keeping `fraction_bits` (F) bits below each block's largest exponent (alignment.fraction_bits);
+/// an exact alignment becomes "truncate".
+Datapath with_alignment_bits(Datapath d, int fraction_bits);
+/// `d` rounding each block to `accumulator` (accumulator.format): the accumulator's fraction bits
+/// become all of its mantissa, the exponent floor (which belongs to the old accumulator) goes, and
+/// an addend_emin at the old accumulator's default follows the new one's.
+Datapath with_accumulator(Datapath d, const format::Format& accumulator);
+/// `d` adding its partial sum into `format` every `every` products, rounded by `rounding`
+/// ([promotion]); `every` = 0 (format ignored): no promotion.
+Datapath with_promotion(Datapath d, int every, const format::Format& format, ResultRounding rounding = {});
+/// `d` without promotion.
+Datapath without_promotion(Datapath d);
+/// Throws SpecError "datapath 'name': field 'x' = v: expected ..." when `d` breaks a rule the
+/// reader checks across fields (accumulator-like formats, fused terms with a dropping alignment).
+void validate(const Datapath& d);
 
 /// Datapaths by name.
 class DatapathRegistry {
@@ -162,5 +198,11 @@ class DatapathRegistry {
 std::string_view to_string(Alignment a);
 /// TOML spelling of an Order.
 std::string_view to_string(Order o);
+/// TOML spelling of an Addend.
+std::string_view to_string(Addend a);
+/// TOML spelling of a ScaleApplication.
+std::string_view to_string(ScaleApplication s);
+/// TOML spelling of an OverflowRule ("infinity", "ieee", "saturate").
+std::string_view to_string(OverflowRule o);
 
 }  // namespace lpemu::datapath

@@ -18,18 +18,30 @@ struct GemmChoice {
   std::string datapath = "eigen";  ///< a datapath name, or "eigen" (no datapath: Eigen in the compute type)
   bool convert = false;  ///< operands that do not enter exactly are converted (a named quantisation point)
   std::string origin;    ///< file:line of the entry that chose it ("" for the default)
+
+  /// Same datapath and conversion (`origin` is not compared).
+  friend bool operator==(const GemmChoice& a, const GemmChoice& b) {
+    return a.datapath == b.datapath && a.convert == b.convert;
+  }
 };
 
 /// The scalar type the engine computes in.
 enum class Compute { fp32, fp64 };
 
+/// The plan-file spelling of a compute type ("fp32", "fp64").
+std::string_view to_string(Compute c);
+
 /// A precision plan. Resolution: the [roles] entry, then each matching [[override]] in file order.
+/// Equality compares what a plan does: names, compute, entries (as sets: a table names each role
+/// once) and GEMM choices, never where they were written (the `origin` fields).
 class PrecisionPlan {
  public:
   /// A role assignment: the spec, or no spec (identity) when `format` is "none".
   struct Entry {
     Role role;
     std::optional<QuantSpec> spec;  ///< nullopt: leave the tensor unchanged
+
+    friend bool operator==(const Entry&, const Entry&) = default;
   };
   /// An override block: selected layers (negative counts from the end; empty = all) and kind.
   struct Override {
@@ -39,6 +51,8 @@ class PrecisionPlan {
     std::optional<GemmChoice> gemm;
     std::optional<GemmChoice> attention_gemm;
     std::string origin;
+
+    friend bool operator==(const Override& a, const Override& b);
   };
 
   std::string name = "fp32";
@@ -64,7 +78,51 @@ class PrecisionPlan {
   GemmChoice resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers) const;
   /// True when no role is quantised and every GEMM is the default (a pure reference plan).
   bool is_reference() const;
+
+  friend bool operator==(const PrecisionPlan& a, const PrecisionPlan& b);
 };
+
+/// The plan TOML document of `p`, the exact inverse of parse_plan_toml: reading it gives a plan
+/// equal to `p`. Every spec carries its own options (no [defaults] table): a format name alone
+/// when its options are the defaults, else { format = ..., rounding = ..., ... }; layer
+/// selectors as indices. With `table_prefix` ("plan.") the tables are written as
+/// [plan.roles] / [[plan.override]], for a plan inside another document (an experiment's [[plan]]).
+std::string to_toml(const PrecisionPlan& p, std::string_view table_prefix = {});
+
+/// A layer selector of a plan file: "first" (0), "last" (-1) or an integer (negative counts
+/// from the end); throws SpecError otherwise.
+int parse_layer(std::string_view text);
+
+// Named changes of a plan: each returns the plan changed as the words say.
+
+/// `p` quantising `role` to `format` ("none": left unchanged) everywhere: the role's entries are
+/// dropped from every override and [roles] sets it. `options` and `origin` go into the spec.
+PrecisionPlan with_role_format(PrecisionPlan p, Role role, std::string format,
+                               const format::ConvertOptions& options = {}, std::string origin = {});
+/// `p` with [roles] gemm = `datapath` for every linear layer (no override keeps its own gemm);
+/// attention's GEMMs are unchanged. `origin` says who asked (the command line, say).
+PrecisionPlan with_gemm(PrecisionPlan p, std::string datapath, std::string origin = {});
+/// `p` with an [[override]] (no layer or kind selector) running every block's linear layers on
+/// `datapath`; the LM head keeps [roles] gemm.
+PrecisionPlan with_block_gemm(PrecisionPlan p, std::string datapath);
+/// `p` with an [[override]] for `layers` (indices, negative from the end) setting each of `roles`
+/// to `format` and, when `gemm` is given, their GEMM.
+PrecisionPlan with_layers(PrecisionPlan p, std::vector<int> layers, const std::vector<Role>& roles,
+                          const std::string& format, std::optional<std::string> gemm = {});
+/// The plan document `plan_toml` (a plan's tables as another document holds them, e.g. an
+/// experiment's inline [[plan]], from `origin`) with name = `name`, as toml++ prints it. The
+/// fields are not checked here: parse_plan_toml checks them where the plan is built.
+std::string named_plan_toml(std::string_view plan_toml, std::string_view origin, const std::string& name);
+/// `p` with every GEMM, attention's included, on the default (eigen) float accumulation.
+PrecisionPlan without_gemms(PrecisionPlan p);
+/// `p` with only `role` quantised (every other role and the linear-layer GEMMs at the reference;
+/// attention_gemm kept).
+PrecisionPlan only_role(PrecisionPlan p, Role role);
+/// A plan quantising only `role`, only in block `layer` (-1: the LM head), as `p` resolves it
+/// there in a model of `n_layers` blocks; every GEMM at the reference. nullopt when `p` does not
+/// quantise the role there (or the role does not belong to that place: lm_head, lm_head_input and
+/// logits only to the head, every other role only to blocks).
+std::optional<PrecisionPlan> only_role_at(const PrecisionPlan& p, Role role, int layer, int n_layers);
 
 /// Parses a plan document; `origin` names it in errors (file:line, key, value, expectation).
 /// Format names are checked against `quantizers` and GEMM names against `gemms`.

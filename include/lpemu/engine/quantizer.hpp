@@ -84,6 +84,11 @@ Role fallback_role(Role r);
 std::string_view to_string(Role r);
 /// Parses a role name; nullptr-free: returns false if unknown.
 bool parse_role(std::string_view text, Role& out);
+/// The role spelled `text`; throws SpecError "role 'x': expected one of weights, linear_input, ...;
+/// closest known names: ..." otherwise.
+Role parse_role(std::string_view text);
+/// Every role's plan-file spelling, in declaration order.
+std::vector<std::string> role_names();
 
 /// Which half of a block a tensor belongs to (for per-kind overrides); head = outside the blocks.
 enum class LayerKind { attention, mlp, head };
@@ -91,6 +96,8 @@ enum class LayerKind { attention, mlp, head };
 std::string_view to_string(LayerKind k);
 /// Parses "attention", "mlp" or "head" into `out`; false for any other text.
 bool parse_layer_kind(std::string_view text, LayerKind& out);
+/// The layer kind spelled `text`; throws SpecError listing "attention", "mlp" and "head" otherwise.
+LayerKind parse_layer_kind(std::string_view text);
 
 /// One place where a tensor is quantised: what it is and where it sits.
 struct QuantPoint {
@@ -109,6 +116,11 @@ struct QuantSpec {
   std::string format;  ///< element or block format name
   format::ConvertOptions options;
   std::string origin;  ///< file:line of the entry, for messages
+
+  /// Same format and options (`origin`, where the spec was written, is not compared).
+  friend bool operator==(const QuantSpec& a, const QuantSpec& b) {
+    return a.format == b.format && a.options == b.options;
+  }
 };
 
 /// A GEMM operand [rows, K] as a quantisation point encoded it (blocks along K): element codes,

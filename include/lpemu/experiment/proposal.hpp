@@ -83,8 +83,9 @@ std::vector<DotVector> dot_vectors(const datapath::Datapath& dp, std::uint64_t s
 /// `dp` with both inputs replaced by `element` (a proposal's format on an existing adder).
 datapath::Datapath retarget_datapath(const datapath::Datapath& dp, const format::Format& element);
 
-/// The datapath TOML `text` (from `origin`) rewritten with the name, description and inputs of
-/// `dp` (a retarget_datapath result), so that lpemu reads it back as `dp`.
+/// The datapath file of `dp` (a retarget_datapath result of the record read from `origin`):
+/// datapath::to_toml(dp) under a comment naming `origin`, so that lpemu reads it back as `dp`.
+/// `text` (the original file) is no longer needed: the record carries every field.
 std::string retarget_datapath_toml(std::string_view text, std::string_view origin,
                                    const datapath::Datapath& dp);
 
@@ -150,7 +151,7 @@ struct VerifyReport {
 /// vector row none of whose fields was given counts as missing.
 VerifyReport verify_proposal(const std::filesystem::path& dir, const std::filesystem::path& results);
 
-/// The TOML text of an element format (the same fields a user writes).
+/// The TOML text of an element format: format::to_toml (kept for existing callers).
 std::string format_to_toml(const format::Format& f);
 
 }  // namespace lpemu::experiment

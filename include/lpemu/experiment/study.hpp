@@ -18,12 +18,14 @@ struct GeneratedDatapath {
   std::string toml;
 };
 
-/// The base record's TOML with one variant's fields replaced: block.fused_terms; alignment
-/// fraction_bits (an exact base becomes "truncate"); accumulator.format (its fraction_bits and
-/// alignment.exponent_floor, which belong to the old accumulator, are dropped); promotion every N
-/// products into fp32 (RNE), or none for 0.
-std::string datapath_variant_toml(std::string_view base_toml, std::string_view origin,
-                                  const DatapathVariant& v);
+/// One variant of `base` (read from `origin`), by the datapath layer's named changes: fused
+/// terms (datapath::with_fused_terms), alignment bits (with_alignment_bits; an exact base becomes
+/// "truncate"), accumulator format (with_accumulator: its fraction bits and exponent floor go with
+/// the old accumulator) and promotion every N products into fp32, RNE (with_promotion; none for 0),
+/// renamed and described; its TOML (datapath::to_toml under a comment) and the record read back
+/// from it with `formats`. Throws SpecError/UnknownNameError for an invalid variant.
+GeneratedDatapath datapath_variant(const datapath::Datapath& base, std::string_view origin,
+                                   const DatapathVariant& v, const format::Registry& formats);
 
 /// Every variant of `exp`'s study, built from its base in `datapaths` and parsed back with
 /// `formats`; empty without a study. Errors name the experiment's [grid.datapath] table.

@@ -79,6 +79,9 @@ struct Format {
 
   /// Validates the fields and fills in the derived ones; throws SpecError naming the field.
   void finalize();
+
+  /// Every field equal (the derived ones follow from the others once finalized).
+  friend bool operator==(const Format&, const Format&) = default;
 };
 
 /// Parses a Specials name ("ieee", "fn", "fnuz", "none"); throws SpecError otherwise.

@@ -16,6 +16,10 @@ namespace lpemu::format {
 /// Parses one element-format TOML document; `origin` (a path) names it in errors, which give
 /// origin:line, the field, the value and what was expected.
 Format parse_format_toml(std::string_view text, std::string_view origin);
+/// The element-format TOML document of `f`, the exact inverse of parse_format_toml: reading it
+/// gives a format equal to `f` (fields at their defaults, signed = true, zero = true,
+/// fraction_bits = 0 and symmetric = false, are left out; the description is not part of Format).
+std::string to_toml(const Format& f);
 
 /// The `n` known names closest to `name` (edit distance), for "did you mean" messages.
 std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& known,

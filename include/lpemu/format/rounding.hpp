@@ -33,6 +33,8 @@ struct ConvertOptions {
   std::uint64_t index_offset = 0;        ///< stochastic rounding: element index of the first element
   bool flush_subnormal_outputs = false;  ///< results below min normal become ±0 (FTZ)
   bool flush_subnormal_inputs = false;   ///< inputs subnormal in their own type are ±0 (DAZ)
+
+  friend bool operator==(const ConvertOptions&, const ConvertOptions&) = default;
 };
 
 /// Parses a rounding mode name; throws SpecError listing the valid names otherwise.

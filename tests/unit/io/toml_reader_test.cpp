@@ -1,5 +1,7 @@
 // The one TOML field reader of every spec loader (src/io/toml_util.hpp): each accessor's error
 // names file:line, the field (with its table's prefix), the value and what was expected.
+#include <bit>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -113,4 +115,27 @@ TEST_CASE("TableReader names nested fields by their table", "[io][toml][unit]") 
   CHECK(error_of("[[item]]\nv = 1\n[[item]]\nv = \"x\"\n", [](const TableReader& r) {
           for (const auto& i : r.tables("item")) i.required_integer("v", 0, 9);
         }) == "t.toml:4: field 'item.v' = \"x\": expected an integer in 0..9");
+}
+
+TEST_CASE("TomlWriter writes what TableReader reads back exactly", "[io][records][unit]") {
+  using lpemu::io::detail::TomlWriter;
+  const std::vector<double> reals = {0.1,    0.1 + 0.2, -0.0,    0.0,   1e300, 5e-324, 448,
+                                     9.3e18, -1e22,     1.0 / 3, 65504, 2.5e-7};
+  TomlWriter w;
+  for (std::size_t i = 0; i < reals.size(); ++i) w.number("x" + std::to_string(i), reals[i]);
+  const std::string odd = "quote \" backslash \\ tab \t newline \n bell \a unicode \xc2\xa7";
+  w.str("s", odd).strings("list", {"a", "b\"c"}).integers("ints", std::vector<long long>{-1, 0, 7});
+  w.table("t.u").boolean("flag", true).raw("inline", TomlWriter::inline_table({{"k", "1"}, {"odd key", "2"}}));
+  const toml::table t = lpemu::io::detail::parse(w.text(), "w.toml");
+  const TableReader r(t, "w.toml");
+  for (std::size_t i = 0; i < reals.size(); ++i) {
+    INFO(w.text());
+    const double back = r.required_number("x" + std::to_string(i), -1e308 * 10, 1e308 * 10, "a number");
+    CHECK(std::bit_cast<std::uint64_t>(back) == std::bit_cast<std::uint64_t>(reals[i]));
+  }
+  CHECK(r.str("s") == odd);
+  CHECK(r.strings("list") == std::vector<std::string>{"a", "b\"c"});
+  CHECK(r.integers<long long>("ints", -10, 10) == std::vector<long long>{-1, 0, 7});
+  CHECK(r.sub("t").sub("u").boolean("flag", false));
+  CHECK(t["t"]["u"]["inline"]["odd key"].value<int>() == 2);
 }
