@@ -73,20 +73,6 @@ py::dict stats_dict(const metrics::ErrorStats& s) {
   return d;
 }
 
-engine::LayerKind parse_kind(const std::string& k) {
-  engine::LayerKind kind{};
-  if (!engine::parse_layer_kind(k, kind))
-    throw Error("layer kind '" + k + "': expected attention, mlp or head");
-  return kind;
-}
-
-engine::Role parse_role_name(const std::string& r) {
-  engine::Role role{};
-  if (!engine::parse_role(r, role))
-    throw UnknownNameError("role '" + r + "': unknown (plan-file role names)");
-  return role;
-}
-
 engine::RowMatrix to_matrix(const CArray<float>& x) {
   if (x.ndim() != 2) {
     throw ShapeError("expected a 2-D float32 array [rows, cols], got " + std::to_string(x.ndim()) +
@@ -165,26 +151,26 @@ class PyPlan {
 
   std::optional<std::string> format(const std::string& role, int layer, const std::string& kind,
                                     int n_layers) const {
-    const auto spec = plan_.resolve(parse_role_name(role), layer, parse_kind(kind), n_layers);
+    const auto spec = plan_.resolve(engine::parse_role(role), layer, engine::parse_layer_kind(kind), n_layers);
     if (!spec) return std::nullopt;
     return spec->format;
   }
 
   std::string gemm(int layer, const std::string& kind, int n_layers) const {
-    return plan_.resolve_gemm(layer, parse_kind(kind), n_layers);
+    return plan_.resolve_gemm(layer, engine::parse_layer_kind(kind), n_layers);
   }
 
   py::object quantize(const CArray<float>& x, const std::string& role, int layer, const std::string& kind,
                       const std::string& tensor, int n_layers, int head, int axis, std::uint64_t row0) {
-    const engine::Role r = parse_role_name(role);
-    const auto spec = plan_.resolve(r, layer, parse_kind(kind), n_layers);
+    const engine::Role r = engine::parse_role(role);
+    const auto spec = plan_.resolve(r, layer, engine::parse_layer_kind(kind), n_layers);
     engine::RowMatrix m = to_matrix(x);
     if (spec) {
       const std::unique_ptr<engine::Quantizer> q = ctx_->quantizers().make(*spec);
       engine::QuantPoint p;
       p.role = r;
       p.layer = layer;
-      p.kind = parse_kind(kind);
+      p.kind = engine::parse_layer_kind(kind);
       p.tensor = tensor;
       p.head = head;
       p.axis = axis;
@@ -200,7 +186,7 @@ class PyPlan {
 
   py::array_t<float> linear(const CArray<float>& a, const CArray<float>& b, int layer,
                             const std::string& kind, const std::string& tensor, int n_layers) {
-    const engine::LayerKind k = parse_kind(kind);
+    const engine::LayerKind k = engine::parse_layer_kind(kind);
     const bool head = k == engine::LayerKind::head;
     const auto qa =
         plan_.resolve(head ? engine::Role::lm_head_input : engine::Role::linear_input, layer, k, n_layers);
