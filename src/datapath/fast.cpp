@@ -248,8 +248,8 @@ struct ElementParams : TruncParams {
 // so the compiler vectorises its inner loops. Returns false where the general engine must decide
 // (special values, an all-zero block with zero c, or a rounding round_state defers).
 bool element_trunc(const ElementParams& P, const std::int32_t* am, const std::int32_t* ae,
-                                     const std::int32_t* bm, const std::int32_t* be, std::size_t k,
-                                     std::uint64_t c, std::uint64_t& out) {
+                   const std::int32_t* bm, const std::int32_t* be, std::size_t k, std::uint64_t c,
+                   std::uint64_t& out) {
   const Datapath& dp = *P.dp;
   const format::Format& f = dp.accumulator;
   const int pbits = dp.accumulator_fraction_bits;
@@ -332,9 +332,8 @@ bool element_trunc(const ElementParams& P, const std::int32_t* am, const std::in
 
 // ideal: Σ of exact products at the smallest possible product lsb (int64); `nz` = 0 when every
 // product is zero (the caller then lets the general engine pick the sign of zero).
-std::int64_t element_exact(const std::int32_t* am, const std::int32_t* al,
-                                             const std::int32_t* bm, const std::int32_t* bl, std::size_t k,
-                                             int lmin, std::int64_t& nz) {
+std::int64_t element_exact(const std::int32_t* am, const std::int32_t* al, const std::int32_t* bm,
+                           const std::int32_t* bl, std::size_t k, int lmin, std::int64_t& nz) {
   std::int64_t s = 0;
   std::int64_t any = 0;
   for (std::size_t p = 0; p < k; ++p) {
