@@ -1,4 +1,5 @@
-# Quick start (README): `make demo` and `make test`. Both install missing Debian packages first.
+# Quick start (README): `make demo` and `make test`. Both install missing Debian packages first;
+# `make check` is the developer loop (no installation).
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
@@ -17,7 +18,16 @@ BENCH := $(if $(filter asan,$(PRESET)),OFF,ON)
 
 FUZZ_TARGETS := $(addprefix lpemu_fuzz_,npy format_toml block_toml datapath_toml plan_toml experiment_toml manifest model_h5 dot_cases)
 
-.PHONY: deps deps-demo configure configure-demo build build-demo test test-asan test-fuzz test-aarch64 demo bench clean
+# ccache, where installed, for every build (`make check` after a one-file change, the fresh
+# builds of `make test`); CCACHE=... overrides, CCACHE= turns it off.
+CCACHE ?= $(shell command -v ccache 2>/dev/null)
+LAUNCHER := $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE),)
+# `make check`'s programs and labels: what a one-file change needs rebuilt and re-run.
+CHECK_TARGETS := lpemu_cli lpemu_unit_tests lpemu_golden_tests lpemu_property_tests lpemu_cli_tests lpemu_python
+CHECK_LABELS := unit|golden|property|cli|python
+
+.PHONY: deps deps-demo configure configure-demo build build-demo check test test-release test-asan test-fuzz \
+        test-sanitize test-aarch64 demo bench clean
 
 deps: PKGS = $(PACKAGES)
 deps-demo: PKGS = $(DEMO_PACKAGES)
@@ -33,10 +43,10 @@ deps deps-demo:
 	else echo "lpemu: all Debian packages present"; fi
 
 configure: deps
-	cmake --preset $(PRESET) -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=$(BENCH) -DLPEMU_BUILD_PYTHON=ON
+	cmake --preset $(PRESET) $(LAUNCHER) -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=$(BENCH) -DLPEMU_BUILD_PYTHON=ON
 
 configure-demo: deps-demo
-	cmake --preset $(PRESET) -DLPEMU_BUILD_TESTS=OFF -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
+	cmake --preset $(PRESET) $(LAUNCHER) -DLPEMU_BUILD_TESTS=OFF -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
 
 build: configure
 	cmake --build --preset $(PRESET) -j $(JOBS)
@@ -44,34 +54,48 @@ build: configure
 build-demo: configure-demo
 	cmake --build --preset $(PRESET) -j $(JOBS) --target lpemu_cli
 
-test: build
-	ctest --preset $(PRESET) -j $(JOBS)
-	$(MAKE) test-asan
-	$(MAKE) test-fuzz
+# The developer loop: an incremental release build of what the unit, golden, property, cli and
+# python tests need, then those tests. No package installation (`make deps` once), no benchmarks,
+# no package, exhaustive or tidy tests; configures build/release only when it is not configured.
+check:
+	@[ -f $(BUILD_DIR)/CMakeCache.txt ] || cmake --preset $(PRESET) $(LAUNCHER) -DLPEMU_BUILD_TESTS=ON \
+	  -DLPEMU_BUILD_BENCH=$(BENCH) -DLPEMU_BUILD_PYTHON=ON
+	cmake --build --preset $(PRESET) -j $(JOBS) --target $(CHECK_TARGETS)
+	ctest --preset $(PRESET) -j $(JOBS) -L '$(CHECK_LABELS)'
+
+# Every stage: the release build and all its tests; one clang build for ASan + UBSan and libFuzzer;
+# the aarch64 cross build of the SIMD-target tests under QEMU (docs/building.md: timings).
+test: test-release
+	$(MAKE) test-sanitize
 	$(MAKE) test-aarch64
 
-# ASan + UBSan + float-cast-overflow build of the unit, CLI and fuzz-corpus tests (README "Robustness").
+test-release: build
+	ctest --preset $(PRESET) -j $(JOBS)
+
+# One clang-14 build (preset fuzz) with ASan + UBSan + float-cast-overflow and libFuzzer's
+# instrumentation: the unit and CLI tests, the fuzz targets' replays of their seeds and findings,
+# and a short fuzzing run per target (README "Robustness").
+test-sanitize test-fuzz: deps
+	cmake --preset fuzz $(LAUNCHER) -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
+	cmake --build --preset fuzz -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_cli_tests $(FUZZ_TARGETS)
+	ctest --preset fuzz -j $(JOBS)
+
+# g++'s ASan + UBSan + float-cast-overflow build of the unit, CLI and fuzz-corpus tests (not part
+# of `make test`, whose sanitizer stage is clang's, above).
 test-asan: deps
-	cmake --preset asan -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
+	cmake --preset asan $(LAUNCHER) -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
 	cmake --build --preset asan -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_cli_tests $(FUZZ_TARGETS)
 	ctest --preset asan -j $(JOBS) -L 'unit|cli|fuzz'
 
-# clang + libFuzzer build of the fuzz targets: replays of their seeds and findings, then a short
-# fuzzing run per target (README "Robustness").
-test-fuzz: deps
-	cmake --preset fuzz -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
-	cmake --build --preset fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
-	ctest --preset fuzz -j $(JOBS)
-
 # Cross build for 64-bit Arm: Debian's aarch64-linux-gnu-g++ against an arm64 sysroot of the
 # dependencies (cmake/aarch64/sysroot.sh downloads Debian's arm64 packages into build/ without
-# installing them); the unit, golden, property and exhaustive tests run under qemu-aarch64, every
-# Highway kernel under each Arm target QEMU emulates (README "Building for other machines").
+# installing them). What differs on Arm runs under qemu-aarch64: lpemu_target_tests, every Highway
+# kernel under each Arm target QEMU emulates, the code that dispatches on the target, and the
+# golden vectors of the codecs, block formats and datapaths (README "Building for other machines").
 test-aarch64: deps
 	bash cmake/aarch64/sysroot.sh build/aarch64-sysroot
-	cmake --preset aarch64
-	cmake --build --preset aarch64 -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_golden_tests \
-	  lpemu_property_tests lpemu_exhaustive_tests
+	cmake --preset aarch64 $(LAUNCHER)
+	cmake --build --preset aarch64 -j $(JOBS) --target lpemu_target_tests
 	ctest --preset aarch64 -j $(JOBS)
 
 demo: build-demo

@@ -4,7 +4,9 @@ include(CMakePackageConfigHelpers)
 set(LPEMU_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/lpemu" CACHE STRING "Install folder of lpemuConfig.cmake")
 
 set_target_properties(lpemu_cli PROPERTIES EXPORT_NAME lpemu_cli)
-install(TARGETS lpemu lpemu_cli EXPORT lpemuTargets
+# The layers (lpemu::common ... lpemu::experiment, one archive each) and lpemu::lpemu over them all.
+list(TRANSFORM LPEMU_LAYERS PREPEND lpemu_ OUTPUT_VARIABLE _lpemu_layer_targets)
+install(TARGETS lpemu ${_lpemu_layer_targets} lpemu_cli EXPORT lpemuTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -1,6 +1,6 @@
 # Command-line tests of the format commands, the sweep report and bad input (label cli): a Catch2
 # program that runs the built `lpemu` binary on tiny data.
-add_executable(lpemu_cli_tests support/catch_main.cpp ${CMAKE_CURRENT_LIST_DIR}/cli/format_cli_test.cpp
+add_executable(lpemu_cli_tests ${CMAKE_CURRENT_LIST_DIR}/cli/format_cli_test.cpp
                ${CMAKE_CURRENT_LIST_DIR}/cli/report_html_test.cpp ${CMAKE_CURRENT_LIST_DIR}/cli/robustness_cli_test.cpp)
 target_link_libraries(lpemu_cli_tests PRIVATE lpemu_test_support nlohmann_json::nlohmann_json $<BUILD_INTERFACE:lpemu_build_options>)
 add_dependencies(lpemu_cli_tests lpemu_cli)

@@ -1,4 +1,4 @@
-target_sources(lpemu PRIVATE
+target_sources(lpemu_block PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/block_format.cpp
   ${CMAKE_CURRENT_LIST_DIR}/layout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scale_rules.cpp
@@ -6,4 +6,4 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/quantize_generic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quantize_fast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pack.cpp)
-target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/quantize_simd.cpp)
+target_sources(lpemu_block PRIVATE ${CMAKE_CURRENT_LIST_DIR}/quantize_simd.cpp)

@@ -1,5 +1,6 @@
 #include "lpemu/detail/named_registry.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -7,7 +8,6 @@
 #include "lpemu/detail/embedded.hpp"
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
-#include "lpemu/format/registry.hpp"
 #include "lpemu/io/output.hpp"
 
 namespace lpemu::detail {

@@ -1,2 +1,3 @@
-target_sources(lpemu PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/named_registry.cpp)
+target_sources(lpemu_common PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/named_registry.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/names.cpp)

@@ -16,13 +16,6 @@
 #include <type_traits>
 #include <vector>
 
-// The per-element kernels get an AVX2 clone on x86 (auto-vectorised loops, no intrinsics).
-#if defined(__x86_64__) || defined(__i386__)
-#define LPEMU_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define LPEMU_AVX2_CLONES
-#endif
-
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
 
@@ -252,11 +245,11 @@ struct ElementParams : TruncParams {
 };
 
 // One output element of a truncating BFMA datapath (docs/tensor-core-model.md, steps 1–8), all inlined
-// so each clone vectorises its inner loops. Returns false where the general engine must decide
+// so the compiler vectorises its inner loops. Returns false where the general engine must decide
 // (special values, an all-zero block with zero c, or a rounding round_state defers).
-LPEMU_AVX2_CLONES bool element_trunc(const ElementParams& P, const std::int32_t* am, const std::int32_t* ae,
-                                     const std::int32_t* bm, const std::int32_t* be, std::size_t k,
-                                     std::uint64_t c, std::uint64_t& out) {
+bool element_trunc(const ElementParams& P, const std::int32_t* am, const std::int32_t* ae,
+                   const std::int32_t* bm, const std::int32_t* be, std::size_t k, std::uint64_t c,
+                   std::uint64_t& out) {
   const Datapath& dp = *P.dp;
   const format::Format& f = dp.accumulator;
   const int pbits = dp.accumulator_fraction_bits;
@@ -340,9 +333,8 @@ LPEMU_AVX2_CLONES bool element_trunc(const ElementParams& P, const std::int32_t*
 
 // ideal: Σ of exact products at the smallest possible product lsb (int64); `nz` = 0 when every
 // product is zero (the caller then lets the general engine pick the sign of zero).
-LPEMU_AVX2_CLONES std::int64_t element_exact(const std::int32_t* am, const std::int32_t* al,
-                                             const std::int32_t* bm, const std::int32_t* bl, std::size_t k,
-                                             int lmin, std::int64_t& nz) {
+std::int64_t element_exact(const std::int32_t* am, const std::int32_t* al, const std::int32_t* bm,
+                           const std::int32_t* bl, std::size_t k, int lmin, std::int64_t& nz) {
   std::int64_t s = 0;
   std::int64_t any = 0;
   for (std::size_t p = 0; p < k; ++p) {

@@ -1,4 +1,4 @@
-target_sources(lpemu PRIVATE
+target_sources(lpemu_datapath PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/datapath.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dot.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dot_cases.cpp

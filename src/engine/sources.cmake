@@ -1,4 +1,4 @@
-target_sources(lpemu PRIVATE
+target_sources(lpemu_engine PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sgemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/roles.cpp
@@ -10,7 +10,7 @@ target_sources(lpemu PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/session.cpp)
-target_sources(lpemu PRIVATE
+target_sources(lpemu_engine PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/bpe_tokenizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hf_import.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sampling.cpp)

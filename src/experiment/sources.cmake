@@ -1,4 +1,4 @@
-target_sources(lpemu PRIVATE
+target_sources(lpemu_experiment PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/proposal.cpp
   ${CMAKE_CURRENT_LIST_DIR}/proposal_block.cpp
   ${CMAKE_CURRENT_LIST_DIR}/proposal_dot.cpp

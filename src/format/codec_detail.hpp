@@ -2,14 +2,6 @@
 // layer's fast path (src/block/quantize_fast.cpp), which rounds its pre-scaled values with fast_round.
 #pragma once
 
-// Kernels compiled twice, for AVX2 and baseline x86-64, picked at load time. One generic build on
-// non-x86 targets and under clang 14, which cannot multiversion templates (fuzz preset).
-#if defined(__clang__) || !(defined(__x86_64__) || defined(__i386__))
-#define LPEMU_CLONES
-#else
-#define LPEMU_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-
 #include <bit>
 #include <cstdint>
 

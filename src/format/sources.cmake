@@ -1,4 +1,4 @@
-target_sources(lpemu PRIVATE
+target_sources(lpemu_format PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/format.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rounding.cpp
   ${CMAKE_CURRENT_LIST_DIR}/codec.cpp

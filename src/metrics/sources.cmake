@@ -1,2 +1,2 @@
-target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/metrics.cpp)
-target_sources(lpemu PRIVATE ${CMAKE_CURRENT_LIST_DIR}/perplexity.cpp)
+target_sources(lpemu_metrics PRIVATE ${CMAKE_CURRENT_LIST_DIR}/metrics.cpp)
+target_sources(lpemu_metrics PRIVATE ${CMAKE_CURRENT_LIST_DIR}/perplexity.cpp)

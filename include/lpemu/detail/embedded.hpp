@@ -1,4 +1,4 @@
-// Specs embedded into the library at build time from formats/ (cmake/lpemu_embed.cmake).
+// Specs embedded into the library at build time from formats/ (cmake/lpemu_embed.cmake, in lpemu::common).
 #pragma once
 
 #include <span>

@@ -8,8 +8,6 @@
 #include <string_view>
 #include <vector>
 
-#include "lpemu/format/registry.hpp"
-
 namespace lpemu::detail {
 
 /// One spelling of an enum value. A table lists a value's printed name first, its aliases after.
@@ -55,10 +53,14 @@ inline std::string join_names(const std::vector<std::string>& items, std::string
   return out;
 }
 
+/// The `n` known names closest to `name` (edit distance), for "did you mean" messages.
+std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& known,
+                                       std::size_t n = 3);
+
 /// "; closest known names: a, b, c" for `name` among `known` ("" when none is close): the one
 /// wording of every "did you mean" in lpemu.
 inline std::string closest_names_hint(std::string_view name, const std::vector<std::string>& known) {
-  const auto near = format::closest_names(name, known);
+  const auto near = closest_names(name, known);
   return near.empty() ? std::string() : "; closest known names: " + join_names(near);
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lpemu/detail/named_registry.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/format/format.hpp"
 
 namespace lpemu::format {
@@ -22,8 +23,7 @@ Format parse_format_toml(std::string_view text, std::string_view origin);
 std::string to_toml(const Format& f);
 
 /// The `n` known names closest to `name` (edit distance), for "did you mean" messages.
-std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& known,
-                                       std::size_t n = 3);
+using lpemu::detail::closest_names;
 
 /// Element formats by name and alias.
 class Registry {
