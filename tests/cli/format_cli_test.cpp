@@ -27,46 +27,10 @@ namespace {
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
-struct Run {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A scratch directory per test case, removed afterwards.
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name) : dir(fs::temp_directory_path() / ("lpemu_cli_" + name)) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-  fs::path operator/(const std::string& f) const { return dir / f; }
-};
-
-// Runs `lpemu ARGS` through the shell, capturing stdout, stderr and the exit status.
-Run lpemu(const std::string& args) {
-  static int counter = 0;
-  const fs::path base = fs::temp_directory_path() /
-                        ("lpemu_cli_run_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = lpemu::test::lpemu_binary() + " " + args + " >'" + base.string() + ".out' 2>'" +
-                          base.string() + ".err'";
-  Run r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = slurp(base.string() + ".out");
-  r.err = slurp(base.string() + ".err");
-  fs::remove(base.string() + ".out");
-  fs::remove(base.string() + ".err");
-  return r;
-}
+using lpemu::test::Run;
+using lpemu::test::run_lpemu;
+using lpemu::test::Scratch;
+using lpemu::test::slurp;
 
 void write_bytes(const fs::path& p, const void* data, std::size_t n) {
   std::ofstream out(p, std::ios::binary);
@@ -128,7 +92,7 @@ std::vector<std::uint8_t> reference_codes(const char* format, const std::vector<
 }
 
 TEST_CASE("lpemu formats list names every built-in format", "[cli]") {
-  const Run r = lpemu("formats list");
+  const Run r = run_lpemu("formats list");
   REQUIRE(r.status == 0);
   for (const auto& name : lpemu::format::Registry::builtin().names()) {
     CHECK_THAT(r.out, Contains("\n" + name + " "));
@@ -136,7 +100,7 @@ TEST_CASE("lpemu formats list names every built-in format", "[cli]") {
 }
 
 TEST_CASE("lpemu formats show prints the limits and special encodings", "[cli]") {
-  const Run r = lpemu("formats show float8_e4m3fn");
+  const Run r = run_lpemu("formats show float8_e4m3fn");
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Contains("name:            fp8_e4m3\n"));
   CHECK_THAT(r.out, Contains("max finite:      448\n"));
@@ -145,7 +109,7 @@ TEST_CASE("lpemu formats show prints the limits and special encodings", "[cli]")
   CHECK_THAT(r.out, Contains("machine epsilon: 0.125  (2^-3)\n"));
   CHECK_THAT(r.out, Contains("finite values:   254\n"));
   CHECK_THAT(r.out, Contains("NaN:             0x7f and 0xff"));
-  const Run v = lpemu("formats show fp4_e2m1 --values");
+  const Run v = run_lpemu("formats show fp4_e2m1 --values");
   REQUIRE(v.status == 0);
   CHECK_THAT(v.out, Contains("0x7  0'11'1  6\n"));
   CHECK_THAT(v.out, Contains("0x9  1'00'1  -0.5\n"));
@@ -153,30 +117,30 @@ TEST_CASE("lpemu formats show prints the limits and special encodings", "[cli]")
 }
 
 TEST_CASE("lpemu encode and decode print hex, fielded binary and value", "[cli]") {
-  CHECK(lpemu("encode fp8_e4m3 448").out == "0x7e  0'1111'110  448\n");
-  CHECK(lpemu("encode fp8_e4m3 464").out == "0x7e  0'1111'110  448\n");
-  CHECK(lpemu("encode fp8_e4m3 465").out == "0x7f  0'1111'111  nan\n");
-  CHECK(lpemu("encode fp8_e4m3 465 --overflow saturate").out == "0x7e  0'1111'110  448\n");
-  CHECK(lpemu("encode fp8_e4m3 -1e9 --overflow saturate").out == "0xfe  1'1111'110  -448\n");
-  CHECK(lpemu("encode fp8_e4m3 1.3 --rounding toward_positive").out == "0x3b  0'0111'011  1.375\n");
-  CHECK(lpemu("encode fp8_e5m2 61440").out == "0x7c  0'11111'00  inf\n");
-  CHECK(lpemu("encode fp8_e4m3 0.001 --ftz").out == "0x00  0'0000'000  0\n");
-  const Run a = lpemu("encode fp8_e4m3 1.3 --rounding stochastic --seed 5 --sr-bits 4");
-  const Run b = lpemu("encode fp8_e4m3 1.3 --rounding stochastic --seed 5 --sr-bits 4");
+  CHECK(run_lpemu("encode fp8_e4m3 448").out == "0x7e  0'1111'110  448\n");
+  CHECK(run_lpemu("encode fp8_e4m3 464").out == "0x7e  0'1111'110  448\n");
+  CHECK(run_lpemu("encode fp8_e4m3 465").out == "0x7f  0'1111'111  nan\n");
+  CHECK(run_lpemu("encode fp8_e4m3 465 --overflow saturate").out == "0x7e  0'1111'110  448\n");
+  CHECK(run_lpemu("encode fp8_e4m3 -1e9 --overflow saturate").out == "0xfe  1'1111'110  -448\n");
+  CHECK(run_lpemu("encode fp8_e4m3 1.3 --rounding toward_positive").out == "0x3b  0'0111'011  1.375\n");
+  CHECK(run_lpemu("encode fp8_e5m2 61440").out == "0x7c  0'11111'00  inf\n");
+  CHECK(run_lpemu("encode fp8_e4m3 0.001 --ftz").out == "0x00  0'0000'000  0\n");
+  const Run a = run_lpemu("encode fp8_e4m3 1.3 --rounding stochastic --seed 5 --sr-bits 4");
+  const Run b = run_lpemu("encode fp8_e4m3 1.3 --rounding stochastic --seed 5 --sr-bits 4");
   REQUIRE(a.status == 0);
   CHECK(a.out == b.out);
   CHECK((a.out == "0x3a  0'0111'010  1.25\n" || a.out == "0x3b  0'0111'011  1.375\n"));
-  CHECK(lpemu("decode fp8_e4m3 0x7e").out == "0x7e  0'1111'110  448\n");
-  CHECK(lpemu("decode fp4_e2m1 0b1111").out == "0xf  1'11'1  -6\n");
-  CHECK(lpemu("decode int8 0xff").out == "0xff  11111111  -1\n");
-  CHECK(lpemu("decode e8m0 127").out == "0x7f  01111111  1\n");
+  CHECK(run_lpemu("decode fp8_e4m3 0x7e").out == "0x7e  0'1111'110  448\n");
+  CHECK(run_lpemu("decode fp4_e2m1 0b1111").out == "0xf  1'11'1  -6\n");
+  CHECK(run_lpemu("decode int8 0xff").out == "0xff  11111111  -1\n");
+  CHECK(run_lpemu("decode e8m0 127").out == "0x7f  01111111  1\n");
 }
 
 TEST_CASE("lpemu convert fp32 -> fp8_e4m3 -> fp32 on raw files matches the reference", "[cli]") {
   Scratch s("raw");
   write_bytes(s / "in.f32", kInputs.data(), kInputs.size() * sizeof(float));
-  Run r = lpemu("convert --from fp32 --to fp8_e4m3 '" + (s / "in.f32").string() + "' '" +
-                (s / "out.u8").string() + "'");
+  Run r = run_lpemu("convert --from fp32 --to fp8_e4m3 '" + (s / "in.f32").string() + "' '" +
+                    (s / "out.u8").string() + "'");
   REQUIRE(r.status == 0);
   CHECK_THAT(r.err, Contains("converted 12 elements from fp32 to fp8_e4m3"));
   const std::string codes = slurp(s / "out.u8");
@@ -187,8 +151,8 @@ TEST_CASE("lpemu convert fp32 -> fp8_e4m3 -> fp32 on raw files matches the refer
     CHECK(static_cast<unsigned>(static_cast<unsigned char>(codes[i])) == want[i]);
   }
   // Saturating conversion too.
-  r = lpemu("convert --from fp32 --to fp8_e4m3 --overflow saturate '" + (s / "in.f32").string() + "' '" +
-            (s / "sat.u8").string() + "'");
+  r = run_lpemu("convert --from fp32 --to fp8_e4m3 --overflow saturate '" + (s / "in.f32").string() + "' '" +
+                (s / "sat.u8").string() + "'");
   REQUIRE(r.status == 0);
   const auto want_sat = reference_codes(
       "fp8_e4m3", kInputs, {lpemu::format::RoundingMode::nearest_even, lpemu::format::Overflow::saturate});
@@ -196,8 +160,8 @@ TEST_CASE("lpemu convert fp32 -> fp8_e4m3 -> fp32 on raw files matches the refer
   REQUIRE(sat.size() == want_sat.size());
   for (std::size_t i = 0; i < want_sat.size(); ++i) CHECK(static_cast<unsigned char>(sat[i]) == want_sat[i]);
   // And back to float32: the reference values of the codes.
-  r = lpemu("convert --from fp8_e4m3 --to fp32 '" + (s / "out.u8").string() + "' '" +
-            (s / "back.f32").string() + "'");
+  r = run_lpemu("convert --from fp8_e4m3 --to fp32 '" + (s / "out.u8").string() + "' '" +
+                (s / "back.f32").string() + "'");
   REQUIRE(r.status == 0);
   const std::string back = slurp(s / "back.f32");
   REQUIRE(back.size() == 4 * want.size());
@@ -219,7 +183,7 @@ TEST_CASE("lpemu convert reads and writes .npy files", "[cli]") {
   Scratch s("npy");
   write_npy_f4(s / "in.npy", kInputs);
   const Run r =
-      lpemu("convert --to fp8_e4m3 '" + (s / "in.npy").string() + "' '" + (s / "out.npy").string() + "'");
+      run_lpemu("convert --to fp8_e4m3 '" + (s / "in.npy").string() + "' '" + (s / "out.npy").string() + "'");
   REQUIRE(r.status == 0);
   const Npy out = read_npy(s / "out.npy");
   CHECK_THAT(out.header, Contains("'descr': '|u1'"));
@@ -234,8 +198,8 @@ TEST_CASE("lpemu convert --packed puts fp4 code 0 in the low nibble", "[cli]") {
   Scratch s("packed");
   const std::vector<float> in = {1.0F, 6.0F, -0.5F, 2.0F, 3.0F};  // codes 2, 7, 9, 4, 5
   write_bytes(s / "in.f32", in.data(), in.size() * sizeof(float));
-  Run r = lpemu("convert --from fp32 --to fp4_e2m1 --packed '" + (s / "in.f32").string() + "' '" +
-                (s / "out.bin").string() + "'");
+  Run r = run_lpemu("convert --from fp32 --to fp4_e2m1 --packed '" + (s / "in.f32").string() + "' '" +
+                    (s / "out.bin").string() + "'");
   REQUIRE(r.status == 0);
   const std::string packed = slurp(s / "out.bin");
   REQUIRE(packed.size() == 3);
@@ -243,13 +207,13 @@ TEST_CASE("lpemu convert --packed puts fp4 code 0 in the low nibble", "[cli]") {
   CHECK(static_cast<unsigned char>(packed[1]) == 0x49);
   CHECK(static_cast<unsigned char>(packed[2]) == 0x05);
   // Unpacked: one code per byte.
-  r = lpemu("convert --from fp32 --to fp4_e2m1 '" + (s / "in.f32").string() + "' '" +
-            (s / "one.bin").string() + "'");
+  r = run_lpemu("convert --from fp32 --to fp4_e2m1 '" + (s / "in.f32").string() + "' '" +
+                (s / "one.bin").string() + "'");
   REQUIRE(r.status == 0);
   CHECK(slurp(s / "one.bin") == std::string("\x02\x07\x09\x04\x05", 5));
   // And back from packed codes.
-  r = lpemu("convert --from fp4_e2m1 --to fp32 --packed '" + (s / "out.bin").string() + "' '" +
-            (s / "back.f32").string() + "'");
+  r = run_lpemu("convert --from fp4_e2m1 --to fp32 --packed '" + (s / "out.bin").string() + "' '" +
+                (s / "back.f32").string() + "'");
   REQUIRE(r.status == 0);
   const std::string back = slurp(s / "back.f32");
   REQUIRE(back.size() >= 4 * in.size());
@@ -273,23 +237,24 @@ TEST_CASE("lpemu convert reads a file of many chunks in parallel as a stream rea
   const auto want = reference_codes("fp8_e4m3", in);
   const std::string want_bytes(want.begin(), want.end());
   const std::string in_f32 = "'" + (s / "in.f32").string() + "'";
-  Run r = lpemu("convert --from fp32 --to fp8_e4m3 " + in_f32 + " '" + (s / "file.u8").string() + "'");
+  Run r = run_lpemu("convert --from fp32 --to fp8_e4m3 " + in_f32 + " '" + (s / "file.u8").string() + "'");
   REQUIRE(r.status == 0);
   CHECK(slurp(s / "file.u8") == want_bytes);
-  r = lpemu("convert --from fp32 --to fp8_e4m3 - - < " + in_f32);
+  r = run_lpemu("convert --from fp32 --to fp8_e4m3 - - < " + in_f32);
   REQUIRE(r.status == 0);
   CHECK(r.out == want_bytes);
-  r = lpemu("convert --to fp8_e4m3 '" + (s / "in.npy").string() + "' '" + (s / "file.npy").string() + "'");
+  r = run_lpemu("convert --to fp8_e4m3 '" + (s / "in.npy").string() + "' '" + (s / "file.npy").string() +
+                "'");
   REQUIRE(r.status == 0);
   CHECK(read_npy(s / "file.npy").data == want_bytes);
   // Packed FP4 codes (an odd count) back to float32: file and stream agree.
-  r = lpemu("convert --from fp32 --to fp4_e2m1 --packed " + in_f32 + " '" + (s / "p.bin").string() + "'");
+  r = run_lpemu("convert --from fp32 --to fp4_e2m1 --packed " + in_f32 + " '" + (s / "p.bin").string() + "'");
   REQUIRE(r.status == 0);
-  r = lpemu("convert --from fp4_e2m1 --to fp32 --packed '" + (s / "p.bin").string() + "' '" +
-            (s / "p.f32").string() + "'");
+  r = run_lpemu("convert --from fp4_e2m1 --to fp32 --packed '" + (s / "p.bin").string() + "' '" +
+                (s / "p.f32").string() + "'");
   REQUIRE(r.status == 0);
   const Run piped =
-      lpemu("convert --from fp4_e2m1 --to fp32 --packed - - < '" + (s / "p.bin").string() + "'");
+      run_lpemu("convert --from fp4_e2m1 --to fp32 --packed - - < '" + (s / "p.bin").string() + "'");
   REQUIRE(piped.status == 0);
   CHECK(slurp(s / "p.f32") == piped.out);
   CHECK(piped.out.size() == 4 * (in.size() + 1));  // the zero padding of the last byte is a code
@@ -297,7 +262,7 @@ TEST_CASE("lpemu convert reads a file of many chunks in parallel as a stream rea
   std::string cut = slurp(s / "in.npy");
   cut.resize(cut.size() - 4 * 70000 - 2);
   write_bytes(s / "cut.npy", cut.data(), cut.size());
-  r = lpemu("convert --to fp8_e4m3 '" + (s / "cut.npy").string() + "' '" + (s / "cut.u8").string() + "'");
+  r = run_lpemu("convert --to fp8_e4m3 '" + (s / "cut.npy").string() + "' '" + (s / "cut.u8").string() + "'");
   CHECK(r.status != 0);
   CHECK_THAT(r.err, Contains("cut.npy: .npy shape (" + std::to_string(in.size()) + ",) of <f4 declares " +
                              std::to_string(4 * in.size()) + " data bytes but the file holds " +
@@ -305,8 +270,8 @@ TEST_CASE("lpemu convert reads a file of many chunks in parallel as a stream rea
   CHECK_FALSE(fs::exists(s / "cut.u8"));
   const std::string raw = slurp(s / "in.f32").substr(0, 4 * (in.size() - 70000));
   write_bytes(s / "cut.raw", raw.data(), raw.size());
-  r = lpemu("convert --from fp32 --to fp8_e4m3 '" + (s / "cut.raw").string() + "' '" +
-            (s / "cut.u8").string() + "'");
+  r = run_lpemu("convert --from fp32 --to fp8_e4m3 '" + (s / "cut.raw").string() + "' '" +
+                (s / "cut.u8").string() + "'");
   CHECK(r.status == 0);
   CHECK(slurp(s / "cut.u8") == want_bytes.substr(0, in.size() - 70000));
   // A bad code in the third chunk is the one named, whichever thread read it first.
@@ -315,8 +280,8 @@ TEST_CASE("lpemu convert reads a file of many chunks in parallel as a stream rea
   codes[150001] = 0xF0;
   codes[200000] = 0xF1;  // and one in the last chunk
   write_bytes(s / "bad.u8", codes.data(), codes.size());
-  r = lpemu("convert --from fp4_e2m1 --to fp32 '" + (s / "bad.u8").string() + "' '" +
-            (s / "bad.f32").string() + "'");
+  r = run_lpemu("convert --from fp4_e2m1 --to fp32 '" + (s / "bad.u8").string() + "' '" +
+                (s / "bad.f32").string() + "'");
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Contains("bad.u8: element 150001") && Contains("code 0xf0 is wider"));
   CHECK_FALSE(fs::exists(s / "bad.f32"));
@@ -328,11 +293,11 @@ TEST_CASE("lpemu convert refuses to overwrite without --force", "[cli]") {
   write_bytes(s / "out.u8", "keep", 4);
   const std::string args =
       "--from fp32 --to fp8_e4m3 '" + (s / "in.f32").string() + "' '" + (s / "out.u8").string() + "'";
-  Run r = lpemu("convert " + args);
+  Run r = run_lpemu("convert " + args);
   CHECK(r.status != 0);
   CHECK_THAT(r.err, Contains((s / "out.u8").string() + ": output exists; pass --force to overwrite it"));
   CHECK(slurp(s / "out.u8") == "keep");
-  r = lpemu("convert --force " + args);
+  r = run_lpemu("convert --force " + args);
   CHECK(r.status == 0);
   CHECK(slurp(s / "out.u8").size() == kInputs.size());
 }
@@ -363,7 +328,7 @@ TEST_CASE("bad command-line inputs give a non-zero exit and a message", "[cli]")
            {"formats show nope", "unknown format 'nope'"},
        }) {
     INFO("lpemu " << b.args);
-    const Run r = lpemu(b.args);
+    const Run r = run_lpemu(b.args);
     CHECK(r.status != 0);
     CHECK_THAT(r.err, Contains(b.message));
   }
@@ -396,7 +361,7 @@ TEST_CASE("option values are checked while parsing: exit 2 and a message naming 
             "unknown datapath 'h100_e4m3_fp33'; closest known names: h100_e4m3_fp32"},
        }) {
     INFO("lpemu " << b.args);
-    const Run r = lpemu(b.args);
+    const Run r = run_lpemu(b.args);
     CHECK(r.status == 2);
     CHECK_THAT(r.err, Contains(b.message));
     CHECK(r.out.empty());
@@ -404,7 +369,7 @@ TEST_CASE("option values are checked while parsing: exit 2 and a message naming 
 }
 
 TEST_CASE("comma-separated options take spaces around their elements", "[cli]") {
-  const Run r = lpemu("datapath-error --datapath 'ideal, h100_e4m3_fp32' --k '16, 32' --trials 2");
+  const Run r = run_lpemu("datapath-error --datapath 'ideal, h100_e4m3_fp32' --k '16, 32' --trials 2");
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Contains("ideal") && Contains("h100_e4m3_fp32") && Contains("\n32 "));
 }

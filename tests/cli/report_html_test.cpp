@@ -2,14 +2,9 @@
 // report.html beside report.md, self-contained (inline SVG and CSS, nothing fetched), and headless
 // Chromium (Debian `chromium`, installed by `make test`) loads it with no console message and
 // produces a screenshot. A page with a deliberate script error shows the console check can fail.
-#include <sys/wait.h>
-
-#include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -20,25 +15,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d =
-      fs::temp_directory_path() /
-      ("lpemu_" + name + "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-  fs::create_directories(d);
-  return d;
-}
-
-int run(const std::string& cmd) {
-  const int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+using lpemu::test::Run;
+using lpemu::test::run_lpemu;
+using lpemu::test::run_lpemu_merged;
+using lpemu::test::Scratch;
+using lpemu::test::slurp;
 
 std::string chromium() {
   for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
@@ -50,19 +31,20 @@ std::string chromium() {
 // Loads `page` in headless Chromium; returns Chromium's stderr (console messages are logged there
 // as "CONSOLE") and leaves the screenshot at `png`.
 std::string load_in_chromium(const fs::path& page, const fs::path& png, const fs::path& work) {
-  const fs::path log = work / "chromium.log";
-  const std::string cmd = "timeout 180 " + chromium() +
-                          " --headless --disable-gpu --no-sandbox --no-first-run --disable-extensions"
-                          " --user-data-dir=" +
-                          (work / "profile").string() +
-                          " --enable-logging=stderr --v=0 --window-size=1280,2400 --virtual-time-budget=5000"
-                          " --screenshot=" +
-                          png.string() + " file://" + fs::absolute(page).string() + " > " +
-                          (work / "chromium.out").string() + " 2> " + log.string();
-  const int rc = run(cmd);
-  INFO("chromium exit status " << rc << "\n" << slurp(log));
-  CHECK(rc == 0);
-  return slurp(log);
+  lpemu::test::RunOptions o;
+  o.timeout_s = 180;
+  const Run r =
+      lpemu::test::run_shell(chromium() +
+                                 " --headless --disable-gpu --no-sandbox --no-first-run --disable-extensions"
+                                 " --user-data-dir=" +
+                                 (work / "profile").string() +
+                                 " --enable-logging=stderr --v=0 --window-size=1280,2400 "
+                                 "--virtual-time-budget=5000 --screenshot=" +
+                                 png.string() + " file://" + fs::absolute(page).string(),
+                             o);
+  INFO("chromium exit status " << r.status << "\n" << r.err);
+  CHECK(r.status == 0);
+  return r.err;
 }
 
 bool is_png(const fs::path& p) {
@@ -74,7 +56,8 @@ TEST_CASE(
     "lpemu sweep writes a self-contained report.html that headless Chromium loads without console errors",
     "[cli][report]") {
   REQUIRE_FALSE(chromium().empty());  // Debian `chromium`: `make test` installs it (Makefile TEST_PACKAGES)
-  const fs::path work = fresh_dir("report_html");
+  const Scratch scratch("report_html");
+  const fs::path& work = scratch.dir;
   const std::string data = lpemu::test::source_path("data/models/stories260K");
   const fs::path exp = work / "small.toml";
   std::ofstream(exp)
@@ -86,11 +69,11 @@ TEST_CASE(
       << "[grid]\nformats = [\"mxfp8_e4m3\", \"mxfp4\"]\nroles = [\"weights\", \"linear_input\"]\n"
       << "[grid.native]\nmxfp8_e4m3 = \"b200_mxfp8_fp32\"\nmxfp4 = \"b200_mxfp4_fp32\"\n";
   const fs::path out = work / "out";
-  REQUIRE(run(lpemu::test::lpemu_binary() + " sweep " + exp.string() + " --out " + out.string() + " > " +
-              (work / "sweep.log").string() + " 2>&1") == 0);
+  const Run sweep = run_lpemu_merged("sweep " + exp.string() + " --out " + out.string());
+  REQUIRE(sweep.status == 0);
   const fs::path html = out / "report.html";
   REQUIRE(fs::exists(html));
-  CHECK(slurp(work / "sweep.log").find(fs::absolute(html).string()) != std::string::npos);
+  CHECK(sweep.out.find(fs::absolute(html).string()) != std::string::npos);
   const std::string page = slurp(html);
 
   // Self-contained: every figure inline, nothing to fetch.
@@ -128,14 +111,14 @@ TEST_CASE(
          "<title>x</title></head><body><p>x</p><script>undefined_function();</script></body></html>\n";
   const std::string bad_log = load_in_chromium(bad, work / "bad.png", work);
   CHECK(bad_log.find("CONSOLE") != std::string::npos);
-  fs::remove_all(work);
 }
 
 TEST_CASE("lpemu cost --plot draws each phase's per-op breakdown", "[cli][report]") {
-  const fs::path work = fresh_dir("cost_plot");
-  REQUIRE(run(lpemu::test::lpemu_binary() +
-              " cost --target h100_sxm --model llama3_8b --plan fp8 --phase both --plot " +
-              (work / "figs").string() + " > " + (work / "out.txt").string() + " 2>&1") == 0);
+  const Scratch scratch("cost_plot");
+  const fs::path& work = scratch.dir;
+  const Run r = run_lpemu_merged("cost --target h100_sxm --model llama3_8b --plan fp8 --phase both --plot " +
+                                 (work / "figs").string());
+  REQUIRE(r.status == 0);
   for (const char* ph : {"prefill", "decode"}) {
     const std::string svg = slurp(work / "figs" / ("cost_" + std::string(ph) + ".svg"));
     INFO(ph);
@@ -143,13 +126,13 @@ TEST_CASE("lpemu cost --plot draws each phase's per-op breakdown", "[cli][report
     CHECK(svg.find("Where " + std::string(ph) + " time goes") != std::string::npos);
     CHECK(svg.find("attn.sdpa") != std::string::npos);
   }
-  CHECK(slurp(work / "out.txt").find("cost_decode.svg") != std::string::npos);
-  fs::remove_all(work);
+  CHECK(r.out.find("cost_decode.svg") != std::string::npos);
 }
 
 TEST_CASE("a sweep's cluster-level cost equals lpemu cost --system for the same plan and job",
           "[cli][report]") {
-  const fs::path work = fresh_dir("sweep_cluster");
+  const Scratch scratch("sweep_cluster");
+  const fs::path& work = scratch.dir;
   const std::string data = lpemu::test::source_path("data/models/stories260K");
   std::ofstream(work / "e.toml")
       << "name = \"cluster\"\n[source]\nmodel = \"stories260K\"\ntext = \"" << data
@@ -157,19 +140,19 @@ TEST_CASE("a sweep's cluster-level cost equals lpemu cost --system for the same 
          "shape = \"llama3_70b\"\nphase = \"train\"\ndevices = 1024\n"
          "parallel = \"tp=8,pp=4,sp=1,zero=1\"\ncontext = 8192\nglobal_batch = 512\n"
          "comm = \"fp8_e4m3\"\n[grid]\nformats = [\"bf16\", \"fp8_e4m3\"]\n";
-  REQUIRE(run(lpemu::test::lpemu_binary() + " sweep " + (work / "e.toml").string() + " --out " +
-              (work / "out").string() + " > " + (work / "sweep.txt").string() + " 2>&1") == 0);
+  REQUIRE(
+      run_lpemu_merged("sweep " + (work / "e.toml").string() + " --out " + (work / "out").string()).status ==
+      0);
   const std::string csv = slurp(work / "out" / "results.csv");
   for (const char* idx : {"0000", "0001"}) {
     INFO(idx);
-    const fs::path json = work / (std::string(idx) + ".json");
-    REQUIRE(run(lpemu::test::lpemu_binary() +
-                " cost --system dgx_h100 --model llama3_70b --phase train --devices 1024 "
-                "--parallel tp=8,pp=4,sp=1,zero=1 --context 8192 --global-batch 512 --comm fp8_e4m3 --json "
-                "--plan " +
-                (work / "out" / "plans" / (std::string(idx) + ".toml")).string() + " > " + json.string()) ==
-            0);
-    const std::string j = slurp(json);
+    const Run cost = run_lpemu(
+        "cost --system dgx_h100 --model llama3_70b --phase train --devices 1024 "
+        "--parallel tp=8,pp=4,sp=1,zero=1 --context 8192 --global-batch 512 --comm fp8_e4m3 --json --plan " +
+        (work / "out" / "plans" / (std::string(idx) + ".toml")).string());
+    INFO(cost.err);
+    REQUIRE(cost.status == 0);
+    const std::string j = cost.out;
     const std::regex step("\"step_s\":([0-9.eE+-]+)"), tps("\"tokens_per_s\":([0-9.eE+-]+)");
     std::smatch ms, mt;
     REQUIRE(std::regex_search(j, ms, step));
@@ -188,7 +171,6 @@ TEST_CASE("a sweep's cluster-level cost equals lpemu cost --system for the same 
   const std::string md = slurp(work / "out" / "report.md");
   CHECK(md.find("cluster step s") != std::string::npos);
   CHECK(md.find("tp=8,pp=4,dp=32,sp=1,zero=1") != std::string::npos);
-  fs::remove_all(work);
 }
 
 }  // namespace

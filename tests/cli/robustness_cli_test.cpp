@@ -1,13 +1,8 @@
 // Regression tests for bad inputs and unsafe outputs (label cli): each case runs the built `lpemu`
 // on an input checked in under tests/regression/ (or made here from a shipped file) and checks
 // the exit status, the message and that no file was destroyed or left half-written.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -21,50 +16,10 @@ namespace {
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
-struct Run {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A scratch directory per test case, removed afterwards.
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name)
-      : dir(fs::temp_directory_path() / ("lpemu_robust_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-  fs::path operator/(const std::string& f) const { return dir / f; }
-};
-
-// Runs `lpemu ARGS` with stdout sent to `stdout_to` (a file of ours unless given), with a 60 s limit;
-// `env`: VAR=value assignments for the command.
-Run run_lpemu(const std::string& args, const std::string& stdout_to = "", const std::string& env = "") {
-  static int counter = 0;
-  const std::string base = (fs::temp_directory_path() / ("lpemu_robust_run_" + std::to_string(::getpid()) +
-                                                         "_" + std::to_string(counter++)))
-                               .string();
-  const std::string out = stdout_to.empty() ? base + ".out" : stdout_to;
-  const std::string cmd = env + " timeout 60 " + lpemu::test::lpemu_binary() + " " + args + " >'" + out +
-                          "' 2>'" + base + ".err'";
-  Run r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  if (stdout_to.empty()) r.out = slurp(out);
-  r.err = slurp(base + ".err");
-  fs::remove(base + ".out");
-  fs::remove(base + ".err");
-  return r;
-}
+using lpemu::test::Run;
+using lpemu::test::run_lpemu;
+using lpemu::test::Scratch;
+using lpemu::test::slurp;
 
 std::string regression(const std::string& f) { return lpemu::test::source_path("tests/regression/" + f); }
 

@@ -7,6 +7,7 @@
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/registry.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -119,8 +120,8 @@ TEST_CASE("block format errors name file, line, field, value and expectation", "
 }
 
 TEST_CASE("user block formats load from DIR/block and clash with taken names", "[block][unit]") {
-  const auto dir = std::filesystem::temp_directory_path() / "lpemu_block_user_test";
-  std::filesystem::remove_all(dir);
+  const lpemu::test::Scratch scratch("block_user");
+  const auto& dir = scratch.dir;
   std::filesystem::create_directories(dir / "block");
   std::ofstream(dir / "block" / "my16.toml") << "name = \"mxfp4_b16\"\nelement = \"fp4_e2m1\"\nscale = "
                                                 "\"e8m0\"\nblock_size = 16\n";
@@ -131,7 +132,6 @@ TEST_CASE("user block formats load from DIR/block and clash with taken names", "
   std::ofstream(dir / "block" / "z.toml") << "name = \"mxfp4\"\nelement = \"fp4_e2m1\"\nscale = \"e8m0\"\n";
   CHECK_THROWS_AS(BlockRegistry::with_user_paths(lpemu::format::Registry::builtin(), {dir}),
                   lpemu::SpecError);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

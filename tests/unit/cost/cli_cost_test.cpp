@@ -1,12 +1,9 @@
 // `lpemu cost` end to end: the binary runs, prints the hand-checked MAC total and the errors.
-#include <sys/wait.h>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -15,26 +12,14 @@
 
 namespace {
 
-struct Result {
-  int rc;
-  std::string out;
-};
+using lpemu::test::Run;
 
-Result run(const std::string& args) {
-  const std::string cmd = lpemu::test::lpemu_binary() + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  REQUIRE(p != nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
-  const int status = pclose(p.release());
-  return {WEXITSTATUS(status), out};
-}
+// `lpemu ARGS` with stderr merged into Run::out.
+Run run(const std::string& args) { return lpemu::test::run_lpemu_merged(args); }
 
 TEST_CASE("lpemu cost mac prints the per-component breakdown", "[cost][cli]") {
   const auto r = run("cost mac --format bf16 --datapath generic_bf16");
-  CHECK(r.rc == 0);
+  CHECK(r.status == 0);
   // Hand arithmetic (mac_model_test): 64 + 26.5 + 67.5 + 21.75 + 31.625 + 26.25 = 237.625 FA.
   CHECK_THAT(r.out, Catch::Matchers::Contains("multiplier         64.000"));
   CHECK_THAT(r.out, Catch::Matchers::Contains("total             237.625"));
@@ -44,11 +29,11 @@ TEST_CASE("lpemu cost mac prints the per-component breakdown", "[cost][cli]") {
 TEST_CASE("lpemu cost prints both phases and the memory floor holds", "[cost][cli]") {
   const auto r =
       run("cost --target h100_sxm --model llama2_70b --plan bf16 --batch 1 --context 1 --phase decode");
-  CHECK(r.rc == 0);
+  CHECK(r.status == 0);
   CHECK_THAT(r.out, Catch::Matchers::Contains("DO NOT FIT in 80 GB"));  // 137.95 GB of bf16 weights
   CHECK_THAT(r.out, Catch::Matchers::Contains("decode (batch 1, context 1): 1 tokens"));
   const auto j = run("cost --target h100_sxm --model stories260K --plan fp8 --json");
-  CHECK(j.rc == 0);
+  CHECK(j.status == 0);
   CHECK_THAT(j.out, Catch::Matchers::StartsWith("{\"target\":\"h100_sxm\",\"model\":\"stories260K\""));
 }
 
@@ -77,9 +62,8 @@ std::map<std::string, double> csv_metrics(const std::filesystem::path& csv, int 
 
 TEST_CASE("a sweep's cost columns equal `lpemu cost` on the plan files it wrote", "[cost][cli][experiment]") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "lpemu_cli_join_test";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const lpemu::test::Scratch s("cli_join");
+  const fs::path& dir = s.dir;
   std::ofstream(dir / "e.toml")
       << "name = \"join\"\n[source]\nmodel = \""
       << lpemu::test::source_path("data/models/stories260K/model.h5") << "\"\ntext = \""
@@ -91,7 +75,7 @@ TEST_CASE("a sweep's cost columns equal `lpemu cost` on the plan files it wrote"
          "kv_cache = \"bf16\"\n[grid.datapath]\nbase = \"h100_e4m3_fp32\"\nfused_terms = [4, 32]\n"
          "formats = [\"fp8_e4m3\"]\n";
   const auto sweep = run("sweep '" + (dir / "e.toml").string() + "' --out '" + (dir / "out").string() + "'");
-  REQUIRE(sweep.rc == 0);
+  REQUIRE(sweep.status == 0);
   // Plans: bf16, mxfp4 (fp32 accumulation), mxfp4+b200_mxfp4_fp32, then the study's two variants.
   CHECK(fs::exists(dir / "out" / "datapath" / "h100_e4m3_fp32.n4.toml"));
   CHECK(fs::exists(dir / "out" / "datapath" / "h100_e4m3_fp32.n32.toml"));
@@ -104,7 +88,7 @@ TEST_CASE("a sweep's cost columns equal `lpemu cost` on the plan files it wrote"
     const auto c = run("--formats-dir '" + (dir / "out").string() + "' cost --plan '" +
                        (dir / "out" / "plans" / name).string() +
                        "' --target b200 --model llama3_8b --phase decode --batch 8 --context 4096 --json");
-    REQUIRE(c.rc == 0);
+    REQUIRE(c.status == 0);
     CHECK(json_number(c.out, "tokens_per_s") ==
           Approx(m.at("cost_tokens_per_s")).epsilon(1e-8));  // results.csv prints 9 digits
     CHECK(json_number(c.out, "joules_per_token") ==
@@ -120,12 +104,11 @@ TEST_CASE("a sweep's cost columns equal `lpemu cost` on the plan files it wrote"
   // The study's variants are emulated and priced under their own names: 4 fused terms cost more
   // area per lane than 32 (the accumulator and normaliser are shared by fewer lanes).
   CHECK(area_n4 > area_n32);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("lpemu cost reports unknown names with suggestions", "[cost][cli]") {
   const auto r = run("cost --target h100 --model llama2_7b");
-  CHECK(r.rc != 0);
+  CHECK(r.status != 0);
   CHECK(r.out ==
         "lpemu: error: unknown target 'h100'; closest known names: h100_sxm, proposed_h100_fp4, "
         "proposed_h100_fp6\n");

@@ -11,6 +11,7 @@
 
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/error.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -187,8 +188,8 @@ namespace {
 
 TEST_CASE("user directories add targets and proposed targets derive from built-ins", "[cost]") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "lpemu_cost_user_dir_test";
-  fs::remove_all(dir);
+  const lpemu::test::Scratch scratch("cost_user_dir");
+  const fs::path dir = scratch / "cost";
   fs::create_directories(dir / "hardware");
   {
     std::ofstream f(dir / "hardware" / "mine.toml");

@@ -14,6 +14,7 @@
 #include "lpemu/engine/session.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
+#include "support/test_support.hpp"
 #include "support/tiny_model.hpp"
 
 namespace {
@@ -156,11 +157,10 @@ double max_diff(const Dmat& ref, const RowMatrix& got) {
 }
 
 Model saved_and_loaded(const Model& m) {
-  const auto file = std::filesystem::temp_directory_path() / ("lpemu_" + m.config.name + ".h5");
+  const lpemu::test::Scratch scratch("forward");
+  const auto file = scratch / ("lpemu_" + m.config.name + ".h5");
   save_model(m, file);
-  Model back = load_model(file);
-  std::filesystem::remove(file);
-  return back;
+  return load_model(file);
 }
 
 const std::vector<int> kTokens{1, 5, 9, 33, 2, 17, 17, 39, 0, 12, 8, 25};

@@ -1,8 +1,5 @@
 // End-to-end runs of `lpemu gemm` and the block-scale inputs of `lpemu dot` (label cli via the
 // [cli] tag). Expected values are exact sums computed here in double from small integers.
-#include <sys/wait.h>
-
-#include <array>
 #include <bit>
 #include <cstdio>
 #include <filesystem>
@@ -22,23 +19,11 @@ namespace {
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
-struct Result {
-  int rc = -1;
-  std::string out;
-};
+using lpemu::test::Run;
+using lpemu::test::Scratch;
 
-Result run(const std::string& args) {
-  const std::string cmd = lpemu::test::lpemu_binary() + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// `lpemu ARGS` with stderr merged into Run::out.
+Run run(const std::string& args) { return lpemu::test::run_lpemu_merged(args); }
 
 lpemu::io::Tensor integers(std::size_t rows, std::size_t cols, int seed) {
   lpemu::io::Tensor t{{rows, cols}, std::vector<float>(rows * cols)};
@@ -48,17 +33,16 @@ lpemu::io::Tensor integers(std::size_t rows, std::size_t cols, int seed) {
 }
 
 TEST_CASE("lpemu gemm multiplies quantised operands on a datapath", "[engine][cli]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_gemm_cli";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const Scratch s("gemm_cli");
+  const fs::path& dir = s.dir;
   const auto a = integers(3, 40, 1), b = integers(4, 40, 2);
   lpemu::io::write_tensor((dir / "a.npy").string(), a, lpemu::io::OutputPolicy{true, {}});
   lpemu::io::write_tensor((dir / "w.h5").string() + ":/b", b, lpemu::io::OutputPolicy{true, {}});
   const std::string out = (dir / "c.npy").string();
   const std::string args = "gemm --datapath h100_e4m3_fp32 --a-format fp8_e4m3 --b-format fp8_e4m3 " +
                            (dir / "a.npy").string() + " " + (dir / "w.h5").string() + ":/b " + out;
-  Result r = run(args);
-  REQUIRE(r.rc == 0);
+  Run r = run(args);
+  REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Contains("wrote [3, 4] float32"));
   const auto c = lpemu::io::read_tensor(out);
   REQUIRE(c.shape == std::vector<std::size_t>{3, 4});
@@ -71,27 +55,26 @@ TEST_CASE("lpemu gemm multiplies quantised operands on a datapath", "[engine][cl
     }
   }
   r = run(args);  // OUT exists
-  CHECK(r.rc != 0);
+  CHECK(r.status != 0);
   CHECK_THAT(r.out, Contains("pass --force"));
   r = run("gemm --datapath h100_e4m3_fp32 --a-format bf16 --b-format fp8_e4m3 --force " +
           (dir / "a.npy").string() + " " + (dir / "w.h5").string() + ":/b " + out);
-  CHECK(r.rc != 0);
+  CHECK(r.status != 0);
   CHECK_THAT(r.out, Contains("'bf16'") && Contains("'h100_e4m3_fp32'"));
 }
 
 TEST_CASE("lpemu gemm takes NVFP4 codes and scales as they were encoded", "[engine][cli]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_gemm_nvfp4";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const Scratch s("gemm_nvfp4");
+  const fs::path& dir = s.dir;
   lpemu::io::Tensor a{{2, 48}, std::vector<float>(96)}, b{{3, 48}, std::vector<float>(144)};
   for (std::size_t i = 0; i < a.data.size(); ++i) a.data[i] = std::sin(0.37F * static_cast<float>(i)) * 3.0F;
   for (std::size_t i = 0; i < b.data.size(); ++i) b.data[i] = std::cos(0.11F * static_cast<float>(i)) * 0.02F;
   lpemu::io::write_tensor((dir / "a.npy").string(), a, lpemu::io::OutputPolicy{true, {}});
   lpemu::io::write_tensor((dir / "b.npy").string(), b, lpemu::io::OutputPolicy{true, {}});
-  Result r =
+  Run r =
       run("gemm --datapath b200_nvfp4_fp32 --a-format nvfp4 --b-format nvfp4 " + (dir / "a.npy").string() +
           " " + (dir / "b.npy").string() + " " + (dir / "values.npy").string());
-  REQUIRE(r.rc == 0);
+  REQUIRE(r.status == 0);
   // The same operands as codes + scale codes + tensor scale.
   const auto& nv = lpemu::block::BlockRegistry::builtin().get("nvfp4");
   const auto as_floats = [](const std::vector<std::uint32_t>& v) {
@@ -113,7 +96,7 @@ TEST_CASE("lpemu gemm takes NVFP4 codes and scales as they were encoded", "[engi
   r = run("gemm --datapath b200_nvfp4_fp32 --a-format nvfp4 --b-format nvfp4 --codes --a-scales " +
           (dir / "as.npy").string() + " --b-scales " + (dir / "bs.npy").string() + ts +
           (dir / "ac.npy").string() + " " + (dir / "bc.npy").string() + " " + (dir / "codes.npy").string());
-  REQUIRE(r.rc == 0);
+  REQUIRE(r.status == 0);
   const auto v = lpemu::io::read_tensor((dir / "values.npy").string());
   const auto c = lpemu::io::read_tensor((dir / "codes.npy").string());
   REQUIRE(v.data.size() == 6);
@@ -122,44 +105,44 @@ TEST_CASE("lpemu gemm takes NVFP4 codes and scales as they were encoded", "[engi
 }
 
 TEST_CASE("lpemu dot takes per-block scale columns, --inputs and proposal dot.csv rows", "[engine][cli]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_dot_scales";
-  fs::create_directories(dir);
+  const Scratch s("dot_scales");
+  const fs::path& dir = s.dir;
   // MX: 1.0·1.0 in block 0 (scales 2^3 · 2^1) and in block 1 (2^-2 · 2^0): 16 + 0.25 = 16.25.
   std::string codes;
   for (int k = 0; k < 64; ++k) codes += (k % 32 == 0 ? "38" : "00") + std::string(k < 63 ? " " : "");
   std::ofstream(dir / "mx.csv") << "row,case,k,a,b,c,scale_a,scale_b,expected_result\n0,t,64," << codes << ","
                                 << codes << ",0,3 -2,1 0,41820000\n";
-  Result r = run("dot --datapath b200_mxfp8_fp32 --cases " + (dir / "mx.csv").string());
-  CHECK(r.rc == 0);
+  Run r = run("dot --datapath b200_mxfp8_fp32 --cases " + (dir / "mx.csv").string());
+  CHECK(r.status == 0);
   CHECK_THAT(r.out, Contains(",3 -2,1 0,41820000,16.25,1.625") && Contains("1 of 1 results match"));
   // NVFP4: E4M3 scale codes 0x3c (1.5) and 0x40 (2): 1.0 · 1.5 · 1.5 · 2 = 4.5.
   std::ofstream(dir / "nv.csv") << "a,b,c,scale_a,scale_b\n2;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0,"
                                 << "3;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0,0,0x3c,0x40\n";
   r = run("dot --datapath b200_nvfp4_fp32 --cases " + (dir / "nv.csv").string());
-  CHECK(r.rc == 0);
+  CHECK(r.status == 0);
   CHECK_THAT(r.out, Contains(",0x3c,0x40,40900000,4.5,4.5000"));
   // --inputs: e5m2 codes 0x3c (1.0) and 0x40 (2.0) on the h100 FP8 datapath.
   std::ofstream(dir / "e5.csv") << "a,b,c\n3c,40,0\n";
   r = run("dot --datapath h100_e4m3_fp32 --inputs fp8_e5m2 --cases " + (dir / "e5.csv").string());
-  CHECK(r.rc == 0);
+  CHECK(r.status == 0);
   CHECK_THAT(r.out, Contains("3c,40,0,40000000,2,2.000"));
   // The dot.csv of a proposal package reads as it is, and every row matches its expected_result.
   for (const char* fd : {"fp8_e4m3 --datapath h100_e4m3_fp32", "mxfp4 --datapath b200_mxfp4_fp32"}) {
     INFO(fd);
     const fs::path pkg = dir / (std::string("pkg_") + (fd[0] == 'm' ? "mx" : "e4"));
     r = run("proposal " + std::string(fd) + " --target '' --force --out " + pkg.string());
-    REQUIRE(r.rc == 0);
+    REQUIRE(r.status == 0);
     const std::string dp = std::string(fd).substr(std::string(fd).find("--datapath ") + 11);
     r = run("dot --datapath " + dp + " --cases " + (pkg / "dot.csv").string() + " --out " +
             (pkg / "dot_out.csv").string() + " --force");
-    CHECK(r.rc == 0);
+    CHECK(r.status == 0);
     CHECK_THAT(r.out, Contains(" results match expected_result"));
     CHECK_THAT(r.out, !Contains("differ"));
   }
   // A wrong expected_result is reported and fails the command.
   std::ofstream(dir / "bad.csv") << "a,b,c,expected_result\n3c,40,0,40000001\n";
   r = run("dot --datapath h100_e4m3_fp32 --inputs fp8_e5m2 --cases " + (dir / "bad.csv").string());
-  CHECK(r.rc != 0);
+  CHECK(r.status != 0);
   CHECK_THAT(r.out, Contains("0 of 1 results match") && Contains("1 results differ from expected_result"));
 }
 

@@ -16,6 +16,7 @@
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
+#include "support/test_support.hpp"
 #include "support/tiny_model.hpp"
 
 namespace {
@@ -103,10 +104,10 @@ TEST_CASE("a BF16 / F16 model file is held in 16 bits and gives the logits of it
         Case{"mixtral", "bf16", WeightStorage::bf16, false}}) {
     INFO(k.family << " " << k.format << (k.tied ? " tied" : ""));
     const Model wide = tiny_model(k.family, k.format, k.tied);
-    const auto file = std::filesystem::temp_directory_path() / ("lpemu_weights_" + k.family + ".h5");
+    const lpemu::test::Scratch scratch("weights");
+    const auto file = scratch / ("lpemu_weights_" + k.family + ".h5");
     save_model(wide, file);
     const Model narrow = load_model(file);
-    std::filesystem::remove(file);
     for (const WeightMatrix* w : matrices(narrow)) CHECK(w->storage() == k.storage);
     CHECK(narrow.output.shares_storage(narrow.tok_embeddings) == k.tied);
 

@@ -3,7 +3,6 @@
 // and verify catching a corrupted vendor result with its row and field.
 #include <bit>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,8 +10,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <sys/wait.h>
 
 #include <catch2/catch.hpp>
 
@@ -74,8 +71,8 @@ std::vector<float> floats(const std::string& s) {
 }
 
 TEST_CASE("mxfp4 proposal: every block vector matches the exact OCP MX reference", "[experiment][unit]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_mxfp4";
-  fs::remove_all(dir);
+  const test::Scratch scratch("proposal_mxfp4");
+  const fs::path& dir = scratch.dir;
   const auto& mx = block::BlockRegistry::builtin().get("mxfp4");
   experiment::ProposalRequest req;
   req.block = mx;
@@ -161,8 +158,6 @@ TEST_CASE("mxfp4 proposal: every block vector matches the exact OCP MX reference
 }
 
 TEST_CASE("nvfp4 proposal: two-level scale rows carry the tensor scale", "[experiment][unit]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_nvfp4";
-  fs::remove_all(dir);
   const auto& nv = block::BlockRegistry::builtin().get("nvfp4");
   const auto rows = experiment::block_vectors(nv, 3);
   bool multi = false;
@@ -259,8 +254,8 @@ TEST_CASE("datapath vectors: ideal rounds the exact sum, truncating datapaths ne
 
 TEST_CASE("a proposal's datapath is retargeted to the proposed format and its dot rows verify",
           "[experiment][unit]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_dot";
-  fs::remove_all(dir);
+  const test::Scratch scratch("proposal_dot");
+  const fs::path& dir = scratch.dir;
   const std::string e3m3 =
       "name = \"fp7_e3m3\"\nkind = \"float\"\nexponent_bits = 3\nmantissa_bits = 3\nbias = 3\nspecials = "
       "\"fn\"\n";
@@ -316,17 +311,17 @@ TEST_CASE("a proposal's datapath is retargeted to the proposed format and its do
 }
 
 TEST_CASE("lpemu proposal --model writes summary.md against bf16 and mxfp8", "[experiment][cli]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_model";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const test::Scratch scratch("proposal_model");
+  const fs::path& dir = scratch.dir;
   {
     std::ofstream(dir / "e3m3.toml") << "name = \"fp7_e3m3\"\nkind = \"float\"\nexponent_bits = "
                                         "3\nmantissa_bits = 3\nbias = 3\nspecials = \"fn\"\n";
   }
-  const std::string cmd = test::lpemu_binary() + " proposal " + (dir / "e3m3.toml").string() +
-                          " --datapath h100_e4m3_fp32 --model stories260K --max-tokens 48 --out " +
-                          (dir / "pkg").string() + " > " + (dir / "out.txt").string() + " 2>&1";
-  REQUIRE(std::system(cmd.c_str()) == 0);
+  const test::Run r = test::run_lpemu_merged(
+      "proposal " + (dir / "e3m3.toml").string() +
+      " --datapath h100_e4m3_fp32 --model stories260K --max-tokens 48 --out " + (dir / "pkg").string());
+  INFO(r.out);
+  REQUIRE(r.status == 0);
   std::ifstream in(dir / "pkg" / "summary.md");
   std::stringstream s;
   s << in.rdbuf();
@@ -349,12 +344,12 @@ TEST_CASE("lpemu proposal --model writes summary.md against bf16 and mxfp8", "[e
 namespace {
 
 TEST_CASE("lpemu proposal takes a user block format by name from --formats-dir", "[experiment][cli]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_user_block";
-  fs::remove_all(dir);
-  const std::string cmd =
-      test::lpemu_binary() + " --formats-dir " + test::source_path("experiments/proposals") +
-      " proposal mx7_e3m3 --datapath b200_mxfp8_fp32 --out " + dir.string() + " > /dev/null";
-  REQUIRE(std::system(cmd.c_str()) == 0);
+  const test::Scratch scratch("proposal_user_block");
+  const fs::path dir = scratch / "pkg";
+  REQUIRE(test::run_lpemu("--formats-dir " + test::source_path("experiments/proposals") +
+                              " proposal mx7_e3m3 --datapath b200_mxfp8_fp32 --out " + dir.string(),
+                          "/dev/null")
+              .status == 0);
   for (const char* f :
        {"spec.md", "format.toml", "element.toml", "blocks.csv", "dot.csv", "datapath.toml", "MANIFEST"}) {
     CHECK(fs::exists(dir / f));
@@ -375,15 +370,13 @@ TEST_CASE("lpemu proposal takes a user block format by name from --formats-dir",
 namespace {
 
 TEST_CASE("lpemu proposal checks --text, --target and --shape before writing anything", "[experiment][cli]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_bad_input";
-  fs::remove_all(dir);
-  const std::string base =
-      test::lpemu_binary() + " proposal fp8_e4m3 --model stories260K --out " + dir.string();
+  const test::Scratch scratch("proposal_bad_input");
+  const fs::path dir = scratch / "pkg";
+  const std::string base = "proposal fp8_e4m3 --model stories260K --out " + dir.string();
   for (const char* bad : {" --text /nonexistent/paragraph.txt", " --target no_such_gpu",
                           " --shape no_such_model", " --phase training"}) {
     INFO(bad);
-    const int rc = std::system((base + bad + " > /dev/null 2>&1").c_str());
-    CHECK(WEXITSTATUS(rc) == 2);
+    CHECK(test::run_lpemu(base + bad).status == 2);
     CHECK(!fs::exists(dir));
   }
 }

@@ -1,5 +1,4 @@
 #include <bit>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -66,8 +65,8 @@ void write_results(const fs::path& dir, const format::Format& f, const fs::path&
 }
 
 TEST_CASE("a proposal for a non-built-in E3M3 round-trips through verify", "[experiment][unit]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_test";
-  fs::remove_all(dir);
+  const test::Scratch s("proposal");
+  const fs::path& dir = s.dir;
   experiment::ProposalRequest req;
   req.format_toml = kE3M3;
   req.format = format::parse_format_toml(kE3M3, "e3m3.toml");
@@ -112,23 +111,18 @@ TEST_CASE("a proposal for a non-built-in E3M3 round-trips through verify", "[exp
 }
 
 TEST_CASE("lpemu proposal verify exits non-zero on a mismatch", "[experiment][cli]") {
-  const fs::path dir = fs::temp_directory_path() / "lpemu_proposal_cli";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const test::Scratch s("proposal_cli");
+  const fs::path& dir = s.dir;
   { std::ofstream(dir / "e3m3.toml") << kE3M3; }
-  const std::string bin = test::lpemu_binary();
-  REQUIRE(std::system((bin + " proposal " + (dir / "e3m3.toml").string() + " --out " +
-                       (dir / "pkg").string() + " > /dev/null")
-                          .c_str()) == 0);
+  REQUIRE(test::run_lpemu("proposal " + (dir / "e3m3.toml").string() + " --out " + (dir / "pkg").string(),
+                          "/dev/null")
+              .status == 0);
   const auto f = format::parse_format_toml(kE3M3, "e3m3.toml");
   write_results(dir / "pkg", f, dir / "bad.csv", true);
-  const std::string cmd = bin + " proposal verify " + (dir / "pkg").string() + " --results " +
-                          (dir / "bad.csv").string() + " > " + (dir / "out.txt").string();
-  CHECK(std::system(cmd.c_str()) != 0);
-  std::ifstream out(dir / "out.txt");
-  std::stringstream s;
-  s << out.rdbuf();
-  CHECK_THAT(s.str(), Catch::Contains("1 problems") && Catch::Contains("row 100 field code"));
+  const test::Run r = test::run_lpemu("proposal verify " + (dir / "pkg").string() + " --results " +
+                                      (dir / "bad.csv").string());
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("1 problems") && Catch::Contains("row 100 field code"));
 }
 
 }  // namespace

@@ -28,15 +28,14 @@ std::string slurp(const fs::path& p) {
 }
 
 struct Fixture {
-  fs::path dir;
+  test::Scratch scratch;
+  fs::path dir = scratch.dir;
   engine::QuantizerFactory quantizers =
       engine::QuantizerFactory::with_element_formats(format::Registry::builtin());
   engine::GemmFactory gemms = engine::GemmFactory::builtin();
   experiment::Toolbox tools;
 
-  explicit Fixture(const std::string& name) : dir(fs::temp_directory_path() / name) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+  explicit Fixture(const std::string& name) : scratch(name) {
     tools.quantizers = &quantizers;
     tools.gemms = &gemms;
     tools.search_dirs = {test::source_path("")};

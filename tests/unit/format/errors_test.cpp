@@ -205,9 +205,8 @@ TEST_CASE("span size and code width mismatches throw ShapeError", "[format][unit
 }
 
 TEST_CASE("user format files: duplicates, missing files and directories are errors", "[format][unit]") {
-  const auto dir = std::filesystem::temp_directory_path() / "lpemu_format_unit_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const lpemu::test::Scratch scratch("format_unit");
+  const auto& dir = scratch.dir;
   const auto file = dir / "dup.toml";
   std::ofstream(file) << "name = \"mine\"\naliases = [\"fp8_e4m3\"]\nexponent_bits = 4\nmantissa_bits = 3\n";
   Registry r = Registry::builtin();
@@ -224,7 +223,6 @@ TEST_CASE("user format files: duplicates, missing files and directories are erro
   r.add_directory(dir);
   CHECK(r.get("mine").max_finite == 3.5);  // top field 6: 2^(6-5) x 1.75
   CHECK(r.origin("mine") == file.string());
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("every shipped format file parses, cites a source and has its ml_dtypes aliases",

@@ -18,10 +18,9 @@ namespace {
 using namespace lpemu::io;
 
 TEST_CASE("HDF5 tensors and attributes round-trip", "[io][unit]") {
-  const auto dir = std::filesystem::temp_directory_path() / "lpemu_io_test";
-  std::filesystem::create_directories(dir);
+  const lpemu::test::Scratch scratch("io_test");
+  const auto& dir = scratch.dir;
   const auto file = dir / "t.h5";
-  std::filesystem::remove(file);
   {
     H5File f = H5File::open_rw(file);
     const std::vector<float> v{1.5F, -2.0F, 3.25F, 0.0F, 5.0F, 6.0F};
@@ -44,10 +43,9 @@ TEST_CASE("HDF5 tensors and attributes round-trip", "[io][unit]") {
 }
 
 TEST_CASE("16-bit float datasets write and read as their raw codes, in either byte order", "[io][unit]") {
-  const auto dir = std::filesystem::temp_directory_path() / "lpemu_io_codes16";
-  std::filesystem::create_directories(dir);
+  const lpemu::test::Scratch scratch("io_codes16");
+  const auto& dir = scratch.dir;
   const auto file = dir / "t.h5";
-  std::filesystem::remove(file);
   // Normal, subnormal, signed zero and largest finite values of both formats.
   const std::vector<float> v{1.5F, -2.0F, 0.0078125F, -0.0F, 3.0517578125e-05F, 65504.0F};
   {
@@ -125,10 +123,9 @@ std::string read_all(const std::filesystem::path& p) {
 
 TEST_CASE("an HDF5 dataset declaring more data than the file holds is refused before allocation",
           "[io][unit][regression]") {
-  const auto dir = std::filesystem::temp_directory_path() / "lpemu_io_declared";
-  std::filesystem::create_directories(dir);
+  const lpemu::test::Scratch scratch("io_declared");
+  const auto& dir = scratch.dir;
   const auto file = dir / "t.h5";
-  std::filesystem::remove(file);
   const std::vector<float> v(12345, 1.0F);
   {
     H5File f = H5File::open_rw(file);

@@ -1,9 +1,6 @@
 // Atomic outputs (io/output.hpp) and the model loader's attribute checks against the stored data.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -19,22 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name)
-      : dir(fs::temp_directory_path() / ("lpemu_output_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using lpemu::test::Scratch;
+using lpemu::test::slurp;
 
 std::size_t entries(const fs::path& dir) {
   std::size_t n = 0;
@@ -81,7 +64,8 @@ TEST_CASE("check_output_dir refuses a folder lpemu did not write", "[io][output]
 TEST_CASE("read_input is bounded and refuses folders", "[io][output]") {
   CHECK_THROWS_WITH(lpemu::io::read_input("/dev/zero", 1000),
                     "/dev/zero: larger than 1000 bytes; expected a regular text file");
-  CHECK_THROWS_WITH(lpemu::io::read_input(fs::temp_directory_path()), Contains("is a directory"));
+  const Scratch s("folder");
+  CHECK_THROWS_WITH(lpemu::io::read_input(s.dir), Contains("is a directory"));
 }
 
 TEST_CASE("model attributes are range-checked against the stored data", "[io][engine][regression]") {

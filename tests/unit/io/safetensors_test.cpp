@@ -10,14 +10,15 @@
 
 #include "lpemu/error.hpp"
 #include "lpemu/io/safetensors.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path write_file(const std::string& name, const std::string& header,
+fs::path write_file(const fs::path& dir, const std::string& name, const std::string& header,
                     const std::vector<std::uint8_t>& data) {
-  const fs::path p = fs::temp_directory_path() / ("lpemu_st_" + name + ".safetensors");
+  const fs::path p = dir / ("lpemu_st_" + name + ".safetensors");
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   std::uint64_t n = header.size();
   for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xFF));
@@ -29,6 +30,7 @@ fs::path write_file(const std::string& name, const std::string& header,
 }  // namespace
 
 TEST_CASE("safetensors: header parsed and tensor bytes read", "[io][safetensors]") {
+  const lpemu::test::Scratch s("safetensors");
   // a: F32 [2] = {1, -2}; b: BF16 [1, 2] = {0x3F80, 0xC000}.
   std::vector<std::uint8_t> data(12);
   const float a[2] = {1.0F, -2.0F};
@@ -36,7 +38,7 @@ TEST_CASE("safetensors: header parsed and tensor bytes read", "[io][safetensors]
   const std::uint8_t b[4] = {0x80, 0x3F, 0x00, 0xC0};
   std::memcpy(data.data() + 8, b, 4);
   const fs::path p =
-      write_file("ok",
+      write_file(s.dir, "ok",
                  R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                  R"("b":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]}})",
                  data);
@@ -54,6 +56,7 @@ TEST_CASE("safetensors: header parsed and tensor bytes read", "[io][safetensors]
 }
 
 TEST_CASE("safetensors: corrupt files are refused with the entry at fault", "[io][safetensors]") {
+  const lpemu::test::Scratch s("safetensors");
   const std::vector<std::uint8_t> four(4);
   const auto err = [](const fs::path& p) {
     try {
@@ -63,19 +66,19 @@ TEST_CASE("safetensors: corrupt files are refused with the entry at fault", "[io
     }
     return std::string("(no error)");
   };
-  fs::path p = write_file("span", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", four);
+  fs::path p = write_file(s.dir, "span", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", four);
   CHECK(err(p) ==
         p.string() + ": tensor 'a': data_offsets span 4 bytes, expected 8 for its shape and dtype F32");
-  p = write_file("past", R"({"a":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", four);
+  p = write_file(s.dir, "past", R"({"a":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", four);
   CHECK(err(p) == p.string() + ": tensor 'a': data_offsets [0, 8] lie outside the data section of 4 bytes");
-  p = write_file("dtype", R"({"a":{"dtype":"Q4","shape":[4],"data_offsets":[0,4]}})", four);
+  p = write_file(s.dir, "dtype", R"({"a":{"dtype":"Q4","shape":[4],"data_offsets":[0,4]}})", four);
   CHECK(err(p) == p.string() + ": tensor 'a': dtype \"Q4\" is not a known safetensors dtype");
-  p = write_file("json", R"({"a":)", four);
+  p = write_file(s.dir, "json", R"({"a":)", four);
   CHECK_THAT(err(p), Catch::StartsWith(p.string() + ": header is not valid JSON"));
-  p = write_file("shape", R"({"a":{"dtype":"F32","shape":"2","data_offsets":[0,4]}})", four);
+  p = write_file(s.dir, "shape", R"({"a":{"dtype":"F32","shape":"2","data_offsets":[0,4]}})", four);
   CHECK_THAT(err(p), Catch::Contains("tensor 'a': expected {\"dtype\": string"));
   // A header length beyond the file.
-  const fs::path q = fs::temp_directory_path() / "lpemu_st_len.safetensors";
+  const fs::path q = s / "lpemu_st_len.safetensors";
   {
     std::ofstream out(q, std::ios::binary | std::ios::trunc);
     const unsigned char len[8] = {0xFF, 0xFF, 0, 0, 0, 0, 0, 0};
