@@ -37,6 +37,17 @@ Fields fields(const metrics::ErrorStats& s) {
   return {{"sqnr_db", s.sqnr_db}, {"mse", s.mse}, {"max_abs", s.max_abs}};
 }
 
+Fields fields(const experiment::EvalResult& e) {
+  Fields j = {{"mean_nll", e.mean_nll},         {"perplexity", e.perplexity}, {"ref_mean_nll", e.ref_mean_nll},
+              {"ref_perplexity", e.ref_perplexity}, {"mean_kl", e.mean_kl},       {"max_kl", e.max_kl},
+              {"top1_agreement", e.top1_agreement}, {"logits", fields(e.logits)}};
+  j["residual"] = Fields::object();
+  for (const auto& [name, st] : e.residual) j["residual"][name] = fields(st);
+  j["points"] = Fields::object();
+  for (const auto& [name, st] : e.points) j["points"][name] = fields(st);
+  return j;
+}
+
 EvalReport evaluate(experiment::Context& ctx, const EvalRequest& a) {
   if (a.texts.empty() && a.tokens.empty()) throw SpecError("eval: give texts (--text FILE...) or tokens (--tokens FILE.npy...)");
   if (!a.texts.empty() && !a.tokens.empty()) throw SpecError("eval: texts and tokens exclude each other");
@@ -119,18 +130,7 @@ Fields fields(const EvalReport& r) {
   }
   const experiment::EvalResult& e = *r.single;
   j["tokens"] = e.tokens.size();
-  j["mean_nll"] = e.mean_nll;
-  j["perplexity"] = e.perplexity;
-  j["ref_mean_nll"] = e.ref_mean_nll;
-  j["ref_perplexity"] = e.ref_perplexity;
-  j["mean_kl"] = e.mean_kl;
-  j["max_kl"] = e.max_kl;
-  j["top1_agreement"] = e.top1_agreement;
-  j["logits"] = fields(e.logits);
-  j["residual"] = Fields::object();
-  for (const auto& [name, st] : e.residual) j["residual"][name] = fields(st);
-  j["points"] = Fields::object();
-  for (const auto& [name, st] : e.points) j["points"][name] = fields(st);
+  j.update(fields(e));
   j["per_token"] = Fields::array();
   for (std::size_t t = 0; t < e.nll.size(); ++t) {
     j["per_token"].push_back({{"token", e.tokens[t + 1]},

@@ -16,6 +16,8 @@
 #include <pybind11/stl/filesystem.h>
 
 #include "lpemu/app/commands.hpp"
+#include "lpemu/app/evaluate.hpp"
+#include "lpemu/app/replay.hpp"
 #include "lpemu/app/sweep.hpp"
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/pack.hpp"
@@ -65,13 +67,6 @@ format::ConvertOptions options(const std::string& rounding, const std::string& o
 
 bool is_double(const py::array& x) { return x.dtype().is(py::dtype::of<double>()); }
 
-py::dict stats_dict(const metrics::ErrorStats& s) {
-  py::dict d;
-  d["sqnr_db"] = s.sqnr_db;
-  d["mse"] = s.mse;
-  d["max_abs"] = s.max_abs;
-  return d;
-}
 
 engine::RowMatrix to_matrix(const CArray<float>& x) {
   if (x.ndim() != 2) {
@@ -212,25 +207,12 @@ class PyPlan {
 };
 
 py::dict eval_dict(const experiment::EvalResult& r) {
-  py::dict d;
+  py::dict d = from_fields(app::fields(r)).cast<py::dict>();  // named as by `lpemu eval --json`
   d["tokens"] = r.tokens;
   d["nll"] = py::array_t<double>(static_cast<py::ssize_t>(r.nll.size()), r.nll.data());
   d["ref_nll"] = py::array_t<double>(static_cast<py::ssize_t>(r.ref_nll.size()), r.ref_nll.data());
   d["kl"] = py::array_t<double>(static_cast<py::ssize_t>(r.kl.size()), r.kl.data());
   d["top1_agree"] = r.top1_agree;
-  d["mean_nll"] = r.mean_nll;
-  d["perplexity"] = r.perplexity;
-  d["ref_mean_nll"] = r.ref_mean_nll;
-  d["ref_perplexity"] = r.ref_perplexity;
-  d["mean_kl"] = r.mean_kl;
-  d["max_kl"] = r.max_kl;
-  d["top1_agreement"] = r.top1_agreement;
-  d["logits"] = stats_dict(r.logits);
-  py::dict res, pts;
-  for (const auto& [k, v] : r.residual) res[py::str(k)] = stats_dict(v);
-  for (const auto& [k, v] : r.points) pts[py::str(k)] = stats_dict(v);
-  d["residual"] = res;
-  d["points"] = pts;
   return d;
 }
 
@@ -529,22 +511,8 @@ class ContextHandle {
       if (!m) throw Error(activations.string() + ": this activations file needs its model (model=...)");
       rows = experiment::replay(activations, *m->model, plan.plan(), ctx_->quantizers(), ctx_->gemms());
     }
-    py::list out;
-    for (const auto& r : rows) {
-      py::dict d;
-      d["layer"] = r.layer;
-      d["tensor"] = r.tensor;
-      d["role"] = r.role;
-      d["input"] = r.input;
-      d["input_format"] = r.input_format;
-      d["weight_format"] = r.weight_format;
-      d["gemm"] = r.gemm;
-      d["input_error"] = stats_dict(r.input_error);
-      d["weight_error"] = stats_dict(r.weight_error);
-      d["output_error"] = stats_dict(r.output_error);
-      out.append(d);
-    }
-    return out;
+    // The rows as `lpemu replay --json` names them.
+    return from_fields(app::fields(app::ReplayReport{"", "", std::move(rows)})["rows"]).cast<py::list>();
   }
 
   /// Runs an application command on keyword arguments; its result as Python values.

@@ -58,6 +58,10 @@ struct EvalReport {
 /// An error statistic's fields (sqnr_db, mse, max_abs).
 Fields fields(const metrics::ErrorStats& s);
 
+/// One sequence's scores (NLL, perplexity, KL, top-1 agreement, logits, residual-stream and
+/// per-point error; not the per-token lists).
+Fields fields(const experiment::EvalResult& e);
+
 /// Scores the request's documents; throws lpemu::Error for bad input.
 EvalReport evaluate(experiment::Context& ctx, const EvalRequest& request);
 
