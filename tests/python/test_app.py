@@ -149,8 +149,10 @@ def cases(tmp):
         ("run", ["--prompt", "Once upon a time", "--steps", "24"], dict(prompt="Once upon a time", steps=24)),
         ("run", ["--plan", "fp8_e4m3", "--temperature", "0.8", "--top-k", "20", "--seed", "5", "--steps", "16"],
          dict(plan="fp8_e4m3", temperature=0.8, top_k=20, seed=5, steps=16)),
-        ("cost mac", ["--format", "fp4_e2m1", "--datapath", "b200_nvfp4_fp32", "--iso-target", "b200"],
-         dict(format="fp4_e2m1", datapath="b200_nvfp4_fp32", iso_target="b200")),
+        ("cost mac", ["--format", "fp8_e4m3", "--iso-target", "h100_sxm"],
+         dict(format="fp8_e4m3", iso_target="h100_sxm")),
+        ("cost mac", ["--format", "fp4_e2m1", "--datapath", "b200_nvfp4_fp32"],
+         dict(format="fp4_e2m1", datapath="b200_nvfp4_fp32")),
         ("cost mac", [], {}),
         ("cost targets", [], {}),
         # The shards are run first (shard_sweeps); the CLI merges, then Python merges into the same folder.
@@ -180,7 +182,7 @@ def same(a, b, path="result"):
         assert type(a) is type(b) and a == b, f"{path}: CLI {a!r}, Python {b!r}"
 
 
-N_CASES = 33  # len(cases(...)); test_every_command_has_a_parity_case checks it
+N_CASES = 34  # len(cases(...)); test_every_command_has_a_parity_case checks it
 
 
 def test_every_command_has_a_parity_case(tmp_path):
