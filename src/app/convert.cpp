@@ -422,8 +422,8 @@ ConvertResult convert(experiment::Context& ctx, const ConvertRequest& a) {
     const io::NpyHeader h = io::read_npy_header(again, a.input);
     if (h.item_size() != probe.item_size()) {
       throw SpecError(a.input + ": dtype '" + h.dtype + "' has " + std::to_string(h.item_size()) +
-                  "-byte items but '" + src.name + "' codes take " + std::to_string(probe.item_size()) +
-                  " bytes (" + probe.dtype + ")");
+                      "-byte items but '" + src.name + "' codes take " + std::to_string(probe.item_size()) +
+                      " bytes (" + probe.dtype + ")");
     }
   }
   if (count == ChunkReader::kUnknown && a.input != "-") {
@@ -468,7 +468,8 @@ ConvertResult convert(experiment::Context& ctx, const ConvertRequest& a) {
   ChunkReader reader =
       file ? ChunkReader(*file, data_at, src, a.packed, count) : ChunkReader(*in, src, a.packed, count);
   const std::string out_name = a.output == "-" ? std::string("<stdout>") : a.output;
-  const ChunkConverter converter(a.input == "-" ? std::string("stdin") : a.input, src, dst, a.packed, opts, daz);
+  const ChunkConverter converter(a.input == "-" ? std::string("stdin") : a.input, src, dst, a.packed, opts,
+                                 daz);
   std::vector<Chunk> chunks(2 * static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()) + 1);
   std::size_t next = 0;
   std::atomic<bool> failed = false;
@@ -527,10 +528,14 @@ ConvertResult convert(experiment::Context& ctx, const ConvertRequest& a) {
 }
 
 Fields fields(const ConvertResult& r) {
-  return {{"input", r.input},           {"output", r.output},
-          {"from", r.from},             {"to", r.to},
-          {"packed", r.packed},         {"elements", r.elements},
-          {"input_bytes", r.input_bytes}, {"output_bytes", r.output_bytes}};
+  return {{"input", r.input},
+          {"output", r.output},
+          {"from", r.from},
+          {"to", r.to},
+          {"packed", r.packed},
+          {"elements", r.elements},
+          {"input_bytes", r.input_bytes},
+          {"output_bytes", r.output_bytes}};
 }
 
 ConvertRequest convert_request(const Fields& f) {

@@ -22,7 +22,8 @@ std::vector<std::vector<int>> documents(const engine::Model& model, const EvalRe
     return docs;
   }
   for (const auto& f : a.texts) {
-    if (model.tokenizer.empty()) throw IoError(model.path.string() + ": model file has no tokenizer (use tokens)");
+    if (model.tokenizer.empty())
+      throw IoError(model.path.string() + ": model file has no tokenizer (use tokens)");
     std::string text = io::read_input(f, std::size_t{64} << 20);  // bounded: /dev/zero cannot hang
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     names.push_back(f.string());
@@ -38,9 +39,14 @@ Fields fields(const metrics::ErrorStats& s) {
 }
 
 Fields fields(const experiment::EvalResult& e) {
-  Fields j = {{"mean_nll", e.mean_nll},         {"perplexity", e.perplexity}, {"ref_mean_nll", e.ref_mean_nll},
-              {"ref_perplexity", e.ref_perplexity}, {"mean_kl", e.mean_kl},       {"max_kl", e.max_kl},
-              {"top1_agreement", e.top1_agreement}, {"logits", fields(e.logits)}};
+  Fields j = {{"mean_nll", e.mean_nll},
+              {"perplexity", e.perplexity},
+              {"ref_mean_nll", e.ref_mean_nll},
+              {"ref_perplexity", e.ref_perplexity},
+              {"mean_kl", e.mean_kl},
+              {"max_kl", e.max_kl},
+              {"top1_agreement", e.top1_agreement},
+              {"logits", fields(e.logits)}};
   j["residual"] = Fields::object();
   for (const auto& [name, st] : e.residual) j["residual"][name] = fields(st);
   j["points"] = Fields::object();
@@ -49,7 +55,8 @@ Fields fields(const experiment::EvalResult& e) {
 }
 
 EvalReport evaluate(experiment::Context& ctx, const EvalRequest& a) {
-  if (a.texts.empty() && a.tokens.empty()) throw SpecError("eval: give texts (--text FILE...) or tokens (--tokens FILE.npy...)");
+  if (a.texts.empty() && a.tokens.empty())
+    throw SpecError("eval: give texts (--text FILE...) or tokens (--tokens FILE.npy...)");
   if (!a.texts.empty() && !a.tokens.empty()) throw SpecError("eval: texts and tokens exclude each other");
   if (a.context < 0 || a.stride < 0 || a.batch_tokens < 1)
     throw SpecError("eval: context and stride must be >= 1 (or 0 for the default), batch_tokens >= 1");
@@ -70,12 +77,14 @@ EvalReport evaluate(experiment::Context& ctx, const EvalRequest& a) {
     for (std::size_t t = 1; t < r.tokens.size(); ++t)
       out.pieces.push_back(model.tokenizer.empty() ? std::string() : model.tokenizer.piece(r.tokens[t]));
     if (!a.logits_out.empty()) {
-      io::write_npy_floats(a.logits_out, {std::size_t(r.plan_logits.rows()), std::size_t(r.plan_logits.cols())},
+      io::write_npy_floats(a.logits_out,
+                           {std::size_t(r.plan_logits.rows()), std::size_t(r.plan_logits.cols())},
                            r.plan_logits.data(), policy);
     }
     return out;
   }
-  if (!a.logits_out.empty()) throw SpecError("eval: logits_out needs one sequence within the model's context");
+  if (!a.logits_out.empty())
+    throw SpecError("eval: logits_out needs one sequence within the model's context");
   // Long or several documents: sliding-window perplexity under the plan and the reference, one
   // session each for every document, windows run in batches.
   metrics::PerplexityOptions po;
@@ -97,7 +106,8 @@ EvalReport evaluate(experiment::Context& ctx, const EvalRequest& a) {
   };
   const auto r = score(plan);
   const auto rr = score(ref);
-  for (std::size_t i = 0; i < docs.size(); ++i) out.documents.push_back({names[i], docs[i].size(), r[i], rr[i]});
+  for (std::size_t i = 0; i < docs.size(); ++i)
+    out.documents.push_back({names[i], docs[i].size(), r[i], rr[i]});
   return out;
 }
 

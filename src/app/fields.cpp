@@ -100,7 +100,8 @@ void FieldReader::finish() const {
   if (!fields_.is_object()) return;
   std::string unknown;
   for (const auto& [key, value] : fields_.items()) {
-    if (std::find(read_.begin(), read_.end(), key) == read_.end()) unknown += (unknown.empty() ? "" : ", ") + key;
+    if (std::find(read_.begin(), read_.end(), key) == read_.end())
+      unknown += (unknown.empty() ? "" : ", ") + key;
   }
   if (unknown.empty()) return;
   std::string known;

@@ -52,7 +52,8 @@ FormatsListResult formats_list(experiment::Context& ctx, const FormatsListReques
 Fields fields(const FormatsListResult& r) {
   Fields el = Fields::array(), bl = Fields::array();
   for (const auto& e : r.elements)
-    el.push_back({{"name", e.name}, {"bits", e.bits}, {"encoding", e.encoding}, {"max_finite", e.max_finite}});
+    el.push_back(
+        {{"name", e.name}, {"bits", e.bits}, {"encoding", e.encoding}, {"max_finite", e.max_finite}});
   for (const auto& b : r.blocks) {
     bl.push_back({{"name", b.name},
                   {"element", b.element},
@@ -85,8 +86,13 @@ FormatShowResult format_show(experiment::Context& ctx, const FormatShowRequest& 
 
 Fields fields(const FormatShowResult& r) {
   const format::Format& f = r.format;
-  Fields out = {{"name", f.name}, {"aliases", f.aliases}, {"defined_in", r.origin}, {"source", f.source},
-                {"encoding", format::describe(f)}, {"bits", f.bits}, {"max_finite", f.max_finite},
+  Fields out = {{"name", f.name},
+                {"aliases", f.aliases},
+                {"defined_in", r.origin},
+                {"source", f.source},
+                {"encoding", format::describe(f)},
+                {"bits", f.bits},
+                {"max_finite", f.max_finite},
                 {"lowest", f.lowest}};
   if (f.kind == format::Kind::floating) {
     out["min_normal"] = f.min_normal;
@@ -150,7 +156,8 @@ CodeValue decode(experiment::Context& ctx, const DecodeRequest& a) {
   // io::parse_unsigned reads 0b binary and leading zeros as decimal.
   const auto code = io::parse_unsigned(a.code);
   if (!code)
-    throw SpecError("code '" + a.code + "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
+    throw SpecError("code '" + a.code +
+                    "': expected an unsigned integer code (decimal, 0x hex or 0b binary)");
   format::require_code_fits(f, *code, "decode " + f.name + ": CODE = '" + a.code + "'");
   return code_value(f, *code);
 }

@@ -14,8 +14,7 @@ namespace lpemu::app {
 GenerateResult generate(experiment::Context& ctx, const GenerateRequest& a) {
   engine::validate(a.sampling);
   if (a.steps < 1) throw SpecError("run: steps = " + std::to_string(a.steps) + ": expected >= 1");
-  if (!a.prompt.empty() && !a.tokens.empty())
-    throw SpecError("run: give a prompt or tokens, not both");
+  if (!a.prompt.empty() && !a.tokens.empty()) throw SpecError("run: give a prompt or tokens, not both");
   const engine::Model model = ctx.load_model(a.model);
   const engine::PrecisionPlan plan = ctx.load_plan(a.plan);
   if (model.tokenizer.empty() && a.tokens.empty()) {
@@ -31,7 +30,8 @@ GenerateResult generate(experiment::Context& ctx, const GenerateRequest& a) {
   engine::Session s(model, plan, o);
   const auto t0 = std::chrono::steady_clock::now();
   GenerateResult r;
-  r.tokens = a.sampling.temperature > 0 ? engine::generate(s, p, n, a.sampling) : engine::generate_greedy(s, p, n);
+  r.tokens =
+      a.sampling.temperature > 0 ? engine::generate(s, p, n, a.sampling) : engine::generate_greedy(s, p, n);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.model = model.config.name;
   r.plan = plan.name;
@@ -42,7 +42,10 @@ GenerateResult generate(experiment::Context& ctx, const GenerateRequest& a) {
 }
 
 Fields fields(const GenerateResult& r) {
-  return {{"model", r.model}, {"plan", r.plan}, {"positions", r.positions}, {"tokens", r.tokens},
+  return {{"model", r.model},
+          {"plan", r.plan},
+          {"positions", r.positions},
+          {"tokens", r.tokens},
           {"text", r.text}};
 }
 

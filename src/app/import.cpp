@@ -9,7 +9,8 @@
 namespace lpemu::app {
 
 ImportResult import_checkpoint(experiment::Context& /*ctx*/, const ImportRequest& a) {
-  if (!std::filesystem::is_directory(a.dir)) throw IoError(a.dir + ": not a directory (expected a checkpoint folder)");
+  if (!std::filesystem::is_directory(a.dir))
+    throw IoError(a.dir + ": not a directory (expected a checkpoint folder)");
   io::OutputPolicy policy;
   policy.force = a.force;
   for (const auto& e : std::filesystem::directory_iterator(a.dir)) {
@@ -31,9 +32,15 @@ ImportResult import_checkpoint(experiment::Context& /*ctx*/, const ImportRequest
 }
 
 Fields fields(const ImportResult& r) {
-  return {{"architecture", r.architecture}, {"name", r.name},       {"n_layers", r.n_layers},
-          {"dim", r.dim},                   {"n_heads", r.n_heads}, {"n_kv_heads", r.n_kv_heads},
-          {"vocab_size", r.vocab_size},     {"tokenizer", r.tokenizer}, {"out", r.out}};
+  return {{"architecture", r.architecture},
+          {"name", r.name},
+          {"n_layers", r.n_layers},
+          {"dim", r.dim},
+          {"n_heads", r.n_heads},
+          {"n_kv_heads", r.n_kv_heads},
+          {"vocab_size", r.vocab_size},
+          {"tokenizer", r.tokenizer},
+          {"out", r.out}};
 }
 
 ImportRequest import_request(const Fields& f) {

@@ -14,11 +14,20 @@ namespace {
 const char* phase_name(cost::Phase p) { return p == cost::Phase::prefill ? "prefill" : "decode"; }
 
 Fields op_fields(const cost::Op& op) {
-  return {{"name", op.name},         {"kind", op.kind},         {"count", op.count},
-          {"rate_class", op.rate_class}, {"a_format", op.a_format}, {"b_format", op.b_format},
-          {"datapath", op.datapath}, {"flops", op.flops},       {"bytes", op.bytes},
-          {"compute_s", op.compute_s}, {"memory_s", op.memory_s}, {"time_s", op.time_s},
-          {"bound", op.compute_bound ? "compute" : "memory"}, {"energy_j", op.energy_j}};
+  return {{"name", op.name},
+          {"kind", op.kind},
+          {"count", op.count},
+          {"rate_class", op.rate_class},
+          {"a_format", op.a_format},
+          {"b_format", op.b_format},
+          {"datapath", op.datapath},
+          {"flops", op.flops},
+          {"bytes", op.bytes},
+          {"compute_s", op.compute_s},
+          {"memory_s", op.memory_s},
+          {"time_s", op.time_s},
+          {"bound", op.compute_bound ? "compute" : "memory"},
+          {"energy_j", op.energy_j}};
 }
 
 Fields phase_fields(const experiment::Pricing& p) {
@@ -142,7 +151,8 @@ PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
   if (a.setup.phase != "prefill" && a.setup.phase != "decode" && a.setup.phase != "both" &&
       a.setup.phase != "train")
     throw SpecError("cost: phase \"" + a.setup.phase + "\": expected prefill, decode, both or train");
-  if (a.setup.batch < 1) throw SpecError("cost: batch = " + std::to_string(a.setup.batch) + ": expected >= 1");
+  if (a.setup.batch < 1)
+    throw SpecError("cost: batch = " + std::to_string(a.setup.batch) + ": expected >= 1");
   if (a.setup.context < 1)
     throw SpecError("cost: context = " + std::to_string(a.setup.context) + ": expected >= 1");
   if (a.top < 0) throw SpecError("cost: top = " + std::to_string(a.top) + ": expected >= 0");
@@ -152,7 +162,8 @@ PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
   out.model = cat.shape(a.model);
   if (a.cluster()) {
     if (a.setup.system.empty())
-      throw SpecError("lpemu cost: --system is required with --devices, --parallel, --search or --phase train");
+      throw SpecError(
+          "lpemu cost: --system is required with --devices, --parallel, --search or --phase train");
     const cost::System sys = cost::load_system(a.setup.system, cat.user_dirs());
     const engine::PrecisionPlan plan = ctx.load_plan(a.plan);
     out.plan = plan.name;
@@ -164,7 +175,8 @@ PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
     return out;
   }
   out.target = cat.target(a.target);
-  if (!a.setup.datapath.empty()) cat.datapath(a.setup.datapath);  // an unknown name fails here, naming the closest
+  if (!a.setup.datapath.empty())
+    cat.datapath(a.setup.datapath);  // an unknown name fails here, naming the closest
   const engine::PrecisionPlan plan = priced_plan(ctx, a);
   out.plan = plan.name;
   out.plan_origin = plan.origin;
@@ -241,9 +253,12 @@ Fields fields(const MacResult& r) {
   const auto mac_fields = [](const cost::MacCost& m) {
     Fields parts = Fields::array();
     for (const auto& p : m.parts) parts.push_back({{"name", p.name}, {"fa", p.fa}, {"formula", p.formula}});
-    return Fields{{"a_format", m.a_format},       {"b_format", m.b_format},
-                  {"total_fa", m.total_fa},       {"area_um2_45nm", m.area_um2_45nm()},
-                  {"energy_pj_45nm", m.energy_pj_45nm()}, {"parts", parts}};
+    return Fields{{"a_format", m.a_format},
+                  {"b_format", m.b_format},
+                  {"total_fa", m.total_fa},
+                  {"area_um2_45nm", m.area_um2_45nm()},
+                  {"energy_pj_45nm", m.energy_pj_45nm()},
+                  {"parts", parts}};
   };
   const cost::MacDatapath& dp = r.datapath;
   Fields f = {{"datapath",

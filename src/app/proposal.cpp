@@ -9,7 +9,8 @@ namespace lpemu::app {
 namespace fs = std::filesystem;
 
 ProposalResult proposal(experiment::Context& ctx, const ProposalRequest& a) {
-  if (a.format.empty()) throw SpecError("proposal: give a FORMAT name or .toml file (or use `proposal verify`)");
+  if (a.format.empty())
+    throw SpecError("proposal: give a FORMAT name or .toml file (or use `proposal verify`)");
   if (a.out.empty()) throw SpecError("proposal: --out DIR is required");
   if (a.phase != "decode" && a.phase != "prefill")
     throw SpecError("proposal: phase \"" + a.phase + "\": expected decode or prefill");
@@ -26,7 +27,7 @@ ProposalResult proposal(experiment::Context& ctx, const ProposalRequest& a) {
       acc.text = model_file.parent_path() / "paragraph.txt";
       if (!fs::exists(acc.text)) {
         throw IoError("proposal: --model " + a.model + " has no paragraph.txt beside " + model_file.string() +
-                    "; give --text FILE");
+                      "; give --text FILE");
       }
     } else {
       acc.text = a.text;
@@ -92,7 +93,8 @@ experiment::VerifyReport verify(experiment::Context& /*ctx*/, const VerifyReques
 
 Fields fields(const experiment::VerifyReport& r) {
   Fields per_file = Fields::object();
-  for (const auto& [file, counts] : r.per_file) per_file[file] = {{"checked", counts.first}, {"missing", counts.second}};
+  for (const auto& [file, counts] : r.per_file)
+    per_file[file] = {{"checked", counts.first}, {"missing", counts.second}};
   return {{"ok", r.ok()},
           {"checked", r.checked},
           {"missing", r.missing},

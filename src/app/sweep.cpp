@@ -36,7 +36,8 @@ SweepReport sweep(experiment::Context& ctx, const SweepRequest& a) {
 }
 
 SweepReport sweep_merge(const MergeRequest& a) {
-  if (a.dirs.empty() || a.out.empty()) throw SpecError("sweep merge: shard directories and an output directory are required");
+  if (a.dirs.empty() || a.out.empty())
+    throw SpecError("sweep merge: shard directories and an output directory are required");
   SweepReport r;
   r.dir = a.out;
   r.files = experiment::merge_sweeps(a.dirs, a.out);
@@ -54,7 +55,8 @@ MergeRequest merge_request(const Fields& f) {
 
 std::vector<experiment::PlanResult> read_sweep(const std::filesystem::path& dir) {
   const auto plans = dir / "plans";
-  if (!std::filesystem::is_directory(plans)) throw IoError(dir.string() + ": no plans/ folder (not a sweep output)");
+  if (!std::filesystem::is_directory(plans))
+    throw IoError(dir.string() + ": no plans/ folder (not a sweep output)");
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(plans)) {
     if (e.path().extension() == ".h5") files.push_back(e.path());
@@ -68,12 +70,9 @@ std::vector<experiment::PlanResult> read_sweep(const std::filesystem::path& dir)
 Fields fields(const experiment::PlanResult& p) {
   const experiment::SweepCost& c = p.cost;
   const experiment::EvalResult& e = p.eval;
-  Fields f = {{"index", p.index},
-              {"label", p.label},
-              {"plan", p.plan_name},
-              {"weight_format", p.weight_format},
-              {"gemm", p.gemm},
-              {"tokens", e.tokens.size()}};
+  Fields f = {{"index", p.index},    {"label", p.label},
+              {"plan", p.plan_name}, {"weight_format", p.weight_format},
+              {"gemm", p.gemm},      {"tokens", e.tokens.size()}};
   Fields metrics = Fields::object();
   for (const auto& [name, value] : experiment::plan_metrics(p)) metrics[name] = value;
   f["metrics"] = metrics;

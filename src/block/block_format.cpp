@@ -197,7 +197,8 @@ std::string to_toml(const BlockFormat& f) {
   if (f.tile_rows != 0 || f.tile_cols != 0) w.integers("tile", std::vector<int>{f.tile_rows, f.tile_cols});
   w.str("scale_rule", to_string(f.rule)).integer("search_radius", f.search_radius);
   w.str("scale_rounding", format::to_string(f.scale_rounding));
-  w.str("rounding", format::to_string(f.element_options.rounding)).integer("sr_bits", f.element_options.sr_bits);
+  w.str("rounding", format::to_string(f.element_options.rounding))
+      .integer("sr_bits", f.element_options.sr_bits);
   w.str("nonfinite", to_string(f.nonfinite)).str("scale_overflow", to_string(f.scale_overflow));
   w.str("subnormal_inputs", to_string(f.subnormal_inputs)).str("signed_zero", to_string(f.signed_zero));
   w.str("tensor_scale", to_string(f.tensor_scale));

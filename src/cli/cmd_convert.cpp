@@ -36,8 +36,7 @@ void register_convert(CLI::App& app, Context& ctx) {
   auto* sub = app.add_subcommand("convert", "convert a stream of values or codes between two formats");
   sub->add_option("--from", req.from, "source format (default from a .npy float dtype: fp32/fp64/fp16)");
   sub->add_option("--to", req.to, "destination format")->required();
-  sub->add_flag("--packed", req.packed,
-                "codes narrower than 8 bits are bit-packed, LSB first (raw streams)");
+  sub->add_flag("--packed", req.packed, "codes narrower than 8 bits are bit-packed, LSB first (raw streams)");
   sub->add_flag("--force", req.force, "overwrite OUT if it exists");
   sub->add_flag("--json", args.json, "print the result (counts, formats, output) as JSON");
   add_convert_options(sub, req.options);

@@ -128,8 +128,9 @@ void run_mac(Context& ctx, const CostArgs& a) {
   }
   const cost::MacDatapath& dp = r.datapath;
   const cost::MacCost& m = r.mac;
-  std::cout << "MAC " << m.a_format << " x " << m.b_format << " on datapath " << dp.name << " (n = " << dp.fused_terms
-            << ", W = " << dp.alignment_bits << ", accumulator " << dp.accumulator;
+  std::cout << "MAC " << m.a_format << " x " << m.b_format << " on datapath " << dp.name
+            << " (n = " << dp.fused_terms << ", W = " << dp.alignment_bits << ", accumulator "
+            << dp.accumulator;
   if (dp.promote_every > 0) std::cout << ", promoted every " << dp.promote_every;
   std::cout << ")\n";
   std::cout << "datapath source: " << dp.source << (dp.unverified ? " [unverified]" : "") << "\n\n";
@@ -139,15 +140,15 @@ void run_mac(Context& ctx, const CostArgs& a) {
     std::cout << "  vs " << b.format << ": " << fixed(m.total_fa / b.mac.total_fa, 3) << "x area per MAC; "
               << b.fit_in_1024 << " MACs fit in the area of 1024 " << b.format << " MACs\n";
   }
-  std::cout << "\nFA = full-adder equivalent; 45 nm figures use Horowitz ISSCC 2014 (" << cost::kFaAreaUm2_45nm
-            << " um^2 and " << cost::kFaEnergyFj45nm << " fJ per FA).\n";
+  std::cout << "\nFA = full-adder equivalent; 45 nm figures use Horowitz ISSCC 2014 ("
+            << cost::kFaAreaUm2_45nm << " um^2 and " << cost::kFaEnergyFj45nm << " fJ per FA).\n";
   if (r.iso) {
     const cost::IsoArea& iso = *r.iso;
     std::cout << "\niso-area on " << r.iso_target << ": its " << r.iso_class << " array ("
-              << iso.budget_macs_per_clock_per_unit << " MACs/clock/" << r.iso_unit << ", priced as " << r.iso_format
-              << ") holds " << iso.macs_per_clock_per_unit << " " << m.a_format << " MACs/clock/" << r.iso_unit
-              << " -> " << fixed(iso.tflops, 1) << " dense TFLOP/s (vs " << fixed(r.iso_listed_tflops, 1)
-              << " listed for " << r.iso_class << " in the target file"
+              << iso.budget_macs_per_clock_per_unit << " MACs/clock/" << r.iso_unit << ", priced as "
+              << r.iso_format << ") holds " << iso.macs_per_clock_per_unit << " " << m.a_format
+              << " MACs/clock/" << r.iso_unit << " -> " << fixed(iso.tflops, 1) << " dense TFLOP/s (vs "
+              << fixed(r.iso_listed_tflops, 1) << " listed for " << r.iso_class << " in the target file"
               << ")\n";
   }
 }
@@ -169,9 +170,9 @@ void run_targets(Context& ctx, const CostArgs& a) {
     for (const auto& [cls, x] : t.rates) {
       const auto rebuilt = t.rebuilt_tflops(cls);
       std::cout << "  " << cls << ": " << sig(x.tflops) << " TFLOP/s dense"
-                << (rebuilt ? " (rebuilt " + fixed(*rebuilt, 1) + ")" : "") << (x.unverified ? " [unverified]" : "")
-                << " on " << t.datapath_for(cls) << "  -- " << (x.derived_from.empty() ? x.source : x.derived_from)
-                << "\n";
+                << (rebuilt ? " (rebuilt " + fixed(*rebuilt, 1) + ")" : "")
+                << (x.unverified ? " [unverified]" : "") << " on " << t.datapath_for(cls) << "  -- "
+                << (x.derived_from.empty() ? x.source : x.derived_from) << "\n";
     }
   }
 }
@@ -188,9 +189,11 @@ void register_cost(CLI::App& app, Context& ctx) {
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--target", args.req.target, "hardware target name (data/hardware) or a .toml file");
   cmd->add_option("--model", args.req.model, "model shape name (data/shapes) or a .toml file");
-  cmd->add_option("--plan", args.req.plan, "precision plan: experiments/plans NAME, a plan .toml, fp32 or fp64")
+  cmd->add_option("--plan", args.req.plan,
+                  "precision plan: experiments/plans NAME, a plan .toml, fp32 or fp64")
       ->capture_default_str();
-  cmd->add_option("--weights", args.req.setup.weights, "override the plan's weight format (blocks and LM head)");
+  cmd->add_option("--weights", args.req.setup.weights,
+                  "override the plan's weight format (blocks and LM head)");
   cmd->add_option("--activations", args.req.setup.activations,
                   "override the plan's GEMM-input format (linear_input, lm_head_input, q, probs)");
   cmd->add_option("--kv-cache", args.req.setup.kv_cache, "override the plan's KV-cache format");

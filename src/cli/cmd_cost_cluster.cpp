@@ -93,29 +93,30 @@ void print_cost_cluster(const app::PriceResult& res, const app::PriceRequest& re
   const cost::ModelShape& m = res.model;
   const cost::PlanFormats& pf = c.formats.formats;
   std::cout << "system   " << sys.name << " (" << sys.display_name << "): device " << t.name << ", scale-up "
-            << sys.scale_up_kind << " of " << sys.scale_up_size << " at " << sys.scale_up.bandwidth_gb_s << " GB/s"
-            << (sys.scale_up_kind == "torus" ? " per link" : " per device") << ", scale-out "
+            << sys.scale_up_kind << " of " << sys.scale_up_size << " at " << sys.scale_up.bandwidth_gb_s
+            << " GB/s" << (sys.scale_up_kind == "torus" ? " per link" : " per device") << ", scale-out "
             << sys.scale_out.bandwidth_gb_s << " GB/s per device\n";
   std::cout << "model    " << m.name << " (" << num(static_cast<double>(m.parameters()) / 1e9, 2)
             << " G parameters)\n";
   if (!c.train.empty()) {
     const cost::TrainFormats& f = c.train_formats;
-    std::cout << "formats  weights " << f.weights.name << ", activations " << f.activations.name << ", gradients "
-              << f.gradients.name << ", optimizer states " << f.optimizer_states.name << ", master weights "
-              << f.master_weights.name << "; on the wire: gradients " << f.grad_comm.name << ", activations "
-              << f.act_comm.name << "\n";
-    std::cout << "job      " << setup.global_batch << " sequences of " << setup.context << " tokens per step\n\n";
+    std::cout << "formats  weights " << f.weights.name << ", activations " << f.activations.name
+              << ", gradients " << f.gradients.name << ", optimizer states " << f.optimizer_states.name
+              << ", master weights " << f.master_weights.name << "; on the wire: gradients "
+              << f.grad_comm.name << ", activations " << f.act_comm.name << "\n";
+    std::cout << "job      " << setup.global_batch << " sequences of " << setup.context
+              << " tokens per step\n\n";
     if (!setup.search) {
       print_train(c.train.front(), t);
       return;
     }
     if (c.fewest_devices > 0) {
-      std::cout << "fewest devices meeting a step of " << num(setup.step_time, 3) << " s: " << c.fewest_devices
-                << "\n";
+      std::cout << "fewest devices meeting a step of " << num(setup.step_time, 3)
+                << " s: " << c.fewest_devices << "\n";
     }
-    std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel", "mb",
-                "recompute", "step s", "tokens/s", "MFU", "compute", "memory", "TP", "EP", "PP", "DP", "bubble",
-                "opt", "mem GB");
+    std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel",
+                "mb", "recompute", "step s", "tokens/s", "MFU", "compute", "memory", "TP", "EP", "PP", "DP",
+                "bubble", "opt", "mem GB");
     for (std::size_t i = 0; i < c.train.size() && static_cast<int>(i) < req.top; ++i) {
       const auto& r = c.train[i];
       const auto& s = r.time;
@@ -134,8 +135,8 @@ void print_cost_cluster(const app::PriceResult& res, const app::PriceRequest& re
   const cost::Parallel& par = c.parallel;
   std::cout << "plan     weights " << pf.weights.name << ", activations " << pf.activations.name << ", kv "
             << pf.kv_cache.name << "; parallel tp=" << par.tp << ",pp=" << par.pp << "\n";
-  std::cout << "KV cache at context " << setup.context << ": largest batch that fits per device = " << c.max_batch
-            << "\n";
+  std::cout << "KV cache at context " << setup.context
+            << ": largest batch that fits per device = " << c.max_batch << "\n";
   int shown = -1;
   for (const auto& r : c.inference) {
     if (static_cast<int>(r.phase) != shown) {
@@ -145,9 +146,9 @@ void print_cost_cluster(const app::PriceResult& res, const app::PriceRequest& re
                   "tokens/s", "tokens/s/dev", "compute", "memory", "TP", "GB/dev");
     }
     std::printf("%7lld %10.3f %12.1f %14.1f %7.1f%% %7.1f%% %7.1f%% %9.1f%s\n", r.batch, r.step_s * 1e3,
-                r.tokens_per_s, r.tokens_per_s / static_cast<double>(par.devices()), 100 * r.compute_s / r.step_s,
-                100 * r.memory_s / r.step_s, 100 * r.tp_s / r.step_s, (r.weight_bytes + r.kv_bytes) / 1e9,
-                r.fits ? "" : "  does not fit");
+                r.tokens_per_s, r.tokens_per_s / static_cast<double>(par.devices()),
+                100 * r.compute_s / r.step_s, 100 * r.memory_s / r.step_s, 100 * r.tp_s / r.step_s,
+                (r.weight_bytes + r.kv_bytes) / 1e9, r.fits ? "" : "  does not fit");
   }
 }
 

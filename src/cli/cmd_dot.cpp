@@ -24,7 +24,8 @@ void run_dot(Context& ctx, const DotArgs& a) {
     if (r.out.empty()) std::cout << app::dot_csv(r);
     if (!r.out.empty()) std::cout << "wrote " << r.rows.size() << " results to " << r.out << "\n";
     if (r.expected)
-      std::cout << r.rows.size() - r.mismatches << " of " << r.rows.size() << " results match expected_result\n";
+      std::cout << r.rows.size() - r.mismatches << " of " << r.rows.size()
+                << " results match expected_result\n";
   }
   if (r.mismatches != 0)
     throw Error(r.cases + ": " + std::to_string(r.mismatches) + " results differ from expected_result");

@@ -63,9 +63,7 @@ std::string num(double v, int digits = 6) {
 }
 
 // A token piece quoted for the per-token table (JSON string escaping).
-std::string quoted(const std::string& s) {
-  return app::json_text(s);
-}
+std::string quoted(const std::string& s) { return app::json_text(s); }
 
 }  // namespace
 
@@ -117,9 +115,9 @@ void register_engine(CLI::App& app, Context& ctx) {
   ea.model.add_to(ev);
   auto* ev_text = ev->add_option("--text", ea.req.texts, "UTF-8 text file(s) to score (one document each)")
                       ->check(CLI::ExistingFile);
-  auto* ev_tok =
-      ev->add_option("--tokens", ea.req.tokens, "1-D integer .npy file(s) of token ids to score instead of texts")
-          ->check(CLI::ExistingFile);
+  auto* ev_tok = ev->add_option("--tokens", ea.req.tokens,
+                                "1-D integer .npy file(s) of token ids to score instead of texts")
+                     ->check(CLI::ExistingFile);
   ev_text->excludes(ev_tok);
   ev->add_option("--logits-out", ea.req.logits_out,
                  "write the plan's logits [tokens, vocab] to this float32 .npy");
@@ -145,9 +143,10 @@ void register_engine(CLI::App& app, Context& ctx) {
     req.model = ea.model.model;
     req.plan = ea.model.plan;
     req.progress = [](const app::Progress& p) {
-      std::cerr << "\rlpemu: " << p.what << ": " << p.done << "/" << p.total << " tokens, " << num(p.seconds, 3)
-                << " s, about " << num(p.seconds * double(p.total - p.done) / double(p.done), 3)
-                << " s left for this plan   " << (p.done == p.total ? "\n" : "") << std::flush;
+      std::cerr << "\rlpemu: " << p.what << ": " << p.done << "/" << p.total << " tokens, "
+                << num(p.seconds, 3) << " s, about "
+                << num(p.seconds * double(p.total - p.done) / double(p.done), 3) << " s left for this plan   "
+                << (p.done == p.total ? "\n" : "") << std::flush;
     };
     const app::EvalReport rep = app::evaluate(ctx, req);
     if (ea.json) {
@@ -166,13 +165,13 @@ void register_engine(CLI::App& app, Context& ctx) {
       }
       const double mean = sum / double(total), ref_mean = ref_sum / double(total);
       std::cout << "model " << rep.model << ", plan " << rep.plan << " vs " << rep.reference << ": " << total
-                << " tokens scored, NLL " << num(mean) << ", perplexity " << num(std::exp(mean)) << " (reference "
-                << num(ref_mean) << ", " << num(std::exp(ref_mean)) << ")\n";
+                << " tokens scored, NLL " << num(mean) << ", perplexity " << num(std::exp(mean))
+                << " (reference " << num(ref_mean) << ", " << num(std::exp(ref_mean)) << ")\n";
       return;
     }
     const experiment::EvalResult& r = *rep.single;
-    std::cout << "model " << rep.model << ", plan " << rep.plan << " vs " << rep.reference << ", " << r.nll.size()
-              << " tokens scored\n"
+    std::cout << "model " << rep.model << ", plan " << rep.plan << " vs " << rep.reference << ", "
+              << r.nll.size() << " tokens scored\n"
               << "  NLL (nats/token) " << num(r.mean_nll) << "  perplexity " << num(r.perplexity)
               << "   (reference: " << num(r.ref_mean_nll) << ", " << num(r.ref_perplexity) << ")\n"
               << "  KL(ref||plan)    mean " << num(r.mean_kl) << "  max " << num(r.max_kl) << "\n"
@@ -180,7 +179,8 @@ void register_engine(CLI::App& app, Context& ctx) {
               << "  logits           SQNR " << num(r.logits.sqnr_db, 4) << " dB, max |err| "
               << num(r.logits.max_abs, 4) << "\n"
               << "  residual stream SQNR (dB):\n";
-    for (const auto& [name, st] : r.residual) std::cout << "    " << name << "  " << num(st.sqnr_db, 4) << "\n";
+    for (const auto& [name, st] : r.residual)
+      std::cout << "    " << name << "  " << num(st.sqnr_db, 4) << "\n";
     if (ea.points) {
       std::cout << "  quantisation points (layer/role/tensor: SQNR dB, max |err|):\n";
       for (const auto& [name, st] : r.points) {
@@ -190,8 +190,9 @@ void register_engine(CLI::App& app, Context& ctx) {
     if (ea.per_token) {
       std::cout << "  t  token  piece  nll  ref_nll  kl  top1\n";
       for (std::size_t t = 0; t < r.nll.size(); ++t) {
-        std::cout << "  " << t << "  " << r.tokens[t + 1] << "  " << quoted(rep.pieces[t]) << "  " << num(r.nll[t])
-                  << "  " << num(r.ref_nll[t]) << "  " << num(r.kl[t]) << "  " << r.top1_agree[t] << "\n";
+        std::cout << "  " << t << "  " << r.tokens[t + 1] << "  " << quoted(rep.pieces[t]) << "  "
+                  << num(r.nll[t]) << "  " << num(r.ref_nll[t]) << "  " << num(r.kl[t]) << "  "
+                  << r.top1_agree[t] << "\n";
       }
     }
   });
@@ -216,8 +217,8 @@ void register_engine(CLI::App& app, Context& ctx) {
     }
     std::printf("model %s, plan %s, activations %s\n", rep.model.c_str(), rep.plan.c_str(),
                 req.activations.c_str());
-    std::printf("%5s %-7s %-13s %-10s %-10s %10s %10s %10s %12s\n", "layer", "tensor", "role", "input", "weight",
-                "in_SQNR", "w_SQNR", "out_SQNR", "out_max_err");
+    std::printf("%5s %-7s %-13s %-10s %-10s %10s %10s %10s %12s\n", "layer", "tensor", "role", "input",
+                "weight", "in_SQNR", "w_SQNR", "out_SQNR", "out_max_err");
     for (const auto& r : rep.rows) {
       std::printf("%5s %-7s %-13s %-10s %-10s %10s %10s %10s %12s\n",
                   r.layer < 0 ? "head" : std::to_string(r.layer).c_str(), r.tensor.c_str(), r.role.c_str(),

@@ -70,7 +70,8 @@ void print_show(const app::FormatShowResult& r) {
   if (f.has_negative_zero()) std::cout << "-0:              " << format::hex_code(f, f.sign_bit()) << "\n";
   if (!r.values.empty()) {
     std::cout << "\ncode  fielded  value\n";
-    for (const auto& c : r.values) std::cout << c.hex << "  " << c.fielded << "  " << format_real(c.value) << "\n";
+    for (const auto& c : r.values)
+      std::cout << c.hex << "  " << c.fielded << "  " << format_real(c.value) << "\n";
   }
 }
 

@@ -20,10 +20,13 @@ void register_gemm(CLI::App& app, Context& ctx) {
   auto* sub = app.add_subcommand(
       "gemm", "C = A·Bᵀ on a datapath (A [M, K], B [N, K]), operands as the engine feeds them");
   sub->add_option("--datapath", g.datapath, "datapath name (see `lpemu datapath list`) or eigen")->required();
-  sub->add_option("--a-format", g.a_format, "format A is quantised to (block or element); default: fp32 values");
-  sub->add_option("--b-format", g.b_format, "format B is quantised to (block or element); default: fp32 values");
+  sub->add_option("--a-format", g.a_format,
+                  "format A is quantised to (block or element); default: fp32 values");
+  sub->add_option("--b-format", g.b_format,
+                  "format B is quantised to (block or element); default: fp32 values");
   sub->add_flag("--codes", g.codes, "A and B hold codes of --a-format/--b-format instead of values");
-  sub->add_option("--a-scales", g.a_scales, "with --codes: A's scale codes in block order (FILE.npy or FILE.h5:/ds)");
+  sub->add_option("--a-scales", g.a_scales,
+                  "with --codes: A's scale codes in block order (FILE.npy or FILE.h5:/ds)");
   sub->add_option("--b-scales", g.b_scales, "with --codes: B's scale codes in block order");
   sub->add_option("--a-tensor-scale", g.a_tensor_scale, "with --codes: A's FP32 tensor scale (NVFP4)");
   sub->add_option("--b-tensor-scale", g.b_tensor_scale, "with --codes: B's FP32 tensor scale (NVFP4)");

@@ -22,8 +22,8 @@ void register_import(CLI::App& app, Context& ctx) {
       print_json(app::fields(r));
       return;
     }
-    std::cout << "lpemu: " << r.architecture << " " << r.name << ": " << r.n_layers << " layers, dim " << r.dim
-              << ", " << r.n_heads << "/" << r.n_kv_heads << " heads, vocab " << r.vocab_size
+    std::cout << "lpemu: " << r.architecture << " " << r.name << ": " << r.n_layers << " layers, dim "
+              << r.dim << ", " << r.n_heads << "/" << r.n_kv_heads << " heads, vocab " << r.vocab_size
               << (r.tokenizer ? ", tokenizer.json" : ", no tokenizer") << " -> " << r.out << "\n";
   });
 }

@@ -26,8 +26,9 @@ void run_proposal(Context& ctx, const ProposalArgs& a) {
     print_json(app::fields(r));
     return;
   }
-  std::cout << "lpemu: proposal for '" << r.format << "'" << (r.datapath.empty() ? std::string() : " on " + r.datapath)
-            << " written to " << fs::absolute(r.out).string() << "\n";
+  std::cout << "lpemu: proposal for '" << r.format << "'"
+            << (r.datapath.empty() ? std::string() : " on " + r.datapath) << " written to "
+            << fs::absolute(r.out).string() << "\n";
   for (const auto& f : r.files) std::cout << "  " << fs::relative(f, r.out).generic_string() << "\n";
 }
 
@@ -63,7 +64,8 @@ void register_proposal(CLI::App& app, Context& ctx) {
   sub->add_option(
       "--datapath", r.datapath,
       "datapath name or .toml: dot-product vectors (inputs replaced by the proposed element format)");
-  sub->add_option("--model", r.model, "model name or path: accuracy and cost vs bf16 and mxfp8 in summary.md");
+  sub->add_option("--model", r.model,
+                  "model name or path: accuracy and cost vs bf16 and mxfp8 in summary.md");
   sub->add_option("--text", r.text, "text to score (default: paragraph.txt beside the model)")
       ->check(CLI::ExistingFile);
   sub->add_option("--target", r.target, "cost-model hardware target (\"\" for none)")->capture_default_str();
@@ -72,7 +74,9 @@ void register_proposal(CLI::App& app, Context& ctx) {
       ->capture_default_str()
       ->check(CLI::IsMember({"decode", "prefill"}));
   sub->add_option("--batch", r.batch, "cost-model batch")->capture_default_str()->check(at_least(1));
-  sub->add_option("--context", r.context, "cost-model context length")->capture_default_str()->check(at_least(1));
+  sub->add_option("--context", r.context, "cost-model context length")
+      ->capture_default_str()
+      ->check(at_least(1));
   sub->add_option("--max-tokens", r.max_tokens, "score at most this many tokens (0: all)")
       ->capture_default_str()
       ->check(at_least(0));

@@ -113,7 +113,9 @@ std::string to_toml(const ModelShape& s) {
   io::detail::TomlWriter w;
   w.str("name", s.name).str("source", s.source);
   w.integer("dim", s.dim).integer("n_layers", s.n_layers).integer("n_heads", s.n_heads);
-  w.integer("n_kv_heads", s.n_kv_heads).integer("hidden_dim", s.hidden_dim).integer("vocab_size", s.vocab_size);
+  w.integer("n_kv_heads", s.n_kv_heads)
+      .integer("hidden_dim", s.hidden_dim)
+      .integer("vocab_size", s.vocab_size);
   w.boolean("tied_embeddings", s.tied_embeddings).str("mlp", s.gated_mlp ? "gated" : "dense");
   if (s.experts > 0) w.integer("experts", s.experts).integer("top_k", s.top_k);
   return w.text();
@@ -128,13 +130,15 @@ std::string to_toml(const Target& t) {
     const TargetDerivation& d = *t.derive;
     w.table("derive").str("base", d.base).str("budget_class", d.budget_class);
     w.str("budget_format", d.budget_format).str("datapath", d.datapath);
-    for (const auto& [cls, f] : d.rate_formats) w.table("derive.rates." + io::detail::TomlWriter::key(cls)).str("format", f);
+    for (const auto& [cls, f] : d.rate_formats)
+      w.table("derive.rates." + io::detail::TomlWriter::key(cls)).str("format", f);
     return w.text();
   }
   w.table("memory").number("bandwidth_gb_s", t.bandwidth_gb_s).str("bandwidth_source", t.bandwidth_source);
   w.number("capacity_gb", t.capacity_gb).str("capacity_source", t.capacity_source);
   w.table("compute");
-  if (t.units > 0) w.integer("units", t.units).str("unit_name", t.unit_name).str("units_source", t.units_source);
+  if (t.units > 0)
+    w.integer("units", t.units).str("unit_name", t.unit_name).str("units_source", t.units_source);
   if (t.clock_mhz > 0) w.number("clock_mhz", t.clock_mhz).str("clock_source", t.clock_source);
   if (t.compute_unverified) w.boolean("unverified", true);
   w.str_if("note", t.compute_note);
@@ -150,7 +154,10 @@ std::string to_toml(const Target& t) {
 
 Catalog::Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs,
                  const block::BlockRegistry* blocks, const datapath::DatapathRegistry* datapaths)
-    : formats_(formats), blocks_(blocks), datapath_records_(datapaths), user_dirs_(lpemu::detail::user_spec_dirs(dirs)) {
+    : formats_(formats),
+      blocks_(blocks),
+      datapath_records_(datapaths),
+      user_dirs_(lpemu::detail::user_spec_dirs(dirs)) {
   for (const auto& f : detail::embedded_cost_data()) {
     const std::string_view path = f.path;
     add_text(path.substr(0, path.find('/')), f.text, "builtin:data/" + std::string(path));

@@ -10,7 +10,8 @@
 namespace lpemu::cost {
 namespace {
 
-constexpr lpemu::detail::EnumName<Phase> kPhaseNames[] = {{"prefill", Phase::prefill}, {"decode", Phase::decode}};
+constexpr lpemu::detail::EnumName<Phase> kPhaseNames[] = {{"prefill", Phase::prefill},
+                                                          {"decode", Phase::decode}};
 constexpr lpemu::detail::EnumName<JobPhase> kJobPhaseNames[] = {
     {"prefill", JobPhase::prefill}, {"decode", JobPhase::decode}, {"train", JobPhase::train}};
 
@@ -146,8 +147,9 @@ double experts_touched(long long experts, long long top_k, double tokens) {
   return e * (1.0 - std::pow(1.0 - static_cast<double>(top_k) / e, tokens));
 }
 
-LayerwisePlan LayerwisePlan::uniform(std::string name, const std::string& weights, const std::string& activations,
-                           const std::string& kv_cache, long long n_layers) {
+LayerwisePlan LayerwisePlan::uniform(std::string name, const std::string& weights,
+                                     const std::string& activations, const std::string& kv_cache,
+                                     long long n_layers) {
   LayerwisePlan p;
   p.name = std::move(name);
   const GemmPlan g{weights, activations, ""};

@@ -98,7 +98,10 @@ std::string to_toml(const Datapath& d) {
   io::detail::TomlWriter w;
   w.str("name", d.name).str_if("description", d.description).str("source", d.source);
   w.strings_if("open", d.open);
-  w.table("inputs").str("a", d.a.name).str("b", d.b.name).boolean("flush_subnormals", d.flush_subnormal_inputs);
+  w.table("inputs")
+      .str("a", d.a.name)
+      .str("b", d.b.name)
+      .boolean("flush_subnormals", d.flush_subnormal_inputs);
   w.str("scale_application", to_string(d.scale_application));
   if (d.scale_block != 0) w.integer("scale_block", d.scale_block);
   if (d.group_size != d.scale_block) w.integer("group_size", d.group_size);
@@ -112,7 +115,9 @@ std::string to_toml(const Datapath& d) {
   if (d.alignment != Alignment::exact) w.integer("fraction_bits", d.fraction_bits);
   if (d.exponent_floor) w.integer("exponent_floor", *d.exponent_floor);
   w.boolean("sticky", d.sticky);
-  w.table("accumulator").str("format", d.accumulator.name).integer("fraction_bits", d.accumulator_fraction_bits);
+  w.table("accumulator")
+      .str("format", d.accumulator.name)
+      .integer("fraction_bits", d.accumulator_fraction_bits);
   write_rounding(w, "", d.accumulator_rounding);
   w.str("overflow", to_string(d.overflow)).boolean("flush_subnormals", d.flush_subnormal_outputs);
   if (d.promote_every > 0) {
@@ -353,8 +358,9 @@ void DatapathRegistry::add(Datapath d, std::string origin) {
   // Plans name GEMMs by datapath name or by one of the engine's own fp32 GEMMs: a datapath named
   // like those would shadow it (or be shadowed), depending on lookup order.
   if (names_float_gemm(d.name)) {
-    throw SpecError(origin + ": datapath name '" + d.name +
-                    "' is reserved for the engine's own GEMM (eigen, fp32, native, none); expected another name");
+    throw SpecError(
+        origin + ": datapath name '" + d.name +
+        "' is reserved for the engine's own GEMM (eigen, fp32, native, none); expected another name");
   }
   items_.add(std::move(d), std::move(origin));
 }

@@ -38,7 +38,8 @@ std::string spec_text(const std::optional<QuantSpec>& spec) {
   const format::ConvertOptions& o = spec->options;
   const format::ConvertOptions d{};
   if (o.rounding == d.rounding && o.overflow == d.overflow && o.seed == d.seed && o.sr_bits == d.sr_bits &&
-      o.flush_subnormal_outputs == d.flush_subnormal_outputs && o.flush_subnormal_inputs == d.flush_subnormal_inputs)
+      o.flush_subnormal_outputs == d.flush_subnormal_outputs &&
+      o.flush_subnormal_inputs == d.flush_subnormal_inputs)
     return TomlWriter::quote(spec->format);
   std::vector<std::pair<std::string, std::string>> kv{{"format", TomlWriter::quote(spec->format)}};
   if (o.rounding != d.rounding) kv.emplace_back("rounding", TomlWriter::quote(format::to_string(o.rounding)));
@@ -285,7 +286,8 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
       const auto add = [&](const toml::node& n) {
         if (n.is_integer()) {
           o.layers.push_back(static_cast<int>(*n.value<std::int64_t>()));
-        } else if (n.is_string() && (*n.value<std::string>() == "first" || *n.value<std::string>() == "last")) {
+        } else if (n.is_string() &&
+                   (*n.value<std::string>() == "first" || *n.value<std::string>() == "last")) {
           o.layers.push_back(parse_layer(*n.value<std::string>()));
         } else {
           t.fail_at(n, "layers", "layer indices (negative count from the end), \"first\" or \"last\"");
@@ -311,8 +313,8 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
 std::string_view to_string(Compute c) { return lpemu::detail::enum_name(kComputeNames, c); }
 
 bool operator==(const PrecisionPlan::Override& a, const PrecisionPlan::Override& b) {
-  return a.layers == b.layers && a.kind == b.kind && sorted(a.entries) == sorted(b.entries) && a.gemm == b.gemm &&
-         a.attention_gemm == b.attention_gemm;
+  return a.layers == b.layers && a.kind == b.kind && sorted(a.entries) == sorted(b.entries) &&
+         a.gemm == b.gemm && a.attention_gemm == b.attention_gemm;
 }
 
 bool operator==(const PrecisionPlan& a, const PrecisionPlan& b) {
@@ -348,8 +350,8 @@ int parse_layer(std::string_view text) {
                   "': expected a layer index (negative counts from the end), \"first\" or \"last\"");
 }
 
-PrecisionPlan with_role_format(PrecisionPlan p, Role role, std::string format, const format::ConvertOptions& options,
-                               std::string origin) {
+PrecisionPlan with_role_format(PrecisionPlan p, Role role, std::string format,
+                               const format::ConvertOptions& options, std::string origin) {
   const auto drop = [&](std::vector<PrecisionPlan::Entry>& es) {
     es.erase(std::remove_if(es.begin(), es.end(), [&](const auto& e) { return e.role == role; }), es.end());
   };
@@ -381,8 +383,9 @@ PrecisionPlan with_layers(PrecisionPlan p, std::vector<int> layers, const std::v
   for (const Role r : roles) {
     std::optional<QuantSpec> spec;
     if (format != "none") spec = QuantSpec{format, {}, {}};
-    o.entries.erase(std::remove_if(o.entries.begin(), o.entries.end(), [&](const auto& e) { return e.role == r; }),
-                    o.entries.end());
+    o.entries.erase(
+        std::remove_if(o.entries.begin(), o.entries.end(), [&](const auto& e) { return e.role == r; }),
+        o.entries.end());
     o.entries.push_back({r, std::move(spec)});
   }
   if (gemm) o.gemm = GemmChoice{std::move(*gemm), false, {}};

@@ -2,8 +2,8 @@
 #include <string_view>
 
 #include "lpemu/detail/names.hpp"
-#include "lpemu/error.hpp"
 #include "lpemu/engine/quantizer.hpp"
+#include "lpemu/error.hpp"
 
 namespace lpemu::engine {
 namespace {

@@ -11,8 +11,8 @@
 #include "io/toml_util.hpp"
 #include "lpemu/cost/parallel.hpp"
 #include "lpemu/cost/workload.hpp"
-#include "lpemu/engine/plan.hpp"
 #include "lpemu/detail/named_registry.hpp"
+#include "lpemu/engine/plan.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/sha256.hpp"
 

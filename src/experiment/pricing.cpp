@@ -15,9 +15,7 @@ namespace {
 using engine::LayerKind;
 using engine::Role;
 
-bool is_default_gemm(const std::string& g) {
-  return g.empty() || datapath::names_float_gemm(g);
-}
+bool is_default_gemm(const std::string& g) { return g.empty() || datapath::names_float_gemm(g); }
 
 }  // namespace
 
@@ -164,7 +162,7 @@ cost::TrainConfig train_config(const ClusterSetup& c) {
 }
 
 ClusterReport price_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
-                           const cost::System& sys, cost::Catalog& cat, const ClusterSetup& c) {
+                            const cost::System& sys, cost::Catalog& cat, const ClusterSetup& c) {
   ClusterReport out;
   out.system = sys;
   out.target = cat.target(c.target.empty() ? sys.device : c.target);
@@ -191,10 +189,11 @@ ClusterReport price_cluster(const engine::PrecisionPlan& plan, const cost::Model
     constexpr long long kMaxDevices = 1LL << 17;
     out.train = cost::fewest_devices_for_step(shape, f, sys, t, dp, cfg, c.step_time, kMaxDevices);
     if (out.train.empty()) {
-      throw SpecError("step time " + io::format_number(c.step_time, io::NumberStyle::fixed, 3) +
-                      ": no device count up to " +
-                      std::to_string(sys.max_devices > 0 ? std::min(sys.max_devices, kMaxDevices) : kMaxDevices) +
-                      " meets it on system '" + sys.name + "'");
+      throw SpecError(
+          "step time " + io::format_number(c.step_time, io::NumberStyle::fixed, 3) +
+          ": no device count up to " +
+          std::to_string(sys.max_devices > 0 ? std::min(sys.max_devices, kMaxDevices) : kMaxDevices) +
+          " meets it on system '" + sys.name + "'");
     }
     out.fewest_devices = out.train.front().config.par.devices();
     return out;
@@ -224,7 +223,8 @@ ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost:
   if (c.phase != "train" && c.phase != "prefill" && c.phase != "decode") {
     throw SpecError("cluster pricing: phase \"" + c.phase + "\": expected train, prefill or decode");
   }
-  if (c.phase == "train" && c.search && c.devices < 1) throw SpecError("cluster pricing: search needs devices >= 1");
+  if (c.phase == "train" && c.search && c.devices < 1)
+    throw SpecError("cluster pricing: search needs devices >= 1");
   ClusterSetup one = c;
   one.batches.clear();
   one.step_time = 0;

@@ -310,11 +310,11 @@ std::vector<DotVector> dot_vectors(const datapath::Datapath& dp, std::uint64_t s
 
 datapath::Datapath retarget_datapath(const datapath::Datapath& dp, const format::Format& element) {
   if (dp.a.name == element.name && dp.b.name == element.name) return dp;
-  return datapath::with_inputs(datapath::with_name(dp, dp.name + "." + element.name,
-                                                   dp.description + " — inputs " + element.name +
-                                                       " (proposed; preset inputs " + dp.a.name + " x " +
-                                                       dp.b.name + ")"),
-                               element, element);
+  return datapath::with_inputs(
+      datapath::with_name(dp, dp.name + "." + element.name,
+                          dp.description + " — inputs " + element.name + " (proposed; preset inputs " +
+                              dp.a.name + " x " + dp.b.name + ")"),
+      element, element);
 }
 
 namespace detail {

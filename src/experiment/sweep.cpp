@@ -213,7 +213,8 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
   } else if (tools.costs != nullptr) {
     static std::mutex mu;  // the catalog parses lazily
     std::lock_guard lock(mu);
-    r.weight_bits = cost::bits_per_weight(shape_of(model.config), layerwise_plan(plan, n_layers), *tools.costs);
+    r.weight_bits =
+        cost::bits_per_weight(shape_of(model.config), layerwise_plan(plan, n_layers), *tools.costs);
   }
   r.eval = evaluate(model, plan, reference, tokens, *tools.quantizers, *tools.gemms);
   if (!exp.activations.empty()) {
@@ -233,7 +234,8 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
     if (r.gemm != "eigen") {
       // The accumulation's own share: the plan against the same plan on fp32 accumulation (the
       // operands are rounded the same way in both), so it never mixes in operand rounding.
-      const auto e = evaluate(model, engine::without_gemms(plan), reference, tokens, *tools.quantizers, *tools.gemms);
+      const auto e =
+          evaluate(model, engine::without_gemms(plan), reference, tokens, *tools.quantizers, *tools.gemms);
       r.attribution.push_back({"gemm", r.gemm, r.eval.mean_kl - e.mean_kl, r.eval.mean_nll - e.mean_nll});
     }
   }

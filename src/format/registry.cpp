@@ -71,7 +71,9 @@ std::string to_toml(const Format& f) {
   w.str_if("source", f.source);
   w.str("kind", to_string(f.kind));
   if (f.kind == Kind::floating) {
-    w.integer("exponent_bits", f.exponent_bits).integer("mantissa_bits", f.mantissa_bits).integer("bias", f.bias);
+    w.integer("exponent_bits", f.exponent_bits)
+        .integer("mantissa_bits", f.mantissa_bits)
+        .integer("bias", f.bias);
     w.str("specials", to_string(f.specials)).boolean("subnormals", f.subnormals);
     if (!f.is_signed) w.boolean("signed", false);
     if (!f.has_zero) w.boolean("zero", false);

@@ -367,7 +367,8 @@ class TomlWriter {
   /// A key: bare when it is A-Za-z0-9_- only, else quoted.
   static std::string key(std::string_view k) {
     const bool bare = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) {
-      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+             c == '-';
     });
     return bare ? std::string(k) : quote(k);
   }
@@ -395,7 +396,8 @@ class TomlWriter {
   /// An inline table { k = v, ... } of already spelled values.
   static std::string inline_table(const std::vector<std::pair<std::string, std::string>>& kv) {
     std::string out = "{ ";
-    for (std::size_t i = 0; i < kv.size(); ++i) out += (i ? ", " : "") + key(kv[i].first) + " = " + kv[i].second;
+    for (std::size_t i = 0; i < kv.size(); ++i)
+      out += (i ? ", " : "") + key(kv[i].first) + " = " + kv[i].second;
     return out + (kv.empty() ? "}" : " }");
   }
 
@@ -415,7 +417,9 @@ class TomlWriter {
   TomlWriter& integer(std::string_view k, long long v) { return raw(k, std::to_string(v)); }
   TomlWriter& number(std::string_view k, double v) { return raw(k, number_text(v)); }
   TomlWriter& boolean(std::string_view k, bool v) { return raw(k, v ? "true" : "false"); }
-  TomlWriter& strings(std::string_view k, const std::vector<std::string>& v) { return raw(k, strings_text(v)); }
+  TomlWriter& strings(std::string_view k, const std::vector<std::string>& v) {
+    return raw(k, strings_text(v));
+  }
   /// key = [...] unless v is empty.
   TomlWriter& strings_if(std::string_view k, const std::vector<std::string>& v) {
     return v.empty() ? *this : strings(k, v);

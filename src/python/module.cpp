@@ -67,7 +67,6 @@ format::ConvertOptions options(const std::string& rounding, const std::string& o
 
 bool is_double(const py::array& x) { return x.dtype().is(py::dtype::of<double>()); }
 
-
 engine::RowMatrix to_matrix(const CArray<float>& x) {
   if (x.ndim() != 2) {
     throw ShapeError("expected a 2-D float32 array [rows, cols], got " + std::to_string(x.ndim()) +
@@ -146,7 +145,8 @@ class PyPlan {
 
   std::optional<std::string> format(const std::string& role, int layer, const std::string& kind,
                                     int n_layers) const {
-    const auto spec = plan_.resolve(engine::parse_role(role), layer, engine::parse_layer_kind(kind), n_layers);
+    const auto spec =
+        plan_.resolve(engine::parse_role(role), layer, engine::parse_layer_kind(kind), n_layers);
     if (!spec) return std::nullopt;
     return spec->format;
   }

@@ -20,20 +20,20 @@ namespace lpemu::app {
 
 /// What to convert.
 struct ConvertRequest {
-  std::string from;    ///< source format (empty: from a .npy float dtype, fp32/fp64/fp16)
-  std::string to;      ///< destination format (required)
-  std::string input;   ///< FILE.npy, a raw little-endian FILE, or "-" for standard input
-  std::string output;  ///< FILE.npy, a raw FILE, or "-" for standard output
-  bool packed = false;  ///< codes narrower than 8 bits are bit-packed (raw streams)
-  bool force = false;   ///< replace an existing output file
+  std::string from;                ///< source format (empty: from a .npy float dtype, fp32/fp64/fp16)
+  std::string to;                  ///< destination format (required)
+  std::string input;               ///< FILE.npy, a raw little-endian FILE, or "-" for standard input
+  std::string output;              ///< FILE.npy, a raw FILE, or "-" for standard output
+  bool packed = false;             ///< codes narrower than 8 bits are bit-packed (raw streams)
+  bool force = false;              ///< replace an existing output file
   format::ConvertOptions options;  ///< rounding, overflow, seed, sr_bits, ftz, daz
 };
 
 /// A finished conversion.
 struct ConvertResult {
-  std::string from, to;       ///< the formats' names
-  std::string input, output;  ///< as requested ("-" for the standard streams)
-  std::size_t elements = 0;   ///< codes converted
+  std::string from, to;            ///< the formats' names
+  std::string input, output;       ///< as requested ("-" for the standard streams)
+  std::size_t elements = 0;        ///< codes converted
   std::uint64_t input_bytes = 0;   ///< bytes of codes read (a .npy header not counted)
   std::uint64_t output_bytes = 0;  ///< bytes of codes written (a .npy header not counted)
   bool packed = false;

@@ -28,13 +28,13 @@ using ProgressFn = std::function<void(const Progress&)>;
 
 /// What to score.
 struct EvalRequest {
-  std::string model = "stories260K";  ///< model .h5 file or shipped model name
-  std::string plan = "fp32";          ///< plan file, fp32/fp64 or shipped plan name
-  std::string reference = "fp32";     ///< reference plan
+  std::string model = "stories260K";          ///< model .h5 file or shipped model name
+  std::string plan = "fp32";                  ///< plan file, fp32/fp64 or shipped plan name
+  std::string reference = "fp32";             ///< reference plan
   std::vector<std::filesystem::path> texts;   ///< UTF-8 text files, one document each
   std::vector<std::filesystem::path> tokens;  ///< 1-D integer .npy files of token ids instead
-  int context = 0, stride = 0;  ///< sliding-window perplexity (0: the model's seq_len; = context)
-  int batch_tokens = 512;       ///< windows run together up to this many tokens
+  int context = 0, stride = 0;       ///< sliding-window perplexity (0: the model's seq_len; = context)
+  int batch_tokens = 512;            ///< windows run together up to this many tokens
   std::filesystem::path logits_out;  ///< one sequence: write the plan's logits here (.npy)
   bool force = false;                ///< replace an existing logits_out
   ProgressFn progress;               ///< corpus runs report progress per plan

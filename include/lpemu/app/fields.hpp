@@ -26,8 +26,8 @@ std::string json_text(const Fields& f, int indent = -1);
 std::vector<std::pair<std::string, Fields>> columns(const Fields& f, const std::string& prefix = "");
 
 /// Reads a request from named fields (a Python call's keyword arguments): each read() takes one
-/// field if present and not null, checking its type (an optional is set only then); finish() rejects names nobody read. Errors
-/// are SpecErrors naming `what`, the field and the expected type.
+/// field if present and not null, checking its type (an optional is set only then); finish() rejects names
+/// nobody read. Errors are SpecErrors naming `what`, the field and the expected type.
 class FieldReader {
  public:
   /// Reads `f` (an object, or null for no fields); `what` names the request in errors.

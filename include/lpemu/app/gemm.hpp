@@ -18,7 +18,7 @@ struct GemmRequest {
   bool codes = false;              ///< A and B hold codes of a_format/b_format
   std::string a_scales, b_scales;  ///< with codes: scale codes in block order
   float a_tensor_scale = 1.0F, b_tensor_scale = 1.0F;  ///< with codes: FP32 tensor scales (NVFP4)
-  bool force = false;              ///< replace an existing `out`
+  bool force = false;                                  ///< replace an existing `out`
 };
 
 /// The product written to `out`.

@@ -27,8 +27,8 @@ struct GenerateResult {
   std::vector<int> tokens;  ///< every token, prompt included
   std::string text;         ///< the tokens decoded ("" for a model without a tokenizer)
   bool has_tokenizer = false;
-  int positions = 0;        ///< positions the session ran
-  double seconds = 0;       ///< generation time (not a field: it differs run to run)
+  int positions = 0;   ///< positions the session ran
+  double seconds = 0;  ///< generation time (not a field: it differs run to run)
 };
 
 /// Generates as `request` says; throws lpemu::Error for bad input.

@@ -11,9 +11,9 @@ namespace lpemu::app {
 
 /// The folder to import and the model file to write.
 struct ImportRequest {
-  std::string dir;      ///< folder with config.json, *.safetensors and tokenizer.json
-  std::string out;      ///< model file to write (.h5)
-  bool force = false;   ///< replace an existing `out`
+  std::string dir;     ///< folder with config.json, *.safetensors and tokenizer.json
+  std::string out;     ///< model file to write (.h5)
+  bool force = false;  ///< replace an existing `out`
 };
 
 /// The imported model's shape.

@@ -21,9 +21,9 @@ namespace lpemu::app {
 /// What to price. Device level unless a system, devices, parallel degrees, a search or phase
 /// "train" is given (cluster()).
 struct PriceRequest {
-  std::string target;  ///< hardware target name or .toml (required at device level)
-  std::string model;   ///< model shape name or .toml
-  std::string plan = "bf16";  ///< plan file, fp32/fp64 or shipped plan name
+  std::string target;                            ///< hardware target name or .toml (required at device level)
+  std::string model;                             ///< model shape name or .toml
+  std::string plan = "bf16";                     ///< plan file, fp32/fp64 or shipped plan name
   std::vector<std::filesystem::path> cost_dirs;  ///< extra DIR/hardware, DIR/shapes, DIR/systems
   /// The job: phase ("prefill", "decode", "both" or "train"), batch, context, the cluster options,
   /// and the weights/activations/kv_cache/datapath overrides of the plan.
@@ -32,7 +32,7 @@ struct PriceRequest {
     s.phase = "both";
     return s;
   }();
-  int top = 8;                   ///< search: configurations reported
+  int top = 8;                     ///< search: configurations reported
   std::filesystem::path plot_dir;  ///< device level: also draw DIR/cost_<phase>.svg
 
   /// True if the cluster-level models answer.
@@ -44,15 +44,16 @@ struct PriceResult {
   cost::Target target;
   cost::ModelShape model;
   std::string plan, plan_origin;
-  std::vector<experiment::Pricing> phases;       ///< device level: prefill and/or decode
+  std::vector<experiment::Pricing> phases;           ///< device level: prefill and/or decode
   std::optional<experiment::ClusterReport> cluster;  ///< cluster level
-  int top = 8;                                   ///< search configurations kept in fields()
-  std::vector<std::filesystem::path> plots;      ///< SVG files written
+  int top = 8;                                       ///< search configurations kept in fields()
+  std::vector<std::filesystem::path> plots;          ///< SVG files written
 };
 
 /// The cost model's catalog of `ctx`: built-ins, then hardware/, shapes/ and systems/ of the user
 /// directories (LPEMU_FORMATS_PATH, ctx.formats_dirs), then of `cost_dirs`.
-cost::Catalog cost_catalog(experiment::Context& ctx, const std::vector<std::filesystem::path>& cost_dirs = {});
+cost::Catalog cost_catalog(experiment::Context& ctx,
+                           const std::vector<std::filesystem::path>& cost_dirs = {});
 
 /// The plan `request` prices: its plan file with the setup's format and datapath overrides.
 engine::PrecisionPlan priced_plan(experiment::Context& ctx, const PriceRequest& request);

@@ -17,16 +17,16 @@ namespace lpemu::app {
 
 /// What to propose.
 struct ProposalRequest {
-  std::string format;    ///< element or block format: a name or a .toml file
-  std::string out;       ///< output directory
-  bool force = false;    ///< replace the files of an existing package
-  std::uint64_t seed = 1;  ///< seed of the random part of the vectors
-  std::string datapath;  ///< datapath name or .toml: dot-product vectors ("" for none)
-  std::string model;     ///< model name or path: accuracy and cost in summary.md ("" for none)
-  std::string text;      ///< text to score (default: paragraph.txt beside the model)
-  std::string target = "h100_sxm";  ///< cost-model hardware target ("" for none)
-  std::string shape = "llama3_8b";  ///< cost-model model shape
-  std::string phase = "decode";     ///< decode | prefill
+  std::string format;                   ///< element or block format: a name or a .toml file
+  std::string out;                      ///< output directory
+  bool force = false;                   ///< replace the files of an existing package
+  std::uint64_t seed = 1;               ///< seed of the random part of the vectors
+  std::string datapath;                 ///< datapath name or .toml: dot-product vectors ("" for none)
+  std::string model;                    ///< model name or path: accuracy and cost in summary.md ("" for none)
+  std::string text;                     ///< text to score (default: paragraph.txt beside the model)
+  std::string target = "h100_sxm";      ///< cost-model hardware target ("" for none)
+  std::string shape = "llama3_8b";      ///< cost-model model shape
+  std::string phase = "decode";         ///< decode | prefill
   long long batch = 8, context = 4096;  ///< cost-model batch and context length
   int max_tokens = 0;                   ///< score at most this many tokens (0: all)
   std::function<void(const std::string&)> progress;  ///< one line per finished accuracy plan

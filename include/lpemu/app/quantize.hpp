@@ -33,10 +33,10 @@ struct QuantizeRequest {
 
 /// A quantised tensor written to `output`.
 struct QuantizeResult {
-  std::string format;        ///< the format's name
+  std::string format;  ///< the format's name
   std::size_t elements = 0;
   std::string output;
-  std::string packed;        ///< the packed file written, or empty
+  std::string packed;  ///< the packed file written, or empty
   std::optional<metrics::QuantizationStats> stats;
 };
 

@@ -15,11 +15,11 @@ namespace lpemu::app {
 
 /// What to run.
 struct SweepRequest {
-  std::filesystem::path experiment;  ///< experiment .toml file
-  std::filesystem::path out;         ///< output directory ("": the experiment's)
-  int jobs = 1;                      ///< plans evaluated at once
-  int shard = 0, shards = 1;         ///< run plans i with i % shards == shard
-  bool force = false;                ///< recompute existing plan results
+  std::filesystem::path experiment;                           ///< experiment .toml file
+  std::filesystem::path out;                                  ///< output directory ("": the experiment's)
+  int jobs = 1;                                               ///< plans evaluated at once
+  int shard = 0, shards = 1;                                  ///< run plans i with i % shards == shard
+  bool force = false;                                         ///< recompute existing plan results
   std::function<void(const experiment::Progress&)> progress;  ///< after each plan
   /// Before the plans run: the experiment's name and this shard's plan count.
   std::function<void(const std::string& name, std::size_t plans)> on_start;
@@ -27,9 +27,9 @@ struct SweepRequest {
 
 /// What a sweep wrote and measured.
 struct SweepReport {
-  std::string name;           ///< the experiment's
+  std::string name;  ///< the experiment's
   int shard = 0, shards = 1;
-  std::filesystem::path dir;  ///< the output directory
+  std::filesystem::path dir;     ///< the output directory
   experiment::SweepFiles files;  ///< summary files (report_md empty for a partial shard)
 };
 

@@ -33,9 +33,9 @@ std::string to_toml(const ModelShape& s);
 /// Named targets, shapes and datapaths.
 class Catalog {
  public:
-  /// Built-ins (embedded data/), then each DIR of LPEMU_FORMATS_PATH and `dirs`; `formats` and `blocks` (nullptr: the
-  /// built-in block formats) resolve format names, `datapaths` (nullptr: the built-in presets) the
-  /// datapath records; all must outlive the catalog.
+  /// Built-ins (embedded data/), then each DIR of LPEMU_FORMATS_PATH and `dirs`; `formats` and `blocks`
+  /// (nullptr: the built-in block formats) resolve format names, `datapaths` (nullptr: the built-in presets)
+  /// the datapath records; all must outlive the catalog.
   explicit Catalog(const format::Registry& formats, const std::vector<std::filesystem::path>& dirs = {},
                    const block::BlockRegistry* blocks = nullptr,
                    const datapath::DatapathRegistry* datapaths = nullptr);

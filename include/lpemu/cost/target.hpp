@@ -46,7 +46,7 @@ struct Target {
   std::string clock_source;
   bool compute_unverified = false;
   std::string compute_note;
-  std::map<std::string, Rate> rates;  ///< by rate class (fp8, bf16, ...)
+  std::map<std::string, Rate> rates;       ///< by rate class (fp8, bf16, ...)
   std::optional<TargetDerivation> derive;  ///< kind "proposed": what the rates derive from
 
   /// Every field equal (`origin` included: compare records read from the same place).

@@ -75,7 +75,7 @@ struct LayerwisePlan {
   /// The same weights / activations / KV-cache formats in every block, the LM head and (weights) the
   /// embedding table.
   static LayerwisePlan uniform(std::string name, const std::string& weights, const std::string& activations,
-                          const std::string& kv_cache, long long n_layers);
+                               const std::string& kv_cache, long long n_layers);
 };
 
 /// Prefill (a prompt of `context` tokens per sequence) or one decode step at `context`.
@@ -154,8 +154,8 @@ double bits_per_weight(const ModelShape& shape, const LayerwisePlan& plan, const
 /// Builds every GEMM, attention and memory op of `phase` at batch `batch` and context `context`,
 /// each block and the LM head in its own formats, each MAC priced on the datapath that runs it
 /// (`catalog` resolves formats and datapaths). Throws SpecError if the target cannot run a format.
-Workload build_workload(const ModelShape& shape, const LayerwisePlan& plan, const Target& target, Catalog& catalog,
-                        Phase phase, long long batch, long long context);
+Workload build_workload(const ModelShape& shape, const LayerwisePlan& plan, const Target& target,
+                        Catalog& catalog, Phase phase, long long batch, long long context);
 /// build_workload with names resolved by `resolver`.
 Workload build_workload(const ModelShape& shape, const LayerwisePlan& plan, const Target& target,
                         const WorkloadResolver& resolver, Phase phase, long long batch, long long context);

@@ -53,7 +53,7 @@ struct ClusterSetup {
   std::string comm;  ///< training: wire format of gradients and activations ("": bf16 gradients, activations
                      ///< as computed)
   std::string weights, activations, kv_cache,
-      datapath;  ///< overrides of the plan's formats ("" = the plan's)
+      datapath;                    ///< overrides of the plan's formats ("" = the plan's)
   double step_time = 0;            ///< train search without devices: the step time to meet (s)
   std::vector<long long> batches;  ///< inference: batch sizes to price (empty: `batch`)
 };
@@ -83,13 +83,13 @@ cost::TrainConfig train_config(const ClusterSetup& setup);
 /// a search found (best first), or one inference step per phase and batch.
 struct ClusterReport {
   cost::System system;
-  cost::Target target;       ///< the device priced (the setup's target, else the system's device)
-  ClusterFormats formats;    ///< the one format per role and the MAC datapath
-  cost::TrainFormats train_formats{};  ///< training only
+  cost::Target target;                   ///< the device priced (the setup's target, else the system's device)
+  ClusterFormats formats;                ///< the one format per role and the MAC datapath
+  cost::TrainFormats train_formats{};    ///< training only
   std::vector<cost::TrainResult> train;  ///< training: one step, or the search's configurations
-  long long fewest_devices = 0;  ///< search by step time: the devices of the first configuration
-  cost::Parallel parallel;       ///< inference: the configuration priced
-  long long max_batch = 0;       ///< inference: largest batch whose KV cache fits per device
+  long long fewest_devices = 0;          ///< search by step time: the devices of the first configuration
+  cost::Parallel parallel;               ///< inference: the configuration priced
+  long long max_batch = 0;               ///< inference: largest batch whose KV cache fits per device
   std::vector<cost::InferenceResult> inference;  ///< inference: prefill, then decode, per batch
 };
 
@@ -97,7 +97,7 @@ struct ClusterReport {
 /// decode or both); throws SpecError for an inconsistent setup. `lpemu cost --system` and a sweep's
 /// cluster columns both come from here.
 ClusterReport price_cluster(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
-                           const cost::System& system, cost::Catalog& catalog, const ClusterSetup& setup);
+                            const cost::System& system, cost::Catalog& catalog, const ClusterSetup& setup);
 
 /// One plan priced at cluster level (NaN where not priced).
 struct ClusterPricing {

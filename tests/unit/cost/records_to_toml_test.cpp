@@ -72,7 +72,8 @@ TEST_CASE("reals in cost records round-trip exactly", "[cost][records][unit]") {
 }
 
 TEST_CASE("phase and recompute names parse what they print", "[cost][records][unit]") {
-  for (const auto p : {cost::Phase::prefill, cost::Phase::decode}) CHECK(cost::parse_phase(cost::to_string(p)) == p);
+  for (const auto p : {cost::Phase::prefill, cost::Phase::decode})
+    CHECK(cost::parse_phase(cost::to_string(p)) == p);
   for (const auto p : {cost::JobPhase::prefill, cost::JobPhase::decode, cost::JobPhase::train})
     CHECK(cost::parse_job_phase(cost::to_string(p)) == p);
   CHECK(cost::device_phase(cost::JobPhase::train) == cost::Phase::prefill);

@@ -26,7 +26,9 @@ const GemmFactory& gemms() {
   return g;
 }
 
-PrecisionPlan read(const std::string& text) { return parse_plan_toml(text, "plan.toml", quantizers(), gemms()); }
+PrecisionPlan read(const std::string& text) {
+  return parse_plan_toml(text, "plan.toml", quantizers(), gemms());
+}
 
 void round_trip(const PrecisionPlan& p) {
   const std::string text = to_toml(p);
@@ -51,7 +53,8 @@ TEST_CASE("every plan file and built-in plan round-trips through to_toml", "[eng
   round_trip(builtin_plan("fp64"));
 }
 
-TEST_CASE("to_toml writes specs with options, gemm tables and override selectors", "[engine][records][unit]") {
+TEST_CASE("to_toml writes specs with options, gemm tables and override selectors",
+          "[engine][records][unit]") {
   const PrecisionPlan p = read(R"(name = "mixed"
 description = "every kind of entry"
 compute = "fp64"
@@ -126,9 +129,10 @@ TEST_CASE("named plan changes edit the typed plan", "[engine][records][unit]") {
 TEST_CASE("role, layer kind, layer and compute names parse what they print", "[engine][records][unit]") {
   for (const Role r : kAllRoles) CHECK(parse_role(to_string(r)) == r);
   CHECK(role_names().size() == std::size(kAllRoles));
-  CHECK_THROWS_WITH(parse_role("weight"), Catch::Contains("role 'weight': expected one of weights, linear_input") &&
-                                              Catch::Contains("closest known names: ") &&
-                                              Catch::Contains("router_weights, weights"));
+  CHECK_THROWS_WITH(parse_role("weight"),
+                    Catch::Contains("role 'weight': expected one of weights, linear_input") &&
+                        Catch::Contains("closest known names: ") &&
+                        Catch::Contains("router_weights, weights"));
   for (const LayerKind k : {LayerKind::attention, LayerKind::mlp, LayerKind::head})
     CHECK(parse_layer_kind(to_string(k)) == k);
   CHECK_THROWS_WITH(parse_layer_kind("ffn"), Catch::Contains("expected one of attention, mlp, head"));

@@ -358,7 +358,8 @@ TEST_CASE("lpemu proposal takes a user block format by name from --formats-dir",
   std::stringstream s;
   s << in.rdbuf();
   // datapath::to_toml spells strings with double quotes (toml++ printed single quotes before).
-  CHECK_THAT(s.str(), Catch::Contains("a = \"fp7_e3m3\"") && Catch::Contains("scale_application = \"product\""));
+  CHECK_THAT(s.str(),
+             Catch::Contains("a = \"fp7_e3m3\"") && Catch::Contains("scale_application = \"product\""));
   // Seven-bit codes pack 8 elements into 7 bytes.
   const auto rows = read_csv(dir / "blocks.csv");
   REQUIRE(!rows.empty());

@@ -22,7 +22,8 @@ TEST_CASE("every built-in element format round-trips through to_toml", "[format]
   }
 }
 
-TEST_CASE("to_toml of element formats writes non-default fields and escapes strings", "[format][records][unit]") {
+TEST_CASE("to_toml of element formats writes non-default fields and escapes strings",
+          "[format][records][unit]") {
   format::Format f = format::make_float("odd", 4, 3, 9, format::Specials::fnuz, false);
   f.source = "a \"quoted\" source\\with\tescapes";
   f.aliases = {"odd_alias"};

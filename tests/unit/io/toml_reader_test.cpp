@@ -119,13 +119,15 @@ TEST_CASE("TableReader names nested fields by their table", "[io][toml][unit]") 
 
 TEST_CASE("TomlWriter writes what TableReader reads back exactly", "[io][records][unit]") {
   using lpemu::io::detail::TomlWriter;
-  const std::vector<double> reals = {0.1,    0.1 + 0.2, -0.0,    0.0,   1e300, 5e-324, 448,
-                                     9.3e18, -1e22,     1.0 / 3, 65504, 2.5e-7};
+  const std::vector<double> reals = {0.1, 0.1 + 0.2, -0.0,  0.0,     1e300, 5e-324,
+                                     448, 9.3e18,    -1e22, 1.0 / 3, 65504, 2.5e-7};
   TomlWriter w;
   for (std::size_t i = 0; i < reals.size(); ++i) w.number("x" + std::to_string(i), reals[i]);
   const std::string odd = "quote \" backslash \\ tab \t newline \n bell \a unicode \xc2\xa7";
   w.str("s", odd).strings("list", {"a", "b\"c"}).integers("ints", std::vector<long long>{-1, 0, 7});
-  w.table("t.u").boolean("flag", true).raw("inline", TomlWriter::inline_table({{"k", "1"}, {"odd key", "2"}}));
+  w.table("t.u")
+      .boolean("flag", true)
+      .raw("inline", TomlWriter::inline_table({{"k", "1"}, {"odd key", "2"}}));
   const toml::table t = lpemu::io::detail::parse(w.text(), "w.toml");
   const TableReader r(t, "w.toml");
   for (std::size_t i = 0; i < reals.size(); ++i) {
