@@ -16,6 +16,15 @@
 #include <type_traits>
 #include <vector>
 
+// The per-element kernels get an AVX2 clone on x86 (auto-vectorised loops, no intrinsics): without
+// it the exact-alignment path runs 2.7x slower (gemm_datapath_1thread/ideal/256 in
+// bench/datapath_bench.cpp). They are the last code not dispatched through Highway.
+#if defined(__x86_64__) || defined(__i386__)
+#define LPEMU_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LPEMU_AVX2_CLONES
+#endif
+
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
 
@@ -247,9 +256,9 @@ struct ElementParams : TruncParams {
 // One output element of a truncating BFMA datapath (docs/tensor-core-model.md, steps 1–8), all inlined
 // so the compiler vectorises its inner loops. Returns false where the general engine must decide
 // (special values, an all-zero block with zero c, or a rounding round_state defers).
-bool element_trunc(const ElementParams& P, const std::int32_t* am, const std::int32_t* ae,
-                   const std::int32_t* bm, const std::int32_t* be, std::size_t k, std::uint64_t c,
-                   std::uint64_t& out) {
+LPEMU_AVX2_CLONES bool element_trunc(const ElementParams& P, const std::int32_t* am, const std::int32_t* ae,
+                                     const std::int32_t* bm, const std::int32_t* be, std::size_t k,
+                                     std::uint64_t c, std::uint64_t& out) {
   const Datapath& dp = *P.dp;
   const format::Format& f = dp.accumulator;
   const int pbits = dp.accumulator_fraction_bits;
@@ -333,8 +342,9 @@ bool element_trunc(const ElementParams& P, const std::int32_t* am, const std::in
 
 // ideal: Σ of exact products at the smallest possible product lsb (int64); `nz` = 0 when every
 // product is zero (the caller then lets the general engine pick the sign of zero).
-std::int64_t element_exact(const std::int32_t* am, const std::int32_t* al, const std::int32_t* bm,
-                           const std::int32_t* bl, std::size_t k, int lmin, std::int64_t& nz) {
+LPEMU_AVX2_CLONES std::int64_t element_exact(const std::int32_t* am, const std::int32_t* al,
+                                             const std::int32_t* bm, const std::int32_t* bl, std::size_t k,
+                                             int lmin, std::int64_t& nz) {
   std::int64_t s = 0;
   std::int64_t any = 0;
   for (std::size_t p = 0; p < k; ++p) {
