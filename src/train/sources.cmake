@@ -1,0 +1,3 @@
+target_sources(lpemu_train PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/backward.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/linear_plan.cpp)
