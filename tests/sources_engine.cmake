@@ -1,6 +1,7 @@
 target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/plan_to_toml_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/training_plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/gemm_empty_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/tokenizer_metrics_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/forward_test.cpp

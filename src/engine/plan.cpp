@@ -57,8 +57,17 @@ std::string gemm_text(const GemmChoice& g) {
   return TomlWriter::inline_table({{"datapath", TomlWriter::quote(g.datapath)}, {"convert", "true"}});
 }
 
+// The GEMM keys of a [roles] table or an [[override]]: gemm, attention_gemm, dgrad_gemm, wgrad_gemm.
+struct GemmKeys {
+  std::optional<GemmChoice>* gemm;
+  std::optional<GemmChoice>* attention_gemm;
+  std::optional<GemmChoice>* dgrad_gemm;
+  std::optional<GemmChoice>* wgrad_gemm;
+};
+
 void write_entries(io::detail::TomlWriter& w, const std::vector<PrecisionPlan::Entry>& entries,
-                   const std::optional<GemmChoice>& gemm, const std::optional<GemmChoice>& attention_gemm) {
+                   const std::optional<GemmChoice>& gemm, const std::optional<GemmChoice>& attention_gemm,
+                   const std::optional<GemmChoice>& dgrad_gemm, const std::optional<GemmChoice>& wgrad_gemm) {
   // In key order, as a table holds them, so that the text does not depend on the order of changes.
   std::vector<const PrecisionPlan::Entry*> by_name;
   for (const auto& e : entries) by_name.push_back(&e);
@@ -67,6 +76,8 @@ void write_entries(io::detail::TomlWriter& w, const std::vector<PrecisionPlan::E
   for (const auto* e : by_name) w.raw(to_string(e->role), spec_text(e->spec));
   if (gemm) w.raw("gemm", gemm_text(*gemm));
   if (attention_gemm) w.raw("attention_gemm", gemm_text(*attention_gemm));
+  if (dgrad_gemm) w.raw("dgrad_gemm", gemm_text(*dgrad_gemm));
+  if (wgrad_gemm) w.raw("wgrad_gemm", gemm_text(*wgrad_gemm));
 }
 
 struct Parser {
@@ -147,22 +158,28 @@ struct Parser {
     return g;
   }
 
-  // Reads the role entries of table `r`, skipping `skip` keys; returns the gemm entry if present.
-  std::optional<GemmChoice> entries(const TableReader& r, std::vector<PrecisionPlan::Entry>& out,
-                                    std::initializer_list<std::string_view> skip,
-                                    std::optional<GemmChoice>& attention_gemm) const {
-    std::optional<GemmChoice> g;
-    if (r.table() == nullptr) return g;
+  // Reads the role entries of table `r` into `out` and its GEMM keys into `g`, skipping `skip` keys.
+  void entries(const TableReader& r, std::vector<PrecisionPlan::Entry>& out,
+               std::initializer_list<std::string_view> skip, const GemmKeys& g) const {
+    if (r.table() == nullptr) return;
     for (const auto& [k, v] : *r.table()) {
       const std::string key(k.str());
       if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
       if (key == "gemm") {
-        g = gemm(r, key);
+        *g.gemm = gemm(r, key);
+        continue;
+      }
+      if (key == "dgrad_gemm") {
+        *g.dgrad_gemm = gemm(r, key);
+        continue;
+      }
+      if (key == "wgrad_gemm") {
+        *g.wgrad_gemm = gemm(r, key);
         continue;
       }
       if (key == "attention_gemm") {
-        attention_gemm = gemm(r, key);
-        if (attention_gemm->convert) {
+        *g.attention_gemm = gemm(r, key);
+        if ((*g.attention_gemm)->convert) {
           r.sub(key).fail(
               "convert",
               "false: attention's operands enter as their role formats (q, k, v, kv_cache, probs); "
@@ -175,12 +192,13 @@ struct Parser {
         std::vector<std::string> known = role_names();
         known.emplace_back("gemm");
         known.emplace_back("attention_gemm");
+        known.emplace_back("dgrad_gemm");
+        known.emplace_back("wgrad_gemm");
         r.fail(key, "a known role (" + lpemu::detail::join_names(known) + ")" +
                         lpemu::detail::closest_names_hint(key, known));
       }
       out.push_back({role, spec(r, key)});
     }
-    return g;
   }
 };
 
@@ -249,6 +267,22 @@ GemmChoice PrecisionPlan::resolve_gemm_site(int layer, LayerKind kind, std::stri
   return out;
 }
 
+GemmChoice PrecisionPlan::resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers,
+                                            GemmPass pass) const {
+  if (pass == GemmPass::forward || site == "qk" || site == "pv")
+    return resolve_gemm_site(layer, kind, site, n_layers);
+  resolve_gemm_site(layer, kind, site, n_layers);  // checks the site name
+  std::optional<GemmChoice> PrecisionPlan::*top =
+      pass == GemmPass::dgrad ? &PrecisionPlan::dgrad_gemm : &PrecisionPlan::wgrad_gemm;
+  std::optional<GemmChoice> Override::*key =
+      pass == GemmPass::dgrad ? &Override::dgrad_gemm : &Override::wgrad_gemm;
+  GemmChoice out = (this->*top).value_or(GemmChoice{});
+  for (const auto& o : overrides) {
+    if ((o.*key) && override_applies(o, layer, kind, n_layers)) out = *(o.*key);
+  }
+  return out;
+}
+
 bool PrecisionPlan::is_reference() const {
   auto identity_gemm = [](const std::optional<GemmChoice>& g) {
     return !g || datapath::names_float_gemm(g->datapath);
@@ -256,9 +290,13 @@ bool PrecisionPlan::is_reference() const {
   for (const auto& e : roles) {
     if (e.spec) return false;
   }
-  if (!identity_gemm(gemm) || !identity_gemm(attention_gemm)) return false;
+  if (!identity_gemm(gemm) || !identity_gemm(attention_gemm) || !identity_gemm(dgrad_gemm) ||
+      !identity_gemm(wgrad_gemm))
+    return false;
   for (const auto& o : overrides) {
-    if (!identity_gemm(o.gemm) || !identity_gemm(o.attention_gemm)) return false;
+    if (!identity_gemm(o.gemm) || !identity_gemm(o.attention_gemm) || !identity_gemm(o.dgrad_gemm) ||
+        !identity_gemm(o.wgrad_gemm))
+      return false;
     for (const auto& e : o.entries) {
       if (e.spec) return false;
     }
@@ -278,7 +316,8 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
   plan.compute = top.choice("compute", Compute::fp32, kComputeNames);
   Parser p{origin, quantizers, gemms, {}};
   Parser::read_options(top.sub("defaults"), p.defaults, false);
-  plan.gemm = p.entries(top.sub("roles"), plan.roles, {}, plan.attention_gemm);
+  p.entries(top.sub("roles"), plan.roles, {},
+            {&plan.gemm, &plan.attention_gemm, &plan.dgrad_gemm, &plan.wgrad_gemm});
   for (const TableReader& t : top.tables("override")) {
     PrecisionPlan::Override o;
     o.origin = where(origin, t.table());
@@ -304,7 +343,7 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
       if (!parse_layer_kind(*kind, lk)) t.fail("kind", "\"attention\", \"mlp\" or \"head\"");
       o.kind = lk;
     }
-    o.gemm = p.entries(t, o.entries, {"layers", "kind"}, o.attention_gemm);
+    p.entries(t, o.entries, {"layers", "kind"}, {&o.gemm, &o.attention_gemm, &o.dgrad_gemm, &o.wgrad_gemm});
     plan.overrides.push_back(std::move(o));
   }
   return plan;
@@ -314,28 +353,29 @@ std::string_view to_string(Compute c) { return lpemu::detail::enum_name(kCompute
 
 bool operator==(const PrecisionPlan::Override& a, const PrecisionPlan::Override& b) {
   return a.layers == b.layers && a.kind == b.kind && sorted(a.entries) == sorted(b.entries) &&
-         a.gemm == b.gemm && a.attention_gemm == b.attention_gemm;
+         a.gemm == b.gemm && a.attention_gemm == b.attention_gemm && a.dgrad_gemm == b.dgrad_gemm &&
+         a.wgrad_gemm == b.wgrad_gemm;
 }
 
 bool operator==(const PrecisionPlan& a, const PrecisionPlan& b) {
   return a.name == b.name && a.description == b.description && a.compute == b.compute &&
          sorted(a.roles) == sorted(b.roles) && a.gemm == b.gemm && a.attention_gemm == b.attention_gemm &&
-         a.overrides == b.overrides;
+         a.dgrad_gemm == b.dgrad_gemm && a.wgrad_gemm == b.wgrad_gemm && a.overrides == b.overrides;
 }
 
 std::string to_toml(const PrecisionPlan& p, std::string_view table_prefix) {
   io::detail::TomlWriter w;
   const std::string prefix(table_prefix);
   w.str("name", p.name).str_if("description", p.description).str("compute", to_string(p.compute));
-  if (!p.roles.empty() || p.gemm || p.attention_gemm) {
+  if (!p.roles.empty() || p.gemm || p.attention_gemm || p.dgrad_gemm || p.wgrad_gemm) {
     w.table(prefix + "roles");
-    write_entries(w, p.roles, p.gemm, p.attention_gemm);
+    write_entries(w, p.roles, p.gemm, p.attention_gemm, p.dgrad_gemm, p.wgrad_gemm);
   }
   for (const auto& o : p.overrides) {
     w.array_table(prefix + "override");
     if (!o.layers.empty()) w.integers("layers", o.layers);
     if (o.kind) w.str("kind", to_string(*o.kind));
-    write_entries(w, o.entries, o.gemm, o.attention_gemm);
+    write_entries(w, o.entries, o.gemm, o.attention_gemm, o.dgrad_gemm, o.wgrad_gemm);
   }
   return w.text();
 }
@@ -404,9 +444,13 @@ std::string named_plan_toml(std::string_view plan_toml, std::string_view origin,
 PrecisionPlan without_gemms(PrecisionPlan p) {
   p.gemm.reset();
   p.attention_gemm.reset();
+  p.dgrad_gemm.reset();
+  p.wgrad_gemm.reset();
   for (auto& o : p.overrides) {
     o.gemm.reset();
     o.attention_gemm.reset();
+    o.dgrad_gemm.reset();
+    o.wgrad_gemm.reset();
   }
   return p;
 }

@@ -27,7 +27,13 @@ constexpr std::string_view kRoleNames[] = {"weights",
                                            "expert_hidden",
                                            "router_weights",
                                            "router_input",
-                                           "router_logits"};
+                                           "router_logits",
+                                           "grad_output",
+                                           "grad_activation",
+                                           "grad_weights",
+                                           "master_weights",
+                                           "optimizer_state",
+                                           "weight_update"};
 
 }  // namespace
 

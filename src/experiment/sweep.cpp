@@ -97,6 +97,7 @@ std::string plan_text(const PlanSpec& spec, const engine::PrecisionPlan& plan) {
 // in models with experts (elsewhere they would repeat their fallback role's points).
 bool role_in_model(engine::Role role, const engine::Config& config) {
   using engine::Role;
+  if (engine::is_training_role(role)) return false;  // inference never reads them
   const bool moe = role == Role::expert_weights || role == Role::expert_input ||
                    role == Role::expert_hidden || role == Role::router_weights ||
                    role == Role::router_input || role == Role::router_logits;

@@ -25,6 +25,10 @@ struct GemmChoice {
   }
 };
 
+/// Which of a linear layer's three GEMMs: forward X·Wᵀ (contracting the in features), data gradient
+/// dY·W (contracting the out features) and weight gradient dYᵀ·X (contracting the tokens).
+enum class GemmPass { forward, dgrad, wgrad };
+
 /// The scalar type the engine computes in.
 enum class Compute { fp32, fp64 };
 
@@ -50,6 +54,8 @@ class PrecisionPlan {
     std::vector<Entry> entries;
     std::optional<GemmChoice> gemm;
     std::optional<GemmChoice> attention_gemm;
+    std::optional<GemmChoice> dgrad_gemm;  ///< training: the data-gradient GEMMs dY·W
+    std::optional<GemmChoice> wgrad_gemm;  ///< training: the weight-gradient GEMMs dYᵀ·X
     std::string origin;
 
     friend bool operator==(const Override& a, const Override& b);
@@ -61,6 +67,8 @@ class PrecisionPlan {
   std::vector<Entry> roles;
   std::optional<GemmChoice> gemm;            ///< default GEMM strategy; nullopt = eigen
   std::optional<GemmChoice> attention_gemm;  ///< attention's QKᵀ and PV; nullopt = eigen
+  std::optional<GemmChoice> dgrad_gemm;      ///< training's data-gradient GEMMs; nullopt = eigen
+  std::optional<GemmChoice> wgrad_gemm;      ///< training's weight-gradient GEMMs; nullopt = eigen
   std::vector<Override> overrides;
   std::string origin;  ///< file the plan came from ("builtin:fp32" for built-ins)
 
@@ -76,6 +84,11 @@ class PrecisionPlan {
   /// attention_gemm). The [roles] entry, then each matching [[override]] entry in file order; the
   /// head takes [roles] gemm and overrides with kind = "head". Throws SpecError for another site.
   GemmChoice resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers) const;
+  /// The datapath of GEMM `pass` of linear site `site` (as resolve_gemm_site names them, qk and pv
+  /// excepted): forward as resolve_gemm_site; dgrad and wgrad from the keys dgrad_gemm and
+  /// wgrad_gemm, resolved like gemm, default "eigen" whatever `gemm` says.
+  GemmChoice resolve_gemm_site(int layer, LayerKind kind, std::string_view site, int n_layers,
+                               GemmPass pass) const;
   /// True when no role is quantised and every GEMM is the default (a pure reference plan).
   bool is_reference() const;
 

@@ -51,6 +51,13 @@ enum class Role {
   router_weights,  ///< the router (gate) matrix of a mixture-of-experts block (default: weights)
   router_input,    ///< the router's input (default: linear_input)
   router_logits,   ///< the router's output, before softmax and top-k
+  // Training roles (read only by training; an inference run never quantises them):
+  grad_output,      ///< dY at each linear layer's output, operand of its dgrad and wgrad GEMMs
+  grad_activation,  ///< the activation gradient dX flowing back out of each linear layer
+  grad_weights,     ///< the weight gradient dW of each linear layer
+  master_weights,   ///< the optimizer's high-precision copy of the weights
+  optimizer_state,  ///< the optimizer's state (SGD momentum, AdamW moments)
+  weight_update,    ///< the update the optimizer adds to the master weights
 };
 
 /// Every role in declaration order.
@@ -73,7 +80,16 @@ inline constexpr Role kAllRoles[] = {Role::weights,
                                      Role::expert_hidden,
                                      Role::router_weights,
                                      Role::router_input,
-                                     Role::router_logits};
+                                     Role::router_logits,
+                                     Role::grad_output,
+                                     Role::grad_activation,
+                                     Role::grad_weights,
+                                     Role::master_weights,
+                                     Role::optimizer_state,
+                                     Role::weight_update};
+
+/// True for the training roles (grad_output ... weight_update), which only training reads.
+constexpr bool is_training_role(Role r) { return r >= Role::grad_output; }
 
 /// The role a mixture-of-experts role takes its entry from when a plan does not set it
 /// (expert_weights, router_weights: weights; expert_input, router_input: linear_input;

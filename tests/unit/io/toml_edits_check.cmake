@@ -24,7 +24,8 @@ set(kOwned_datapath inputs products block alignment accumulator promotion order 
     late_sr_bits late_seed normalisation chunks fraction_bits scale every)
 set(kOwned_engine roles override defaults compute gemm attention_gemm layers ftz daz weights linear_input q k v
     kv_cache scores probs attn_output mlp_hidden residual lm_head lm_head_input logits expert_weights
-    expert_input expert_hidden router_weights router_input router_logits)
+    expert_input expert_hidden router_weights router_input router_logits grad_output grad_activation
+    grad_weights master_weights optimizer_state weight_update dgrad_gemm wgrad_gemm)
 set(kOwned_cost memory rates derive bandwidth_gb_s bandwidth_source capacity_gb capacity_source unit_name
     units_source clock_mhz clock_source tflops macs_per_clock_per_unit macs_source budget_class budget_format
     dim n_layers n_heads n_kv_heads hidden_dim vocab_size tied_embeddings mlp experts top_k devices_per_node
