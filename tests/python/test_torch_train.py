@@ -1,0 +1,382 @@
+"""lpemu.torch training: the backward pass of a PyTorch model under a plan (every linear map's
+forward, data-gradient and weight-gradient GEMMs with their operands quantised along their own
+contraction axis), the optimizer wrapper's formats, and DDP over gloo. References: PyTorch's own
+autograd and optimizers, and lpemu.quantize of each tensor along the contraction axis."""
+
+import copy
+import os
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lpemu
+import lpemu.torch as lt
+
+D, H, V = 64, 96, 64  # model width, MLP width, vocabulary: whole MX (32) and NVFP4 (16) blocks
+
+
+class Attention(torch.nn.Module):
+    """Two projections with the attention roles (no attention matmul: the linear maps are what is tested)."""
+
+    def __init__(self):
+        super().__init__()
+        self.wq = torch.nn.Linear(D, D, bias=False)
+        self.wo = torch.nn.Linear(D, D, bias=True)
+
+    def forward(self, x):
+        return self.wo(torch.tanh(self.wq(x)))
+
+
+class FeedForward(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = torch.nn.Linear(D, H, bias=False)
+        self.w2 = torch.nn.Linear(H, D, bias=False)
+        self.w3 = torch.nn.Linear(D, H, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(D)
+        self.attention = Attention()
+        self.feed_forward = FeedForward()
+
+    def forward(self, x):
+        x = x + self.attention(self.norm(x))
+        return x + self.feed_forward(x)
+
+
+class Net(torch.nn.Module):
+    """A two-block language model: embedding, blocks, head; next-token cross-entropy."""
+
+    def __init__(self, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = torch.nn.Embedding(V, D)
+        self.layers = torch.nn.ModuleList([Block(), Block()])
+        self.output = torch.nn.Linear(D, V, bias=False)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for b in self.layers:
+            x = b(x)
+        return self.output(x)
+
+
+def loss_of(model, tokens):
+    logits = model(tokens[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, V), tokens[:, 1:].reshape(-1))
+
+
+def batch(n=4, t=17, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, V, (n, t), generator=g)  # n·(t−1) = 64 predictions
+
+
+def plan_file(tmp_path, body, name="p"):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f'name = "{name}"\n[roles]\n{body}\n')
+    return str(path)
+
+
+def grads(model):
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
+def test_fp32_plan_gives_torchs_own_gradients():
+    ref = Net()
+    model = copy.deepcopy(ref)
+    runner = lt.apply_plan(model, "fp32")
+    model.train()
+    tokens = batch()
+    loss = loss_of(model, tokens)
+    loss.backward()
+    ref_loss = loss_of(ref, tokens)
+    ref_loss.backward()
+    runner.remove()
+    assert torch.equal(loss, ref_loss)
+    g, rg = grads(model), grads(ref)
+    assert g.keys() == rg.keys()
+    for n in g:
+        assert torch.equal(g[n], rg[n]), n
+
+
+def test_eval_mode_and_no_grad_keep_the_inference_path(tmp_path):
+    plan = plan_file(tmp_path, 'weights = "mxfp8_e4m3"\nlinear_input = "mxfp8_e4m3"\ngrad_output = "mxfp8_e5m2"')
+    lin = torch.nn.Linear(D, H, bias=False)
+    x = torch.randn(8, D)
+    runner = lt.apply_plan(lin, plan)
+    p = runner.plan
+    expected = p.linear(p.quantize(x.numpy(), "linear_input", -1, "attention", "", 1),
+                        p.quantize(lin.weight.detach().numpy(), "weights", -1, "attention", "", 1),
+                        -1, "attention", "", 1)
+    lin.eval()
+    assert np.array_equal(lin(x).detach().numpy(), expected)
+    lin.train()
+    with torch.no_grad():
+        assert np.array_equal(lin(x).numpy(), expected)
+    runner.remove()
+
+
+def block_formats():
+    return [f["name"] for f in lpemu.formats() if f.get("kind") == "block" and f.get("granularity", "").startswith(
+        "block")]
+
+
+def q(fmt, x, axis):
+    """lpemu.quantize of x, a block format's scales along `axis`."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if fmt not in block_formats():
+        return lpemu.quantize(fmt, x)
+    return lpemu.quantize(fmt, x, axis=axis)
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8",
+                                 "nvfp4"])
+def test_each_backward_gemm_sees_its_operands_quantised_along_its_contraction_axis(tmp_path, fmt):
+    assert fmt in block_formats()
+    plan = plan_file(tmp_path, f'weights = "{fmt}"\nlinear_input = "{fmt}"\ngrad_output = "{fmt}"')
+    torch.manual_seed(3)
+    lin = torch.nn.Linear(D, H, bias=False)  # W [N = 96, K = 64]
+    x = torch.randn(64, D, requires_grad=True)  # X [M = 64, K]
+    r = torch.randn(64, H)  # dY: loss = Σ Y ⊙ r
+    runner = lt.apply_plan(lin, plan)
+    runner.capture = []
+    lin.train()
+    (lin(x) * r).sum().backward()
+    runner.remove()
+    ops = {c["pass"]: c for c in runner.capture}
+    assert sorted(ops) == ["dgrad", "forward", "wgrad"]
+    xn, wn, rn = x.detach().numpy(), lin.weight.detach().numpy(), r.numpy()
+    # forward Y = X·Wᵀ contracts K (axis 1 of X and of W)
+    assert np.array_equal(ops["forward"]["a"], q(fmt, xn, 1))
+    assert np.array_equal(ops["forward"]["b"], q(fmt, wn, 1))
+    # dgrad dX = dY·W contracts N (axis 1 of dY, axis 0 of W)
+    assert np.array_equal(ops["dgrad"]["a"], q(fmt, rn, 1))
+    assert np.array_equal(ops["dgrad"]["b"], q(fmt, wn, 0).T)
+    # wgrad dW = dYᵀ·X contracts M, the tokens (axis 0 of dY and of X)
+    assert np.array_equal(ops["wgrad"]["a"], q(fmt, rn, 0).T)
+    assert np.array_equal(ops["wgrad"]["b"], q(fmt, xn, 0).T)
+    # the gradients are those GEMMs (float GEMM: Eigen's plain float sums, against float64 here)
+    dx = ops["dgrad"]["a"].astype(np.float64) @ ops["dgrad"]["b"].astype(np.float64).T
+    dw = ops["wgrad"]["a"].astype(np.float64) @ ops["wgrad"]["b"].astype(np.float64).T
+    np.testing.assert_allclose(x.grad.numpy(), dx, rtol=1e-5, atol=1e-5 * np.abs(dx).max())
+    np.testing.assert_allclose(lin.weight.grad.numpy(), dw, rtol=1e-5, atol=1e-5 * np.abs(dw).max())
+
+
+def test_backward_gemms_run_on_the_plans_datapaths(tmp_path):
+    fmt, dp = "bf16", "a100_bf16_fp32"
+    plan = plan_file(tmp_path, f'weights = "{fmt}"\nlinear_input = "{fmt}"\ngrad_output = "{fmt}"\n'
+                     f'gemm = "{dp}"\ndgrad_gemm = "{dp}"\nwgrad_gemm = "{dp}"')
+    torch.manual_seed(4)
+    lin = torch.nn.Linear(D, H, bias=False)
+    x = torch.randn(64, D, requires_grad=True)
+    r = torch.randn(64, H)
+    runner = lt.apply_plan(lin, plan)
+    runner.capture = []
+    lin.train()
+    y = lin(x)
+    (y * r).sum().backward()
+    runner.remove()
+    p = runner.plan
+    for pas in ("forward", "dgrad", "wgrad"):
+        assert p.gemm(0, "attention", 1, gemm_pass=pas) == dp
+        assert not p.float_gemm(0, "attention", 1, gemm_pass=pas)
+    ops = {c["pass"]: c for c in runner.capture}
+    # each result is the datapath GEMM of the captured operands: equal to the plan's GEMM of that pass
+    # run directly, close to the exact float64 product, and not the float GEMM's sums
+    for pas, got in (("forward", y), ("dgrad", x.grad), ("wgrad", lin.weight.grad)):
+        a, b = ops[pas]["a"], ops[pas]["b"]
+        c = p.linear(a, b, -1, "attention", "", 1, gemm_pass=pas)
+        assert np.array_equal(got.detach().numpy(), c), pas
+        assert np.array_equal(a, q(fmt, a, 1)) and np.array_equal(b, q(fmt, b, 1))  # bf16 operands
+        exact = a.astype(np.float64) @ b.astype(np.float64).T
+        np.testing.assert_allclose(c, exact, rtol=1e-4, atol=1e-5 * np.abs(exact).max())
+        assert not np.array_equal(c, a @ b.T)  # not the float GEMM's sums
+
+
+def test_two_d_tile_weights_give_forward_and_dgrad_one_quantised_weight(tmp_path):
+    fdir = tmp_path / "formats" / "block"
+    fdir.mkdir(parents=True)
+    (fdir / "nvfp4_2d.toml").write_text(
+        'name = "nvfp4_2d"\nsource = "NVFP4 with 16x16 weight tiles (NVIDIA NVFP4 training recipe)"\n'
+        'element = "fp4_e2m1"\nscale = "fp8_e4m3"\ngranularity = "tile"\ntile = [16, 16]\n'
+        'scale_rule = "amax_over_max"\ntensor_scale = "fp32"\n')
+    ctx = lpemu.Context([tmp_path / "formats"])
+    plan = ctx.load_plan(plan_file(tmp_path, 'weights = "nvfp4_2d"\nlinear_input = "nvfp4"\ngrad_output = "nvfp4"'))
+    torch.manual_seed(5)
+    lin = torch.nn.Linear(D, H, bias=False)
+    x = torch.randn(64, D, requires_grad=True)
+    runner = lt.apply_plan(lin, plan, context=ctx)
+    assert runner.shares_weight(runner.maps[0])
+    runner.capture = []
+    lin.train()
+    (lin(x) * torch.randn(64, H)).sum().backward()
+    runner.remove()
+    ops = {c["pass"]: c for c in runner.capture}
+    wq = ctx.quantize("nvfp4_2d", lin.weight.detach().numpy())
+    assert np.array_equal(ops["forward"]["b"], wq)
+    assert np.array_equal(ops["dgrad"]["b"], wq.T)  # the same quantised values, transposed
+    # a 1-D block weight format is re-quantised along N instead (not the same values)
+    assert not np.array_equal(q("nvfp4", lin.weight.detach().numpy(), 0), q("nvfp4", lin.weight.detach().numpy(), 1))
+
+
+def sr_plan(tmp_path, seed=7):
+    return plan_file(tmp_path, f'grad_output = {{ format = "bf16", rounding = "stochastic", seed = {seed} }}',
+                     f"sr{seed}")
+
+
+def dgrad_operand(plan, c, step=0):
+    lin = torch.nn.Linear(D, H, bias=False)
+    x = torch.randn(64, D, requires_grad=True)
+    runner = lt.apply_plan(lin, plan)
+    runner.set_step(step)
+    runner.capture = []
+    lin.train()
+    (lin(x) * torch.full((64, H), c)).sum().backward()
+    runner.remove()
+    return next(o["a"] for o in runner.capture if o["pass"] == "dgrad")
+
+
+def test_stochastic_rounding_of_gradients_is_reproducible_and_unbiased(tmp_path):
+    c = 1.0 + 1.0 / 3.0  # between two bf16 values: 1.328125 and 1.3359375 (spacing 2^-7)
+    lo, hi = 1.328125, 1.3359375
+    a = dgrad_operand(sr_plan(tmp_path), c)
+    assert set(np.unique(a)) == {np.float32(lo), np.float32(hi)}
+    assert np.array_equal(a, dgrad_operand(sr_plan(tmp_path), c))  # same seed and step: same draws
+    assert not np.array_equal(a, dgrad_operand(sr_plan(tmp_path), c, step=1))  # next step: new draws
+    assert not np.array_equal(a, dgrad_operand(sr_plan(tmp_path, seed=8), c))  # another seed: new draws
+    draws = np.concatenate([dgrad_operand(sr_plan(tmp_path), c, step=s).ravel() for s in range(4)]).astype(np.float64)
+    p = (np.float32(c) - lo) / (hi - lo)  # P(round up) of unbiased stochastic rounding
+    sigma = (hi - lo) * np.sqrt(p * (1 - p) / draws.size)
+    assert abs(draws.mean() - np.float32(c)) < 5 * sigma  # 5 sigma over 24 576 draws
+
+
+def sgd_reference(w0, grads_seq, lr, momentum, fmt):
+    """SGD with momentum (torch.optim.SGD's update) whose stored buffer and weights are rounded to
+    `fmt` after each step by lpemu.quantize: the step uses the buffer it computed, the next step the
+    stored one."""
+    w, buf = w0.clone(), None
+    for g in grads_seq:
+        buf = g.clone() if buf is None else momentum * buf + g
+        w = w.add(buf, alpha=-lr)
+        buf = torch.from_numpy(lpemu.quantize(fmt, buf.numpy()))
+        w = torch.from_numpy(lpemu.quantize(fmt, w.numpy()))
+    return w
+
+
+def train_steps(model, opt, steps=3):
+    for s in range(steps):
+        opt.zero_grad()
+        loss_of(model, batch(seed=10 + s)).backward()
+        opt.step()
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adamw"])
+def test_plan_optimizer_under_fp32_is_torchs_optimizer(kind):
+    ref = Net()
+    model = copy.deepcopy(ref)
+
+    def make(m):
+        if kind == "sgd":
+            return torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        return torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.1)
+
+    runner = lt.apply_plan(model, "fp32")
+    model.train()
+    train_steps(model, lt.PlanOptimizer(make(model), "fp32", model, session=runner))
+    runner.remove()
+    train_steps(ref, make(ref))
+    for (n, p), (_, r) in zip(model.named_parameters(), ref.named_parameters()):
+        assert torch.equal(p, r), n
+
+
+@pytest.mark.parametrize("state", ["bf16", "mxfp8_e4m3"])
+def test_plan_optimizer_states_lie_in_their_formats(tmp_path, state):
+    plan = plan_file(tmp_path, f'master_weights = "bf16"\noptimizer_state = "{state}"\nweight_update = "bf16"')
+    model = Net()
+    runner = lt.apply_plan(model, plan)
+    model.train()
+    opt = lt.PlanOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-2), plan, model, session=runner)
+    train_steps(model, opt, 2)
+    runner.remove()
+    assert runner.step == 2
+    for n, p in model.named_parameters():
+        assert np.array_equal(p.detach().numpy(), lpemu.quantize("bf16", p.detach().numpy())), n
+        st = opt.state[p]
+        for key in ("exp_avg", "exp_avg_sq"):
+            v = st[key].numpy()
+            assert np.array_equal(v, q(state, v.reshape(-1, v.shape[-1] if v.ndim else 1), 1).reshape(v.shape)), \
+                (n, key)
+        assert np.count_nonzero(st["exp_avg"].numpy()) > st["exp_avg"].numel() // 2
+
+
+def test_plan_optimizer_sgd_momentum_matches_a_reference(tmp_path):
+    plan = plan_file(tmp_path, 'master_weights = "bf16"\noptimizer_state = "bf16"')
+    torch.manual_seed(9)
+    lin = torch.nn.Linear(D, H, bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(torch.from_numpy(lpemu.quantize("bf16", lin.weight.numpy())))
+    w0 = lin.weight.detach().clone()
+    opt = lt.PlanOptimizer(torch.optim.SGD(lin.parameters(), lr=0.05, momentum=0.9), plan, lin)
+    seq = [torch.randn(H, D) for _ in range(3)]
+    for g in seq:
+        lin.weight.grad = g.clone()
+        opt.step()
+    assert torch.equal(lin.weight.detach(), sgd_reference(w0, seq, 0.05, 0.9, "bf16"))
+
+
+def _ddp_worker(rank, world, plan, init_file, out_dir):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    model = Net()
+    runner = lt.apply_plan(model, plan)
+    runner.capture = []
+    model.train()
+    ddp = DDP(model)
+    tokens = batch()
+    half = tokens.shape[0] // world
+    loss_of(ddp, tokens[rank * half:(rank + 1) * half]).backward()
+    runner.remove()
+    np.savez(os.path.join(out_dir, f"rank{rank}.npz"),
+             **{n: p.grad.numpy() for n, p in model.named_parameters()},
+             **{f"op/{c['name']}/{c['pass']}/{ab}": c[ab] for c in runner.capture for ab in "ab"})
+    dist.destroy_process_group()
+
+
+def single_process(plan):
+    torch.set_num_threads(1)
+    model = Net()
+    runner = lt.apply_plan(model, plan)
+    runner.capture = []
+    model.train()
+    loss_of(model, batch()).backward()
+    runner.remove()
+    return grads(model), {f"{c['name']}/{c['pass']}/{ab}": c[ab] for c in runner.capture for ab in "ab"}
+
+
+def run_ddp(tmp_path, plan):
+    import torch.multiprocessing as mp
+
+    out = tmp_path / "ddp"
+    out.mkdir()
+    mp.spawn(_ddp_worker, args=(2, plan, str(tmp_path / "init"), str(out)), nprocs=2, join=True)
+    return [dict(np.load(out / f"rank{r}.npz")) for r in range(2)]
+
+
+def test_ddp_over_gloo_gives_the_gradients_of_one_process(tmp_path):
+    ranks = run_ddp(tmp_path, "fp32")
+    g, _ = single_process("fp32")
+    for n, want in g.items():
+        for r in ranks:
+            np.testing.assert_allclose(r[n], want.numpy(), rtol=1e-5, atol=1e-6 * np.abs(want.numpy()).max())
+        assert np.array_equal(ranks[0][n], ranks[1][n])  # all-reduced: every rank holds the same gradient
