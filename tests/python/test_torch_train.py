@@ -373,10 +373,30 @@ def run_ddp(tmp_path, plan):
     return [dict(np.load(out / f"rank{r}.npz")) for r in range(2)]
 
 
-def test_ddp_over_gloo_gives_the_gradients_of_one_process(tmp_path):
-    ranks = run_ddp(tmp_path, "fp32")
-    g, _ = single_process("fp32")
+@pytest.mark.parametrize("quantised", [False, True])
+def test_ddp_over_gloo_gives_the_gradients_of_one_process(tmp_path, quantised):
+    """Two processes with half the batch each. Every GEMM operand equals the single process's: the
+    weights, and the activation and gradient halves (each rank's dY is exactly twice the whole
+    batch's, the mean being over half the tokens: a power of two that block scales absorb). The
+    gradients agree to rounding: the all-reduce averages two partial sums where one process makes
+    one (measured: relative 4e-7), so they are not bit-identical."""
+    plan = "fp32"
+    if quantised:
+        plan = plan_file(tmp_path, 'weights = "mxfp8_e4m3"\nlinear_input = "mxfp8_e4m3"\ngrad_output = "mxfp8_e5m2"')
+    ranks = run_ddp(tmp_path, plan)
+    g, ops = single_process(plan)
     for n, want in g.items():
         for r in ranks:
             np.testing.assert_allclose(r[n], want.numpy(), rtol=1e-5, atol=1e-6 * np.abs(want.numpy()).max())
         assert np.array_equal(ranks[0][n], ranks[1][n])  # all-reduced: every rank holds the same gradient
+    assert len(ops) == 2 * 3 * 11  # A and B of 3 GEMMs of 11 linear maps
+    for key, want in ops.items():
+        _, pas, ab = key.split("/")
+        r0, r1 = ranks[0]["op/" + key], ranks[1]["op/" + key]
+        if ab == "b" and pas != "wgrad":  # the weight
+            assert np.array_equal(r0, want) and np.array_equal(r1, want), key
+            continue
+        whole = np.concatenate([r0, r1], axis=1 if pas == "wgrad" else 0)  # wgrad: tokens are columns
+        if pas != "forward" and ab == "a":
+            whole = whole / 2
+        assert np.array_equal(whole, want), key
