@@ -400,3 +400,26 @@ def test_ddp_over_gloo_gives_the_gradients_of_one_process(tmp_path, quantised):
         if pas != "forward" and ab == "a":
             whole = whole / 2
         assert np.array_equal(whole, want), key
+
+
+def test_multihead_attention_trains_under_a_plan():
+    """nn.MultiheadAttention's projections (slices of in_proj_weight) get their gradients through
+    lpemu.torch: under fp32 equal to PyTorch's own MultiheadAttention to rounding (lpemu.torch
+    computes attention itself), and the attention matmuls' quantisers are straight-through."""
+    torch.manual_seed(6)
+    ref = torch.nn.MultiheadAttention(D, 4, batch_first=True)
+    x = torch.randn(2, 16, D)
+    want = ref(x, x, x, need_weights=False)[0]
+    want.square().sum().backward()
+    for matmuls in (False, True):
+        mha = copy.deepcopy(ref)
+        mha.zero_grad()
+        runner = lt.apply_plan(mha, "fp32", attention_matmuls=matmuls)
+        mha.train()
+        got = mha(x, x, x, need_weights=False)[0]
+        got.square().sum().backward()
+        runner.remove()
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-5)
+        for (n, p), (_, r) in zip(mha.named_parameters(), ref.named_parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-5 * r.grad.abs().max().item(),
+                                       err_msg=n)
