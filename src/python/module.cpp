@@ -214,7 +214,56 @@ class PyPlan {
     return from_matrix(c);
   }
 
+  // C = A·Bᵀ of GEMM pass `pass` from high-precision A and B [rows, contraction]: each operand is
+  // quantised by its role in that pass as quantize() does at point `a_tensor` / `b_tensor` (axis 1),
+  // and enters the pass's GEMM with its encoding (codes and block scales), as a datapath takes
+  // block-format operands. Returns (C, quantised A, quantised B).
+  py::tuple linear_quantized(const CArray<float>& a, const CArray<float>& b, int layer,
+                             const std::string& kind, const std::string& tensor, int n_layers,
+                             const std::string& pass, const std::string& a_tensor,
+                             const std::string& b_tensor) {
+    const engine::LayerKind k = engine::parse_layer_kind(kind);
+    const engine::GemmPass gp = parse_pass(pass);
+    const bool head = k == engine::LayerKind::head;
+    const engine::Role input = head ? engine::Role::lm_head_input : engine::Role::linear_input;
+    const engine::Role weights = head ? engine::Role::lm_head : engine::Role::weights;
+    const engine::Role ra = gp == engine::GemmPass::forward ? input : engine::Role::grad_output;
+    const engine::Role rb = gp == engine::GemmPass::wgrad ? input : weights;
+    engine::RowMatrix am = to_matrix(a), bm = to_matrix(b);
+    if (am.cols() != bm.cols()) {
+      throw ShapeError("linear " + tensor + ": A has " + std::to_string(am.cols()) + " columns but B has " +
+                       std::to_string(bm.cols()) + " (C = A·Bᵀ, both [rows, contraction])");
+    }
+    const auto qa = plan_.resolve(ra, layer, k, n_layers);
+    const auto qb = plan_.resolve(rb, layer, k, n_layers);
+    const auto g = ctx_->gemms().make(plan_.resolve_gemm_site(layer, k, any_site(k), n_layers, gp).datapath);
+    engine::RowMatrix c(am.rows(), bm.rows());
+    {
+      py::gil_scoped_release release;
+      engine::GemmPoint point{layer, k, tensor, qa ? qa->format : "", qb ? qb->format : ""};
+      std::optional<engine::EncodedOperand> ea, eb;
+      if (qa) ea = ctx_->quantizers().make(*qa)->encode(am, point_of(ra, layer, k, a_tensor));
+      if (qb) eb = ctx_->quantizers().make(*qb)->encode(bm, point_of(rb, layer, k, b_tensor));
+      point.a_operand = ea ? &*ea : nullptr;
+      point.b_operand = eb ? &*eb : nullptr;
+      g->nt(am, bm, c, point);
+    }
+    return py::make_tuple(from_matrix(c), from_matrix(am), from_matrix(bm));
+  }
+
  private:
+  // The quantisation point quantize() uses for `tensor` (axis 1, no head, first row 0).
+  static engine::QuantPoint point_of(engine::Role r, int layer, engine::LayerKind k,
+                                     const std::string& tensor) {
+    engine::QuantPoint p;
+    p.role = r;
+    p.layer = layer;
+    p.kind = k;
+    p.tensor = tensor;
+    p.stream = engine::point_stream(tensor, layer, -1, r);
+    return p;
+  }
+
   // A linear GEMM site of kind `k` (the plan resolves linear GEMMs by layer and kind, not by site).
   static std::string_view any_site(engine::LayerKind k) {
     return k == engine::LayerKind::head ? "output" : k == engine::LayerKind::mlp ? "w1" : "wq";
@@ -699,7 +748,11 @@ PYBIND11_MODULE(_lpemu, m) {
       .def("linear", &PyPlan::linear,
            "C = A·Bᵀ on the plan's GEMM strategy of a pass (forward, dgrad, wgrad) at (layer, kind)",
            py::arg("a"), py::arg("b"), py::arg("layer"), py::arg("kind"), py::arg("tensor"),
-           py::arg("n_layers"), py::arg("gemm_pass") = "forward");
+           py::arg("n_layers"), py::arg("gemm_pass") = "forward")
+      .def("linear_quantized", &PyPlan::linear_quantized,
+           "(C, A', B'): A and B quantised by their roles in a GEMM pass, then C = A'·B'ᵀ on its datapath",
+           py::arg("a"), py::arg("b"), py::arg("layer"), py::arg("kind"), py::arg("tensor"),
+           py::arg("n_layers"), py::arg("gemm_pass"), py::arg("a_tensor"), py::arg("b_tensor"));
 
   py::class_<PyPreparedB>(m, "PreparedB",
                           "A weight's B [K, N] codes prepared (checked, packed) for one datapath")

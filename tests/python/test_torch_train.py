@@ -170,8 +170,8 @@ def test_each_backward_gemm_sees_its_operands_quantised_along_its_contraction_ax
     np.testing.assert_allclose(lin.weight.grad.numpy(), dw, rtol=1e-5, atol=1e-5 * np.abs(dw).max())
 
 
-def test_backward_gemms_run_on_the_plans_datapaths(tmp_path):
-    fmt, dp = "bf16", "a100_bf16_fp32"
+@pytest.mark.parametrize("fmt,dp", [("bf16", "a100_bf16_fp32"), ("mxfp8_e4m3", "b200_mxfp8_fp32")])
+def test_backward_gemms_run_on_the_plans_datapaths(tmp_path, fmt, dp):
     plan = plan_file(tmp_path, f'weights = "{fmt}"\nlinear_input = "{fmt}"\ngrad_output = "{fmt}"\n'
                      f'gemm = "{dp}"\ndgrad_gemm = "{dp}"\nwgrad_gemm = "{dp}"')
     torch.manual_seed(4)
@@ -189,13 +189,17 @@ def test_backward_gemms_run_on_the_plans_datapaths(tmp_path):
         assert p.gemm(0, "attention", 1, gemm_pass=pas) == dp
         assert not p.float_gemm(0, "attention", 1, gemm_pass=pas)
     ops = {c["pass"]: c for c in runner.capture}
-    # each result is the datapath GEMM of the captured operands: equal to the plan's GEMM of that pass
-    # run directly, close to the exact float64 product, and not the float GEMM's sums
+    # each result is the datapath GEMM of the captured operands (for bf16 equal to the plan's GEMM of
+    # that pass run directly on them), close to the exact float64 product, and not the float sums
+    xn, wn, rn = x.detach().numpy(), lin.weight.detach().numpy(), r.numpy()
+    want_ops = {"forward": (q(fmt, xn, 1), q(fmt, wn, 1)), "dgrad": (q(fmt, rn, 1), q(fmt, wn, 0).T),
+                "wgrad": (q(fmt, rn, 0).T, q(fmt, xn, 0).T)}
     for pas, got in (("forward", y), ("dgrad", x.grad), ("wgrad", lin.weight.grad)):
         a, b = ops[pas]["a"], ops[pas]["b"]
-        c = p.linear(a, b, -1, "attention", "", 1, gemm_pass=pas)
-        assert np.array_equal(got.detach().numpy(), c), pas
-        assert np.array_equal(a, q(fmt, a, 1)) and np.array_equal(b, q(fmt, b, 1))  # bf16 operands
+        assert np.array_equal(a, want_ops[pas][0]) and np.array_equal(b, want_ops[pas][1]), pas
+        c = got.detach().numpy()
+        if fmt == "bf16":
+            assert np.array_equal(c, p.linear(a, b, -1, "attention", "", 1, gemm_pass=pas)), pas
         exact = a.astype(np.float64) @ b.astype(np.float64).T
         np.testing.assert_allclose(c, exact, rtol=1e-4, atol=1e-5 * np.abs(exact).max())
         assert not np.array_equal(c, a @ b.T)  # not the float GEMM's sums
@@ -423,3 +427,15 @@ def test_multihead_attention_trains_under_a_plan():
         for (n, p), (_, r) in zip(mha.named_parameters(), ref.named_parameters()):
             np.testing.assert_allclose(p.grad.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-5 * r.grad.abs().max().item(),
                                        err_msg=n)
+
+
+def test_a_shared_tile_weight_on_a_datapath_dgrad_is_refused(tmp_path):
+    plan = plan_file(tmp_path, 'weights = "fp8_e4m3_tile128"\ngrad_output = "fp8_e4m3"\ndgrad_gemm = "h100_e4m3_fp32"')
+    lin = torch.nn.Linear(D, H, bias=False)
+    x = torch.randn(8, D, requires_grad=True)
+    runner = lt.apply_plan(lin, plan)
+    lin.train()
+    y = lin(x).sum()
+    with pytest.raises(lpemu.Error, match="2-D tile weight format shared .* datapath 'h100_e4m3_fp32'"):
+        y.backward()
+    runner.remove()

@@ -386,19 +386,38 @@ class PlanSession(Session):
             self._tiles = {f["name"] for f in self.context.formats() if str(f.get("granularity", "")).startswith("tile")}
         return fmt in self._tiles
 
-    def _gemm(self, lmap, gemm_pass, a, b):
-        """C = A·Bᵀ of one pass, A [M, contraction], B [N, contraction]: in PyTorch when the pass's
-        GEMM is a plain float GEMM, else on the plan's datapath."""
+    def _pass_roles(self, lmap, gemm_pass):
+        role_x, role_w = self._roles(lmap)
+        return {"forward": (role_x, role_w), "dgrad": ("grad_output", role_w),
+                "wgrad": ("grad_output", role_x)}[gemm_pass]
+
+    def _gemm(self, lmap, gemm_pass, a, a_tag, b, b_tag, b_quantised=None):
+        """C = A·Bᵀ of one pass from high-precision A [M, contraction] and B [N, contraction], each
+        quantised by its role in that pass along the contraction (`b_quantised`: B already
+        quantised, a shared 2-D tile weight). A plain float GEMM runs in PyTorch on the quantised
+        operands; a datapath GEMM on lpemu, the operands entering with their encodings."""
+        role_a, role_b = self._pass_roles(lmap, gemm_pass)
+        kind = self._kind(lmap)
+        if self.plan.float_gemm(lmap.layer, kind, self.n_layers, gemm_pass):
+            aq = self._quantize(a, role_a, lmap, a_tag)
+            bq = b_quantised if b_quantised is not None else self._quantize(b, role_b, lmap, b_tag)
+            c = aq.to(torch.float32).mm(bq.to(torch.float32).t())
+        else:
+            if b_quantised is not None:
+                raise lpemu.Error(f"lpemu.torch: linear map '{lmap.name}': a 2-D tile weight format shared by the "
+                                  f"forward and data-gradient GEMMs cannot run the data gradient on datapath "
+                                  f"'{self.plan.gemm(lmap.layer, kind, self.n_layers, gemm_pass)}' (its encoding "
+                                  f"is not kept); use a float dgrad_gemm or a 1-D block weight format")
+            an = a.detach().to(torch.float32).cpu().contiguous().numpy()
+            bn = b.detach().to(torch.float32).cpu().contiguous().numpy()
+            cn, aqn, bqn = self.plan.linear_quantized(an, bn, lmap.layer, kind, lmap.name, self.n_layers,
+                                                      gemm_pass, a_tag, b_tag)
+            c, aq, bq = (torch.from_numpy(v).to(a.device) for v in (cn, aqn, bqn))
         if self.capture is not None:
             self.capture.append({"name": lmap.name, "pass": gemm_pass,
-                                 "a": a.detach().to(torch.float32).cpu().numpy().copy(),
-                                 "b": b.detach().to(torch.float32).cpu().numpy().copy()})
-        if self.plan.float_gemm(lmap.layer, self._kind(lmap), self.n_layers, gemm_pass):
-            return a.to(torch.float32).mm(b.to(torch.float32).t())
-        an = a.detach().to(torch.float32).cpu().contiguous().numpy()
-        bn = b.detach().to(torch.float32).cpu().contiguous().numpy()
-        return torch.from_numpy(self.plan.linear(an, bn, lmap.layer, self._kind(lmap), lmap.name, self.n_layers,
-                                                 gemm_pass=gemm_pass)).to(a.device)
+                                 "a": aq.detach().to(torch.float32).cpu().numpy().copy(),
+                                 "b": bq.detach().to(torch.float32).cpu().numpy().copy()})
+        return c, bq
 
     def _result(self, c, role, lmap, tag):
         return self._quantize(c, role, lmap, tag)
@@ -415,11 +434,8 @@ class _PlanLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w, session, lmap):
         s = session
-        role_x, role_w = s._roles(lmap)
         x2 = x.reshape(-1, x.shape[-1])
-        wq = s._quantize(w, role_w, lmap, s._tag(lmap, "weights"))
-        xq = s._quantize(x2, role_x, lmap, s._tag(lmap, "input"))
-        y = s._gemm(lmap, "forward", xq, wq)
+        y, wq = s._gemm(lmap, "forward", x2, s._tag(lmap, "input"), w, s._tag(lmap, "weights"))
         shared = s.shares_weight(lmap)
         ctx.session, ctx.lmap, ctx.shape, ctx.dtype = s, lmap, x.shape, x.dtype
         ctx.tags = {o: s._tag(lmap, o) for o in ("grad_output", "weights_t", "grad_output_t", "input_t",
@@ -433,18 +449,16 @@ class _PlanLinear(torch.autograd.Function):
     def backward(ctx, dy):
         s, lmap, t = ctx.session, ctx.lmap, ctx.tags
         x2, w, wq = ctx.saved_tensors
-        role_x, role_w = s._roles(lmap)
         dy2 = dy.reshape(-1, dy.shape[-1])
         dx = dw = None
         if ctx.needs_input_grad[0]:
-            a = s._quantize(dy2, "grad_output", lmap, t["grad_output"])
-            b = wq.t().contiguous() if ctx.shared else s._quantize(w.t(), role_w, lmap, t["weights_t"])
-            dx = s._result(s._gemm(lmap, "dgrad", a, b), "grad_activation", lmap, t["grad_activation"])
+            dx, _ = s._gemm(lmap, "dgrad", dy2, t["grad_output"], w.t(), t["weights_t"],
+                            wq.t().contiguous() if ctx.shared else None)
+            dx = s._result(dx, "grad_activation", lmap, t["grad_activation"])
             dx = dx.to(ctx.dtype).to(dy.device).reshape(ctx.shape)
         if ctx.needs_input_grad[1]:
-            a = s._quantize(dy2.t(), "grad_output", lmap, t["grad_output_t"])
-            b = s._quantize(x2.t(), role_x, lmap, t["input_t"])
-            dw = s._result(s._gemm(lmap, "wgrad", a, b), "grad_weights", lmap, t["grad_weights"])
+            dw, _ = s._gemm(lmap, "wgrad", dy2.t(), t["grad_output_t"], x2.t(), t["input_t"])
+            dw = s._result(dw, "grad_weights", lmap, t["grad_weights"])
             dw = dw.to(w.dtype).to(w.device)
         return dx, dw, None, None
 
