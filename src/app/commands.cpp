@@ -16,6 +16,7 @@
 #include "lpemu/app/quantize.hpp"
 #include "lpemu/app/replay.hpp"
 #include "lpemu/app/sweep.hpp"
+#include "lpemu/app/train.hpp"
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
@@ -41,6 +42,7 @@ const std::map<std::string, Command, std::less<>>& table() {
        [](experiment::Context& c, const Fields& f) { return fields(convert(c, convert_request(f))); }},
       {"quantize",
        [](experiment::Context& c, const Fields& f) { return fields(quantize(c, quantize_request(f))); }},
+      {"train", [](experiment::Context& c, const Fields& f) { return fields(train(c, train_request(f))); }},
       {"formats list", [](experiment::Context& c,
                           const Fields& f) { return fields(formats_list(c, formats_list_request(f))); }},
       {"formats show", [](experiment::Context& c,

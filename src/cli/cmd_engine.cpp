@@ -15,6 +15,7 @@
 #include "lpemu/app/evaluate.hpp"
 #include "lpemu/app/generate.hpp"
 #include "lpemu/app/replay.hpp"
+#include "lpemu/app/train.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/error.hpp"
@@ -50,6 +51,12 @@ struct EvalArgs {
   ModelFlags model;
   app::EvalRequest req;
   bool json = false, per_token = false, points = false;
+};
+
+struct TrainArgs {
+  ModelFlags model;
+  app::TrainRequest req;
+  bool json = false;
 };
 
 struct ReplayArgs {
@@ -107,6 +114,54 @@ void register_engine(CLI::App& app, Context& ctx) {
     }
     std::cerr << "lpemu: " << r.model << " under plan " << r.plan << ": " << r.tokens.size() << " tokens, "
               << num(static_cast<double>(r.positions) / r.seconds, 4) << " positions/s\n";
+  });
+
+  // ---- train ----
+  auto* tr = app.add_subcommand("train", "train a model under a precision plan (docs/training.md)");
+  static TrainArgs ta;
+  ta.model.add_to(tr);
+  app::TrainRequest& tq = ta.req;
+  auto* tr_tok =
+      tr->add_option("--tokens", tq.tokens, "training tokens: a 1-D integer .npy")->check(CLI::ExistingFile);
+  tr->add_option("--text", tq.texts, "or UTF-8 text file(s), encoded by the model's tokenizer")
+      ->check(CLI::ExistingFile)
+      ->excludes(tr_tok);
+  tr->add_option("--steps", tq.steps, "optimizer steps")->capture_default_str()->check(at_least(1));
+  tr->add_option("--batch", tq.batch, "sequences per step")->capture_default_str()->check(at_least(1));
+  tr->add_option("--seq", tq.seq, "positions per sequence")->capture_default_str()->check(at_least(1));
+  tr->add_option("--optimizer", tq.optimizer, "sgd (with momentum) or adamw")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adamw"}));
+  tr->add_option("--lr", tq.lr, "peak learning rate")->capture_default_str();
+  tr->add_option("--momentum", tq.momentum, "SGD momentum")->capture_default_str();
+  tr->add_option("--weight-decay", tq.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+  tr->add_option("--clip-norm", tq.clip_norm, "clip the global gradient norm to this (0: none)")
+      ->capture_default_str();
+  tr->add_option("--warmup", tq.warmup, "linear warm-up steps")->capture_default_str()->check(at_least(0));
+  tr->add_option("--schedule", tq.schedule, "after warm-up: cosine (to 0 at the last step) or constant")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cosine", "constant"}));
+  tr->add_option("--seed", tq.seed, "mixed into every stochastic-rounding stream")->capture_default_str();
+  tr->add_option("--out", tq.out, "output folder: model.h5 and log.csv")->required();
+  tr->add_flag("--json", ta.json, "print the result as JSON");
+  tr->callback([&ctx] {
+    ctx.apply_threads();
+    app::TrainRequest req = ta.req;
+    req.model = ta.model.model;
+    req.plan = ta.model.plan;
+    const app::TrainResult r = app::train(ctx, req);
+    if (ta.json) {
+      print_json(app::fields(r));
+    } else {
+      std::cout << "step,loss,grad_norm,lr\n";
+      for (const auto& s : r.log) {
+        std::cout << s.step << "," << num(s.loss, 8) << "," << num(s.grad_norm, 6) << "," << num(s.lr, 6)
+                  << "\n";
+      }
+      std::cout << "wrote " << r.model_out << " and " << r.log_out << std::endl;
+    }
+    std::cerr << "lpemu: trained " << r.model << " under plan " << r.plan << ": " << r.log.size()
+              << " steps in " << num(r.seconds, 3) << " s\n";
   });
 
   // ---- eval ----

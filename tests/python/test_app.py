@@ -147,6 +147,9 @@ def cases(tmp):
         ("proposal verify", [prop, "--results", results], dict(dir=prop, results=results)),
         ("import", [ckpt, o("m.h5"), "--force"], dict(dir=ckpt, out=o("m.h5"), force=True)),
         ("run", ["--prompt", "Once upon a time", "--steps", "24"], dict(prompt="Once upon a time", steps=24)),
+        ("train", ["--text", PARAGRAPH, "--steps", "2", "--batch", "2", "--seq", "8", "--optimizer", "sgd",
+                   "--lr", "0.01", "--out", o("train")],
+         dict(texts=[PARAGRAPH], steps=2, batch=2, seq=8, optimizer="sgd", lr=0.01, out=o("train"))),
         ("run", ["--plan", "fp8_e4m3", "--temperature", "0.8", "--top-k", "20", "--seed", "5", "--steps", "16"],
          dict(plan="fp8_e4m3", temperature=0.8, top_k=20, seed=5, steps=16)),
         ("cost mac", ["--format", "fp8_e4m3", "--iso-target", "h100_sxm"],
@@ -182,7 +185,7 @@ def same(a, b, path="result"):
         assert type(a) is type(b) and a == b, f"{path}: CLI {a!r}, Python {b!r}"
 
 
-N_CASES = 34  # len(cases(...)); test_every_command_has_a_parity_case checks it
+N_CASES = 35  # len(cases(...)); test_every_command_has_a_parity_case checks it
 
 
 def test_every_command_has_a_parity_case(tmp_path):

@@ -1,0 +1,60 @@
+// `lpemu train` and `lpemu.call("train", ...)`: trains a model under a precision plan (backward
+// pass, gradient formats and optimizer of lpemu::train) and writes the trained model and a log.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lpemu/app/fields.hpp"
+#include "lpemu/experiment/context.hpp"
+
+namespace lpemu::app {
+
+/// What to train on and how.
+struct TrainRequest {
+  std::string model = "stories260K";         ///< model .h5 file or shipped model name
+  std::string plan = "fp32";                 ///< plan file, fp32/fp64 or shipped plan name
+  std::filesystem::path tokens;              ///< training tokens, a 1-D integer .npy
+  std::vector<std::filesystem::path> texts;  ///< or text files, encoded by the model's tokenizer
+  int steps = 10;                            ///< optimizer steps
+  int batch = 4;                             ///< sequences per step
+  int seq = 32;                              ///< positions per sequence (each window holds seq + 1 tokens)
+  std::string optimizer = "adamw";           ///< "sgd" (with momentum) or "adamw"
+  double lr = 1e-3;                          ///< peak learning rate
+  double momentum = 0.9;                     ///< SGD momentum
+  double weight_decay = 0.0;                 ///< AdamW decoupled weight decay
+  double clip_norm = 0.0;                    ///< global gradient-norm clipping (0: none)
+  int warmup = 0;                            ///< warm-up steps
+  std::string schedule = "cosine";  ///< after warm-up: "cosine" (to 0 at the last step) or "constant"
+  std::uint64_t seed = 0;           ///< mixed into every stochastic-rounding stream
+  std::filesystem::path out;        ///< output folder (model.h5, log.csv)
+};
+
+/// One optimizer step of the log.
+struct TrainStep {
+  int step = 0;
+  double loss = 0;       ///< mean cross-entropy of the step's batch before the update
+  double grad_norm = 0;  ///< global gradient norm before clipping
+  double lr = 0;         ///< learning rate of the step
+};
+
+/// What a training run did.
+struct TrainResult {
+  std::string model, plan, optimizer;
+  int batch = 0, seq = 0, windows = 0;  ///< windows: the token stream's windows of seq + 1 tokens
+  std::vector<TrainStep> log;
+  std::string model_out, log_out;  ///< the files written
+  double seconds = 0;              ///< training time (not a field: it differs run to run)
+};
+
+/// Trains as `request` says; throws lpemu::Error for bad input.
+TrainResult train(experiment::Context& ctx, const TrainRequest& request);
+/// The result's one serialised form (`lpemu train --json`).
+Fields fields(const TrainResult& r);
+/// A request from named fields (model, plan, tokens, texts, steps, batch, seq, optimizer, lr,
+/// momentum, weight_decay, clip_norm, warmup, schedule, seed, out).
+TrainRequest train_request(const Fields& f);
+
+}  // namespace lpemu::app

@@ -1,0 +1,138 @@
+"""`lpemu train` against PyTorch: an independent PyTorch model of stories260K (built here from
+model.h5), trained with torch.optim on the same batches, ends with the weights lpemu writes
+(3 SGD-with-momentum steps, 3 AdamW steps with weight decay, fp32 plan: relative 1e-5 in each
+tensor's norm, and elementwise for SGD); each step's loss equals PyTorch's (relative 1e-5)."""
+
+import math
+import os
+
+import h5py
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import run_cli, SOURCE
+
+MODEL = os.path.join(SOURCE, "data", "models", "stories260K", "model.h5")
+BATCH, SEQ, STEPS = 2, 16, 3
+
+
+def rope(x, cos, sin):
+    """Interleaved pairs (2j, 2j+1) rotated by p·θ^(−2j/d) (data/README.md); x [b, t, h, d]."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = x0 * cos[None, :, None, :] - x1 * sin[None, :, None, :]
+    out[..., 1::2] = x0 * sin[None, :, None, :] + x1 * cos[None, :, None, :]
+    return out
+
+
+class Llama(torch.nn.Module):
+    """stories260K in PyTorch (tied embeddings, GQA, RMSNorm, SwiGLU), parameters named as lpemu names them."""
+
+    def __init__(self, path):
+        super().__init__()
+        with h5py.File(path, "r") as f:
+            self.cfg = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+            P = lambda a: torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(a[...], dtype=np.float32)))
+            self.params = torch.nn.ParameterDict()
+            self.params["tok_embeddings"] = P(f["tok_embeddings"])
+            for i in range(self.cfg["n_layers"]):
+                g = f[f"layers/{i}"]
+                for n in ("attention_norm", "ffn_norm"):
+                    self.params[f"layers_{i}_{n}"] = P(g[n])
+                for n in ("wq", "wk", "wv", "wo"):
+                    self.params[f"layers_{i}_{n}"] = P(g["attention"][n])
+                for n in ("w1", "w2", "w3"):
+                    self.params[f"layers_{i}_{n}"] = P(g["feed_forward"][n])
+            self.params["norm"] = P(f["norm"])
+
+    def norm(self, x, w):
+        return w * (x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.cfg["norm_eps"]))
+
+    def forward(self, tokens):
+        c, p = self.cfg, self.params
+        b, t = tokens.shape
+        h, kvh, d = c["n_heads"], c["n_kv_heads"], c["head_dim"]
+        pos = np.arange(t, dtype=np.float64)[:, None]
+        angle = pos * np.power(c["rope_theta"], -2.0 * np.arange(d // 2) / d)
+        cos = torch.from_numpy(np.cos(angle).astype(np.float32))
+        sin = torch.from_numpy(np.sin(angle).astype(np.float32))
+        x = p["tok_embeddings"][tokens]
+        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+        for i in range(c["n_layers"]):
+            L = lambda n: p[f"layers_{i}_{n}"]
+            xn = self.norm(x, L("attention_norm"))
+            q = rope((xn @ L("wq").T).view(b, t, h, d), cos, sin)
+            k = rope((xn @ L("wk").T).view(b, t, kvh, d), cos, sin).repeat_interleave(h // kvh, dim=2)
+            v = (xn @ L("wv").T).view(b, t, kvh, d).repeat_interleave(h // kvh, dim=2)
+            s = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(d)
+            a = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
+            o = torch.einsum("bhts,bshd->bthd", a, v).reshape(b, t, h * d)
+            x = x + o @ L("wo").T
+            xn = self.norm(x, L("ffn_norm"))
+            x = x + (F.silu(xn @ L("w1").T) * (xn @ L("w3").T)) @ L("w2").T
+        return self.norm(x, p["norm"]) @ p["tok_embeddings"].T
+
+
+def lpemu_weights(path):
+    """Every weight of an lpemu model file, named as Llama.params names them."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        out["tok_embeddings"] = f["tok_embeddings"][...]
+        out["norm"] = f["norm"][...]
+        for i in range(f.attrs["n_layers"]):
+            g = f[f"layers/{i}"]
+            for n in ("attention_norm", "ffn_norm"):
+                out[f"layers_{i}_{n}"] = g[n][...]
+            for n in ("wq", "wk", "wv", "wo"):
+                out[f"layers_{i}_{n}"] = g["attention"][n][...]
+            for n in ("w1", "w2", "w3"):
+                out[f"layers_{i}_{n}"] = g["feed_forward"][n][...]
+    return out
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_trained_weights_equal_torch_optim(tmp_path, optimizer):
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(0, 512, size=BATCH * (SEQ + 1) * STEPS + 5).astype(np.int32)
+    np.save(tmp_path / "t.npy", tokens)
+    lr = 0.05 if optimizer == "sgd" else 1e-3
+    out = tmp_path / "run"
+    args = ["train", "--tokens", tmp_path / "t.npy", "--steps", STEPS, "--batch", BATCH, "--seq", SEQ,
+            "--optimizer", optimizer, "--lr", lr, "--schedule", "constant", "--out", out]
+    if optimizer == "adamw":
+        args += ["--weight-decay", "0.1"]
+    run_cli(*args)
+
+    model = Llama(MODEL)
+    if optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
+    w = SEQ + 1
+    losses = []
+    for s in range(STEPS):
+        # Row b of step s is window s·batch + b of the token stream (docs/training.md).
+        batch = np.stack([tokens[(s * BATCH + b) * w:(s * BATCH + b + 1) * w] for b in range(BATCH)])
+        batch = torch.from_numpy(batch.astype(np.int64))
+        logits = model(batch[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+
+    log = np.genfromtxt(out / "log.csv", delimiter=",", names=True)
+    np.testing.assert_allclose(log["loss"], losses, rtol=1e-5)
+    got = lpemu_weights(out / "model.h5")
+    start = lpemu_weights(MODEL)
+    for name, p in model.params.items():
+        want = p.detach().numpy()
+        assert not np.array_equal(want, start[name]), f"{name} did not change"
+        # Relative 1e-5 in each tensor's L2 norm (as the finite-difference test of the gradients):
+        # elementwise, AdamW's m/√v amplifies float rounding of gradients near 0 (≈ eps).
+        err = np.linalg.norm((got[name] - want).astype(np.float64))
+        assert err <= 1e-5 * np.linalg.norm(want.astype(np.float64)), f"{name}: |lpemu - torch| = {err}"
+        if optimizer == "sgd":
+            np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-6, err_msg=name)
