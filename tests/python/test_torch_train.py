@@ -263,15 +263,27 @@ def test_stochastic_rounding_of_gradients_is_reproducible_and_unbiased(tmp_path)
 
 
 def sgd_reference(w0, grads_seq, lr, momentum, fmt):
-    """SGD with momentum (torch.optim.SGD's update) whose stored buffer and weights are rounded to
-    `fmt` after each step by lpemu.quantize: the step uses the buffer it computed, the next step the
-    stored one."""
+    """SGD with momentum as lpemu train defines it with optimizer_state, weight_update and
+    master_weights in `fmt`: b ← μ·b + g (b = g at first), stored and used rounded to `fmt`;
+    w ← round(w + round(−lr·b))."""
+    rq = lambda x: torch.from_numpy(lpemu.quantize(fmt, x.numpy()))
     w, buf = w0.clone(), None
     for g in grads_seq:
-        buf = g.clone() if buf is None else momentum * buf + g
-        w = w.add(buf, alpha=-lr)
-        buf = torch.from_numpy(lpemu.quantize(fmt, buf.numpy()))
-        w = torch.from_numpy(lpemu.quantize(fmt, w.numpy()))
+        buf = rq(g.clone() if buf is None else momentum * buf + g)
+        w = rq(w + rq(buf * -lr))
+    return w
+
+
+def adamw_reference(w0, grads_seq, lr, betas, eps, wd, fmt):
+    """AdamW (bias correction, decoupled weight decay) with both moments stored and used rounded
+    to `fmt`, the update −lr/(1−β1ᵗ)·m/(√v/√(1−β2ᵗ)+ε) rounded to `fmt`, and the weights too."""
+    rq = lambda x: torch.from_numpy(lpemu.quantize(fmt, x.numpy()))
+    w, m, v = w0.clone(), torch.zeros_like(w0), torch.zeros_like(w0)
+    for t, g in enumerate(grads_seq, 1):
+        m = rq(betas[0] * m + (1 - betas[0]) * g)
+        v = rq(betas[1] * v + (1 - betas[1]) * g * g)
+        update = (m / (v.sqrt() / np.sqrt(1 - betas[1] ** t) + eps)) * (-lr / (1 - betas[0] ** t))
+        w = rq(w * (1 - lr * wd) + rq(update))
     return w
 
 
@@ -321,19 +333,41 @@ def test_plan_optimizer_states_lie_in_their_formats(tmp_path, state):
         assert np.count_nonzero(st["exp_avg"].numpy()) > st["exp_avg"].numel() // 2
 
 
-def test_plan_optimizer_sgd_momentum_matches_a_reference(tmp_path):
-    plan = plan_file(tmp_path, 'master_weights = "bf16"\noptimizer_state = "bf16"')
+@pytest.mark.parametrize("kind", ["sgd", "adamw"])
+def test_plan_optimizer_matches_a_reference(tmp_path, kind):
+    plan = plan_file(tmp_path, 'master_weights = "bf16"\noptimizer_state = "bf16"\nweight_update = "bf16"')
     torch.manual_seed(9)
     lin = torch.nn.Linear(D, H, bias=False)
     with torch.no_grad():
         lin.weight.copy_(torch.from_numpy(lpemu.quantize("bf16", lin.weight.numpy())))
     w0 = lin.weight.detach().clone()
-    opt = lt.PlanOptimizer(torch.optim.SGD(lin.parameters(), lr=0.05, momentum=0.9), plan, lin)
+    if kind == "sgd":
+        opt = torch.optim.SGD(lin.parameters(), lr=0.05, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(lin.parameters(), lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
+    opt = lt.PlanOptimizer(opt, plan, lin)
     seq = [torch.randn(H, D) for _ in range(3)]
     for g in seq:
         lin.weight.grad = g.clone()
         opt.step()
-    assert torch.equal(lin.weight.detach(), sgd_reference(w0, seq, 0.05, 0.9, "bf16"))
+    if kind == "sgd":
+        want = sgd_reference(w0, seq, 0.05, 0.9, "bf16")
+    else:
+        want = adamw_reference(w0, seq, 0.01, (0.9, 0.999), 1e-8, 0.1, "bf16")
+    np.testing.assert_array_equal(lin.weight.detach().numpy(), want.numpy())
+
+
+def test_plan_optimizer_refuses_state_formats_for_other_optimizers(tmp_path):
+    lin = torch.nn.Linear(D, H, bias=False)
+    lin.weight.grad = torch.randn(H, D)
+    plan = plan_file(tmp_path, 'optimizer_state = "bf16"')
+    opt = lt.PlanOptimizer(torch.optim.Adagrad(lin.parameters()), plan, lin)
+    with pytest.raises(lpemu.Error, match="optimizer_state or weight_update, which need torch.optim.SGD"):
+        opt.step()
+    ok = lt.PlanOptimizer(torch.optim.Adagrad(lin.parameters()), plan_file(tmp_path, 'master_weights = "bf16"', "m"),
+                          lin)
+    ok.step()  # master_weights alone works with any optimizer
+    assert np.array_equal(lin.weight.detach().numpy(), lpemu.quantize("bf16", lin.weight.detach().numpy()))
 
 
 def _ddp_worker(rank, world, plan, init_file, out_dir):
@@ -507,10 +541,15 @@ class LlamaModules(torch.nn.Module):
 MX_TRAIN = 'weights = "mxfp8_e4m3"\nlinear_input = "mxfp8_e4m3"\ngrad_output = "mxfp8_e5m2"'
 
 
-@pytest.mark.parametrize("quantised", [False, True])
+OPT_FORMATS = 'master_weights = "bf16"\noptimizer_state = "bf16"\nweight_update = "bf16"'
+
+
+@pytest.mark.parametrize("quantised", [False, True, "optimizer"])
 def test_one_step_under_lpemu_torch_equals_lpemu_train(tmp_path, quantised):
-    """One SGD step of stories260K under lpemu.torch (PyTorch autograd, lpemu's quantisers) and
-    `lpemu train` (the C++ backward pass) on the same weights, batch and plan give the same weights."""
+    """One SGD step of stories260K under lpemu.torch (PyTorch autograd, lpemu's quantisers,
+    PlanOptimizer) and `lpemu train` (the C++ backward pass and optimizer) on the same weights,
+    batch and plan give the same weights: fp32, MXFP8 operands, and MXFP8 operands with bf16 master
+    weights, momentum and update (measured: every weight bit-identical in that last case)."""
     from conftest import run_cli, SOURCE
     from test_train import lpemu_weights
 
@@ -518,7 +557,8 @@ def test_one_step_under_lpemu_torch_equals_lpemu_train(tmp_path, quantised):
     b, t, lr = 2, 16, 0.05
     tokens = np.random.default_rng(3).integers(0, 512, size=b * (t + 1)).astype(np.int32)
     np.save(tmp_path / "t.npy", tokens)
-    plan = plan_file(tmp_path, MX_TRAIN if quantised else "", "mx" if quantised else "fp32")
+    body = {False: "", True: MX_TRAIN, "optimizer": MX_TRAIN + "\n" + OPT_FORMATS}[quantised]
+    plan = plan_file(tmp_path, body, "p")
     run_cli("train", "--model", model_path, "--plan", plan, "--tokens", tmp_path / "t.npy", "--steps", 1,
             "--batch", b, "--seq", t, "--optimizer", "sgd", "--lr", lr, "--schedule", "constant",
             "--out", tmp_path / "run")
@@ -552,6 +592,15 @@ def test_one_step_under_lpemu_torch_equals_lpemu_train(tmp_path, quantised):
         want = p.detach().numpy()
         step = np.linalg.norm((want - start[name]).astype(np.float64))
         assert step > 0, name
+        if quantised == "optimizer":
+            # bf16 weights: equal but where the two gradients' float rounding moves a weight across
+            # a bf16 rounding boundary (then one bf16 step apart)
+            assert np.array_equal(got[name], lpemu.quantize("bf16", got[name])), name
+            differ = got[name] != want
+            assert differ.mean() <= 0.01, f"{name}: {differ.mean():.2%} of the weights differ"
+            bf16_step = np.abs(lpemu.quantize("bf16", want * np.float32(1 + 2 ** -7)) - want)
+            assert np.all(np.abs(got[name] - want)[differ] <= 1.01 * bf16_step[differ] + 1e-30), name
+            continue
         err = np.linalg.norm((got[name] - want).astype(np.float64))
         ulp = np.linalg.norm(np.spacing(want).astype(np.float64))  # one float32 ulp of every weight
         # the weight step (lr · gradient) agrees to float rounding of the independent non-linear

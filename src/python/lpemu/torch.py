@@ -26,6 +26,7 @@ torch optimizer's step.
 This module imports torch; ``import lpemu`` alone does not.
 """
 
+import math
 import re
 
 import h5py
@@ -469,14 +470,19 @@ def apply_plan(model, plan, context=None, attention_matmuls=False):
 
 
 class PlanOptimizer:
-    """A torch optimizer whose step applies the plan's training formats: the update (new − old
-    weight) in ``weight_update``, the weights kept (the master copy) in ``master_weights``, and
-    every state tensor (SGD's ``momentum_buffer``, AdamW's ``exp_avg`` and ``exp_avg_sq``) in
-    ``optimizer_state``; roles the plan leaves at ``"none"`` are untouched. Each parameter resolves
-    the roles at its layer and kind (from `model`'s linear maps; other parameters take their
-    block's attention formats, or the [roles] ones outside blocks). Tensors are quantised as
-    [rows, last dimension], block formats along the last dimension. Stochastic rounding draws afresh
-    each step, reproducibly for a seed. ``step()`` also advances `session` (an apply_plan result)."""
+    """A torch optimizer whose step applies the plan's training formats as ``lpemu train`` does:
+    the state (SGD's ``momentum_buffer``, AdamW's ``exp_avg`` and ``exp_avg_sq``) is rounded to
+    ``optimizer_state`` as soon as the step has updated it and the update is computed from the
+    rounded state; the update (SGD: −lr·b; AdamW: −lr/(1−β1ᵗ)·m/(√v/√(1−β2ᵗ)+ε), after decoupled
+    weight decay) is rounded to ``weight_update`` and added; the weights (the master copy) are
+    rounded to ``master_weights``. Roles the plan leaves at ``"none"`` are untouched, so under an
+    fp32 plan the step is the optimizer's own. ``optimizer_state`` and ``weight_update`` need
+    torch.optim.SGD (dampening 0, not Nesterov) or torch.optim.AdamW; ``master_weights`` works with
+    any optimizer. Each parameter resolves the roles at its layer and kind (from `model`'s linear
+    maps; other parameters take their block's attention formats, or the [roles] ones outside
+    blocks). Tensors are quantised as [rows, last dimension], block formats along the last
+    dimension. Stochastic rounding draws afresh each step, reproducibly for a seed. ``step()`` also
+    advances `session` (an apply_plan result)."""
 
     def __init__(self, optimizer, plan, model, session=None, context=None):
         self.optimizer = optimizer
@@ -521,23 +527,60 @@ class PlanOptimizer:
 
     @torch.no_grad()
     def step(self, closure=None):
-        """The wrapped optimizer's step, then the plan's weight_update, master_weights and
-        optimizer_state formats; returns the closure's loss."""
+        """The wrapped optimizer's step with the plan's optimizer_state, weight_update and
+        master_weights formats; returns the closure's loss."""
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        recompute = any(self._set("optimizer_state", p) or self._set("weight_update", p) for p in params)
+        if recompute:
+            self._check_supported()
         old = {id(p): p.detach().clone() for p in params}
         loss = self.optimizer.step(closure)
-        for p in params:
-            new = p
-            if self._set("weight_update", p):
-                new = old[id(p)] + self.quantize(p - old[id(p)], "weight_update", p, "weight_update")
-            p.copy_(self.quantize(new, "master_weights", p, "master_weights"))
-            for key, v in self.optimizer.state.get(p, {}).items():
-                if torch.is_tensor(v) and v.is_floating_point() and key != "step":
-                    v.copy_(self.quantize(v, "optimizer_state", p, key))
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                if id(p) not in old:
+                    continue
+                if recompute:
+                    p.copy_(self._update(group, p, old[id(p)]))
+                p.copy_(self.quantize(p, "master_weights", p, "master_weights"))
         self.steps += 1
         if self.session is not None:
             self.session.set_step(self.steps)
         return loss
+
+    def _check_supported(self):
+        opt = self.optimizer
+        ok = isinstance(opt, torch.optim.AdamW) or (
+            isinstance(opt, torch.optim.SGD)
+            and all(g.get("dampening", 0) == 0 and not g.get("nesterov", False) for g in opt.param_groups))
+        if not ok:
+            raise lpemu.Error(f"lpemu.torch.PlanOptimizer: plan '{self.plan.name}' sets optimizer_state or "
+                              f"weight_update, which need torch.optim.SGD (dampening 0, not Nesterov) or "
+                              f"torch.optim.AdamW, not {type(opt).__name__}")
+
+    def _update(self, group, p, old):
+        """The weight after the step from the stored state rounded to optimizer_state, the update
+        rounded to weight_update (the formulas of torch.optim.SGD and torch.optim.AdamW)."""
+        st = self.optimizer.state[p]
+        lr = group["lr"]
+        if isinstance(self.optimizer, torch.optim.AdamW):
+            m, v = st["exp_avg"], st["exp_avg_sq"]
+            m.copy_(self.quantize(m, "optimizer_state", p, "exp_avg"))
+            v.copy_(self.quantize(v, "optimizer_state", p, "exp_avg_sq"))
+            t = float(st["step"])
+            beta1, beta2 = group["betas"]
+            base = old * (1 - lr * group["weight_decay"])
+            denom = (v.sqrt() / math.sqrt(1 - beta2 ** t)).add_(group["eps"])
+            update = (m / denom) * (-lr / (1 - beta1 ** t))
+        else:
+            base = old
+            buf = st.get("momentum_buffer")
+            if buf is None:  # momentum 0: the update is the gradient (with weight decay folded in)
+                g = p.grad if group["weight_decay"] == 0 else p.grad.add(old, alpha=group["weight_decay"])
+                update = g * -lr
+            else:
+                buf.copy_(self.quantize(buf, "optimizer_state", p, "momentum_buffer"))
+                update = buf * -lr
+        return base + self.quantize(update, "weight_update", p, "weight_update")
 
     def _set(self, role, p):
         _, layer, kind = self._where.get(id(p), ("param", -1, "attention"))
