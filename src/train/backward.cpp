@@ -259,7 +259,8 @@ template <class T>
 double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const int> tokens, int batch,
                           int seq, Params<T>& grads, const LinearPlan* plan) {
   if (c.n_experts > 0) throw Error("model '" + c.name + "': mixture-of-experts blocks are not trainable yet");
-  if (batch <= 0 || seq <= 0 || tokens.size() != static_cast<std::size_t>(batch) * (seq + 1)) {
+  if (batch <= 0 || seq <= 0 ||
+      tokens.size() != static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq + 1)) {
     throw ShapeError("train: " + std::to_string(tokens.size()) + " tokens for batch " +
                      std::to_string(batch) + " × (seq " + std::to_string(seq) + " + 1)");
   }
@@ -271,7 +272,7 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
     throw ShapeError("train: seq " + std::to_string(seq) + " exceeds the sliding window " +
                      std::to_string(c.sliding_window));
   }
-  const auto tok = [&](int b, int i) { return tokens[static_cast<std::size_t>(b) * (seq + 1) + i]; };
+  const auto tok = [&](int b, int i) { return tokens[static_cast<std::size_t>(b * (seq + 1) + i)]; };
   for (const int t : tokens) {
     if (t < 0 || t >= c.vocab_size)
       throw ShapeError("train: token id " + std::to_string(t) + " out of range");
@@ -322,13 +323,13 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
       rope_rows(k.k, c.n_kv_heads, inv_freq);
     }
     k.att.resize(n, static_cast<Eigen::Index>(c.n_heads) * hd);
-    k.probs.assign(static_cast<std::size_t>(batch) * c.n_heads, Mat<T>());
+    k.probs.assign(static_cast<std::size_t>(batch * c.n_heads), Mat<T>());
     for (int b = 0; b < batch; ++b) {
       const Eigen::Index r0 = static_cast<Eigen::Index>(b) * seq;
       for (int h = 0; h < c.n_heads; ++h) {
         const Eigen::Index qo = static_cast<Eigen::Index>(h) * hd;
         const Eigen::Index ko = static_cast<Eigen::Index>(h / group) * hd;
-        Mat<T>& s = k.probs[static_cast<std::size_t>(b) * c.n_heads + h];
+        Mat<T>& s = k.probs[static_cast<std::size_t>(b * c.n_heads + h)];
         s = Mat<T>::Zero(seq, seq);
         for (int i = 0; i < seq; ++i) {
           for (int t = 0; t <= i; ++t) {
@@ -431,7 +432,7 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
       for (int h = 0; h < c.n_heads; ++h) {
         const Eigen::Index qo = static_cast<Eigen::Index>(h) * hd;
         const Eigen::Index ko = static_cast<Eigen::Index>(h / group) * hd;
-        const Mat<T>& pr = k.probs[static_cast<std::size_t>(b) * c.n_heads + h];
+        const Mat<T>& pr = k.probs[static_cast<std::size_t>(b * c.n_heads + h)];
         const Mat<T> dout = datt.block(r0, qo, seq, hd);
         // O = P·V: dP = dO·Vᵀ, dV = Pᵀ·dO; softmax: dS = P ⊙ (dP − rowsum(dP ⊙ P)); S = scale·Q·Kᵀ.
         const Mat<T> dp = dout * k.v.block(r0, ko, seq, hd).transpose();

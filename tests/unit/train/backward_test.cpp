@@ -25,7 +25,7 @@ namespace {
 std::vector<int> random_tokens(int batch, int seq, int vocab, unsigned seed) {
   std::mt19937 g(seed);
   std::uniform_int_distribution<int> d(0, vocab - 1);
-  std::vector<int> t(static_cast<std::size_t>(batch) * (seq + 1));
+  std::vector<int> t(static_cast<std::size_t>(batch * (seq + 1)));
   for (int& x : t) x = d(g);
   return t;
 }

@@ -143,7 +143,7 @@ TEST_CASE("stochastic rounding of gradients is unbiased and reproducible per ste
   quantize_operands(s, GemmPass::dgrad, 0, a, b);
   double sum = 0;
   for (Eigen::Index i = 0; i < a.size(); ++i) {
-    const double v = a.data()[i];
+    const double v = static_cast<double>(a.data()[i]);
     REQUIRE((v == lo || v == hi));
     sum += v;
   }

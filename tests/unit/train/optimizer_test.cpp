@@ -73,9 +73,10 @@ TEST_CASE("clipping scales the gradients to the global norm; plan formats round 
     INFO(name);
     CHECK(on_grid(bf16, t.data(), t.size()));
   });
-  for (auto& [name, state] : adam.state()) {
-    state->for_each([&](const std::string& n, const auto& t) {
-      INFO(name << "/" << n);
+  for (auto& named : adam.state()) {
+    const std::string kind = named.first;  // not a structured binding: clang 14 cannot capture one
+    named.second->for_each([&](const std::string& n, const auto& t) {
+      INFO(kind << "/" << n);
       CHECK(on_grid(e4m3, t.data(), t.size()));
     });
   }
