@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <pybind11/numpy.h>
@@ -23,6 +24,7 @@
 #include "lpemu/block/pack.hpp"
 #include "lpemu/block/quantize.hpp"
 #include "lpemu/cost/workload.hpp"
+#include "lpemu/datapath/datapath.hpp"
 #include "lpemu/datapath/dot.hpp"
 #include "lpemu/datapath/gemm.hpp"
 #include "lpemu/detail/names.hpp"
@@ -151,8 +153,13 @@ class PyPlan {
     return spec->format;
   }
 
-  std::string gemm(int layer, const std::string& kind, int n_layers) const {
-    return plan_.resolve_gemm(layer, engine::parse_layer_kind(kind), n_layers);
+  std::string gemm(int layer, const std::string& kind, int n_layers, const std::string& pass) const {
+    const engine::LayerKind k = engine::parse_layer_kind(kind);
+    return plan_.resolve_gemm_site(layer, k, any_site(k), n_layers, parse_pass(pass)).datapath;
+  }
+
+  bool float_gemm(int layer, const std::string& kind, int n_layers, const std::string& pass) const {
+    return datapath::names_float_gemm(gemm(layer, kind, n_layers, pass));
   }
 
   py::object quantize(const CArray<float>& x, const std::string& role, int layer, const std::string& kind,
@@ -180,19 +187,25 @@ class PyPlan {
   }
 
   py::array_t<float> linear(const CArray<float>& a, const CArray<float>& b, int layer,
-                            const std::string& kind, const std::string& tensor, int n_layers) {
+                            const std::string& kind, const std::string& tensor, int n_layers,
+                            const std::string& pass) {
     const engine::LayerKind k = engine::parse_layer_kind(kind);
+    const engine::GemmPass gp = parse_pass(pass);
     const bool head = k == engine::LayerKind::head;
-    const auto qa =
-        plan_.resolve(head ? engine::Role::lm_head_input : engine::Role::linear_input, layer, k, n_layers);
-    const auto qb = plan_.resolve(head ? engine::Role::lm_head : engine::Role::weights, layer, k, n_layers);
+    const engine::Role input = head ? engine::Role::lm_head_input : engine::Role::linear_input;
+    const engine::Role weights = head ? engine::Role::lm_head : engine::Role::weights;
+    // Operand roles of the pass: forward X·Wᵀ, dgrad dY·W, wgrad dYᵀ·X.
+    const engine::Role ra = gp == engine::GemmPass::forward ? input : engine::Role::grad_output;
+    const engine::Role rb = gp == engine::GemmPass::wgrad ? input : weights;
+    const auto qa = plan_.resolve(ra, layer, k, n_layers);
+    const auto qb = plan_.resolve(rb, layer, k, n_layers);
     const std::string fa = qa ? qa->format : std::string(), fb = qb ? qb->format : std::string();
     const engine::RowMatrix am = to_matrix(a), bm = to_matrix(b);
     if (am.cols() != bm.cols()) {
       throw ShapeError("linear " + tensor + ": A has " + std::to_string(am.cols()) + " columns but B has " +
                        std::to_string(bm.cols()) + " (C = A·Bᵀ, B is [out, in])");
     }
-    const auto g = ctx_->gemms().make(plan_.resolve_gemm(layer, k, n_layers));
+    const auto g = ctx_->gemms().make(plan_.resolve_gemm_site(layer, k, any_site(k), n_layers, gp).datapath);
     engine::RowMatrix c(am.rows(), bm.rows());
     {
       py::gil_scoped_release release;
@@ -201,7 +214,69 @@ class PyPlan {
     return from_matrix(c);
   }
 
+  // C = A·Bᵀ of GEMM pass `pass` from high-precision A and B [rows, contraction]: each operand is
+  // quantised by its role in that pass as quantize() does at point `a_tensor` / `b_tensor` (axis 1),
+  // and enters the pass's GEMM with its encoding (codes and block scales), as a datapath takes
+  // block-format operands. Returns (C, quantised A, quantised B).
+  py::tuple linear_quantized(const CArray<float>& a, const CArray<float>& b, int layer,
+                             const std::string& kind, const std::string& tensor, int n_layers,
+                             const std::string& pass, const std::string& a_tensor,
+                             const std::string& b_tensor) {
+    const engine::LayerKind k = engine::parse_layer_kind(kind);
+    const engine::GemmPass gp = parse_pass(pass);
+    const bool head = k == engine::LayerKind::head;
+    const engine::Role input = head ? engine::Role::lm_head_input : engine::Role::linear_input;
+    const engine::Role weights = head ? engine::Role::lm_head : engine::Role::weights;
+    const engine::Role ra = gp == engine::GemmPass::forward ? input : engine::Role::grad_output;
+    const engine::Role rb = gp == engine::GemmPass::wgrad ? input : weights;
+    engine::RowMatrix am = to_matrix(a), bm = to_matrix(b);
+    if (am.cols() != bm.cols()) {
+      throw ShapeError("linear " + tensor + ": A has " + std::to_string(am.cols()) + " columns but B has " +
+                       std::to_string(bm.cols()) + " (C = A·Bᵀ, both [rows, contraction])");
+    }
+    const auto qa = plan_.resolve(ra, layer, k, n_layers);
+    const auto qb = plan_.resolve(rb, layer, k, n_layers);
+    const auto g = ctx_->gemms().make(plan_.resolve_gemm_site(layer, k, any_site(k), n_layers, gp).datapath);
+    engine::RowMatrix c(am.rows(), bm.rows());
+    {
+      py::gil_scoped_release release;
+      engine::GemmPoint point{layer, k, tensor, qa ? qa->format : "", qb ? qb->format : ""};
+      std::optional<engine::EncodedOperand> ea, eb;
+      if (qa) ea = ctx_->quantizers().make(*qa)->encode(am, point_of(ra, layer, k, a_tensor));
+      if (qb) eb = ctx_->quantizers().make(*qb)->encode(bm, point_of(rb, layer, k, b_tensor));
+      point.a_operand = ea ? &*ea : nullptr;
+      point.b_operand = eb ? &*eb : nullptr;
+      g->nt(am, bm, c, point);
+    }
+    return py::make_tuple(from_matrix(c), from_matrix(am), from_matrix(bm));
+  }
+
  private:
+  // The quantisation point quantize() uses for `tensor` (axis 1, no head, first row 0).
+  static engine::QuantPoint point_of(engine::Role r, int layer, engine::LayerKind k,
+                                     const std::string& tensor) {
+    engine::QuantPoint p;
+    p.role = r;
+    p.layer = layer;
+    p.kind = k;
+    p.tensor = tensor;
+    p.stream = engine::point_stream(tensor, layer, -1, r);
+    return p;
+  }
+
+  // A linear GEMM site of kind `k` (the plan resolves linear GEMMs by layer and kind, not by site).
+  static std::string_view any_site(engine::LayerKind k) {
+    return k == engine::LayerKind::head ? "output" : k == engine::LayerKind::mlp ? "w1" : "wq";
+  }
+
+  // "forward", "dgrad" or "wgrad".
+  static engine::GemmPass parse_pass(const std::string& pass) {
+    if (pass == "forward") return engine::GemmPass::forward;
+    if (pass == "dgrad") return engine::GemmPass::dgrad;
+    if (pass == "wgrad") return engine::GemmPass::wgrad;
+    throw Error("GEMM pass '" + pass + "': expected \"forward\", \"dgrad\" or \"wgrad\"");
+  }
+
   std::shared_ptr<experiment::Context> ctx_;
   engine::PrecisionPlan plan_;
 };
@@ -662,14 +737,22 @@ PYBIND11_MODULE(_lpemu, m) {
       .def_property_readonly("origin", [](const PyPlan& p) { return p.plan().origin; })
       .def("format", &PyPlan::format, "Format name of a role at (layer, kind), or None", py::arg("role"),
            py::arg("layer"), py::arg("kind"), py::arg("n_layers"))
-      .def("gemm", &PyPlan::gemm, "GEMM strategy name at (layer, kind)", py::arg("layer"), py::arg("kind"),
-           py::arg("n_layers"))
+      .def("gemm", &PyPlan::gemm, "GEMM strategy name of a pass (forward, dgrad, wgrad) at (layer, kind)",
+           py::arg("layer"), py::arg("kind"), py::arg("n_layers"), py::arg("gemm_pass") = "forward")
+      .def("float_gemm", &PyPlan::float_gemm, "True when that GEMM is a plain float GEMM (no datapath)",
+           py::arg("layer"), py::arg("kind"), py::arg("n_layers"), py::arg("gemm_pass") = "forward")
       .def("quantize", &PyPlan::quantize,
            "A copy of 2-D float32 x quantised as the plan's role at that point", py::arg("x"),
            py::arg("role"), py::arg("layer"), py::arg("kind"), py::arg("tensor"), py::arg("n_layers"),
            py::arg("head") = -1, py::arg("axis") = 1, py::arg("row0") = 0)
-      .def("linear", &PyPlan::linear, "C = A·Bᵀ on the plan's GEMM strategy at (layer, kind)", py::arg("a"),
-           py::arg("b"), py::arg("layer"), py::arg("kind"), py::arg("tensor"), py::arg("n_layers"));
+      .def("linear", &PyPlan::linear,
+           "C = A·Bᵀ on the plan's GEMM strategy of a pass (forward, dgrad, wgrad) at (layer, kind)",
+           py::arg("a"), py::arg("b"), py::arg("layer"), py::arg("kind"), py::arg("tensor"),
+           py::arg("n_layers"), py::arg("gemm_pass") = "forward")
+      .def("linear_quantized", &PyPlan::linear_quantized,
+           "(C, A', B'): A and B quantised by their roles in a GEMM pass, then C = A'·B'ᵀ on its datapath",
+           py::arg("a"), py::arg("b"), py::arg("layer"), py::arg("kind"), py::arg("tensor"),
+           py::arg("n_layers"), py::arg("gemm_pass"), py::arg("a_tensor"), py::arg("b_tensor"));
 
   py::class_<PyPreparedB>(m, "PreparedB",
                           "A weight's B [K, N] codes prepared (checked, packed) for one datapath")

@@ -13,11 +13,20 @@ labelled with a role: ``attention.q|k|v|qkv|out``, ``mlp.gate|up|down`` or ``mlp
 with lpemu's bit-exact kernels and computes ``x·Wᵀ`` on the plan's GEMM strategy (lpemu's
 deterministic float GEMM, or a bit-exact datapath); biases are added in PyTorch. With
 ``attention_matmuls=True``, ``nn.MultiheadAttention`` also quantises its scores and probabilities
-per head (roles ``scores`` and ``probs``). Inference only (no gradients through lpemu).
+per head (roles ``scores`` and ``probs``).
+
+In training mode (``model.train()`` with gradients enabled) each linear map is an autograd function
+whose three GEMMs (forward ``X·Wᵀ``, data gradient ``dY·W``, weight gradient ``dYᵀ·X``) each see
+their operands quantised along their own contraction axis in the plan's formats (``grad_output``
+for dY; ``grad_activation`` and ``grad_weights`` quantise the results), run on the plan's
+``gemm``, ``dgrad_gemm`` and ``wgrad_gemm`` datapaths; a plain float GEMM runs in PyTorch.
+``PlanOptimizer`` applies ``master_weights``, ``optimizer_state`` and ``weight_update`` around a
+torch optimizer's step.
 
 This module imports torch; ``import lpemu`` alone does not.
 """
 
+import math
 import re
 
 import h5py
@@ -279,6 +288,9 @@ class PlanSession(Session):
         self.context = context or lpemu.default_context()
         self.plan = plan if isinstance(plan, lpemu.Plan) else self.context.load_plan(plan)
         self._weights = {}
+        self._tiles = None
+        self.capture = None  # a list to record every training GEMM's operands, or None
+        self.set_step(0)
         super().__init__(model, attention_matmuls)
         try:
             self._check_unknown()
@@ -316,6 +328,11 @@ class PlanSession(Session):
         return self._weights[key]
 
     def linear(self, lmap, x):
+        w = lmap.weight()
+        if self.model.training and torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
+            y = _PlanLinear.apply(x, w, self, lmap)
+            b = lmap.bias()
+            return y + b if b is not None else y
         head = lmap.kind == "head"
         shape = x.shape
         x2 = x.detach().to(torch.float32).cpu().reshape(-1, shape[-1]).contiguous().numpy()
@@ -329,12 +346,245 @@ class PlanSession(Session):
     def matmul_hook(self, tensor, role, lmap, head):
         t = tensor.detach().to(torch.float32).cpu().contiguous().numpy()
         q = self.plan.quantize(t, role, lmap.layer, "attention", role, self.n_layers, head=head)
-        return torch.from_numpy(q).to(tensor.dtype).to(tensor.device)
+        q = torch.from_numpy(q).to(tensor.dtype).to(tensor.device)
+        if tensor.requires_grad:  # training: straight through (the gradient passes unchanged)
+            return tensor + (q - tensor).detach()
+        return q
+
+    # Training ---------------------------------------------------------------------------------
+
+    def set_step(self, step):
+        """Sets the training step whose stochastic-rounding draws the quantisers make (0 at first);
+        PlanOptimizer.step() advances it. The same seed and step give the same draws."""
+        self.step = int(step)
+        self._calls = {}
+
+    def _tag(self, lmap, operand):
+        """The stochastic-rounding stream name of one operand of one call of `lmap` at this step."""
+        call = self._calls.get(lmap.name, 0)
+        return f"{lmap.name}/{operand}@{self.step}.{call}"
+
+    def _roles(self, lmap):
+        head = lmap.kind == "head"
+        return ("lm_head_input" if head else "linear_input"), ("lm_head" if head else "weights")
+
+    def _quantize(self, t, role, lmap, tag):
+        """t [rows, contraction] quantised as `role` of `lmap` along its rows (axis 1): a float32
+        CPU tensor, or `t` itself when the plan leaves the role unquantised."""
+        if self.plan.format(role, lmap.layer, self._kind(lmap), self.n_layers) is None:
+            return t
+        a = t.detach().to(torch.float32).cpu().contiguous().numpy()
+        q = self.plan.quantize(a, role, lmap.layer, self._kind(lmap), tag, self.n_layers)
+        return torch.from_numpy(q).to(t.device)
+
+    def shares_weight(self, lmap):
+        """True when the weight format of `lmap` is a 2-D tile block format: forward and data
+        gradient then share one quantised weight (transposed), as in NVFP4 training recipes."""
+        fmt = self.plan.format(self._roles(lmap)[1], lmap.layer, self._kind(lmap), self.n_layers)
+        if fmt is None:
+            return False
+        if self._tiles is None:
+            self._tiles = {f["name"] for f in self.context.formats() if str(f.get("granularity", "")).startswith("tile")}
+        return fmt in self._tiles
+
+    def _pass_roles(self, lmap, gemm_pass):
+        role_x, role_w = self._roles(lmap)
+        return {"forward": (role_x, role_w), "dgrad": ("grad_output", role_w),
+                "wgrad": ("grad_output", role_x)}[gemm_pass]
+
+    def _gemm(self, lmap, gemm_pass, a, a_tag, b, b_tag, b_quantised=None):
+        """C = A·Bᵀ of one pass from high-precision A [M, contraction] and B [N, contraction], each
+        quantised by its role in that pass along the contraction (`b_quantised`: B already
+        quantised, a shared 2-D tile weight). A plain float GEMM runs in PyTorch on the quantised
+        operands; a datapath GEMM on lpemu, the operands entering with their encodings."""
+        role_a, role_b = self._pass_roles(lmap, gemm_pass)
+        kind = self._kind(lmap)
+        if self.plan.float_gemm(lmap.layer, kind, self.n_layers, gemm_pass):
+            aq = self._quantize(a, role_a, lmap, a_tag)
+            bq = b_quantised if b_quantised is not None else self._quantize(b, role_b, lmap, b_tag)
+            c = aq.to(torch.float32).mm(bq.to(torch.float32).t())
+        else:
+            if b_quantised is not None:
+                raise lpemu.Error(f"lpemu.torch: linear map '{lmap.name}': a 2-D tile weight format shared by the "
+                                  f"forward and data-gradient GEMMs cannot run the data gradient on datapath "
+                                  f"'{self.plan.gemm(lmap.layer, kind, self.n_layers, gemm_pass)}' (its encoding "
+                                  f"is not kept); use a float dgrad_gemm or a 1-D block weight format")
+            an = a.detach().to(torch.float32).cpu().contiguous().numpy()
+            bn = b.detach().to(torch.float32).cpu().contiguous().numpy()
+            cn, aqn, bqn = self.plan.linear_quantized(an, bn, lmap.layer, kind, lmap.name, self.n_layers,
+                                                      gemm_pass, a_tag, b_tag)
+            c, aq, bq = (torch.from_numpy(v).to(a.device) for v in (cn, aqn, bqn))
+        if self.capture is not None:
+            self.capture.append({"name": lmap.name, "pass": gemm_pass,
+                                 "a": aq.detach().to(torch.float32).cpu().numpy().copy(),
+                                 "b": bq.detach().to(torch.float32).cpu().numpy().copy()})
+        return c, bq
+
+    def _result(self, c, role, lmap, tag):
+        return self._quantize(c, role, lmap, tag)
+
+
+class _PlanLinear(torch.autograd.Function):
+    """y = x·Wᵀ with the forward, data-gradient and weight-gradient GEMMs under the session's plan.
+
+    Layouts are [rows, contraction] so block scales run along each GEMM's contraction axis:
+    forward A = X [M, K], B = W [N, K]; dgrad A = dY [M, N], B = Wᵀ [K, N]; wgrad A = dYᵀ [N, M],
+    B = Xᵀ [K, M]. Backward operands are re-quantised from the high-precision X and W (a 2-D tile
+    weight is quantised once and shared by forward and dgrad). Quantisers are straight-through."""
+
+    @staticmethod
+    def forward(ctx, x, w, session, lmap):
+        s = session
+        x2 = x.reshape(-1, x.shape[-1])
+        y, wq = s._gemm(lmap, "forward", x2, s._tag(lmap, "input"), w, s._tag(lmap, "weights"))
+        shared = s.shares_weight(lmap)
+        ctx.session, ctx.lmap, ctx.shape, ctx.dtype = s, lmap, x.shape, x.dtype
+        ctx.tags = {o: s._tag(lmap, o) for o in ("grad_output", "weights_t", "grad_output_t", "input_t",
+                                                   "grad_activation", "grad_weights")}
+        s._calls[lmap.name] = s._calls.get(lmap.name, 0) + 1
+        ctx.save_for_backward(x2, w, wq if shared else None)
+        ctx.shared = shared
+        return y.to(x.dtype).to(x.device).reshape(*x.shape[:-1], y.shape[1])
+
+    @staticmethod
+    def backward(ctx, dy):
+        s, lmap, t = ctx.session, ctx.lmap, ctx.tags
+        x2, w, wq = ctx.saved_tensors
+        dy2 = dy.reshape(-1, dy.shape[-1])
+        dx = dw = None
+        if ctx.needs_input_grad[0]:
+            dx, _ = s._gemm(lmap, "dgrad", dy2, t["grad_output"], w.t(), t["weights_t"],
+                            wq.t().contiguous() if ctx.shared else None)
+            dx = s._result(dx, "grad_activation", lmap, t["grad_activation"])
+            dx = dx.to(ctx.dtype).to(dy.device).reshape(ctx.shape)
+        if ctx.needs_input_grad[1]:
+            dw, _ = s._gemm(lmap, "wgrad", dy2.t(), t["grad_output_t"], x2.t(), t["input_t"])
+            dw = s._result(dw, "grad_weights", lmap, t["grad_weights"])
+            dw = dw.to(w.dtype).to(w.device)
+        return dx, dw, None, None
 
 
 def apply_plan(model, plan, context=None, attention_matmuls=False):
     """Runs `model`'s linear maps under `plan` (a name, path or lpemu.Plan) until .remove()."""
     return PlanSession(model, plan, context, attention_matmuls)
+
+
+class PlanOptimizer:
+    """A torch optimizer whose step applies the plan's training formats as ``lpemu train`` does:
+    the state (SGD's ``momentum_buffer``, AdamW's ``exp_avg`` and ``exp_avg_sq``) is rounded to
+    ``optimizer_state`` as soon as the step has updated it and the update is computed from the
+    rounded state; the update (SGD: −lr·b; AdamW: −lr/(1−β1ᵗ)·m/(√v/√(1−β2ᵗ)+ε), after decoupled
+    weight decay) is rounded to ``weight_update`` and added; the weights (the master copy) are
+    rounded to ``master_weights``. Roles the plan leaves at ``"none"`` are untouched, so under an
+    fp32 plan the step is the optimizer's own. ``optimizer_state`` and ``weight_update`` need
+    torch.optim.SGD (dampening 0, not Nesterov) or torch.optim.AdamW; ``master_weights`` works with
+    any optimizer. Each parameter resolves the roles at its layer and kind (from `model`'s linear
+    maps; other parameters take their block's attention formats, or the [roles] ones outside
+    blocks). Tensors are quantised as [rows, last dimension], block formats along the last
+    dimension. Stochastic rounding draws afresh each step, reproducibly for a seed. ``step()`` also
+    advances `session` (an apply_plan result)."""
+
+    def __init__(self, optimizer, plan, model, session=None, context=None):
+        self.optimizer = optimizer
+        self.context = context or (session.context if session is not None else lpemu.default_context())
+        self.plan = plan if isinstance(plan, lpemu.Plan) else self.context.load_plan(plan)
+        self.session = session
+        self.steps = 0
+        maps = linear_maps(model)
+        self.n_layers = max([m.layer for m in maps] + [0]) + 1
+        by_param = {}
+        for m in maps:
+            if not m.in_mha:
+                by_param[id(m.module.weight)] = (m.layer, "attention" if m.kind == "other" else m.kind)
+        self._where = {}  # id(param) -> (name, layer, kind)
+        for name, p in model.named_parameters():
+            layer, kind = by_param.get(id(p), (_layer_of(name), "attention"))
+            self._where[id(p)] = (name, layer, kind)
+
+    @property
+    def param_groups(self):
+        """The wrapped optimizer's parameter groups (learning rates, ...)."""
+        return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        """The wrapped optimizer's state."""
+        return self.optimizer.state
+
+    def zero_grad(self, set_to_none=True):
+        """As torch.optim.Optimizer.zero_grad."""
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def quantize(self, t, role, p, what):
+        """A copy of tensor `t` (shaped like parameter `p` or its state) quantised as `role` at
+        `p`'s layer and kind, or `t` itself when the plan leaves the role unquantised."""
+        name, layer, kind = self._where.get(id(p), ("param", -1, "attention"))
+        if self.plan.format(role, layer, kind, self.n_layers) is None:
+            return t
+        a = t.detach().to(torch.float32).cpu().reshape(-1, t.shape[-1] if t.dim() else 1).contiguous().numpy()
+        q = self.plan.quantize(a, role, layer, kind, f"{name}/{what}@{self.steps}", self.n_layers)
+        return torch.from_numpy(q).reshape(t.shape).to(t.dtype).to(t.device)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """The wrapped optimizer's step with the plan's optimizer_state, weight_update and
+        master_weights formats; returns the closure's loss."""
+        params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        recompute = any(self._set("optimizer_state", p) or self._set("weight_update", p) for p in params)
+        if recompute:
+            self._check_supported()
+        old = {id(p): p.detach().clone() for p in params}
+        loss = self.optimizer.step(closure)
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                if id(p) not in old:
+                    continue
+                if recompute:
+                    p.copy_(self._update(group, p, old[id(p)]))
+                p.copy_(self.quantize(p, "master_weights", p, "master_weights"))
+        self.steps += 1
+        if self.session is not None:
+            self.session.set_step(self.steps)
+        return loss
+
+    def _check_supported(self):
+        opt = self.optimizer
+        ok = isinstance(opt, torch.optim.AdamW) or (
+            isinstance(opt, torch.optim.SGD)
+            and all(g.get("dampening", 0) == 0 and not g.get("nesterov", False) for g in opt.param_groups))
+        if not ok:
+            raise lpemu.Error(f"lpemu.torch.PlanOptimizer: plan '{self.plan.name}' sets optimizer_state or "
+                              f"weight_update, which need torch.optim.SGD (dampening 0, not Nesterov) or "
+                              f"torch.optim.AdamW, not {type(opt).__name__}")
+
+    def _update(self, group, p, old):
+        """The weight after the step from the stored state rounded to optimizer_state, the update
+        rounded to weight_update (the formulas of torch.optim.SGD and torch.optim.AdamW)."""
+        st = self.optimizer.state[p]
+        lr = group["lr"]
+        if isinstance(self.optimizer, torch.optim.AdamW):
+            m, v = st["exp_avg"], st["exp_avg_sq"]
+            m.copy_(self.quantize(m, "optimizer_state", p, "exp_avg"))
+            v.copy_(self.quantize(v, "optimizer_state", p, "exp_avg_sq"))
+            t = float(st["step"])
+            beta1, beta2 = group["betas"]
+            base = old * (1 - lr * group["weight_decay"])
+            denom = (v.sqrt() / math.sqrt(1 - beta2 ** t)).add_(group["eps"])
+            update = (m / denom) * (-lr / (1 - beta1 ** t))
+        else:
+            base = old
+            buf = st.get("momentum_buffer")
+            if buf is None:  # momentum 0: the update is the gradient (with weight decay folded in)
+                g = p.grad if group["weight_decay"] == 0 else p.grad.add(old, alpha=group["weight_decay"])
+                update = g * -lr
+            else:
+                buf.copy_(self.quantize(buf, "optimizer_state", p, "momentum_buffer"))
+                update = buf * -lr
+        return base + self.quantize(update, "weight_update", p, "weight_update")
+
+    def _set(self, role, p):
+        _, layer, kind = self._where.get(id(p), ("param", -1, "attention"))
+        return self.plan.format(role, layer, kind, self.n_layers) is not None
 
 
 class RecordSession(Session):
