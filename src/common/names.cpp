@@ -1,6 +1,7 @@
 #include "lpemu/detail/names.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 namespace lpemu::detail {
@@ -25,15 +26,17 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& known,
                                        std::size_t n) {
-  std::vector<std::pair<std::size_t, std::string>> scored;
+  // Names containing (or contained in) `name` first, then by edit distance, then alphabetically:
+  // "weight" suggests "weights" before "grad_weights".
+  std::vector<std::tuple<bool, std::size_t, std::string>> scored;
   scored.reserve(known.size());
   for (const auto& k : known) {
     const bool contains = k.find(name) != std::string::npos || std::string(name).find(k) != std::string::npos;
-    scored.emplace_back(contains ? 0 : edit_distance(name, k), k);
+    scored.emplace_back(!contains, edit_distance(name, k), k);
   }
   std::sort(scored.begin(), scored.end());
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < scored.size() && i < n; ++i) out.push_back(scored[i].second);
+  for (std::size_t i = 0; i < scored.size() && i < n; ++i) out.push_back(std::get<2>(scored[i]));
   return out;
 }
 

@@ -132,7 +132,7 @@ TEST_CASE("role, layer kind, layer and compute names parse what they print", "[e
   CHECK_THROWS_WITH(parse_role("weight"),
                     Catch::Contains("role 'weight': expected one of weights, linear_input") &&
                         Catch::Contains("closest known names: ") &&
-                        Catch::Contains("expert_weights, grad_weights, master_weights"));
+                        Catch::Contains("closest known names: weights, grad_weights, weight_update"));
   for (const LayerKind k : {LayerKind::attention, LayerKind::mlp, LayerKind::head})
     CHECK(parse_layer_kind(to_string(k)) == k);
   CHECK_THROWS_WITH(parse_layer_kind("ffn"), Catch::Contains("expected one of attention, mlp, head"));
