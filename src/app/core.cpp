@@ -38,6 +38,10 @@ CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& q) {
   CoreResult r;
   r.core = core::load_core(q.core, ctx.formats_dirs);
   if (!q.dataflow.empty()) r.core = core::with_dataflow(r.core, core::parse_dataflow(q.dataflow));
+  if (q.rows != 0 || q.cols != 0) {
+    r.core = core::with_array(r.core, q.rows != 0 ? q.rows : r.core.rows, q.cols != 0 ? q.cols : r.core.cols);
+  }
+  if (q.sram_scale < 1 || q.sram_scale > 1) r.core = core::with_scratchpads_scaled(r.core, q.sram_scale);
   r.datapath = q.datapath.empty() ? r.core.lane : q.datapath;
   const datapath::Datapath& lane = ctx.datapaths().get(r.datapath);
   r.lane = core::lane_of(r.core, lane);
@@ -102,6 +106,7 @@ Fields fields(const CoreResult& r) {
           {"cols", r.core.cols},
           {"dataflow", std::string(core::to_string(r.core.dataflow))},
           {"clock_ghz", r.core.clock_ghz},
+          {"sram_kib", {{"a", r.core.a.kib}, {"b", r.core.b.kib}, {"c", r.core.c.kib}}},
           {"datapath", r.datapath},
           {"lane",
            {{"a_bits", r.lane.a_bits},
@@ -126,6 +131,9 @@ CoreRequest core_request(const Fields& f) {
   in.read("core", r.core);
   in.read("datapath", r.datapath);
   in.read("dataflow", r.dataflow);
+  in.read("rows", r.rows);
+  in.read("cols", r.cols);
+  in.read("sram_scale", r.sram_scale);
   in.read("m", r.m);
   in.read("n", r.n);
   in.read("k", r.k);

@@ -25,6 +25,9 @@ void register_core(CLI::App& app, Context& ctx) {
   sub->add_option("--core", q.core, "core name (data/cores, DIR/cores) or a .toml file")->required();
   sub->add_option("--datapath", q.datapath, "the lane's datapath record (default: the core's lane)");
   sub->add_option("--dataflow", q.dataflow, "os, ws or is (default: the core's)");
+  sub->add_option("--rows", q.rows, "rows of the array (default: the core's)");
+  sub->add_option("--cols", q.cols, "columns of the array (default: the core's)");
+  sub->add_option("--sram-scale", q.sram_scale, "multiply every scratchpad's capacity (0.5: halved)");
   sub->add_option("--m", q.m, "one GEMM C[m,n] = A[m,k] . B[k,n]: rows of A and C");
   sub->add_option("--n", q.n, "columns of B and C");
   sub->add_option("--k", q.k, "the reduction dimension");

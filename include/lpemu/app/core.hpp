@@ -17,6 +17,8 @@ struct CoreRequest {
   std::string core;               ///< core name (data/cores, DIR/cores) or a .toml path
   std::string datapath;           ///< the lane's datapath record; empty: the core's own lane
   std::string dataflow;           ///< os, ws or is; empty: the core's
+  int rows = 0, cols = 0;         ///< the array's shape; 0: the core's
+  double sram_scale = 1;          ///< every scratchpad's capacity times this
   long long m = 0, n = 0, k = 0;  ///< one GEMM C[m,n] = A[m,k] . B[k,n] (when no model is given)
   std::string model;              ///< a model shape (data/shapes): simulate its GEMMs instead
   std::string scope = "layer";  ///< with a model: "layer" (one block) or "step" (every block and the LM head)
@@ -37,7 +39,8 @@ struct CoreResult {
 CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& request);
 /// The result's one serialised form (`lpemu core --json`).
 Fields fields(const CoreResult& r);
-/// A request from named fields (core, datapath, dataflow, m, n, k, model, scope, phase, batch, context).
+/// A request from named fields (core, datapath, dataflow, rows, cols, sram_scale, m, n, k, model, scope,
+/// phase, batch, context).
 CoreRequest core_request(const Fields& f);
 /// The GEMMs of one block of `shape` (scope "layer") or of a whole step (every block, and the LM
 /// head on the batch's last positions) in `phase` at `batch` and `context`.
