@@ -62,6 +62,24 @@ CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& q) {
   return r;
 }
 
+cost::KernelEstimate core_gemm_kernel(const core::Core& c, const datapath::Datapath& lane, long long m,
+                                      long long k, long long n) {
+  const core::GemmCycles r = core::simulate_gemm(c, lane, {"gemm", m, n, k, 1});
+  cost::KernelEstimate e;
+  e.tile_m = c.rows;
+  e.tile_n = c.cols;
+  e.tiles = r.row_folds * r.col_folds;
+  e.waves = e.tiles;  // one array: every fold is a wave of its own
+  e.padding_efficiency = r.mapping_efficiency;
+  e.achievable_fraction = r.utilization;
+  const double hz = c.clock_ghz * 1e9;
+  e.compute_s = static_cast<double>(r.compute_cycles + r.sram_stall_cycles) / hz;
+  e.memory_s = r.dram_bytes / c.dram_bytes_per_cycle / hz;
+  e.time_s = r.seconds;
+  e.compute_bound = r.compute_bound;
+  return e;
+}
+
 namespace {
 
 Fields traffic(const core::Traffic& t) {

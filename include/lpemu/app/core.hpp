@@ -8,6 +8,7 @@
 
 #include "lpemu/app/fields.hpp"
 #include "lpemu/core/model.hpp"
+#include "lpemu/cost/kernel.hpp"
 #include "lpemu/experiment/context.hpp"
 
 namespace lpemu::app {
@@ -46,5 +47,11 @@ CoreRequest core_request(const Fields& f);
 /// head on the batch's last positions) in `phase` at `batch` and `context`.
 std::vector<core::Gemm> shape_gemms(const cost::ModelShape& shape, std::string_view scope, cost::Phase phase,
                                     long long batch, long long context);
+
+/// The cost model's kernel-level estimate of y[m, n] = x[m, k] . W[k, n] taken from the core model
+/// instead of the roofline: time, compute and memory time, boundedness and folds (as tiles) of
+/// `simulate_gemm(core, lane, {m, n, k})`. For a caller that prices GEMMs on a configured core.
+cost::KernelEstimate core_gemm_kernel(const core::Core& core, const datapath::Datapath& lane, long long m,
+                                      long long k, long long n);
 
 }  // namespace lpemu::app

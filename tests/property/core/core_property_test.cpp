@@ -60,9 +60,9 @@ TEST_CASE("core cycles are never below MACs / lanes nor below DRAM bytes / bandw
     CHECK(r.dram_stall_cycles >= 0);
     CHECK(r.utilization <= 1.0);
     // Each operand moves at least once, in its own width (block scales included).
-    const double once = (static_cast<double>(g.m) * g.k * (l.a_bits + l.a_scale_bits) +
-                         static_cast<double>(g.k) * g.n * (l.b_bits + l.a_scale_bits) +
-                         static_cast<double>(g.m) * g.n * l.c_bits) /
+    const double once = (static_cast<double>(g.m) * static_cast<double>(g.k) * (l.a_bits + l.a_scale_bits) +
+                         static_cast<double>(g.k) * static_cast<double>(g.n) * (l.b_bits + l.a_scale_bits) +
+                         static_cast<double>(g.m) * static_cast<double>(g.n) * l.c_bits) /
                         8;
     CHECK(r.dram_bytes >= once * (1 - 1e-12));
     // Mapping efficiency is exactly one when the GEMM tiles the array, below one otherwise.

@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "lpemu/app/core.hpp"
 #include "lpemu/core/core.hpp"
 #include "lpemu/core/model.hpp"
 #include "lpemu/datapath/datapath.hpp"
@@ -223,6 +224,17 @@ TEST_CASE("runs whose operands fit the scratchpads match SCALE-Sim v2's total cy
     CHECK(r.dram_stall_cycles == 0);
     CHECK(r.sram_stall_cycles == 0);
   }
+}
+
+TEST_CASE("the kernel-level hook gives the core model's time", "[core]") {
+  const core::Core c = core::load_core("example_fp8");
+  const auto& fp8 = lpemu::datapath::DatapathRegistry::builtin().get("generic_fp8");
+  const core::GemmCycles r = core::simulate_gemm(c, fp8, {"g", 64, 4096, 8192, 1});
+  const lpemu::cost::KernelEstimate e = lpemu::app::core_gemm_kernel(c, fp8, 64, 8192, 4096);
+  CHECK(e.time_s == r.seconds);
+  CHECK(e.time_s == static_cast<double>(r.total_cycles) / 1.5e9);
+  CHECK(e.tiles == r.row_folds * r.col_folds);
+  CHECK(e.compute_bound == r.compute_bound);
 }
 
 TEST_CASE("core records read back equal from what to_toml writes", "[core]") {
