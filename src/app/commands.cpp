@@ -5,6 +5,7 @@
 #include <map>
 
 #include "lpemu/app/convert.hpp"
+#include "lpemu/app/core.hpp"
 #include "lpemu/app/datapath.hpp"
 #include "lpemu/app/evaluate.hpp"
 #include "lpemu/app/formats.hpp"
@@ -27,6 +28,8 @@ using Command = std::function<Fields(experiment::Context&, const Fields&)>;
 
 const std::map<std::string, Command, std::less<>>& table() {
   static const std::map<std::string, Command, std::less<>> t = {
+      {"core",
+       [](experiment::Context& c, const Fields& f) { return fields(simulate_core(c, core_request(f))); }},
       {"cost", [](experiment::Context& c, const Fields& f) { return fields(price(c, price_request(f))); }},
       {"cost mac",
        [](experiment::Context& c, const Fields& f) { return fields(price_mac(c, mac_request(f))); }},

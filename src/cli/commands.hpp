@@ -21,6 +21,8 @@ void register_proposal(CLI::App& app, Context& ctx);
 void register_cost(CLI::App& app, Context& ctx);
 /// `lpemu dot`, `lpemu datapath-error`, `lpemu datapath list|show`.
 void register_datapath(CLI::App& app, Context& ctx);
+/// `lpemu core`.
+void register_core(CLI::App& app, Context& ctx);
 /// `lpemu gemm`.
 void register_gemm(CLI::App& app, Context& ctx);
 /// `lpemu import` (Hugging Face checkpoint folders).

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   lpemu::cli::register_cost(app, ctx);
   lpemu::cli::register_datapath(app, ctx);
   lpemu::cli::register_gemm(app, ctx);
+  lpemu::cli::register_core(app, ctx);
   lpemu::cli::register_sweep(app, ctx);
   lpemu::cli::register_import(app, ctx);
   std::vector<std::string> args(argv + 1, argv + argc);

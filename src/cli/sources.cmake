@@ -9,6 +9,7 @@ target_sources(lpemu_cli PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cmd_cost_cluster.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cmd_dot.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cmd_gemm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cmd_core.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cmd_engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cmd_sweep.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cmd_import.cpp

@@ -89,6 +89,12 @@ def cases(tmp):
     write_verify_results(prop, results)
     o = lambda name: os.path.join(tmp, name)  # noqa: E731
     return [
+        ("core", ["--core", "scalesim_eyeriss", "--m", "33", "--n", "17", "--k", "45"],
+         dict(core="scalesim_eyeriss", m=33, n=17, k=45)),
+        ("core", ["--core", "example_fp8_fp6_fp4", "--datapath", "generic_fp4", "--model", "llama3_8b",
+                  "--scope", "step", "--phase", "prefill", "--batch", "2", "--context", "512"],
+         dict(core="example_fp8_fp6_fp4", datapath="generic_fp4", model="llama3_8b", scope="step",
+              phase="prefill", batch=2, context=512)),
         ("cost", ["--target", "h100_sxm", "--model", "llama3_8b", "--plan", "bf16", "--phase", "decode",
                   "--batch", "8", "--context", "4096"],
          dict(target="h100_sxm", model="llama3_8b", plan="bf16", phase="decode", batch=8, context=4096)),
@@ -185,7 +191,7 @@ def same(a, b, path="result"):
         assert type(a) is type(b) and a == b, f"{path}: CLI {a!r}, Python {b!r}"
 
 
-N_CASES = 35  # len(cases(...)); test_every_command_has_a_parity_case checks it
+N_CASES = 37  # len(cases(...)); test_every_command_has_a_parity_case checks it
 
 
 def test_every_command_has_a_parity_case(tmp_path):

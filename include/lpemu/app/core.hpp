@@ -1,0 +1,57 @@
+// `lpemu core` and `lpemu.call("core", ...)`: cycles, traffic and energy of GEMMs on a configured
+// compute core (lpemu/core/model.hpp): one GEMM, one layer of a model shape, or a whole prefill or
+// decode step.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lpemu/app/fields.hpp"
+#include "lpemu/core/model.hpp"
+#include "lpemu/cost/kernel.hpp"
+#include "lpemu/experiment/context.hpp"
+
+namespace lpemu::app {
+
+/// What to simulate, and on which core.
+struct CoreRequest {
+  std::string core;               ///< core name (data/cores, DIR/cores) or a .toml path
+  std::string datapath;           ///< the lane's datapath record; empty: the core's own lane
+  std::string dataflow;           ///< os, ws or is; empty: the core's
+  int rows = 0, cols = 0;         ///< the array's shape; 0: the core's
+  double sram_scale = 1;          ///< every scratchpad's capacity times this
+  long long m = 0, n = 0, k = 0;  ///< one GEMM C[m,n] = A[m,k] . B[k,n] (when no model is given)
+  std::string model;              ///< a model shape (data/shapes): simulate its GEMMs instead
+  std::string scope = "layer";  ///< with a model: "layer" (one block) or "step" (every block and the LM head)
+  std::string phase = "decode";  ///< prefill or decode
+  long long batch = 1, context = 1024;
+};
+
+/// Every GEMM simulated and the totals.
+struct CoreResult {
+  core::Core core;
+  std::string datapath;
+  core::Lane lane;
+  std::vector<core::GemmCycles> gemms;
+  core::GemmTotals totals;
+};
+
+/// Simulates the request; throws SpecError for unknown names or inconsistent fields.
+CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& request);
+/// The result's one serialised form (`lpemu core --json`).
+Fields fields(const CoreResult& r);
+/// A request from named fields (core, datapath, dataflow, rows, cols, sram_scale, m, n, k, model, scope,
+/// phase, batch, context).
+CoreRequest core_request(const Fields& f);
+/// The GEMMs of one block of `shape` (scope "layer") or of a whole step (every block, and the LM
+/// head on the batch's last positions) in `phase` at `batch` and `context`.
+std::vector<core::Gemm> shape_gemms(const cost::ModelShape& shape, std::string_view scope, cost::Phase phase,
+                                    long long batch, long long context);
+
+/// The cost model's kernel-level estimate of y[m, n] = x[m, k] . W[k, n] taken from the core model
+/// instead of the roofline: time, compute and memory time, boundedness and folds (as tiles) of
+/// `simulate_gemm(core, lane, {m, n, k})`. For a caller that prices GEMMs on a configured core.
+cost::KernelEstimate core_gemm_kernel(const core::Core& core, const datapath::Datapath& lane, long long m,
+                                      long long k, long long n);
+
+}  // namespace lpemu::app

@@ -1,0 +1,168 @@
+#include "lpemu/app/core.hpp"
+
+#include "lpemu/error.hpp"
+
+namespace lpemu::app {
+
+std::vector<core::Gemm> shape_gemms(const cost::ModelShape& s, std::string_view scope, cost::Phase phase,
+                                    long long batch, long long context) {
+  if (scope != "layer" && scope != "step") {
+    throw SpecError("core: scope '" + std::string(scope) + "': expected \"layer\" or \"step\"");
+  }
+  if (batch < 1 || context < 1) throw SpecError("core: batch and context: expected integers >= 1");
+  const bool decode = phase == cost::Phase::decode;
+  const long long tokens = decode ? batch : batch * context;  // rows entering the linear layers
+  const long long group = s.n_heads / s.n_kv_heads;           // query heads sharing one K/V head
+  std::vector<core::Gemm> g;
+  g.push_back({"q_proj", tokens, s.dim, s.dim, 1});
+  g.push_back({"k_proj", tokens, s.kv_dim(), s.dim, 1});
+  g.push_back({"v_proj", tokens, s.kv_dim(), s.dim, 1});
+  // Attention per sequence and K/V head: the group's queries against the cached keys (decode: one
+  // position each; prefill: the whole square, the causal mask not exploited).
+  const long long q_rows = (decode ? 1 : context) * group;
+  g.push_back({"qk", q_rows, context, s.head_dim(), batch * s.n_kv_heads});
+  g.push_back({"pv", q_rows, s.head_dim(), context, batch * s.n_kv_heads});
+  g.push_back({"o_proj", tokens, s.dim, s.dim, 1});
+  const long long mlps = s.mlps_per_token();  // each token's rows pass through top_k experts
+  if (s.gated_mlp) g.push_back({"gate", tokens, s.hidden_dim, s.dim, mlps});
+  g.push_back({"up", tokens, s.hidden_dim, s.dim, mlps});
+  g.push_back({"down", tokens, s.dim, s.hidden_dim, mlps});
+  if (scope == "step") {
+    for (core::Gemm& x : g) x.count *= s.n_layers;
+    g.push_back({"lm_head", batch, s.vocab_size, s.dim, 1});
+  }
+  return g;
+}
+
+CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& q) {
+  CoreResult r;
+  r.core = core::load_core(q.core, ctx.formats_dirs);
+  if (!q.dataflow.empty()) r.core = core::with_dataflow(r.core, core::parse_dataflow(q.dataflow));
+  if (q.rows != 0 || q.cols != 0) {
+    r.core = core::with_array(r.core, q.rows != 0 ? q.rows : r.core.rows, q.cols != 0 ? q.cols : r.core.cols);
+  }
+  if (q.sram_scale < 1 || q.sram_scale > 1) r.core = core::with_scratchpads_scaled(r.core, q.sram_scale);
+  r.datapath = q.datapath.empty() ? r.core.lane : q.datapath;
+  const datapath::Datapath& lane = ctx.datapaths().get(r.datapath);
+  r.lane = core::lane_of(r.core, lane);
+  std::vector<core::Gemm> gemms;
+  if (!q.model.empty()) {
+    if (q.m != 0 || q.n != 0 || q.k != 0)
+      throw SpecError("core: give either m, n and k or a model, not both");
+    gemms = shape_gemms(ctx.costs().shape(q.model), q.scope, cost::parse_phase(q.phase), q.batch, q.context);
+  } else {
+    if (q.m < 1 || q.n < 1 || q.k < 1) {
+      throw SpecError("core: m = " + std::to_string(q.m) + ", n = " + std::to_string(q.n) +
+                      ", k = " + std::to_string(q.k) + ": expected a GEMM (m, n, k >= 1) or a model");
+    }
+    gemms.push_back({"gemm", q.m, q.n, q.k, 1});
+  }
+  for (const core::Gemm& g : gemms) r.gemms.push_back(core::simulate_gemm(r.core, lane, g));
+  r.totals = core::totals(r.core, r.lane, r.gemms);
+  return r;
+}
+
+cost::KernelEstimate core_gemm_kernel(const core::Core& c, const datapath::Datapath& lane, long long m,
+                                      long long k, long long n) {
+  const core::GemmCycles r = core::simulate_gemm(c, lane, {"gemm", m, n, k, 1});
+  cost::KernelEstimate e;
+  e.tile_m = c.rows;
+  e.tile_n = c.cols;
+  e.tiles = r.row_folds * r.col_folds;
+  e.waves = e.tiles;  // one array: every fold is a wave of its own
+  e.padding_efficiency = r.mapping_efficiency;
+  e.achievable_fraction = r.utilization;
+  const double hz = c.clock_ghz * 1e9;
+  e.compute_s = static_cast<double>(r.compute_cycles + r.sram_stall_cycles) / hz;
+  e.memory_s = r.dram_bytes / c.dram_bytes_per_cycle / hz;
+  e.time_s = r.seconds;
+  e.compute_bound = r.compute_bound;
+  return e;
+}
+
+namespace {
+
+Fields traffic(const core::Traffic& t) {
+  return {{"sram_reads", t.sram_reads}, {"sram_writes", t.sram_writes}, {"dram_bytes", t.dram_bytes}};
+}
+
+}  // namespace
+
+Fields fields(const CoreResult& r) {
+  Fields gemms = Fields::array();
+  for (const core::GemmCycles& g : r.gemms) {
+    gemms.push_back({{"name", g.gemm.name},
+                     {"m", g.gemm.m},
+                     {"n", g.gemm.n},
+                     {"k", g.gemm.k},
+                     {"count", g.gemm.count},
+                     {"row_folds", g.row_folds},
+                     {"col_folds", g.col_folds},
+                     {"cycles_per_fold", g.cycles_per_fold},
+                     {"compute_cycles", g.compute_cycles},
+                     {"sram_stall_cycles", g.sram_stall_cycles},
+                     {"dram_stall_cycles", g.dram_stall_cycles},
+                     {"total_cycles", g.total_cycles},
+                     {"seconds", g.seconds},
+                     {"macs", g.macs},
+                     {"mapping_efficiency", g.mapping_efficiency},
+                     {"utilization", g.utilization},
+                     {"compute_bound", g.compute_bound},
+                     {"loop_order", g.loop_order},
+                     {"a", traffic(g.a)},
+                     {"b", traffic(g.b)},
+                     {"c", traffic(g.c)},
+                     {"dram_bytes", g.dram_bytes},
+                     {"energy_pj", g.energy_pj},
+                     {"mac_energy_pj", g.mac_energy_pj},
+                     {"sram_energy_pj", g.sram_energy_pj},
+                     {"dram_energy_pj", g.dram_energy_pj}});
+  }
+  const core::GemmTotals& t = r.totals;
+  return {{"core", r.core.name},
+          {"rows", r.core.rows},
+          {"cols", r.core.cols},
+          {"dataflow", std::string(core::to_string(r.core.dataflow))},
+          {"clock_ghz", r.core.clock_ghz},
+          {"sram_kib", {{"a", r.core.a.kib}, {"b", r.core.b.kib}, {"c", r.core.c.kib}}},
+          {"datapath", r.datapath},
+          {"lane",
+           {{"a_bits", r.lane.a_bits},
+            {"b_bits", r.lane.b_bits},
+            {"pack", r.lane.pack},
+            {"pipeline_depth", r.lane.pipeline_depth},
+            {"c_bits", r.lane.c_bits}}},
+          {"gemms", gemms},
+          {"totals",
+           {{"macs", t.macs},
+            {"total_cycles", t.total_cycles},
+            {"compute_cycles", t.compute_cycles},
+            {"seconds", t.seconds},
+            {"dram_bytes", t.dram_bytes},
+            {"energy_pj", t.energy_pj},
+            {"utilization", t.utilization}}}};
+}
+
+CoreRequest core_request(const Fields& f) {
+  CoreRequest r;
+  FieldReader in(f, "core");
+  in.read("core", r.core);
+  in.read("datapath", r.datapath);
+  in.read("dataflow", r.dataflow);
+  in.read("rows", r.rows);
+  in.read("cols", r.cols);
+  in.read("sram_scale", r.sram_scale);
+  in.read("m", r.m);
+  in.read("n", r.n);
+  in.read("k", r.k);
+  in.read("model", r.model);
+  in.read("scope", r.scope);
+  in.read("phase", r.phase);
+  in.read("batch", r.batch);
+  in.read("context", r.context);
+  in.finish();
+  if (r.core.empty()) throw SpecError("core: core (a core name or a .toml file) is required");
+  return r;
+}
+
+}  // namespace lpemu::app
