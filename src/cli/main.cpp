@@ -1,7 +1,9 @@
 // The `lpemu` command: parses arguments and calls the library.
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -27,6 +29,9 @@ bool negative_number(const char* a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG instead of killing the process
+  // with SIGXFSZ, so the writer reports it, removes its temporary file and exits 2.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"lpemu: bit-exact emulation of low-precision formats and datapaths"};
   app.name("lpemu");  // parse(vector) below does not take the name from argv[0]
   app.require_subcommand(1);
@@ -67,6 +72,12 @@ int main(int argc, char** argv) {
   } catch (const lpemu::Error& e) {
     // Bad input: the message names the file, field and value; exit status 2.
     std::cerr << "lpemu: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that the system refused (a symlink loop, a device where a folder was
+    // expected, a read-only or full disk): bad input, named by its path and the system's reason.
+    std::cerr << "lpemu: error: " << e.path1().string() << ": " << e.code().message()
+              << (e.path2().empty() ? std::string() : " (" + e.path2().string() + ")") << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "lpemu: internal error: " << e.what() << "\n";

@@ -333,9 +333,22 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
   try {
     const json& m = j.at("model");
     if (m.value("type", "BPE") != "BPE") im->fail("model.type", m["type"], "\"BPE\"");
+    // Ids are dense (0..entries-1 over model.vocab and added_tokens): a larger one would only
+    // allocate pieces that no entry names, and one past 32 bits would wrap onto another piece.
+    const std::size_t entries =
+        m.at("vocab").size() +
+        (j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"].size() : 0);
+    const auto token_id = [&](const std::string& field, const json& id) {
+      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
+          static_cast<std::uint64_t>(id.get<std::int64_t>()) >= entries) {
+        im->fail(field, id,
+                 "a token id in 0.." + std::to_string(entries == 0 ? 0 : entries - 1) + " (the file has " +
+                     std::to_string(entries) + " vocab and added-token entries)");
+      }
+      return static_cast<int>(id.get<std::int64_t>());
+    };
     for (const auto& [piece, id] : m.at("vocab").items()) {
-      const int i = id.get<int>();
-      if (i < 0) im->fail("model.vocab." + piece, id, "a non-negative id");
+      const int i = token_id("model.vocab." + piece, id);
       im->vocab[piece] = i;
       if (static_cast<std::size_t>(i) >= im->pieces.size())
         im->pieces.resize(static_cast<std::size_t>(i) + 1);
@@ -374,7 +387,7 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
     }
     if (j.contains("added_tokens")) {
       for (const auto& a : j["added_tokens"]) {
-        const int id = a.at("id").get<int>();
+        const int id = token_id("added_tokens[].id", a.at("id"));
         const std::string c = a.at("content").get<std::string>();
         im->added.emplace_back(c, id);
         im->vocab[c] = id;
@@ -410,7 +423,8 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
         }
         const std::string name = item.at("SpecialToken").at("id").get<std::string>();
         for (const auto& id : p.at("special_tokens").at(name).at("ids"))
-          (seen ? im->suffix : im->prefix).push_back(id.get<int>());
+          (seen ? im->suffix : im->prefix)
+              .push_back(token_id("post_processor.special_tokens." + name + ".ids[]", id));
       }
     }
   } catch (const json::exception& e) {
