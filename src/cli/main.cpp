@@ -1,6 +1,7 @@
 // The `lpemu` command: parses arguments and calls the library.
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -26,9 +27,7 @@ bool negative_number(const char* a) {
   return end != a && *end == '\0';
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   // A write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG instead of killing the process
   // with SIGXFSZ, so the writer reports it, removes its temporary file and exits 2.
   std::signal(SIGXFSZ, SIG_IGN);
@@ -85,6 +84,22 @@ int main(int argc, char** argv) {
   } catch (...) {
     std::cerr << "lpemu: internal error: unknown exception\n";
     return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int status = run(argc, argv);
+  if (status != 0) {
+    // A failed run ends here without exit handlers: every output was cleaned up while the error
+    // unwound, and libhdf5 1.10's own handler (H5close) crashes on a file whose close failed
+    // (a full disk or file-size limit while writing a .h5).
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    std::_Exit(status);
   }
   return 0;
 }

@@ -97,16 +97,19 @@ void check_attribute(const std::filesystem::path& file, std::uint64_t base, cons
     bad(std::to_string(count) + " elements of " + std::to_string(element) + " bytes overrun the message");
   }
   // Variable-length data (class 9) are references into the global heap, 16 bytes each on disk.
+  // Its base type (IV.A.2.d, variable-length properties) follows the 8-byte header; each element of
+  // a sequence has the base type's size (libhdf5 sizes its conversion buffers by it).
   if (type_class == 9 && count != 0) {
+    if (type_size < 16) bad("variable-length datatype without a base type");
     if (count > (m.size() - at) / 16) bad("variable-length references overrun the message");
-    check_heap_refs(file, base, obj, m.substr(at, count * 16), count);
+    check_heap_refs(file, base, obj, m.substr(at, count * 16), count, le(m, type_at + 12, 4));
   }
 }
 
 }  // namespace
 
 void check_heap_refs(const std::filesystem::path& file, std::uint64_t base, const std::string& obj,
-                     const std::string& refs, std::size_t n) {
+                     const std::string& refs, std::size_t n, std::uint64_t element_size) {
   Bytes in(file, obj);
   const std::uint64_t file_bytes = in.size();
   if (base > file_bytes) corrupt(file, obj, "user block larger than the file");
@@ -136,7 +139,7 @@ void check_heap_refs(const std::filesystem::path& file, std::uint64_t base, cons
       }
     }
     const auto found = it->second.find(index);
-    if (found == it->second.end() || len > found->second)
+    if (found == it->second.end() || element_size == 0 || len > found->second / element_size)
       corrupt(file, obj, where + ": reference to a missing or shorter heap object");
   }
 }

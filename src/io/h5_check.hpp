@@ -13,11 +13,12 @@
 namespace lpemu::io::detail {
 
 /// Throws IoError "FILE:OBJ: WHAT (corrupt file?)" unless each of the `n` 16-byte variable-length
-/// references in `refs` (length, collection address, object index; little-endian) is empty or names
-/// an object of a well-formed global heap collection inside the file no shorter than its length.
-/// `base` is the file's base address (its user block size).
+/// references in `refs` (length in elements, collection address, object index; little-endian) is
+/// empty or names an object of a well-formed global heap collection inside the file that holds its
+/// length times `element_size` bytes (1 for strings). `base` is the file's base address (its user
+/// block size).
 void check_heap_refs(const std::filesystem::path& file, std::uint64_t base, const std::string& obj,
-                     const std::string& refs, std::size_t n);
+                     const std::string& refs, std::size_t n, std::uint64_t element_size = 1);
 
 /// Throws IoError unless every attribute message of the object header at `addr` (relative to `base`)
 /// lies inside its message with its name, datatype, dataspace and data, and every variable-length
