@@ -333,17 +333,15 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
   try {
     const json& m = j.at("model");
     if (m.value("type", "BPE") != "BPE") im->fail("model.type", m["type"], "\"BPE\"");
-    // Ids are dense (0..entries-1 over model.vocab and added_tokens): a larger one would only
-    // allocate pieces that no entry names, and one past 32 bits would wrap onto another piece.
-    const std::size_t entries =
-        m.at("vocab").size() +
-        (j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"].size() : 0);
+    // Ids index a table of pieces: bounded, so a 6 KB file cannot ask for gigabytes (the largest
+    // published vocabularies have about 2^18 entries), and never past 32 bits (an id would wrap
+    // onto another piece).
+    constexpr std::int64_t kMaxId = (std::int64_t{1} << 21) - 1;
     const auto token_id = [&](const std::string& field, const json& id) {
       if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
-          static_cast<std::uint64_t>(id.get<std::int64_t>()) >= entries) {
-        im->fail(field, id,
-                 "a token id in 0.." + std::to_string(entries == 0 ? 0 : entries - 1) + " (the file has " +
-                     std::to_string(entries) + " vocab and added-token entries)");
+          (id.is_number_unsigned() && id.get<std::uint64_t>() > std::uint64_t(kMaxId)) ||
+          id.get<std::int64_t>() > kMaxId) {
+        im->fail(field, id, "a token id in 0.." + std::to_string(kMaxId));
       }
       return static_cast<int>(id.get<std::int64_t>());
     };

@@ -282,7 +282,9 @@ TEST_CASE("an experiment's [cost] names are checked before any plan runs", "[cli
        {Case{"experiment_cost_target_nope.toml", "cost.target = \"nope\": unknown target 'nope'"},
         Case{"experiment_cost_shape_nope.toml", "cost.shape = \"nope\": unknown model shape 'nope'"},
         Case{"experiment_cost_phase_nope.toml",
-             "'cost.phase' = \"nope\": expected \"decode\" or \"prefill\""}}) {
+             "'cost.phase' = \"nope\": expected \"decode\" or \"prefill\""},
+        Case{"experiment_cost_parallel_overflow.toml", "tp = 4294967296: expected at most 1048576"},
+        Case{"experiment_cost_parallel_mismatch.toml", "uses 8 devices; cost.devices is 16"}}) {
     INFO(c.file);
     const Run r = run_lpemu("sweep '" + regression(c.file) + "' --out '" + (s / "out").string() + "'");
     CHECK(r.status == 2);
@@ -595,17 +597,18 @@ TEST_CASE("a write past the file-size limit names the failure, exits 2 and leave
   }
 }
 
-TEST_CASE("a damaged attribute region of a model file is an error, never a crash or a hang", "[cli][regression]") {
+TEST_CASE("a damaged attribute region of a model file is an error, never a crash or a hang",
+          "[cli][regression]") {
   // Single-byte flips (x ^ 0xff) in the root object header of the shipped model.h5 (attribute
   // messages from byte 824): 975 overran a name into libhdf5's memcpy (SIGSEGV), 1027 and 1037 broke a
   // string's heap reference, 1799 set a string's character size to 0xff000001 (libhdf5 then filled
   // gigabytes: a hang). The others are further sizes, offsets and flags of the same messages.
   Scratch s("attrflip");
   const std::string model = slurp(lpemu::test::source_path("data/models/stories260K/model.h5"));
-  for (const std::size_t at : {std::size_t{826}, std::size_t{900}, std::size_t{975}, std::size_t{1027},
-                               std::size_t{1037}, std::size_t{1039}, std::size_t{1053}, std::size_t{1109},
-                               std::size_t{1750}, std::size_t{1751}, std::size_t{1765}, std::size_t{1799},
-                               std::size_t{1845}, std::size_t{1847}}) {
+  for (const std::size_t at :
+       {std::size_t{826}, std::size_t{900}, std::size_t{975}, std::size_t{1027}, std::size_t{1037},
+        std::size_t{1039}, std::size_t{1053}, std::size_t{1109}, std::size_t{1750}, std::size_t{1751},
+        std::size_t{1765}, std::size_t{1799}, std::size_t{1845}, std::size_t{1847}}) {
     INFO("byte " << at);
     std::string bytes = model;
     bytes[at] = static_cast<char>(bytes[at] ^ 0xff);
