@@ -16,7 +16,7 @@ PACKAGES := $(DEMO_PACKAGES) catch2 libbenchmark-dev pybind11-dev python3-dev py
             g++-aarch64-linux-gnu qemu-user
 BENCH := $(if $(filter asan,$(PRESET)),OFF,ON)
 
-FUZZ_TARGETS := $(addprefix lpemu_fuzz_,npy format_toml block_toml datapath_toml plan_toml experiment_toml manifest model_h5 dot_cases)
+FUZZ_TARGETS := $(addprefix lpemu_fuzz_,npy format_toml block_toml datapath_toml plan_toml experiment_toml manifest model_h5 dot_cases hf_config safetensors tokenizer_json)
 
 # ccache, where installed, for every build (`make check` after a one-file change, the fresh
 # builds of `make test`); CCACHE=... overrides, CCACHE= turns it off.

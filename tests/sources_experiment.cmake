@@ -6,6 +6,7 @@ target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/figures_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/context_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/datapath_error_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/failure_classes_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/experiment/quantization_stats_test.cpp
 )
 

@@ -53,7 +53,14 @@ GemmResult gemm(experiment::Context& ctx, const GemmRequest& g) {
   io::Tensor t{{static_cast<std::size_t>(c.rows()), static_cast<std::size_t>(c.cols())},
                std::vector<float>(c.data(), c.data() + c.size())};
   // Never over an operand file, and an existing output only with force.
-  io::write_tensor(g.out, t, io::OutputPolicy{g.force, {io::tensor_file(g.a), io::tensor_file(g.b)}});
+  io::OutputPolicy policy{g.force, {io::tensor_file(g.a), io::tensor_file(g.b)}, {g.a, g.b}};
+  for (const std::string& s : {g.a_scales, g.b_scales}) {
+    if (!s.empty()) {
+      policy.inputs.push_back(io::tensor_file(s));
+      policy.input_tensors.push_back(s);
+    }
+  }
+  io::write_tensor(g.out, t, policy);
   return {t.shape[0], t.shape[1], g.out, strategy->name()};
 }
 

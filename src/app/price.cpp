@@ -6,6 +6,7 @@
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/figures.hpp"
+#include "lpemu/io/output.hpp"
 #include "lpemu/io/svg_plot.hpp"
 
 namespace lpemu::app {
@@ -186,7 +187,7 @@ PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
         experiment::price_plan(plan, out.model, out.target, cat, ph, a.setup.batch, a.setup.context));
   }
   if (!a.plot_dir.empty()) {
-    std::filesystem::create_directories(a.plot_dir);
+    io::create_output_dir(a.plot_dir);
     for (const auto& p : out.phases) {
       const std::string ph = phase_name(p.workload.phase);
       const auto svg = a.plot_dir / ("cost_" + ph + ".svg");

@@ -50,7 +50,7 @@ void write_packed(const std::string& file, const io::OutputPolicy& policy, const
 QuantizeResult quantize(experiment::Context& ctx, const QuantizeRequest& a) {
   if (output_exists(a.output) && !a.force)
     throw IoError(a.output + ": output exists; pass --force to overwrite it");
-  const io::OutputPolicy policy{a.force, {io::tensor_file(a.input)}};
+  const io::OutputPolicy policy{a.force, {io::tensor_file(a.input)}, {a.input}};
   if (!a.packed.empty()) {
     io::OutputPolicy p = policy;
     p.inputs.push_back(io::tensor_file(a.output));

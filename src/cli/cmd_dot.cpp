@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "lpemu/app/datapath.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/datapath_error.hpp"
 #include "lpemu/io/text.hpp"
 
 namespace lpemu::cli {
@@ -78,12 +79,12 @@ void register_datapath(CLI::App& app, Context& ctx) {
       ->capture_default_str()
       ->delimiter(',')
       ->transform([](const std::string& k) { return io::trim(k); })
-      ->check(at_least(1));
+      ->check(in_range(1, static_cast<long long>(experiment::kMaxDatapathErrorK)));
   err->add_option("--dist", er.dist, "normal | uniform | lognormal")->capture_default_str();
   err->add_option("--trials", er.trials, "random dot products per K")
       ->capture_default_str()
-      ->check(at_least(1));
-  err->add_option("--seed", er.seed, "random seed")->capture_default_str();
+      ->check(in_range(1, experiment::kMaxDatapathErrorTrials));
+  err->add_option("--seed", er.seed, "random seed")->capture_default_str()->check(seed_value());
   err->add_option("--inputs", er.inputs, "override the input format of every datapath");
   err->add_option("--out", er.out, "directory for datapath_error.csv and datapath_error.svg");
   err->add_flag("--json", error_args.json, "print JSON instead of a table");

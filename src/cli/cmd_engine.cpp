@@ -93,7 +93,9 @@ void register_engine(CLI::App& app, Context& ctx) {
   run->add_option("--top-p", rq.sampling.top_p, "sample within the smallest set of probability >= p")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  run->add_option("--seed", rq.sampling.seed, "seed of the sampling stream")->capture_default_str();
+  run->add_option("--seed", rq.sampling.seed, "seed of the sampling stream")
+      ->capture_default_str()
+      ->check(seed_value());
   run->add_option("--steps", rq.steps, "positions to run, prompt included (as llama2.c -n)")
       ->capture_default_str()
       ->check(at_least(1));

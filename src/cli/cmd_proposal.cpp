@@ -60,7 +60,9 @@ void register_proposal(CLI::App& app, Context& ctx) {
   sub->add_option("FORMAT", r.format, "element or block format: a name or a .toml file");
   sub->add_option("--out", r.out, "output directory");
   sub->add_flag("--force", r.force, "replace the files of an existing package");
-  sub->add_option("--seed", r.seed, "seed of the random part of the vectors")->capture_default_str();
+  sub->add_option("--seed", r.seed, "seed of the random part of the vectors")
+      ->capture_default_str()
+      ->check(seed_value());
   sub->add_option(
       "--datapath", r.datapath,
       "datapath name or .toml: dot-product vectors (inputs replaced by the proposed element format)");

@@ -2,9 +2,11 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <system_error>
 
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/error.hpp"
@@ -34,7 +36,7 @@ void add_convert_options(CLI::App* sub, format::ConvertOptions& o, format::Overf
       ->transform(enum_names(format::kAllOverflowPolicies))
       ->type_name("NAME")
       ->default_str(std::string(format::to_string(o.overflow)));
-  sub->add_option("--seed", o.seed, "stochastic rounding seed")->capture_default_str();
+  sub->add_option("--seed", o.seed, "stochastic rounding seed")->capture_default_str()->check(seed_value());
   sub->add_option("--sr-bits", o.sr_bits, "stochastic rounding random bits")
       ->capture_default_str()
       ->check(CLI::Range(1, 32));
@@ -50,6 +52,29 @@ CLI::Validator at_least(long long min) {
             return io::trim(word) + ": expected an integer " + want;
           },
           want};
+}
+
+CLI::Validator in_range(long long min, long long max, std::string why) {
+  const std::string want = "in " + std::to_string(min) + ".." + std::to_string(max);
+  const std::string tail = why.empty() ? std::string() : " (" + why + ")";
+  return {[min, max, want, tail](std::string& word) -> std::string {
+            long long v = 0;
+            if (CLI::detail::lexical_cast(word, v) && v >= min && v <= max) return {};
+            return io::trim(word) + ": expected an integer " + want + tail;
+          },
+          want};
+}
+
+CLI::Validator seed_value() {
+  return {[](std::string& word) -> std::string {
+            const std::string w = io::trim(word);
+            std::uint64_t v = 0;
+            const char* end = w.data() + w.size();
+            const auto r = std::from_chars(w.data(), end, v);
+            if (!w.empty() && r.ec == std::errc() && r.ptr == end) return {};
+            return w + ": expected an integer in 0..18446744073709551615";
+          },
+          "0..2^64-1"};
 }
 
 double parse_real(const std::string& text, const std::string& what) {

@@ -76,6 +76,14 @@ CLI::Validator parsed_by(Parse parse, std::string description) {
 /// MIN"; the option name is added by CLI11).
 CLI::Validator at_least(long long min);
 
+/// CLI11 check for counts with a ceiling: an integer in `min`..`max` (else "WORD: expected an integer in
+/// MIN..MAX", with `why` after the range when given).
+CLI::Validator in_range(long long min, long long max, std::string why = {});
+
+/// CLI11 check for seeds: decimal digits of an integer in 0..2^64-1; a sign, a fraction or a larger
+/// number is refused (never wrapped or clamped).
+CLI::Validator seed_value();
+
 /// Parses a real number (decimal, hex float, inf, nan); throws lpemu::Error naming `what`.
 double parse_real(const std::string& text, const std::string& what);
 /// Prints `j` and a newline to stdout; NaN and ±Inf numbers print as null, invalid UTF-8 as U+FFFD.

@@ -1,7 +1,10 @@
 // The `lpemu` command: parses arguments and calls the library.
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -24,9 +27,10 @@ bool negative_number(const char* a) {
   return end != a && *end == '\0';
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
+  // A write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG instead of killing the process
+  // with SIGXFSZ, so the writer reports it, removes its temporary file and exits 2.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"lpemu: bit-exact emulation of low-precision formats and datapaths"};
   app.name("lpemu");  // parse(vector) below does not take the name from argv[0]
   app.require_subcommand(1);
@@ -69,12 +73,34 @@ int main(int argc, char** argv) {
     // Bad input: the message names the file, field and value; exit status 2.
     std::cerr << "lpemu: error: " << e.what() << "\n";
     return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that the system refused (a symlink loop, a device where a folder was
+    // expected, a read-only or full disk): bad input, named by its path and the system's reason.
+    std::cerr << "lpemu: error: " << e.path1().string() << ": " << e.code().message()
+              << (e.path2().empty() ? std::string() : " (" + e.path2().string() + ")") << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "lpemu: internal error: " << e.what() << "\n";
     return 3;
   } catch (...) {
     std::cerr << "lpemu: internal error: unknown exception\n";
     return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int status = run(argc, argv);
+  if (status != 0) {
+    // A failed run ends here without exit handlers: every output was cleaned up while the error
+    // unwound, and libhdf5 1.10's own handler (H5close) crashes on a file whose close failed
+    // (a full disk or file-size limit while writing a .h5).
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    std::_Exit(status);
   }
   return 0;
 }

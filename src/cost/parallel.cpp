@@ -8,6 +8,7 @@
 #include "lpemu/cost/kernel.hpp"
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::cost {
 namespace {
@@ -172,6 +173,10 @@ Parallel parse_parallel(std::string_view spec, long long devices) {
     if (v < 0 || (v < 1 && key != "sp" && key != "zero")) {
       throw SpecError("--parallel \"" + s + "\": " + key + " = " + val + ": expected a positive integer");
     }
+    if (v > kMaxParallelDegree) {
+      throw SpecError("--parallel \"" + s + "\": " + key + " = " + val + ": expected at most " +
+                      std::to_string(kMaxParallelDegree));
+    }
     if (key == "tp")
       p.tp = v;
     else if (key == "pp")
@@ -195,6 +200,17 @@ Parallel parse_parallel(std::string_view spec, long long devices) {
       throw SpecError("--parallel \"" + s + "\": unknown key '" + key +
                       "': expected tp, pp, dp, cp, ep, vpp, sp or zero");
     }
+  }
+  // Each degree is at most 2^20, so the products below cannot overflow before this check.
+  const double all = dbl(p.tp) * dbl(p.pp) * dbl(p.dp) * dbl(p.cp);
+  if (all > dbl(kMaxParallelDegree)) {
+    throw SpecError("--parallel \"" + s +
+                    "\": tp x pp x dp x cp = " + io::format_number(all, io::NumberStyle::shortest) +
+                    " devices: expected at most " + std::to_string(kMaxParallelDegree));
+  }
+  if (devices > kMaxParallelDegree) {
+    throw SpecError("--devices " + std::to_string(devices) + ": expected at most " +
+                    std::to_string(kMaxParallelDegree));
   }
   if (devices > 0) {
     const long long rest = p.tp * p.pp * p.cp;

@@ -333,9 +333,20 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
   try {
     const json& m = j.at("model");
     if (m.value("type", "BPE") != "BPE") im->fail("model.type", m["type"], "\"BPE\"");
+    // Ids index a table of pieces: bounded, so a 6 KB file cannot ask for gigabytes (the largest
+    // published vocabularies have about 2^18 entries), and never past 32 bits (an id would wrap
+    // onto another piece).
+    constexpr std::int64_t kMaxId = (std::int64_t{1} << 21) - 1;
+    const auto token_id = [&](const std::string& field, const json& id) {
+      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
+          (id.is_number_unsigned() && id.get<std::uint64_t>() > std::uint64_t(kMaxId)) ||
+          id.get<std::int64_t>() > kMaxId) {
+        im->fail(field, id, "a token id in 0.." + std::to_string(kMaxId));
+      }
+      return static_cast<int>(id.get<std::int64_t>());
+    };
     for (const auto& [piece, id] : m.at("vocab").items()) {
-      const int i = id.get<int>();
-      if (i < 0) im->fail("model.vocab." + piece, id, "a non-negative id");
+      const int i = token_id("model.vocab." + piece, id);
       im->vocab[piece] = i;
       if (static_cast<std::size_t>(i) >= im->pieces.size())
         im->pieces.resize(static_cast<std::size_t>(i) + 1);
@@ -374,7 +385,7 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
     }
     if (j.contains("added_tokens")) {
       for (const auto& a : j["added_tokens"]) {
-        const int id = a.at("id").get<int>();
+        const int id = token_id("added_tokens[].id", a.at("id"));
         const std::string c = a.at("content").get<std::string>();
         im->added.emplace_back(c, id);
         im->vocab[c] = id;
@@ -410,7 +421,8 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
         }
         const std::string name = item.at("SpecialToken").at("id").get<std::string>();
         for (const auto& id : p.at("special_tokens").at(name).at("ids"))
-          (seen ? im->suffix : im->prefix).push_back(id.get<int>());
+          (seen ? im->suffix : im->prefix)
+              .push_back(token_id("post_processor.special_tokens." + name + ".ids[]", id));
       }
     }
   } catch (const json::exception& e) {

@@ -1,5 +1,7 @@
 #include "lpemu/engine/hf_import.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -43,7 +45,9 @@ json parse_json(const fs::path& file, const std::string& text) {
 // config.json with typed, named look-ups.
 class HfConfig {
  public:
-  HfConfig(fs::path file, json j) : file_(std::move(file)), j_(std::move(j)) {}
+  /// `prefix` names a nested object in messages ("rope_scaling.").
+  HfConfig(fs::path file, json j, std::string prefix = {})
+      : file_(std::move(file)), j_(std::move(j)), prefix_(std::move(prefix)) {}
 
   bool has(const std::string& k) const { return j_.contains(k) && !j_[k].is_null(); }
 
@@ -52,15 +56,26 @@ class HfConfig {
       if (def) return *def;
       fail(k, "missing", "an integer");
     }
-    const json& v = j_[k];
-    if (v.is_array() && !v.empty() && v[0].is_number_integer())
-      return v[0].get<int>();  // e.g. eos_token_id list
-    if (!v.is_number_integer()) fail(k, v.dump(), "an integer");
-    return v.get<int>();
+    const json& all = j_[k];
+    // A list (e.g. eos_token_id of Llama 3.1): every element is checked, the first is taken.
+    const json one = all.is_array() ? all : json::array({all});
+    if (one.empty()) fail(k, all.dump(), "an integer or a non-empty list of integers");
+    for (const json& v : one) {
+      const bool fits = v.is_number_unsigned()  ? v.get<std::uint64_t>() <= std::uint64_t(kIntMax)
+                        : v.is_number_integer() ? v.get<std::int64_t>() >= -std::int64_t(kIntMax) &&
+                                                      v.get<std::int64_t>() <= kIntMax
+                                                : false;
+      if (!fits)
+        fail(k, all.dump(), "an integer in -" + std::to_string(kIntMax) + ".." + std::to_string(kIntMax));
+    }
+    return one[0].get<int>();
   }
 
-  double number(const std::string& k, double def) const {
-    if (!has(k)) return def;
+  double number(const std::string& k, std::optional<double> def = std::nullopt) const {
+    if (!has(k)) {
+      if (def) return *def;
+      fail(k, "missing", "a number");
+    }
     if (!j_[k].is_number()) fail(k, j_[k].dump(), "a number");
     return j_[k].get<double>();
   }
@@ -78,14 +93,17 @@ class HfConfig {
   }
 
   const json& raw() const { return j_; }
+  const fs::path& file() const { return file_; }
 
   [[noreturn]] void fail(const std::string& k, const std::string& value, const std::string& expected) const {
-    throw SpecError(file_.string() + ": " + k + " = " + value + ": expected " + expected);
+    throw SpecError(file_.string() + ": " + prefix_ + k + " = " + value + ": expected " + expected);
   }
 
  private:
+  static constexpr std::int64_t kIntMax = 2147483647;  // the model's integers are 32-bit
   fs::path file_;
   json j_;
+  std::string prefix_;
 };
 
 // Every tensor of a checkpoint, found in its safetensors file(s), decoded to float on request.
@@ -106,6 +124,7 @@ class Tensors {
         if (!shard.is_string())
           throw IoError(index.string() + ": weight_map." + name + ": expected a file name");
         shards.insert(shard.get<std::string>());
+        indexed_[name] = shard.get<std::string>();
       }
       for (const auto& s : shards) files.push_back(dir / s);
       hashes.emplace_back(index.filename().string(), io::sha256_hex(text));
@@ -117,9 +136,37 @@ class Tensors {
     for (const auto& f : files) {
       if (!fs::is_regular_file(f)) throw IoError(f.string() + ": shard listed in the index is missing");
       files_.push_back(std::make_unique<io::SafetensorsFile>(io::SafetensorsFile::open(f)));
-      for (const auto& [name, e] : files_.back()->entries()) where_[name] = files_.back().get();
+      for (const auto& entry : files_.back()->entries()) {
+        const auto [it, fresh] = where_.emplace(entry.first, files_.back().get());
+        if (!fresh) {
+          throw IoError(f.string() + ": tensor '" + entry.first + "' is also in " +
+                        it->second->path().string() + ": expected each tensor in exactly one shard");
+        }
+      }
       hashes.emplace_back(f.filename().string(), io::sha256_file(f));
     }
+    for (const auto& [name, shard] : indexed_) {
+      const auto it = where_.find(name);
+      if (it != where_.end() && it->second->path().filename() != fs::path(shard).filename()) {
+        throw IoError(index.string() + ": weight_map." + name + " = \"" + shard + "\": the tensor is in " +
+                      it->second->path().string() + " instead");
+      }
+    }
+  }
+
+  // 1 + the largest N of the tensors named PREFIX + "N." (0 when there are none): the layers stored.
+  int stored_layers(const std::string& prefix) const {
+    long long n = 0;
+    for (const auto& entry : where_) {
+      const std::string& name = entry.first;
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      const std::size_t dot = name.find('.', prefix.size());
+      const std::string digits = name.substr(prefix.size(), dot - prefix.size());
+      if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+        continue;
+      n = std::max(n, std::stoll(digits) + 1);
+    }
+    return static_cast<int>(n);
   }
 
   bool has(const std::string& name) const { return where_.count(name) != 0; }
@@ -193,9 +240,17 @@ class Tensors {
     return o + "]";
   }
   fs::path dir_;
+  std::map<std::string, std::string> indexed_;  // the index's weight_map: tensor -> shard
   std::vector<std::unique_ptr<io::SafetensorsFile>> files_;
   std::map<std::string, const io::SafetensorsFile*> where_;
 };
+
+// The config's layer count must be the layers the checkpoint stores (fewer would drop layers).
+void check_layers(const HfConfig& h, const std::string& key, int n_layers, int stored) {
+  if (stored != n_layers) {
+    h.fail(key, std::to_string(n_layers), "the " + std::to_string(stored) + " layers the checkpoint stores");
+  }
+}
 
 // Receives each layer as it is read (the model's config is complete by then).
 using LayerSink = std::function<void(const Config&, int, LayerWeights&&)>;
@@ -228,18 +283,23 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
   c.eos_id = h.integer("eos_token_id", 2);
   c.tied_embeddings = h.boolean("tie_word_embeddings", false);  // transformers' default for all three
   if (h.has("rope_scaling")) {
-    const json& rs = h.raw()["rope_scaling"];
-    const std::string type = rs.value("rope_type", rs.value("type", std::string("?")));
+    const json& raw = h.raw()["rope_scaling"];
+    if (!raw.is_object()) {
+      h.fail("rope_scaling", raw.dump(),
+             "an object such as {\"rope_type\": \"llama3\", \"factor\": 8.0, ...}");
+    }
+    const HfConfig rs(h.file(), raw, "rope_scaling.");
+    const std::string type = rs.has("rope_type") ? rs.string("rope_type", "") : rs.string("type", "?");
     if (type != "llama3" && type != "default") {
-      h.fail("rope_scaling.rope_type", "\"" + type + "\"",
-             "\"llama3\" (other RoPE scalings are not supported)");
+      rs.fail(rs.has("rope_type") ? "rope_type" : "type", "\"" + type + "\"",
+              "\"llama3\" (other RoPE scalings are not supported)");
     }
     if (type == "llama3") {
       c.rope_scaling = "llama3";
-      c.rope_factor = rs.at("factor").get<double>();
-      c.rope_low_freq_factor = rs.at("low_freq_factor").get<double>();
-      c.rope_high_freq_factor = rs.at("high_freq_factor").get<double>();
-      c.rope_original_max_positions = rs.at("original_max_position_embeddings").get<int>();
+      c.rope_factor = rs.number("factor");
+      c.rope_low_freq_factor = rs.number("low_freq_factor");
+      c.rope_high_freq_factor = rs.number("high_freq_factor");
+      c.rope_original_max_positions = rs.integer("original_max_position_embeddings");
     }
   }
   const bool moe = arch == "MixtralForCausalLM";
@@ -261,6 +321,8 @@ void read_llama_like(const HfConfig& h, const Tensors& t, const std::string& arc
   const bool o_bias = arch == "LlamaForCausalLM" && h.boolean("attention_bias", false);
   const bool mlp_bias = arch == "LlamaForCausalLM" && h.boolean("mlp_bias", false);
 
+  check_config(c, h.file().string());  // before any tensor is read or any layer written
+  check_layers(h, "num_hidden_layers", c.n_layers, t.stored_layers("model.layers."));
   const Eigen::Index qd = Eigen::Index(c.n_heads) * c.head_dim;
   const Eigen::Index kd = Eigen::Index(c.n_kv_heads) * c.head_dim;
   m.tok_embeddings = t.matrix("model.embed_tokens.weight", c.vocab_size, c.dim);
@@ -340,7 +402,9 @@ void read_gpt2(const HfConfig& h, const Tensors& t, Model& m, const LayerSink& s
   c.eos_id = h.integer("eos_token_id", 50256);
   c.tied_embeddings = true;
   // save_pretrained writes "transformer.h.0..."; the original hub files have no prefix.
+  check_config(c, h.file().string());  // before any tensor is read or any layer written
   const std::string tp = t.has("transformer.wte.weight") ? "transformer." : "";
+  check_layers(h, "n_layer", c.n_layers, t.stored_layers(tp + "h."));
   m.tok_embeddings = t.matrix(tp + "wte.weight", c.vocab_size, c.dim);
   m.pos_embeddings = t.matrix(tp + "wpe.weight", c.seq_len, c.dim);
   const Eigen::Index d = c.dim;

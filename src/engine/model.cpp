@@ -178,6 +178,7 @@ void need(bool ok, const std::string& what) {
 
 void Model::validate(bool with_layers) const {
   const Config& c = config;
+  check_config(c, path.empty() ? "model '" + c.name + "'" : path.string());
   need(c.dim > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 &&
            c.vocab_size > 0 && c.hidden_dim > 0 && c.seq_len > 0,
        "dim, n_layers, n_heads, n_kv_heads, head_dim, hidden_dim, vocab_size and seq_len must be positive");

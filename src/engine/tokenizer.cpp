@@ -1,5 +1,6 @@
 #include "lpemu/engine/tokenizer.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include "lpemu/engine/bpe_tokenizer.hpp"
@@ -18,6 +19,21 @@ Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores,
   if (pieces_.size() != scores_.size()) {
     throw SpecError("tokenizer: " + std::to_string(pieces_.size()) + " pieces but " +
                     std::to_string(scores_.size()) + " scores");
+  }
+  for (std::size_t i = 0; i < scores_.size(); ++i) {
+    if (!std::isfinite(scores_[i])) {
+      throw SpecError("tokenizer: scores[" + std::to_string(i) + "] = " + std::to_string(scores_[i]) +
+                      ": expected a finite merge score");
+    }
+  }
+  // Byte fallback maps byte b to piece byte_offset + b: all 256 must be pieces.
+  if (byte_offset_ < 0 || static_cast<std::size_t>(byte_offset_) + 256 > pieces_.size()) {
+    if (byte_offset_ < 0 || !pieces_.empty()) {
+      throw SpecError("tokenizer: byte_fallback_offset = " + std::to_string(byte_offset_) +
+                      ": expected an integer in 0.." +
+                      std::to_string(pieces_.size() >= 256 ? pieces_.size() - 256 : 0) + " (" +
+                      std::to_string(pieces_.size()) + " pieces; the 256 byte pieces follow the offset)");
+    }
   }
   for (std::size_t i = 0; i < pieces_.size(); ++i) index_.emplace(pieces_[i], static_cast<int>(i));
 }

@@ -18,6 +18,7 @@
 #include "lpemu/format/codec.hpp"
 #include "lpemu/io/output.hpp"
 #include "lpemu/io/svg_plot.hpp"
+#include "lpemu/io/text.hpp"
 
 namespace lpemu::experiment {
 namespace {
@@ -43,8 +44,25 @@ void check_config(const DatapathErrorConfig& c) {
   if (std::find(dists.begin(), dists.end(), c.dist) == dists.end()) {
     throw SpecError("datapath-error: dist '" + c.dist + "': expected normal, uniform or lognormal");
   }
-  if (c.trials < 1)
-    throw SpecError("datapath-error: trials " + std::to_string(c.trials) + ": expected a positive count");
+  if (c.trials < 1 || c.trials > kMaxDatapathErrorTrials) {
+    throw SpecError("datapath-error: trials = " + std::to_string(c.trials) + ": expected an integer in 1.." +
+                    std::to_string(kMaxDatapathErrorTrials));
+  }
+  if (c.ks.empty()) throw SpecError("datapath-error: k is empty: expected at least one dot-product length");
+  double sum_k = 0;
+  for (const std::size_t k : c.ks) {
+    if (k < 1 || k > kMaxDatapathErrorK) {
+      throw SpecError("datapath-error: k = " + std::to_string(k) + ": expected an integer in 1.." +
+                      std::to_string(kMaxDatapathErrorK));
+    }
+    sum_k += static_cast<double>(k);
+  }
+  if (sum_k * c.trials > kMaxDatapathErrorWork) {
+    throw SpecError("datapath-error: trials x sum of k = " + std::to_string(c.trials) + " x " +
+                    io::format_number(sum_k, io::NumberStyle::shortest) + ": expected at most 2^28 (" +
+                    io::format_number(kMaxDatapathErrorWork, io::NumberStyle::shortest) +
+                    ") products per datapath; use fewer trials or shorter k");
+  }
   for (const auto& dp : c.datapaths) {
     if (dp.scale_application != datapath::ScaleApplication::none) {
       throw SpecError("datapath '" + dp.name +
@@ -153,7 +171,7 @@ void write_datapath_error_csv(std::ostream& out, const DatapathErrorResult& r) {
 
 std::vector<std::filesystem::path> write_datapath_error_files(const std::filesystem::path& dir,
                                                               const DatapathErrorResult& r) {
-  std::filesystem::create_directories(dir);
+  io::create_output_dir(dir);
   const std::filesystem::path csv = dir / "datapath_error.csv";
   const std::filesystem::path svg = dir / "datapath_error.svg";
   io::AtomicFile o(csv.string(), io::OutputPolicy{true, {}});  // the folder is the caller's own

@@ -50,6 +50,8 @@ Run run(const engine::Model& model, const engine::PrecisionPlan& plan, const std
   return r;
 }
 
+bool is_nan(float v) { return std::isnan(v); }
+
 }  // namespace
 
 void ErrorAccumulator::add(const std::string& key, std::span<const float> ref, std::span<const float> test,
@@ -66,7 +68,7 @@ void ErrorAccumulator::add(const std::string& key, std::span<const float> ref, s
     const double d = static_cast<double>(test[i]) - r;
     s.sig += r * r;
     s.err += d * d;
-    s.max_abs = std::max(s.max_abs, std::abs(d));
+    s.max_abs = metrics::max_nan(s.max_abs, std::abs(d));
   }
   s.count += ref.size();
 }
@@ -78,7 +80,7 @@ std::vector<std::pair<std::string, ErrorStats>> ErrorAccumulator::results() cons
     for (const auto& [part, p] : parts) {
       s.sig += p.sig;
       s.err += p.err;
-      s.max_abs = std::max(s.max_abs, p.max_abs);
+      s.max_abs = metrics::max_nan(s.max_abs, p.max_abs);
       s.count += p.count;
     }
     ErrorStats e;
@@ -110,12 +112,15 @@ EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& pla
     e.nll.push_back(nll(lt, tokens[t + 1]));
     e.ref_nll.push_back(nll(lr, tokens[t + 1]));
     e.kl.push_back(kl_divergence(lr, lt));
-    e.top1_agree.push_back(engine::argmax(lt) == engine::argmax(lr) ? 1 : 0);
+    // A NaN logit has no rank: the position's agreement is unknown, so the mean is NaN too.
+    const bool ranked =
+        std::none_of(lt.begin(), lt.end(), is_nan) && std::none_of(lr.begin(), lr.end(), is_nan);
+    e.top1_agree.push_back(ranked && engine::argmax(lt) == engine::argmax(lr) ? 1 : 0);
     e.mean_nll += e.nll.back();
     e.ref_mean_nll += e.ref_nll.back();
     e.mean_kl += e.kl.back();
-    e.max_kl = std::max(e.max_kl, e.kl.back());
-    e.top1_agreement += e.top1_agree.back();
+    e.max_kl = metrics::max_nan(e.max_kl, e.kl.back());
+    e.top1_agreement += ranked ? e.top1_agree.back() : std::numeric_limits<double>::quiet_NaN();
   }
   const double dn = static_cast<double>(n);
   e.mean_nll /= dn;

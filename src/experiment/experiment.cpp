@@ -159,6 +159,23 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     cl.global_batch = c.integer("global_batch", cl.global_batch, 1, kMax, "an integer >= 1");
     cl.micro_batch = c.integer("micro_batch", cl.micro_batch, 1, kMax, "an integer >= 1");
     if (cl.search && cl.devices < 1) c.fail("search", "true", "cost.devices: the devices to search on");
+    // The layout is checked here, before any plan runs, as pricing will read it: its syntax and
+    // ranges, and (without a search) the device count it implies.
+    if (!cl.parallel.empty() || c.has("devices")) {
+      try {
+        const std::string layout = cl.parallel.empty() ? "tp=1" : cl.parallel;
+        const bool train = cl.phase == "train";
+        const cost::Parallel par =
+            cost::parse_parallel(layout, train && !cl.search && c.has("devices") ? cl.devices : 0);
+        if (!train && c.has("devices") && par.devices() != cl.devices) {
+          throw SpecError("parallel " + par.str() + " uses " + std::to_string(par.devices()) +
+                          " devices; cost.devices is " + std::to_string(cl.devices));
+        }
+      } catch (const SpecError& e) {
+        c.fail(cl.parallel.empty() ? "devices" : "parallel",
+               std::string("a layout that pricing can use (") + e.what() + ")");
+      }
+    }
   }
   std::set<std::string> labels;
   const auto add_plan = [&](PlanSpec p, const toml::node* n) {

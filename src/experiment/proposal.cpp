@@ -340,15 +340,12 @@ std::vector<ConversionVector> conversion_vectors(const Format& f, bool bf16_inpu
 
 std::string format_to_toml(const Format& f) { return format::to_toml(f); }
 
-std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req) {
+namespace {
+
+// Writes the package's files into req.out (which exists), appending each to `files` once complete.
+void write_package(const ProposalRequest& req, std::vector<std::filesystem::path>& files) {
   namespace fs = std::filesystem;
-  if (fs::exists(req.out) && !fs::is_empty(req.out) && !req.force) {
-    throw IoError(req.out.string() +
-                  ": directory exists and is not empty; pass --force to replace its files");
-  }
-  fs::create_directories(req.out);
   const Format& f = req.format;
-  std::vector<fs::path> files;
   std::ostringstream spec;
   spec << "# Format proposal: " << (req.block ? req.block->name : f.name)
        << (req.datapath ? " on datapath " + req.datapath->name : std::string()) << "\n\n"
@@ -400,6 +397,35 @@ std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req) {
   }
   write_text(req.out / "MANIFEST", manifest);
   files.push_back(req.out / "MANIFEST");
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> write_proposal(const ProposalRequest& req) {
+  namespace fs = std::filesystem;
+  if (fs::exists(req.out) && !fs::is_directory(req.out)) {
+    throw IoError(req.out.string() + ": not a directory: expected a folder for the package (or a new name)");
+  }
+  if (fs::exists(req.out) && !fs::is_empty(req.out) && !req.force) {
+    throw IoError(req.out.string() +
+                  ": directory exists and is not empty; pass --force to replace its files");
+  }
+  const bool created = !fs::exists(req.out);
+  io::create_output_dir(req.out);
+  std::vector<fs::path> files;
+  try {
+    write_package(req, files);
+  } catch (...) {
+    // A package stopped half way (a full disk, a file-size limit) is not a package: nothing of this
+    // run stays, the folder too when this run created it.
+    std::error_code ec;
+    if (created) {
+      fs::remove_all(req.out, ec);
+    } else {
+      for (const auto& p : files) fs::remove(p, ec);
+    }
+    throw;
+  }
   return files;
 }
 

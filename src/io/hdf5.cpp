@@ -7,9 +7,11 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include <H5Cpp.h>
 
+#include "io/h5_check.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/npy.hpp"
 #include "lpemu/io/output.hpp"
@@ -76,6 +78,7 @@ std::optional<DatasetRef> parse_dataset_ref(const std::string& text) {
 struct H5File::Impl {
   std::filesystem::path path;
   H5::H5File file;
+  mutable std::set<haddr_t> attributes_checked;  // object headers whose attribute messages passed
 
   [[noreturn]] void fail(const std::string& obj, const std::string& what) const {
     throw IoError(path.string() + ":" + obj + ": " + what);
@@ -98,6 +101,9 @@ struct H5File::Impl {
   // lie in the file (chunked data may be compressed, at most 1032:1 as deflate allows).
   std::size_t checked_count(const H5::DataSet& ds, const std::string& name) const {
     constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+    // A null dataspace holds no element (its rank of 0 would otherwise read as a scalar).
+    if (ds.getSpace().getSimpleExtentType() == H5S_NULL)
+      fail(name, "is empty (a null dataspace): expected an array");
     std::size_t n = 1;
     for (const auto d : dims_of(ds.getSpace())) {
       if (d != 0 && n > kMax / d) fail(name, "declared shape overflows 64 bits (corrupt file?)");
@@ -142,52 +148,27 @@ struct H5File::Impl {
     if (at == HADDR_UNDEF || base + at > file_bytes || n > (file_bytes - base - at) / kRef) {
       fail(name, "string references lie outside the file (corrupt file?)");
     }
+    std::string refs(n * kRef, '\0');
     std::ifstream in(path, std::ios::binary);
-    const auto read_at = [&](std::uintmax_t off, std::size_t len) {
-      std::string b(len, '\0');
-      in.seekg(static_cast<std::streamoff>(off));
-      in.read(b.data(), static_cast<std::streamsize>(len));
-      if (static_cast<std::size_t>(in.gcount()) != len) fail(name, "cannot read the string references");
-      return b;
-    };
-    const auto le = [](const std::string& b, std::size_t off, std::size_t len) {
-      std::uint64_t v = 0;
-      for (std::size_t i = 0; i < len; ++i)
-        v |= static_cast<std::uint64_t>(static_cast<unsigned char>(b[off + i])) << (8 * i);
-      return v;
-    };
-    const std::string refs = read_at(base + at, n * kRef);
-    std::map<std::uint64_t, std::map<std::uint64_t, std::uint64_t>> collections;  // address -> index -> size
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint64_t len = le(refs, i * kRef, 4), addr = le(refs, i * kRef + 4, 8),
-                          index = le(refs, i * kRef + 12, 4);
-      if (len == 0 && addr == 0) continue;  // an empty (null) string
-      const std::string where = "string " + std::to_string(i);
-      if (addr > file_bytes - base || file_bytes - base - addr < 16)
-        fail(name, where + ": heap address outside the file (corrupt file?)");
-      auto [it, fresh] = collections.try_emplace(addr);
-      if (fresh) {
-        const std::string head = read_at(base + addr, 16);
-        const std::uint64_t size = le(head, 8, 8);
-        if (head.compare(0, 4, "GCOL") != 0 || head[4] != 1 || size < 16 || size > file_bytes - base - addr) {
-          fail(name, where + ": no valid global heap collection at its address (corrupt file?)");
-        }
-        const std::string heap = read_at(base + addr, size);
-        for (std::uint64_t pos = 16; pos + 16 <= size;) {
-          const std::uint64_t idx = le(heap, pos, 2), obj = le(heap, pos + 8, 8);
-          if (idx == 0) break;  // free space: the rest of the collection
-          if (obj > size - pos - 16)
-            fail(name,
-                 where + ": heap object " + std::to_string(idx) + " overruns its collection (corrupt file?)");
-          it->second[idx] = obj;
-          pos += 16 + ((obj + 7) / 8) * 8;
-        }
-      }
-      const auto obj = it->second.find(index);
-      if (obj == it->second.end() || len > obj->second) {
-        fail(name, where + ": reference to a missing or shorter heap object (corrupt file?)");
-      }
-    }
+    in.seekg(static_cast<std::streamoff>(base + at));
+    in.read(refs.data(), static_cast<std::streamsize>(refs.size()));
+    if (static_cast<std::size_t>(in.gcount()) != refs.size()) fail(name, "cannot read the string references");
+    detail::check_heap_refs(path, base, name, refs, n);
+  }
+
+  // Before libhdf5 decodes an object's attribute messages (it copies by their sizes unchecked), checks
+  // them against the file, once per object header; files open for writing are lpemu's own.
+  void check_attributes(const H5::H5Object& o, const std::string& name) const {
+    unsigned intent = 0;
+    if (H5Fget_intent(file.getId(), &intent) < 0 || intent != H5F_ACC_RDONLY) return;
+    H5O_info_t info;
+    if (H5Oget_info2(o.getId(), &info, H5O_INFO_BASIC) < 0) fail(name, "cannot locate the object header");
+    if (!attributes_checked.insert(info.addr).second) return;
+    std::size_t sizeof_addr = 0, sizeof_size = 0;
+    file.getCreatePlist().getSizes(sizeof_addr, sizeof_size);
+    if (sizeof_addr != 8 || sizeof_size != 8) fail(name, "expected 8-byte file addresses and lengths");
+    detail::check_attribute_messages(path, file.getCreatePlist().getUserblock(), info.addr,
+                                     name.empty() ? "/" : name);
   }
 
   H5::DataSet dataset(const std::string& name) const {
@@ -212,16 +193,25 @@ struct H5File::Impl {
                        std::unique_ptr<H5::DataSet>& d) const {
     if (obj.empty() || obj == "/") {
       g = std::make_unique<H5::Group>(file.openGroup("/"));
+      check_attributes(*g, obj);
       return g.get();
     }
     if (!exists(obj)) fail(obj, "no such object");
     const H5O_type_t t = file.childObjType(obj);
     if (t == H5O_TYPE_GROUP) {
       g = std::make_unique<H5::Group>(file.openGroup(obj));
+      check_attributes(*g, obj);
       return g.get();
     }
     d = std::make_unique<H5::DataSet>(file.openDataSet(obj));
+    check_attributes(*d, obj);
     return d.get();
+  }
+
+  // An attribute read as one value must hold one (an array used to be read into a scalar).
+  void require_scalar(const H5::Attribute& a, const std::string& obj, const std::string& name) const {
+    const hssize_t n = a.getSpace().getSimpleExtentNpoints();
+    if (n != 1) fail(obj, "attribute '" + name + "' holds " + std::to_string(n) + " values: expected one");
   }
 
   H5::Attribute attribute(const std::string& obj, const std::string& name, std::unique_ptr<H5::Group>& g,
@@ -475,6 +465,7 @@ double H5File::attr_double(const std::string& obj, const std::string& name) cons
     std::unique_ptr<H5::Group> g;
     std::unique_ptr<H5::DataSet> d;
     H5::Attribute a = impl_->attribute(obj, name, g, d);
+    impl_->require_scalar(a, obj, name);
     if (a.getTypeClass() != H5T_FLOAT && a.getTypeClass() != H5T_INTEGER) {
       impl_->fail(obj, "attribute '" + name + "' is not numeric");
     }
@@ -490,6 +481,7 @@ std::int64_t H5File::attr_int(const std::string& obj, const std::string& name) c
     std::unique_ptr<H5::Group> g;
     std::unique_ptr<H5::DataSet> d;
     H5::Attribute a = impl_->attribute(obj, name, g, d);
+    impl_->require_scalar(a, obj, name);
     if (a.getTypeClass() != H5T_INTEGER) impl_->fail(obj, "attribute '" + name + "' is not an integer");
     std::int64_t v = 0;
     a.read(H5::PredType::NATIVE_INT64, &v);
@@ -503,6 +495,7 @@ std::string H5File::attr_string(const std::string& obj, const std::string& name)
     std::unique_ptr<H5::Group> g;
     std::unique_ptr<H5::DataSet> d;
     H5::Attribute a = impl_->attribute(obj, name, g, d);
+    impl_->require_scalar(a, obj, name);
     if (a.getTypeClass() != H5T_STRING) impl_->fail(obj, "attribute '" + name + "' is not a string");
     std::string v;
     a.read(a.getStrType(), v);
@@ -678,6 +671,17 @@ void write_tensor(const std::string& spec, const Tensor& t, const OutputPolicy& 
                      std::to_string(t.data.size()));
   }
   if (const auto ref = parse_dataset_ref(spec)) {
+    for (const auto& in : policy.input_tensors) {
+      const auto iref = parse_dataset_ref(in);
+      std::error_code ec;
+      if (iref && split_path(iref->dataset) == split_path(ref->dataset) &&
+          (std::filesystem::equivalent(iref->file, ref->file, ec) ||
+           std::filesystem::absolute(iref->file).lexically_normal() ==
+               std::filesystem::absolute(ref->file).lexically_normal())) {
+        throw IoError(spec + ": the output is the input dataset " + in +
+                      "; choose another dataset (an input is never overwritten, even with --force)");
+      }
+    }
     // Adding a dataset to an existing file is normal: the file-level check allows it, the
     // dataset-level check below asks for --force.
     OutputPolicy file_policy = policy;

@@ -208,4 +208,13 @@ void flush_stdout() {
   if (!ok) throw IoError("<stdout>: write failed (" + errno_text() + ")");
 }
 
+void create_output_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    throw IoError(dir.string() + ": not a directory: expected a folder for the outputs (or a new name)");
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError(dir.string() + ": cannot create the output folder: " + ec.message());
+}
+
 }  // namespace lpemu::io

@@ -1,6 +1,10 @@
 #include "lpemu/io/safetensors.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <limits>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -68,6 +72,8 @@ SafetensorsFile SafetensorsFile::open(const fs::path& file) {
     for (const auto& d : v["shape"]) {
       if (!d.is_number_unsigned()) fail(file, where + ": shape entries must be non-negative integers");
       e.shape.push_back(d.get<std::size_t>());
+      if (e.shape.back() != 0 && count > std::numeric_limits<std::uint64_t>::max() / e.shape.back())
+        fail(file, where + ": the shape's element count overflows 64 bits");
       count *= e.shape.back();
     }
     const auto& off = v["data_offsets"];
@@ -82,11 +88,34 @@ SafetensorsFile SafetensorsFile::open(const fs::path& file) {
       fail(file, where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                      "] lie outside the data section of " + std::to_string(data_size) + " bytes");
     }
+    if (count > std::numeric_limits<std::uint64_t>::max() / item)
+      fail(file, where + ": the shape's byte count overflows 64 bits");
     if (e.end - e.begin != count * item) {
       fail(file, where + ": data_offsets span " + std::to_string(e.end - e.begin) + " bytes, expected " +
                      std::to_string(count * item) + " for its shape and dtype " + e.dtype);
     }
     s.entries_.emplace(name, std::move(e));
+  }
+  // As the reference loader (huggingface/safetensors, safetensors/src/tensor.rs, Metadata::validate):
+  // sorted by offset, the tensors tile the data section exactly, no overlap, no gap, no tail.
+  std::vector<std::pair<const std::string*, const SafetensorsEntry*>> order;
+  for (const auto& [name, e] : s.entries_) order.emplace_back(&name, &e);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.second->begin, a.second->end) < std::pair(b.second->begin, b.second->end);
+  });
+  std::uint64_t at = 0;
+  for (const auto& [name, e] : order) {
+    if (e->begin != at) {
+      fail(file, "tensor '" + *name + "': data_offsets [" + std::to_string(e->begin) + ", " +
+                     std::to_string(e->end) + "] " +
+                     (e->begin < at ? "overlap the tensor before it" : "leave unused bytes before it") +
+                     ": expected it to start at byte " + std::to_string(at));
+    }
+    at = e->end;
+  }
+  if (at != data_size) {
+    fail(file, "the tensors cover " + std::to_string(at) + " of the " + std::to_string(data_size) +
+                   " data bytes: expected them to cover the data section exactly");
   }
   return s;
 }

@@ -8,6 +8,7 @@ target_sources(lpemu_common PRIVATE
 target_sources(lpemu_io PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/npy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hdf5.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/h5_check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sha256.cpp
   ${CMAKE_CURRENT_LIST_DIR}/svg_plot.cpp
 )

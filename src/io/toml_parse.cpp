@@ -29,6 +29,9 @@ inline thread_local const char* toml_broken_check = nullptr;
 namespace lpemu::io::detail {
 
 toml::table parse(std::string_view text, std::string_view origin) {
+  // A UTF-8 byte-order mark at the start is not part of the document (editors on Windows write
+  // one; toml++ skips it too): dropped before the ASCII pre-check, which would refuse it.
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   check_ascii_outside_strings(text, origin);
   toml_broken_check = nullptr;
   const auto broken = [&]() -> SpecError {

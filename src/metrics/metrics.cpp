@@ -22,6 +22,11 @@ void check_sizes(std::span<const float> a, std::span<const float> b) {
 
 }  // namespace
 
+double max_nan(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return std::max(a, b);
+}
+
 double QuantizationStats::mse() const { return count != 0 ? noise / static_cast<double>(count) : 0.0; }
 
 double QuantizationStats::sqnr_db() const {
@@ -103,7 +108,7 @@ ErrorStats compare(std::span<const float> ref, std::span<const float> test) {
     const double d = static_cast<double>(test[i]) - r;
     sig += r * r;
     err += d * d;
-    s.max_abs = std::max(s.max_abs, std::abs(d));
+    s.max_abs = max_nan(s.max_abs, std::abs(d));
   }
   const double n = ref.empty() ? 1.0 : static_cast<double>(ref.size());
   s.mse = err / n;

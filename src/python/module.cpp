@@ -397,6 +397,7 @@ class ContextHandle {
 
   py::array decode(const std::string& name, const py::array& codes) {
     const format::Format& f = ctx_->formats().get(name);
+    check_codes(f, view(CArray<std::uint64_t>(codes)));  // before any narrowing to the code type
     if (f.bits <= 32 && format::fits_in_float(f)) {
       if (f.bits <= 8) return decode_as<std::uint8_t>(f, codes);
       if (f.bits <= 16) return decode_as<std::uint16_t>(f, codes);

@@ -1,9 +1,13 @@
 // Regression tests for bad inputs and unsafe outputs (label cli): each case runs the built `lpemu`
 // on an input checked in under tests/regression/ (or made here from a shipped file) and checks
 // the exit status, the message and that no file was destroyed or left half-written.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -278,7 +282,9 @@ TEST_CASE("an experiment's [cost] names are checked before any plan runs", "[cli
        {Case{"experiment_cost_target_nope.toml", "cost.target = \"nope\": unknown target 'nope'"},
         Case{"experiment_cost_shape_nope.toml", "cost.shape = \"nope\": unknown model shape 'nope'"},
         Case{"experiment_cost_phase_nope.toml",
-             "'cost.phase' = \"nope\": expected \"decode\" or \"prefill\""}}) {
+             "'cost.phase' = \"nope\": expected \"decode\" or \"prefill\""},
+        Case{"experiment_cost_parallel_overflow.toml", "tp = 4294967296: expected at most 1048576"},
+        Case{"experiment_cost_parallel_mismatch.toml", "uses 8 devices; cost.devices is 16"}}) {
     INFO(c.file);
     const Run r = run_lpemu("sweep '" + regression(c.file) + "' --out '" + (s / "out").string() + "'");
     CHECK(r.status == 2);
@@ -423,5 +429,198 @@ TEST_CASE("a corrupt tokenizer string heap in model.h5 is an error, not a crash 
     INFO("offset " << at << ": " << r.err);
     CHECK(r.status == 2);
     CHECK_THAT(r.err, Contains(p.string() + ":tokenizer/pieces: string ") && Contains("(corrupt file?)"));
+  }
+}
+
+namespace {
+
+// A copy of the shipped model with `edit` applied to it (attributes or weights).
+fs::path edited_model(const Scratch& s, const std::string& name,
+                      const std::function<void(lpemu::io::H5File&)>& edit) {
+  const fs::path p = s / name;
+  fs::copy_file(lpemu::test::source_path("data/models/stories260K/model.h5"), p);
+  lpemu::io::H5File f = lpemu::io::H5File::open_rw(p);
+  edit(f);
+  f.close();
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("impossible model hyper-parameters are refused by name", "[cli][regression]") {
+  Scratch s("hyper");
+  struct Case {
+    const char* attr;
+    double value;
+    const char* says;
+  };
+  for (const Case c : {Case{"norm_eps", std::nan(""), "norm_eps = nan: expected a finite number >= 0"},
+                       Case{"norm_eps", -1e-5, "norm_eps = -1e-05: expected a finite number >= 0"},
+                       Case{"rope_theta", 0.0, "rope_theta = 0: expected a finite number > 0"},
+                       Case{"rope_theta", -1.0, "rope_theta = -1: expected a finite number > 0"}}) {
+    INFO(c.attr << " = " << c.value);
+    const fs::path m = edited_model(s, std::string(c.attr) + std::to_string(c.value) + ".h5",
+                                    [&](lpemu::io::H5File& f) { f.set_attr("/", c.attr, c.value); });
+    const Run r = run_lpemu("eval --model '" + m.string() + "' --text '" +
+                            lpemu::test::source_path("data/models/stories260K/paragraph.txt") + "' --json");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains(m.filename().string()) && Contains(c.says));
+  }
+}
+
+TEST_CASE("a NaN or Inf weight gives NaN metrics, never perfect agreement", "[cli][regression]") {
+  Scratch s("nanweight");
+  for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    const fs::path m = edited_model(s, std::isnan(bad) ? "nan.h5" : "inf.h5", [&](lpemu::io::H5File& f) {
+      lpemu::io::Tensor t = f.read_floats("layers/0/attention/wq");
+      t.data[5] = bad;
+      f.write_floats("layers/0/attention/wq", t.shape, t.data.data());
+    });
+    const Run r = run_lpemu("eval --model '" + m.string() + "' --plan h100_e4m3 --text '" +
+                            lpemu::test::source_path("data/models/stories260K/paragraph.txt") + "' --json");
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    INFO(r.out.substr(0, 400));
+    // JSON writes NaN as null: every summary that compares the runs is unknown, not 0 or 1. (The
+    // plan's own NLL may be finite: fp8_e4m3 with saturation turns an Inf weight into 448.)
+    for (const char* k : {"ref_mean_nll", "mean_kl", "max_kl", "top1_agreement"}) {
+      INFO(k);
+      CHECK(j.at(k).is_null());
+    }
+  }
+}
+
+TEST_CASE("user integers are range-checked before arithmetic, with the limit named", "[cli][regression]") {
+  const Run p = run_lpemu(
+      "cost --target h100_sxm --model llama3_8b --system dgx_h100 --parallel tp=4294967296,pp=4294967296");
+  CHECK(p.status == 2);
+  CHECK_THAT(p.err, Contains("tp = 4294967296: expected at most 1048576"));
+  for (const char* k : {"300000000", "1e11", "-1", "0"}) {
+    INFO(k);
+    const Run r = run_lpemu(std::string("datapath-error --k ") + k + " --trials 2");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("--k") && Contains("expected an integer in 1..1048576"));
+  }
+  for (const char* t : {"2e9", "2000000", "0"}) {
+    INFO(t);
+    const Run r = run_lpemu(std::string("datapath-error --k 16 --trials ") + t);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("--trials") && Contains("expected an integer in 1..1000000"));
+  }
+  const Run w = run_lpemu("datapath-error --k 1048576 --trials 1000");
+  CHECK(w.status == 2);
+  CHECK_THAT(w.err, Contains("trials x sum of k"));
+  // Seeds are never wrapped (-5 -> 2^64 - 5) or clamped (a 23-digit number -> 2^64 - 1).
+  for (const char* seed : {"-5", "-1", "99999999999999999999999", "1.5", "0x10"}) {
+    INFO(seed);
+    const Run r = run_lpemu(std::string("datapath-error --k 16 --trials 2 --seed ") + seed);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("--seed") && Contains("expected an integer in 0..18446744073709551615"));
+    const Run e = run_lpemu(std::string("encode fp8_e4m3 0.3 --rounding stochastic --seed ") + seed);
+    CHECK(e.status == 2);
+  }
+  const Run ok = run_lpemu("datapath-error --k 16 --trials 2 --seed 18446744073709551615 --json");
+  CHECK(ok.status == 0);
+}
+
+TEST_CASE("an output dataset never replaces an input dataset, even with --force", "[cli][regression]") {
+  Scratch s("alias");
+  const fs::path h5 = s / "f.h5";
+  {
+    lpemu::io::H5File f = lpemu::io::H5File::open_rw(h5);
+    const std::vector<float> v{1.0F, 2.5F, -3.0F, 0.3F};
+    f.write_floats("a", {4}, v.data());
+    f.write_floats("b", {2, 2}, v.data());
+    f.close();
+  }
+  const std::string before = slurp(h5);
+  for (const char* out : {":/a", "://a", ":a"}) {
+    INFO(out);
+    const Run q =
+        run_lpemu("quantize --force --format fp8_e4m3 '" + h5.string() + ":/a' '" + h5.string() + out + "'");
+    CHECK(q.status == 2);
+    CHECK_THAT(q.err, Contains("the output is the input dataset"));
+  }
+  const Run g = run_lpemu("gemm --force --datapath ideal '" + h5.string() + ":/b' '" + h5.string() +
+                          ":/b' '" + h5.string() + ":/b'");
+  CHECK(g.status == 2);
+  CHECK_THAT(g.err, Contains("the output is the input dataset"));
+  CHECK(slurp(h5) == before);
+  // Another dataset of the same file is fine.
+  const Run other = run_lpemu("quantize --format fp8_e4m3 '" + h5.string() + ":/a' '" + h5.string() + ":/q'");
+  CHECK(other.status == 0);
+}
+
+TEST_CASE("a format TOML starting with a UTF-8 byte-order mark loads", "[cli][regression]") {
+  Scratch s("bom");
+  fs::create_directories(s / "fmts");
+  std::ofstream(s / "fmts" / "my_e3m2.toml", std::ios::binary)
+      << "\xEF\xBB\xBFname = \"my_e3m2\"\nkind = \"float\"\nexponent_bits = 3\nmantissa_bits = 2\nbias = 3\n"
+         "specials = \"none\"\nsubnormals = true\nsource = \"test\"\n";
+  const Run r = run_lpemu("--formats-dir '" + (s / "fmts").string() + "' decode my_e3m2 0x0f");
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Contains("1.75"));  // 0b0'011'11 = 1.75 x 2^(3-3)
+}
+
+TEST_CASE("a write past the file-size limit names the failure, exits 2 and leaves nothing",
+          "[cli][regression]") {
+  Scratch s("fsize");
+  const fs::path in = s / "x.npy";
+  REQUIRE(run_lpemu("quantize --format fp8_e4m3 '" + regression("npy_normal_64x64.npy") + "' '" +
+                    in.string() + "'")
+              .status == 0);
+  // 64 x 64 float32 = 16 KiB of data; `ulimit -f 8` allows 4 KiB per file.
+  Scratch sh("fsize-sh");  // the script lives outside the folder checked for leftovers
+  const auto limited = [&](const std::string& args) {
+    std::ofstream(sh / "limited.sh") << "ulimit -f 8\nexec " << lpemu::test::lpemu_binary() << " " << args
+                                     << "\n";
+    return lpemu::test::run_shell("sh '" + (sh / "limited.sh").string() + "'");
+  };
+  const auto only_input_left = [&] {
+    std::vector<std::string> left;
+    for (const auto& e : fs::recursive_directory_iterator(s.dir))
+      left.push_back(e.path().filename().string());
+    return left;
+  };
+  struct Case {
+    std::string args;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{"quantize --format fp8_e4m3 '" + in.string() + "' '" + (s / "q.npy").string() + "'", "q.npy"},
+        Case{"quantize --format mxfp8_e4m3 '" + in.string() + "' '" + (s / "q.h5").string() + ":/q'", "q.h5"},
+        Case{"convert --from fp32 --to fp16 '" + in.string() + "' '" + (s / "c.npy").string() + "'", "c.npy"},
+        Case{"proposal fp8_e4m3 --out '" + (s / "pkg").string() + "'", "pkg"}}) {
+    INFO(c.args);
+    const Run r = limited(c.args);
+    INFO(r.err);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("lpemu: error: ") && Contains(c.says));
+    CHECK(only_input_left() == std::vector<std::string>{"x.npy"});
+  }
+}
+
+TEST_CASE("a damaged attribute region of a model file is an error, never a crash or a hang",
+          "[cli][regression]") {
+  // Single-byte flips (x ^ 0xff) in the root object header of the shipped model.h5 (attribute
+  // messages from byte 824): 975 overran a name into libhdf5's memcpy (SIGSEGV), 1027 and 1037 broke a
+  // string's heap reference, 1799 set a string's character size to 0xff000001 (libhdf5 then filled
+  // gigabytes: a hang). The others are further sizes, offsets and flags of the same messages.
+  Scratch s("attrflip");
+  const std::string model = slurp(lpemu::test::source_path("data/models/stories260K/model.h5"));
+  for (const std::size_t at :
+       {std::size_t{826}, std::size_t{900}, std::size_t{975}, std::size_t{1027}, std::size_t{1037},
+        std::size_t{1039}, std::size_t{1053}, std::size_t{1109}, std::size_t{1750}, std::size_t{1751},
+        std::size_t{1765}, std::size_t{1799}, std::size_t{1845}, std::size_t{1847}}) {
+    INFO("byte " << at);
+    std::string bytes = model;
+    bytes[at] = static_cast<char>(bytes[at] ^ 0xff);
+    const fs::path p = s / ("flip_" + std::to_string(at) + ".h5");
+    std::ofstream(p, std::ios::binary) << bytes;
+    const Run r = run_lpemu("run --model '" + p.string() + "' --steps 1");
+    INFO(r.err);
+    CHECK((r.status == 0 || r.status == 2));
+    if (r.status == 2) CHECK_THAT(r.err, Contains(p.filename().string()));
   }
 }

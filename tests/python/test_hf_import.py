@@ -580,3 +580,64 @@ def gpt2_char(b):
     if b in bs:
         return chr(b)
     return chr(256 + [x for x in range(256) if x not in bs].index(b))
+
+
+def _import_fails(tmp_path, name, cfg, W, says, shards=1, tokenizer=None):
+    """Imports a checkpoint that must be refused: exit 2, `says` in the message, nothing left behind."""
+    d = tmp_path / name
+    save_checkpoint(d, cfg, W, shards=shards)
+    if tokenizer is not None:
+        (d / "tokenizer.json").write_text(json.dumps(tokenizer))
+    r = lpemu("import", str(d), str(tmp_path / f"{name}.h5"), check=False)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr, r.stderr
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(f"{name}.h5")]
+    return d
+
+
+def test_import_checks_what_the_engine_needs(tmp_path):
+    """Integers past 32 bits, layer counts, duplicate shards, malformed rope_scaling, ids outside the
+    vocabulary and shapes no forward pass can run are refused by name (they used to be truncated,
+    dropped, taken from the wrong shard or written as models eval then refused)."""
+    cfg, W = llama_like("LlamaForCausalLM", torch.float32, 20)
+    cases = [
+        ({"hidden_size": 2**32 + 32}, "hidden_size = 4294967328: expected an integer in -2147483647..2147483647"),
+        ({"eos_token_id": [2, 2**40]}, "eos_token_id = [2,1099511627776]"),
+        ({"num_hidden_layers": 1}, "num_hidden_layers = 1: expected the 2 layers the checkpoint stores"),
+        ({"bos_token_id": -3}, "bos_id = -3: expected a token id in 0..60"),
+        ({"rms_norm_eps": -1.0}, "norm_eps = -1: expected a finite number >= 0"),
+        ({"rope_theta": 0.0}, "rope_theta = 0: expected a finite number > 0"),
+        ({"rope_scaling": "linear"}, "rope_scaling = \"linear\": expected an object"),
+        ({"rope_scaling": {"rope_type": "llama3", "factor": "8"}}, "rope_scaling.factor = \"8\": expected a number"),
+        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "rope_scaling.low_freq_factor = missing"),
+        ({"rope_scaling": {"rope_type": "llama3", "factor": 0.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                           "original_max_position_embeddings": 32}}, "rope_factor = 0: expected a finite number >= 1"),
+    ]
+    for i, (over, says) in enumerate(cases):
+        _import_fails(tmp_path, f"c{i}", dict(cfg, **over), W, says)
+    # head_dim 7: RoPE rotates pairs of features.
+    c7, W7 = llama_like("LlamaForCausalLM", torch.float32, 21, hidden_size=28, num_attention_heads=4,
+                        num_key_value_heads=2)
+    _import_fails(tmp_path, "hd7", c7, W7, "head_dim = 7: expected an even number")
+    # A tensor in two shards used to be taken from the shard the index does not name.
+    d = tmp_path / "dup"
+    save_checkpoint(d, cfg, W, shards=2)
+    weight_map = json.loads((d / "model.safetensors.index.json").read_text())["weight_map"]
+    name = "model.layers.0.self_attn.q_proj.weight"
+    other = next(s for s in sorted(set(weight_map.values())) if s != weight_map[name])
+    part = {n: t for n, t in W.items() if weight_map[n] == other}
+    part[name] = torch.zeros_like(W[name])
+    write_safetensors(d / other, part)
+    r = lpemu("import", str(d), str(tmp_path / "dup.h5"), check=False)
+    assert r.returncode == 2 and f"tensor '{name}' is also in" in r.stderr, r.stderr
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("dup.h5")]
+
+
+def test_import_refuses_bad_tokenizer_ids(tmp_path):
+    """added_tokens id -1 used to crash the import and leave a temporary file; an id of 5e7 in a
+    small file allocated gigabytes; ids past 32 bits wrapped onto other pieces."""
+    cfg, W = gpt2(30)
+    for i, bad in enumerate([-1, 50_000_000, 2**32 + 5]):
+        tok = gpt2_byte_tokenizer_json()
+        tok["added_tokens"].append({"id": bad, "content": "<x>", "special": True})
+        _import_fails(tmp_path, f"t{i}", cfg, W, f"added_tokens[].id = {bad}: expected a token id in 0..", tokenizer=tok)

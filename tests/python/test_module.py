@@ -257,3 +257,28 @@ def test_gemm_on_a_prepared_b_gives_the_bits_of_gemm_on_codes(dp):
         lpemu.gemm(dp, a[:, :-1], w)
     with pytest.raises(lpemu.Error, match="does not fit 32 bits"):
         lpemu.gemm(dp, a, w, np.full((m, n), 1 << 40, np.uint64))
+
+
+def test_codes_and_counts_are_validated_as_in_the_cli():
+    """decode of int64 -1 used to give NaN (wrapped to 0xff), decode([1.5]) used code 1, a code
+    above the format's width was narrowed, and datapath_error(ks=(0,)) reported error 0.0."""
+    for bad, says in [(np.array([-1], np.int64), r"codes\[0\] = -1: expected a code >= 0"),
+                      ([1.5], "dtype float64: expected integer codes"),
+                      (np.array([0.0], np.float32), "dtype float32"),
+                      (np.array([3, -7]), r"codes\[1\] = -7")]:
+        with pytest.raises(lpemu.SpecError, match=says):
+            lpemu.decode("fp8_e4m3", bad)
+    with pytest.raises(lpemu.Error, match="is wider than format|does not fit"):
+        lpemu.decode("fp4_e2m1", np.array([256], np.int64))  # 256 narrowed to uint8 would be code 0
+    with pytest.raises(lpemu.Error):
+        lpemu.decode("fp4_e2m1", [16])
+    assert lpemu.decode("fp4_e2m1", [7])[0] == 6.0 and lpemu.decode("fp4_e2m1", [True])[0] == 0.5
+    with pytest.raises(lpemu.SpecError, match="a: dtype float64"):
+        lpemu.dot("ideal", [1.5], [1])
+    with pytest.raises(lpemu.SpecError, match="k = 0: expected an integer in 1..1048576"):
+        lpemu.datapath_error("ideal", ks=(0,), trials=2, inputs="fp8_e4m3")
+    with pytest.raises(lpemu.SpecError, match="trials = 2000000"):
+        lpemu.datapath_error("ideal", ks=(16,), trials=2_000_000, inputs="fp8_e4m3")
+    for seed in (-5, -1, 99999999999999999999999):
+        with pytest.raises((TypeError, OverflowError, lpemu.Error)):
+            lpemu.datapath_error("ideal", ks=(16,), trials=2, seed=seed, inputs="fp8_e4m3")

@@ -29,8 +29,12 @@ struct Parallel {
   std::string str() const;
 };
 
+/// The largest degree of any parallel dimension, and of their product (devices): 2^20.
+inline constexpr long long kMaxParallelDegree = 1LL << 20;
+
 /// Parses "tp=8,pp=4,dp=32,cp=1,ep=1,vpp=1,sp=1,zero=1"; missing keys keep their defaults.
-/// If `devices` > 0 and dp is absent, dp = devices / (tp pp cp). Throws SpecError on bad input.
+/// If `devices` > 0 and dp is absent, dp = devices / (tp pp cp). Throws SpecError on bad input,
+/// including a degree or device count above kMaxParallelDegree.
 Parallel parse_parallel(std::string_view spec, long long devices = 0);
 
 /// Activation recomputation in the backward pass.

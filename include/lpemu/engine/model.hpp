@@ -64,6 +64,13 @@ struct Config {
   int n_experts_per_token = 0;
 };
 
+/// Refuses hyper-parameters no forward pass can use, naming the field, its value and what was
+/// expected (`where` prefixes the message: a file or a model name); throws SpecError. Sizes must be
+/// positive, norm_eps finite and >= 0, RoPE's theta finite and > 0 and head_dim even, the llama3
+/// scaling factors those Hugging Face transformers validates (`_validate_llama3_parameters`), and
+/// bos/eos ids inside the vocabulary.
+void check_config(const Config& c, const std::string& where);
+
 /// RoPE inverse frequencies θ^(−2j/head_dim), j < head_dim/2, after the config's rope_scaling
 /// (llama3: Hugging Face transformers `_compute_llama3_parameters`), in double.
 std::vector<double> rope_frequencies(const Config& c);

@@ -14,6 +14,15 @@
 
 namespace lpemu::experiment {
 
+// Limits of one datapath-error run (it holds 2 K doubles and codes per trial and thread, and its
+// time grows with trials x ΣK x datapaths): K <= 2^20, trials <= 10^6, trials x ΣK <= 2^28.
+/// The longest dot product.
+inline constexpr std::size_t kMaxDatapathErrorK = std::size_t{1} << 20;
+/// The most trials per K.
+inline constexpr int kMaxDatapathErrorTrials = 1000000;
+/// Products per datapath of one run: trials x ΣK.
+inline constexpr double kMaxDatapathErrorWork = 268435456.0;
+
 /// What datapath_error() measures.
 struct DatapathErrorConfig {
   std::vector<datapath::Datapath> datapaths;             ///< unscaled datapaths (inputs already chosen)

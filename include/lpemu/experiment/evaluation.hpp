@@ -20,8 +20,9 @@ struct EvalResult {
   std::vector<double> nll;      ///< nll[t] = −log p(tokens[t+1] | tokens[..t]) under the plan
   std::vector<double> ref_nll;  ///< the same under the reference plan
   std::vector<double> kl;       ///< KL(reference ‖ plan) of the next-token distribution at t
-  std::vector<int> top1_agree;  ///< 1 where the argmax of both runs agrees at t
+  std::vector<int> top1_agree;  ///< 1 where the argmax of both runs agrees at t (0 where a logit is NaN)
   double mean_nll = 0, perplexity = 0, ref_mean_nll = 0, ref_perplexity = 0;
+  /// Means over t; NaN once any position's logits hold a NaN (a broken run never reads as agreement).
   double mean_kl = 0, max_kl = 0, top1_agreement = 0;
   /// Residual-stream error per tensor: "layers/l/residual_input" (l ≥ 1), then "final_residual".
   std::vector<std::pair<std::string, metrics::ErrorStats>> residual;

@@ -19,6 +19,9 @@ namespace lpemu::io {
 struct OutputPolicy {
   bool force = false;                         ///< replace an existing regular file
   std::vector<std::filesystem::path> inputs;  ///< files this run reads; never written over
+  /// Tensors this run reads as `FILE.h5:/dataset` (or `FILE.npy`): an output dataset never replaces
+  /// one of them, even though writing another dataset into the same file is allowed.
+  std::vector<std::string> input_tensors = {};
 };
 
 /// Throws IoError unless `target` may be written under `policy` (not an input, not a directory,
@@ -58,6 +61,10 @@ class AtomicFile {
 /// Writes `bytes` to `target` atomically under `policy`.
 void write_file_atomic(const std::filesystem::path& target, std::string_view bytes,
                        const OutputPolicy& policy);
+
+/// Creates `dir` and its parents if missing; throws IoError naming `dir` and the system's reason
+/// if it cannot (an existing file or device such as /dev/null, a symlink loop, a read-only disk).
+void create_output_dir(const std::filesystem::path& dir);
 
 /// Throws IoError if `dir` exists, is not empty and holds no file `marker` (not a folder lpemu
 /// wrote), so that lpemu never fills or overwrites a folder it does not own.

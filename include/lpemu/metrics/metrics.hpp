@@ -54,7 +54,10 @@ QuantizationStats quantization_stats(const block::BlockFormat& f, std::span<cons
 QuantizationStats quantization_stats(const format::Format& f, std::span<const float> x,
                                      std::span<const float> q);
 
-/// Error statistics of `test` against `ref`; throws ShapeError if sizes differ.
+/// The larger of `a` and `b`, NaN if either is NaN (std::max(a, NaN) is a, which would hide it).
+double max_nan(double a, double b);
+/// Error statistics of `test` against `ref` (NaN where an element pair is not comparable, e.g. a NaN
+/// on either side or +Inf against +Inf); throws ShapeError if sizes differ.
 ErrorStats compare(std::span<const float> ref, std::span<const float> test);
 /// Signal-to-quantisation-noise ratio in dB (+inf for identical inputs).
 double sqnr_db(std::span<const float> ref, std::span<const float> test);

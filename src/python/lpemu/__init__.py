@@ -45,6 +45,18 @@ def _array(x):
     return x if isinstance(x, np.ndarray) else np.asarray(x)
 
 
+def _codes(x, what="codes"):
+    """x as uint64 codes: integer (or bool) arrays only, every element >= 0; a float such as 1.5 or a
+    negative integer is refused (never truncated or wrapped), as the command refuses such codes."""
+    a = _array(x)
+    if a.dtype.kind not in "iub":
+        raise SpecError(f"{what}: dtype {a.dtype}: expected integer codes (e.g. uint8, int64)")
+    if a.dtype.kind == "i" and a.size != 0 and a.min() < 0:
+        i = int(np.argmax(a.reshape(-1) < 0))
+        raise SpecError(f"{what}[{i}] = {int(a.reshape(-1)[i])}: expected a code >= 0")
+    return a.astype(np.uint64, copy=False)
+
+
 class Context:
     """Registries and factories of one set of user format directories (built on first use)."""
 
@@ -63,7 +75,7 @@ class Context:
 
     def decode(self, fmt, codes):
         """Values of codes (float32 when every value of fmt is a float32, else float64)."""
-        return self._c.decode(fmt, _array(codes))
+        return self._c.decode(fmt, _codes(codes))
 
     def quantize(self, fmt, x, axis=None, block=None, scale_rule="", rounding="nearest_even",
                  overflow="saturate", seed=0, sr_bits=32, ftz=False, daz=False):
@@ -93,20 +105,19 @@ class Context:
     def dot(self, datapath, a, b, c=0, scales_a=None, scales_b=None, index=0):
         """d = c + sum a_i*b_i as the datapath computes it, on codes (an int code of its output);
         scales_a/b: per-block power-of-two exponents (int32) for block-scaled datapaths."""
-        return self._c.dot(datapath, _array(a).astype(np.uint64, copy=False), _array(b).astype(np.uint64, copy=False),
-                           int(c), _scales(scales_a), _scales(scales_b), int(index))
+        return self._c.dot(datapath, _codes(a, "a"), _codes(b, "b"), int(c), _scales(scales_a), _scales(scales_b),
+                           int(index))
 
     def gemm(self, datapath, a, b, c=None, scales_a=None, scales_b=None):
         """D[M, N] = C + A[M, K]·B[K, N] on codes (uint64 codes of the datapath's output). B is codes
         or a PreparedB of the same datapath (prepare_b): the same bits, without re-packing B."""
-        cc = None if c is None else _array(c).astype(np.uint64, copy=False)
-        aa = _array(a).astype(np.uint64, copy=False)
+        cc = None if c is None else _codes(c, "c")
+        aa = _codes(a, "a")
         if isinstance(b, PreparedB):
             if b.datapath != datapath:
                 raise Error(f"gemm: B was prepared for datapath '{b.datapath}', not '{datapath}'")
             return b.gemm(aa, cc, _scales(scales_a), _scales(scales_b))
-        return self._c.gemm(datapath, aa, _array(b).astype(np.uint64, copy=False), cc, _scales(scales_a),
-                            _scales(scales_b))
+        return self._c.gemm(datapath, aa, _codes(b, "b"), cc, _scales(scales_a), _scales(scales_b))
 
     def prepare_b(self, datapath, b):
         """B[K, N] (codes of at most 8 bits) checked and packed once for many gemm() calls under

@@ -76,12 +76,12 @@ TEST_CASE("model attributes are range-checked against the stored data", "[io][en
     std::int64_t value;
     const char* says;
   };
-  for (const Case c :
-       {Case{"dim", (std::int64_t{1} << 32) + 64,
-             "root attribute 'dim' = 4294967360: expected an integer in 0..2147483647"},
-        Case{"n_layers", 2, "root attribute 'n_layers' = 2: the file stores 5 layers"},
-        Case{"seq_len", 0, "seq_len must be positive"}, Case{"seq_len", -3, "root attribute 'seq_len' = -3"},
-        Case{"hidden_dim", 0, "feed_forward/w1' has shape [172, 64], expected [0, 64]"}}) {
+  for (const Case c : {Case{"dim", (std::int64_t{1} << 32) + 64,
+                            "root attribute 'dim' = 4294967360: expected an integer in 0..2147483647"},
+                       Case{"n_layers", 2, "root attribute 'n_layers' = 2: the file stores 5 layers"},
+                       Case{"seq_len", 0, "model.h5: seq_len = 0: expected a positive integer"},
+                       Case{"seq_len", -3, "root attribute 'seq_len' = -3"},
+                       Case{"hidden_dim", 0, "feed_forward/w1' has shape [172, 64], expected [0, 64]"}}) {
     INFO(c.attr << " = " << c.value);
     const fs::path p = s.dir / "model.h5";
     fs::copy_file(shipped, p, fs::copy_options::overwrite_existing);

@@ -87,3 +87,42 @@ TEST_CASE("safetensors: corrupt files are refused with the entry at fault", "[io
   }
   CHECK_THAT(err(q), Catch::Contains("header length 65535 exceeds the file (10 bytes)"));
 }
+
+TEST_CASE("safetensors: tensors must tile the data section as the reference loader requires",
+          "[io][safetensors][regression]") {
+  const lpemu::test::Scratch s("safetensors");
+  const std::vector<std::uint8_t> eight(8);
+  const auto err = [](const fs::path& p) {
+    try {
+      (void)lpemu::io::SafetensorsFile::open(p);
+    } catch (const lpemu::IoError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  // Two tensors sharing bytes 2..4.
+  fs::path p = write_file(s.dir, "overlap",
+                          R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                          R"("b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
+                          eight);
+  CHECK_THAT(err(p), Catch::Contains("tensor 'b': data_offsets [2, 6] overlap the tensor before it"));
+  // Bytes 4..8 are used by nothing, before a tensor and at the end.
+  p = write_file(s.dir, "gap", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight);
+  CHECK_THAT(err(p), Catch::Contains("tensor 'a': data_offsets [4, 8] leave unused bytes before it"));
+  p = write_file(s.dir, "tail", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", eight);
+  CHECK_THAT(err(p), Catch::Contains("the tensors cover 4 of the 8 data bytes"));
+  // 2^62 x 4 bytes wraps to 0 in 64 bits: it used to pass as an empty tensor.
+  p = write_file(s.dir, "wrap", R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})",
+                 {});
+  CHECK_THAT(err(p), Catch::Contains("tensor 'a': the shape's byte count overflows 64 bits"));
+  p = write_file(s.dir, "wrap2",
+                 R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", {});
+  CHECK_THAT(err(p), Catch::Contains("element count overflows 64 bits"));
+  // Tiled exactly, in any header order, with an empty tensor: fine.
+  p = write_file(
+      s.dir, "tiled",
+      R"({"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)"
+      R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+      eight);
+  CHECK(err(p) == "(no error)");
+}

@@ -141,3 +141,14 @@ TEST_CASE("TomlWriter writes what TableReader reads back exactly", "[io][records
   CHECK(r.sub("t").sub("u").boolean("flag", false));
   CHECK(t["t"]["u"]["inline"]["odd key"].value<int>() == 2);
 }
+
+TEST_CASE("a UTF-8 byte-order mark at the start of a TOML file is skipped, elsewhere refused",
+          "[io][toml][unit][regression]") {
+  const toml::table t = lpemu::io::detail::parse("\xEF\xBB\xBFname = \"x\"\nbits = 8\n", "bom.toml");
+  const TableReader r(t, "bom.toml");
+  CHECK(r.required_str("name") == "x");
+  CHECK(r.required_integer("bits", 1, 64, "an integer in 1..64") == 8);
+  // Only the leading mark is dropped: one after the first byte is a character outside a string.
+  CHECK_THROWS_AS(lpemu::io::detail::parse("n\xEF\xBB\xBF = 1\n", "bom.toml"), lpemu::SpecError);
+  CHECK_THROWS_AS(lpemu::io::detail::parse("\xEF\xBB\xBF\xEF\xBB\xBFn = 1\n", "bom.toml"), lpemu::SpecError);
+}
