@@ -9,7 +9,6 @@
 #include <mutex>
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <H5Cpp.h>
@@ -407,14 +406,6 @@ void H5File::read_floats_into(const std::string& dataset, std::span<float> out) 
   // The stored bytes are the values (same type, byte order, no filters): copy them from the file
   // straight into `out`, in parallel with other threads' reads.
   auto* dst = reinterpret_cast<char*>(out.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
-#ifdef MADV_HUGEPAGE
-  // The buffer is fresh: ask for 2 MiB pages over its aligned interior, so that the kernel faults
-  // it in 512 times less often (a hint; ignored where transparent huge pages are off).
-  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
-  const auto lo = (reinterpret_cast<std::uintptr_t>(dst) + kHuge - 1) & ~(kHuge - 1);         // NOLINT
-  const auto hi = (reinterpret_cast<std::uintptr_t>(dst) + out.size_bytes()) & ~(kHuge - 1);  // NOLINT
-  if (hi > lo) (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);          // NOLINT
-#endif
   std::size_t done = 0;
   while (done < out.size_bytes()) {
     const ssize_t got =

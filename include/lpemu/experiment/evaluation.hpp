@@ -20,7 +20,9 @@ struct EvalTiming {
   double plan_forward_s = 0;       ///< the plan's forward pass, hooks included
   double reference_prepare_s = 0;  ///< building the reference's session
   double reference_forward_s = 0;  ///< the reference's forward pass, hooks included
-  double hooks_s = 0;  ///< of both forward passes: recording residuals and per-point error in hooks
+  /// Of the above: time inside the hooks (residuals recorded, each quantisation point's error
+  /// summed), both while the plan's weights are quantised and in the forward passes.
+  double hooks_s = 0;
 };
 
 /// Per-token and summary results of scoring a token sequence under a plan and a reference plan.
