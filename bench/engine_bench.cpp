@@ -496,10 +496,12 @@ void read_file_155m(benchmark::State& state) {
   const auto size = static_cast<std::size_t>(c.bytes());
   std::vector<char> buf(size);
   const auto read_all = [&] {
-    const int fd = ::open(c.file().c_str(), O_RDONLY | O_CLOEXEC);  // NOLINT(cppcoreguidelines-pro-type-vararg)
+    const int fd =
+        ::open(c.file().c_str(), O_RDONLY | O_CLOEXEC);  // NOLINT(cppcoreguidelines-pro-type-vararg)
     for (std::size_t done = 0; done < size;) {
-      const ssize_t got = ::pread(fd, buf.data() + done, std::min<std::size_t>(size - done, std::size_t{64} << 20),
-                                  static_cast<off_t>(done));
+      const ssize_t got =
+          ::pread(fd, buf.data() + done, std::min<std::size_t>(size - done, std::size_t{64} << 20),
+                  static_cast<off_t>(done));
       if (got <= 0) break;
       done += static_cast<std::size_t>(got);
     }
