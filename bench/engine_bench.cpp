@@ -8,6 +8,10 @@
 // prefill tokens/s for the fp32, mxfp4 and h100_e4m3 (FP8 datapath) plans beside Eigen's sgemm on
 // the same weight matrices (the same GEMM FLOPs) in the same run, one thread and all threads.
 // LPEMU_BENCH_1B_LAYERS=N keeps the first N of the 16 layers (same layer shape, same classifier).
+// With LPEMU_BENCH_LOAD=1 also load_model of a 155M-parameter Llama-shaped float32 checkpoint
+// (8 layers, dim 1024, 16/4 heads, FFN 2816, vocab 32000; 0.62 GB) that the benchmark writes into
+// LPEMU_BENCH_DIR (default: the system's temporary directory) and removes after, from a warm page
+// cache, beside reading the same file's bytes into memory (the page-cache copy rate).
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -19,6 +23,11 @@
 #include <tbb/global_control.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/ops.hpp"
@@ -417,6 +426,94 @@ void register_all() {
   }
 }
 
+// The 155M-parameter float32 checkpoint of the load benchmarks, written once per run.
+class LoadCheckpoint {
+ public:
+  LoadCheckpoint() {
+    const char* d = std::getenv("LPEMU_BENCH_DIR");
+    dir_ = std::filesystem::path(d != nullptr ? d : std::filesystem::temp_directory_path().string()) /
+           ("lpemu_bench_load_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    file_ = dir_ / "llama155m.h5";
+    Model x;
+    Config& c = x.config;
+    c.name = "llama155m-shape";
+    c.dim = 1024;
+    c.n_layers = 8;
+    c.n_heads = 16;
+    c.n_kv_heads = 4;
+    c.head_dim = 64;
+    c.hidden_dim = 2816;
+    c.vocab_size = 32000;
+    c.seq_len = 256;
+    std::uint64_t s = 0x9E3779B97F4A7C15ULL;
+    auto fill = [&s](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
+      RowMatrix v(r, k);
+      for (Eigen::Index i = 0; i < v.size(); ++i) v.data()[i] = random_weight(s);
+      w = std::move(v);
+    };
+    fill(x.tok_embeddings, c.vocab_size, c.dim);
+    fill(x.output, c.vocab_size, c.dim);
+    for (int l = 0; l < c.n_layers; ++l) x.layers.push_back(random_layer(fill, 1024, 256, 2816));
+    x.norm = Vec<float>::Ones(1024);
+    save_model(x, file_);
+    bytes_ = static_cast<double>(std::filesystem::file_size(file_));
+    params_ = static_cast<double>(x.weight_bytes()) / sizeof(float);
+  }
+  LoadCheckpoint(const LoadCheckpoint&) = delete;
+  LoadCheckpoint& operator=(const LoadCheckpoint&) = delete;
+  ~LoadCheckpoint() { std::filesystem::remove_all(dir_); }
+  const std::filesystem::path& file() const { return file_; }
+  double bytes() const { return bytes_; }
+  double params() const { return params_; }
+
+ private:
+  std::filesystem::path dir_, file_;
+  double bytes_ = 0, params_ = 0;
+};
+
+const LoadCheckpoint& load_checkpoint() {
+  static const LoadCheckpoint c;
+  return c;
+}
+
+// load_model of the checkpoint on `threads` threads; the file is read once before timing (warm cache).
+void load_155m(benchmark::State& state, int threads) {
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                               static_cast<std::size_t>(threads));
+  const LoadCheckpoint& c = load_checkpoint();
+  (void)load_model(c.file());
+  for (auto _ : state) benchmark::DoNotOptimize(load_model(c.file()));
+  const double n = static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(1e-9 * c.bytes() * n, benchmark::Counter::kIsRate);
+  state.counters["params"] = c.params();
+}
+
+// The page-cache copy rate, load_model's ceiling: the checkpoint's bytes read with pread in 64 MiB
+// pieces on one thread into a buffer already in memory (allocated and touched before timing).
+void read_file_155m(benchmark::State& state) {
+  const LoadCheckpoint& c = load_checkpoint();
+  const auto size = static_cast<std::size_t>(c.bytes());
+  std::vector<char> buf(size);
+  const auto read_all = [&] {
+    const int fd =
+        ::open(c.file().c_str(), O_RDONLY | O_CLOEXEC);  // NOLINT(cppcoreguidelines-pro-type-vararg)
+    for (std::size_t done = 0; done < size;) {
+      const ssize_t got =
+          ::pread(fd, buf.data() + done, std::min<std::size_t>(size - done, std::size_t{64} << 20),
+                  static_cast<off_t>(done));
+      if (got <= 0) break;
+      done += static_cast<std::size_t>(got);
+    }
+    ::close(fd);
+    benchmark::DoNotOptimize(buf.data());
+  };
+  read_all();  // warm cache
+  for (auto _ : state) read_all();
+  const double n = static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(1e-9 * c.bytes() * n, benchmark::Counter::kIsRate);
+}
+
 }  // namespace
 
 // Our own main (it takes precedence over benchmark_main's) so registration can depend on plans.
@@ -436,6 +533,17 @@ int main(int argc, char** argv) {
             ->UseRealTime()
             ->Iterations(p == "h100_e4m3" ? 1 : 2);
       }
+    }
+  }
+  if (const char* e = std::getenv("LPEMU_BENCH_LOAD"); e != nullptr && std::string(e) == "1") {
+    benchmark::RegisterBenchmark("load/llama155m_fp32/read_file_baseline", read_file_155m)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    for (const int t : {1, 2}) {
+      benchmark::RegisterBenchmark(("load/llama155m_fp32/load_model/threads:" + std::to_string(t)).c_str(),
+                                   [t](benchmark::State& st) { load_155m(st, t); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
   }
   benchmark::Initialize(&argc, argv);

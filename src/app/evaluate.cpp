@@ -1,5 +1,6 @@
 #include "lpemu/app/evaluate.hpp"
 
+#include <chrono>
 #include <cmath>
 
 #include "lpemu/engine/session.hpp"
@@ -38,6 +39,26 @@ Fields fields(const metrics::ErrorStats& s) {
   return {{"sqnr_db", s.sqnr_db}, {"mse", s.mse}, {"max_abs", s.max_abs}};
 }
 
+Fields fields(const experiment::EvalTiming& t) {
+  return {{"plan_prepare_s", t.plan_prepare_s},
+          {"plan_forward_s", t.plan_forward_s},
+          {"reference_prepare_s", t.reference_prepare_s},
+          {"reference_forward_s", t.reference_forward_s},
+          {"hooks_s", t.hooks_s}};
+}
+
+namespace {
+
+// Load, session building and forward times of a report, then the whole call's.
+Fields timing_fields(const EvalReport& r) {
+  Fields t = {{"load_s", r.load_s}};
+  t.update(fields(r.timing));
+  t["total_s"] = r.total_s;
+  return t;
+}
+
+}  // namespace
+
 Fields fields(const experiment::EvalResult& e) {
   Fields j = {{"mean_nll", e.mean_nll},
               {"perplexity", e.perplexity},
@@ -63,10 +84,16 @@ EvalReport evaluate(experiment::Context& ctx, const EvalRequest& a) {
   io::OutputPolicy policy{a.force, a.texts};
   policy.inputs.insert(policy.inputs.end(), a.tokens.begin(), a.tokens.end());
   if (!a.logits_out.empty()) io::check_output(a.logits_out, policy);
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  const auto t0 = Clock::now();
   const engine::Model model = ctx.load_model(a.model);
+  const double load_s = since(t0);
   const engine::PrecisionPlan plan = ctx.load_plan(a.plan);
   const engine::PrecisionPlan ref = ctx.load_plan(a.reference);
-  EvalReport out{model.config.name, plan.name, ref.name, std::nullopt, {}, {}};
+  EvalReport out{model.config.name, plan.name, ref.name, std::nullopt, {}, {}, load_s, {}, 0};
   std::vector<std::string> names;
   const std::vector<std::vector<int>> docs = documents(model, a, names);
   bool sliding = docs.size() > 1 || a.context > 0 || a.stride > 0;
@@ -74,6 +101,7 @@ EvalReport evaluate(experiment::Context& ctx, const EvalRequest& a) {
   if (!sliding) {
     out.single = experiment::evaluate(model, plan, ref, docs.front(), ctx.quantizers(), ctx.gemms());
     const experiment::EvalResult& r = *out.single;
+    out.timing = r.timing;
     for (std::size_t t = 1; t < r.tokens.size(); ++t)
       out.pieces.push_back(model.tokenizer.empty() ? std::string() : model.tokenizer.piece(r.tokens[t]));
     if (!a.logits_out.empty()) {
@@ -81,6 +109,7 @@ EvalReport evaluate(experiment::Context& ctx, const EvalRequest& a) {
                            {std::size_t(r.plan_logits.rows()), std::size_t(r.plan_logits.cols())},
                            r.plan_logits.data(), policy);
     }
+    out.total_s = since(t0);
     return out;
   }
   if (!a.logits_out.empty())
@@ -95,19 +124,25 @@ EvalReport evaluate(experiment::Context& ctx, const EvalRequest& a) {
   so.quantizers = &ctx.quantizers();
   so.gemms = &ctx.gemms();
   so.max_tokens = metrics::perplexity_cache_tokens(model, docs, po);
-  const auto score = [&](const engine::PrecisionPlan& p) {
+  const auto score = [&](const engine::PrecisionPlan& p, double& prepare_s, double& forward_s) {
     if (a.progress) {
       po.progress = [&](std::size_t done, std::size_t all, double secs) {
         a.progress({"plan " + p.name + ", " + std::to_string(docs.size()) + " document(s)", done, all, secs});
       };
     }
+    const auto t1 = Clock::now();
     engine::Session s(model, p, so);
-    return metrics::sliding_perplexity(s, docs, po);
+    prepare_s = since(t1);
+    const auto t2 = Clock::now();
+    auto scores = metrics::sliding_perplexity(s, docs, po);
+    forward_s = since(t2);
+    return scores;
   };
-  const auto r = score(plan);
-  const auto rr = score(ref);
+  const auto r = score(plan, out.timing.plan_prepare_s, out.timing.plan_forward_s);
+  const auto rr = score(ref, out.timing.reference_prepare_s, out.timing.reference_forward_s);
   for (std::size_t i = 0; i < docs.size(); ++i)
     out.documents.push_back({names[i], docs[i].size(), r[i], rr[i]});
+  out.total_s = since(t0);
   return out;
 }
 
@@ -136,6 +171,7 @@ Fields fields(const EvalReport& r) {
     j["perplexity"] = std::exp(mean);
     j["ref_mean_nll"] = ref_mean;
     j["ref_perplexity"] = std::exp(ref_mean);
+    j["timing"] = timing_fields(r);
     return j;
   }
   const experiment::EvalResult& e = *r.single;
@@ -150,6 +186,7 @@ Fields fields(const EvalReport& r) {
                               {"kl", e.kl[t]},
                               {"top1_agree", e.top1_agree[t]}});
   }
+  j["timing"] = timing_fields(r);
   return j;
 }
 

@@ -15,7 +15,13 @@ GenerateResult generate(experiment::Context& ctx, const GenerateRequest& a) {
   engine::validate(a.sampling);
   if (a.steps < 1) throw SpecError("run: steps = " + std::to_string(a.steps) + ": expected >= 1");
   if (!a.prompt.empty() && !a.tokens.empty()) throw SpecError("run: give a prompt or tokens, not both");
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  const auto start = Clock::now();
   const engine::Model model = ctx.load_model(a.model);
+  const double load_s = since(start);
   const engine::PrecisionPlan plan = ctx.load_plan(a.plan);
   if (model.tokenizer.empty() && a.tokens.empty()) {
     throw IoError(model.path.string() + ": model file has no tokenizer (give --tokens FILE.npy)");
@@ -27,17 +33,22 @@ GenerateResult generate(experiment::Context& ctx, const GenerateRequest& a) {
   o.gemms = &ctx.gemms();
   const int n = std::min(a.steps, model.config.seq_len);
   o.max_tokens = n;  // the KV cache holds the positions this run uses, not the model's whole seq_len
+  const auto tp = Clock::now();
   engine::Session s(model, plan, o);
-  const auto t0 = std::chrono::steady_clock::now();
+  const double prepare_s = since(tp);
+  const auto t0 = Clock::now();
   GenerateResult r;
+  r.load_s = load_s;
+  r.prepare_s = prepare_s;
   r.tokens =
       a.sampling.temperature > 0 ? engine::generate(s, p, n, a.sampling) : engine::generate_greedy(s, p, n);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.seconds = since(t0);
   r.model = model.config.name;
   r.plan = plan.name;
   r.has_tokenizer = !model.tokenizer.empty();
   if (r.has_tokenizer) r.text = model.tokenizer.decode(r.tokens);
   r.positions = static_cast<int>(s.position());
+  r.total_s = since(start);
   return r;
 }
 
@@ -46,7 +57,12 @@ Fields fields(const GenerateResult& r) {
           {"plan", r.plan},
           {"positions", r.positions},
           {"tokens", r.tokens},
-          {"text", r.text}};
+          {"text", r.text},
+          {"timing",
+           {{"load_s", r.load_s},
+            {"prepare_s", r.prepare_s},
+            {"generate_s", r.seconds},
+            {"total_s", r.total_s}}}};
 }
 
 GenerateRequest generate_request(const Fields& f) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lpemu/app/evaluate.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/experiment.hpp"
 #include "lpemu/experiment/study.hpp"
@@ -84,6 +85,10 @@ Fields fields(const experiment::PlanResult& p) {
   }
   f["per_token"] = {{"nll", e.nll}, {"ref_nll", e.ref_nll}, {"kl", e.kl}, {"top1_agree", e.top1_agree}};
   f["seconds"] = p.seconds;
+  Fields timing = fields(p.eval.timing);
+  timing["attribution_s"] = p.attribution_s;
+  timing["total_s"] = p.seconds;
+  f["timing"] = timing;
   return f;
 }
 
@@ -104,6 +109,7 @@ Fields fields(const SweepReport& r) {
   Fields plans = Fields::array();
   for (const auto& p : x.plans) plans.push_back(fields(p));
   f["plans"] = plans;
+  f["timing"] = {{"load_s", x.load_s}};
   return f;
 }
 

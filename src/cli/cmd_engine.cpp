@@ -44,13 +44,13 @@ struct ModelFlags {
 
 struct RunArgs {
   app::GenerateRequest req;
-  bool json = false;
+  bool json = false, verbose = false;
 };
 
 struct EvalArgs {
   ModelFlags model;
   app::EvalRequest req;
-  bool json = false, per_token = false, points = false;
+  bool json = false, per_token = false, points = false, verbose = false;
 };
 
 struct TrainArgs {
@@ -100,12 +100,14 @@ void register_engine(CLI::App& app, Context& ctx) {
       ->capture_default_str()
       ->check(at_least(1));
   run->add_flag("--json", ra.json, "print JSON (tokens and text) instead of the text");
+  run->add_flag("--verbose", ra.verbose, "print where the time went (load, session, generation)");
   run->callback([&ctx] {
     ctx.apply_threads();
     app::GenerateRequest req = ra.req;
     req.model = run_model.model;
     req.plan = run_model.plan;
     const app::GenerateResult r = app::generate(ctx, req);
+    if (ra.verbose) print_timing("run", app::fields(r)["timing"]);
     if (ra.json) {
       print_json(app::fields(r));
     } else if (!r.has_tokenizer) {
@@ -191,6 +193,8 @@ void register_engine(CLI::App& app, Context& ctx) {
       ->check(at_least(1));
   ev->add_option("--reference", ea.req.reference, "reference plan")->capture_default_str();
   ev->add_flag("--json", ea.json, "print JSON instead of a table");
+  ev->add_flag("--verbose", ea.verbose,
+               "print where the time went (load, sessions built, forward passes, hooks)");
   ev->add_flag("--per-token", ea.per_token, "print every token's NLL (the JSON always has them)");
   ev->add_flag("--points", ea.points,
                "print the error each quantisation point adds (the JSON always has them)");
@@ -206,6 +210,7 @@ void register_engine(CLI::App& app, Context& ctx) {
                 << (p.done == p.total ? "\n" : "") << std::flush;
     };
     const app::EvalReport rep = app::evaluate(ctx, req);
+    if (ea.verbose) print_timing("eval", app::fields(rep)["timing"]);
     if (ea.json) {
       print_json(app::fields(rep));
       return;

@@ -18,7 +18,7 @@ struct SweepArgs {
   std::string out;
   int jobs = 1;
   std::pair<int, int> shard{0, 1};  ///< --shard I/N
-  bool force = false, json = false;
+  bool force = false, json = false, verbose = false;
   std::vector<std::string> merge_dirs;
   std::string merge_out;
 };
@@ -62,6 +62,11 @@ void run(Context& ctx, const SweepArgs& a) {
               << (req.shards > 1 ? ", shard " + shard : std::string()) << "\n";
   };
   const app::SweepReport r = app::sweep(ctx, req);
+  if (a.verbose) {
+    const app::Fields f = app::fields(r);
+    print_timing("sweep", f["timing"]);
+    for (const auto& p : f["plans"]) print_timing("plan " + p["label"].get<std::string>(), p["timing"]);
+  }
   if (a.json) {
     print_json(app::fields(r));
     return;
@@ -91,6 +96,7 @@ void register_sweep(CLI::App& app, Context& ctx) {
   sub->add_flag("--force", args.force,
                 "recompute plans whose results exist (and discard a different experiment's)");
   sub->add_flag("--json", args.json, "print what was written and measured as JSON");
+  sub->add_flag("--verbose", args.verbose, "print where the time went (model load, each plan's stages)");
   auto* merge = sub->add_subcommand("merge", "join shard output directories into one result set");
   merge->add_option("DIRS", args.merge_dirs, "shard output directories")->required();
   merge->add_option("--out", args.merge_out, "merged output directory")->required();

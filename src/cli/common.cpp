@@ -89,6 +89,17 @@ double parse_real(const std::string& text, const std::string& what) {
 
 void print_json(const app::Fields& j) { std::cout << app::json_text(j) << "\n"; }
 
+void print_timing(const std::string& what, const app::Fields& timing) {
+  std::string line;
+  for (const auto& [key, value] : timing.items()) {
+    std::string name = key;
+    if (name.size() > 2 && name.ends_with("_s")) name.resize(name.size() - 2);
+    line += (line.empty() ? "" : ", ") + name + " " +
+            io::format_number(value.get<double>(), io::NumberStyle::significant, 3) + " s";
+  }
+  std::cerr << "lpemu: " << what << " timing: " << line << "\n";
+}
+
 std::string format_real(double v) { return io::format_number(v, io::NumberStyle::shortest); }
 
 Context::Context() {

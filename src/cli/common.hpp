@@ -88,6 +88,9 @@ CLI::Validator seed_value();
 double parse_real(const std::string& text, const std::string& what);
 /// Prints `j` and a newline to stdout; NaN and ±Inf numbers print as null, invalid UTF-8 as U+FFFD.
 void print_json(const app::Fields& j);
+/// Prints a result's `timing` fields (seconds per stage) as one standard-error line for --verbose:
+/// "lpemu: WHAT timing: load 0.21 s, plan_prepare 0.52 s, ...".
+void print_timing(const std::string& what, const app::Fields& timing);
 /// Shortest decimal that round-trips a double ("448", "0.001953125", "inf", "nan", "-nan").
 std::string format_real(double v);
 

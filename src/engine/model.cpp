@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <numbers>
 #include <optional>
@@ -15,6 +17,8 @@
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
 #include "lpemu/io/hdf5.hpp"
+
+#include <tbb/parallel_for.h>
 
 namespace lpemu::engine {
 namespace {
@@ -64,11 +68,17 @@ WeightMatrix read_matrix(const io::H5File& f, const std::string& name, Eigen::In
       }
     }
   }
+  if (f.stored_bits(name) != 16) {
+    // Read once, straight into the matrix the model keeps (allocated, not zero-filled).
+    check_shape(f.shape(name));
+    RowMatrix m(rows, cols);
+    f.read_floats_into(name, std::span<float>(m.data(), static_cast<std::size_t>(m.size())));
+    return WeightMatrix(std::move(m));
+  }
   const io::Tensor t = f.read_floats(name);
   check_shape(t.shape);
   const std::span<const float> v(t.data);
-  const WeightStorage s = f.stored_bits(name) == 16 ? narrowest_storage(v) : WeightStorage::fp32;
-  return WeightMatrix::stored_as(s, rows, cols, v);
+  return WeightMatrix::stored_as(narrowest_storage(v), rows, cols, v);
 }
 
 Vec<float> read_vector(const io::H5File& f, const std::string& name, Eigen::Index n, bool optional = false) {
@@ -282,51 +292,71 @@ Model load_model(const fs::path& file) {
 
   const Eigen::Index qd = static_cast<Eigen::Index>(c.n_heads) * c.head_dim;
   const Eigen::Index kd = static_cast<Eigen::Index>(c.n_kv_heads) * c.head_dim;
-  m.tok_embeddings = read_matrix(f, "tok_embeddings", c.vocab_size, c.dim);
-  if (c.positions == PositionKind::learned)
-    m.pos_embeddings = read_matrix(f, "pos_embeddings", c.seq_len, c.dim);
   if (f.exists("layers") && f.list("layers").size() != static_cast<std::size_t>(c.n_layers)) {
     throw SpecError(file_msg(f, "root attribute 'n_layers' = " + std::to_string(c.n_layers) +
                                     ": the file stores " + std::to_string(f.list("layers").size()) +
                                     " layers under /layers"));
   }
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string p = "layers/" + std::to_string(l) + "/";
-    LayerWeights w;
-    w.attention_norm = read_vector(f, p + "attention_norm", c.dim);
-    w.attention_norm_bias = read_vector(f, p + "attention_norm_bias", c.dim, true);
-    w.wq = read_matrix(f, p + "attention/wq", qd, c.dim);
-    w.wk = read_matrix(f, p + "attention/wk", kd, c.dim);
-    w.wv = read_matrix(f, p + "attention/wv", kd, c.dim);
-    w.wo = read_matrix(f, p + "attention/wo", c.dim, qd);
-    w.bq = read_vector(f, p + "attention/bq", qd, true);
-    w.bk = read_vector(f, p + "attention/bk", kd, true);
-    w.bv = read_vector(f, p + "attention/bv", kd, true);
-    w.bo = read_vector(f, p + "attention/bo", c.dim, true);
-    w.ffn_norm = read_vector(f, p + "ffn_norm", c.dim);
-    w.ffn_norm_bias = read_vector(f, p + "ffn_norm_bias", c.dim, true);
-    if (c.n_experts > 0) {
-      w.router = read_matrix(f, p + "feed_forward/router", c.n_experts, c.dim);
-      for (int e = 0; e < c.n_experts; ++e) {
-        const std::string q = p + "feed_forward/experts/" + std::to_string(e) + "/";
-        w.experts.push_back({read_matrix(f, q + "w1", c.hidden_dim, c.dim),
-                             read_matrix(f, q + "w2", c.dim, c.hidden_dim),
-                             read_matrix(f, q + "w3", c.hidden_dim, c.dim)});
+  // The datasets are read in parallel, one job per layer (and per embedding matrix); an error is
+  // that of the first failing job in file order, as a serial read would report.
+  // Without a /layers group, layer 0's read names the missing dataset.
+  const int n_layers = f.exists("layers") ? c.n_layers : std::min(c.n_layers, 1);
+  m.layers.resize(static_cast<std::size_t>(n_layers));
+  std::vector<std::function<void()>> jobs;
+  jobs.emplace_back([&] { m.tok_embeddings = read_matrix(f, "tok_embeddings", c.vocab_size, c.dim); });
+  if (c.positions == PositionKind::learned)
+    jobs.emplace_back([&] { m.pos_embeddings = read_matrix(f, "pos_embeddings", c.seq_len, c.dim); });
+  for (int l = 0; l < n_layers; ++l)
+    jobs.emplace_back([&, l] {
+      const std::string p = "layers/" + std::to_string(l) + "/";
+      LayerWeights& w = m.layers[static_cast<std::size_t>(l)];
+      w.attention_norm = read_vector(f, p + "attention_norm", c.dim);
+      w.attention_norm_bias = read_vector(f, p + "attention_norm_bias", c.dim, true);
+      w.wq = read_matrix(f, p + "attention/wq", qd, c.dim);
+      w.wk = read_matrix(f, p + "attention/wk", kd, c.dim);
+      w.wv = read_matrix(f, p + "attention/wv", kd, c.dim);
+      w.wo = read_matrix(f, p + "attention/wo", c.dim, qd);
+      w.bq = read_vector(f, p + "attention/bq", qd, true);
+      w.bk = read_vector(f, p + "attention/bk", kd, true);
+      w.bv = read_vector(f, p + "attention/bv", kd, true);
+      w.bo = read_vector(f, p + "attention/bo", c.dim, true);
+      w.ffn_norm = read_vector(f, p + "ffn_norm", c.dim);
+      w.ffn_norm_bias = read_vector(f, p + "ffn_norm_bias", c.dim, true);
+      if (c.n_experts > 0) {
+        w.router = read_matrix(f, p + "feed_forward/router", c.n_experts, c.dim);
+        for (int e = 0; e < c.n_experts; ++e) {
+          const std::string q = p + "feed_forward/experts/" + std::to_string(e) + "/";
+          w.experts.push_back({read_matrix(f, q + "w1", c.hidden_dim, c.dim),
+                               read_matrix(f, q + "w2", c.dim, c.hidden_dim),
+                               read_matrix(f, q + "w3", c.hidden_dim, c.dim)});
+        }
+        return;
       }
-      m.layers.push_back(std::move(w));
-      continue;
+      w.w1 = read_matrix(f, p + "feed_forward/w1", c.hidden_dim, c.dim);
+      w.w2 = read_matrix(f, p + "feed_forward/w2", c.dim, c.hidden_dim);
+      if (c.ffn == FfnKind::swiglu) w.w3 = read_matrix(f, p + "feed_forward/w3", c.hidden_dim, c.dim);
+      w.b1 = read_vector(f, p + "feed_forward/b1", c.hidden_dim, true);
+      w.b2 = read_vector(f, p + "feed_forward/b2", c.dim, true);
+      w.b3 = read_vector(f, p + "feed_forward/b3", c.hidden_dim, true);
+    });
+  jobs.emplace_back([&] {
+    m.norm = read_vector(f, "norm", c.dim);
+    m.norm_bias = read_vector(f, "norm_bias", c.dim, true);
+  });
+  const bool own_output = f.exists("output");
+  if (own_output) jobs.emplace_back([&] { m.output = read_matrix(f, "output", c.vocab_size, c.dim); });
+  std::vector<std::exception_ptr> failed(jobs.size());
+  tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t i) {
+    try {
+      jobs[i]();
+    } catch (...) {
+      failed[i] = std::current_exception();
     }
-    w.w1 = read_matrix(f, p + "feed_forward/w1", c.hidden_dim, c.dim);
-    w.w2 = read_matrix(f, p + "feed_forward/w2", c.dim, c.hidden_dim);
-    if (c.ffn == FfnKind::swiglu) w.w3 = read_matrix(f, p + "feed_forward/w3", c.hidden_dim, c.dim);
-    w.b1 = read_vector(f, p + "feed_forward/b1", c.hidden_dim, true);
-    w.b2 = read_vector(f, p + "feed_forward/b2", c.dim, true);
-    w.b3 = read_vector(f, p + "feed_forward/b3", c.hidden_dim, true);
-    m.layers.push_back(std::move(w));
+  });
+  for (const auto& e : failed) {
+    if (e) std::rethrow_exception(e);
   }
-  m.norm = read_vector(f, "norm", c.dim);
-  m.norm_bias = read_vector(f, "norm_bias", c.dim, true);
-  m.output = f.exists("output") ? read_matrix(f, "output", c.vocab_size, c.dim) : m.tok_embeddings;
+  if (!own_output) m.output = m.tok_embeddings;
   // Tied embeddings are held once.
   if (c.tied_embeddings && m.output.same_bits(m.tok_embeddings)) m.output = m.tok_embeddings;
   if (f.exists("tokenizer/pieces")) {

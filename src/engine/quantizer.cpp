@@ -2,6 +2,7 @@
 #include "lpemu/engine/quantizer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -125,14 +126,27 @@ EncodedOperand encode_values(const RowMatrix& x, const format::Format& element, 
   if (element.bits > 32)
     throw Error(std::string(what) + ": '" + element.name + "' codes are wider than 32 bits");
   const std::span<const float> v(x.data(), n);
-  format::encode(element, v, std::span<std::uint32_t>(e.tensor.codes));
-  std::vector<float> back(n);
-  format::decode(element, std::span<const std::uint32_t>(e.tensor.codes), std::span<float>(back));
-  for (std::size_t i = 0; i < n; ++i) {
-    if (back[i] != v[i] && !(std::isnan(back[i]) && std::isnan(v[i]))) {
-      throw Error(std::string(what) + ": value " + std::to_string(v[i]) + " (element " + std::to_string(i) +
-                  ") is not a value of '" + element.name + "'; quantise the operand to it first");
+  // Encoded and decoded back in pieces (in parallel), each checked while it is in cache: every
+  // value must come back bit for bit (NaN as any NaN). The first bad element in order is reported.
+  constexpr std::size_t kPiece = std::size_t{1} << 14;
+  const std::size_t pieces = (n + kPiece - 1) / kPiece;
+  std::vector<std::size_t> bad(pieces, n);
+  tbb::parallel_for(std::size_t{0}, pieces, [&](std::size_t p) {
+    const std::size_t lo = p * kPiece, len = std::min(kPiece, n - lo);
+    const std::span<std::uint32_t> codes(e.tensor.codes.data() + lo, len);
+    format::encode(element, v.subspan(lo, len), codes);
+    std::array<float, kPiece> back;  // NOLINT(cppcoreguidelines-pro-type-member-init): written next
+    format::decode(element, std::span<const std::uint32_t>(codes), std::span<float>(back.data(), len));
+    for (std::size_t i = 0; i < len; ++i) {
+      if (back[i] != v[lo + i] && !(std::isnan(back[i]) && std::isnan(v[lo + i]))) {
+        bad[p] = lo + i;
+        return;
+      }
     }
+  });
+  if (const std::size_t i = bad.empty() ? n : *std::min_element(bad.begin(), bad.end()); i < n) {
+    throw Error(std::string(what) + ": value " + std::to_string(v[i]) + " (element " + std::to_string(i) +
+                ") is not a value of '" + element.name + "'; quantise the operand to it first");
   }
   return e;
 }

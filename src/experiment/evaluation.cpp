@@ -1,6 +1,7 @@
 #include "lpemu/experiment/evaluation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -22,10 +23,15 @@ using metrics::nll;
 
 std::span<const float> span_of(const RowMatrix& m) { return {m.data(), static_cast<std::size_t>(m.size())}; }
 
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
 struct Run {
   RowMatrix logits;
   std::map<std::string, RowMatrix> residual;
   ErrorAccumulator points;
+  double prepare_s = 0, forward_s = 0, hooks_s = 0;
 };
 
 Run run(const engine::Model& model, const engine::PrecisionPlan& plan, const std::vector<int>& tokens,
@@ -36,17 +42,25 @@ Run run(const engine::Model& model, const engine::PrecisionPlan& plan, const std
   o.gemms = &g;
   o.max_tokens = static_cast<int>(tokens.size());
   o.on_trace = [&](std::string_view name, const RowMatrix& x) {
+    const auto h0 = Clock::now();
     if (name.find("residual") != std::string_view::npos && name != "layers/0/residual_input") {
       r.residual[std::string(name)] = x;
     }
+    r.hooks_s += since(h0);
   };
   o.on_quant = [&](const engine::QuantPoint& p, const RowMatrix& in, const RowMatrix& out) {
+    const auto h0 = Clock::now();
     const std::string key = (p.layer < 0 ? std::string("head") : std::to_string(p.layer)) + "/" +
                             std::string(engine::to_string(p.role)) + "/" + std::string(p.tensor);
     r.points.add(key, span_of(in), span_of(out), p.head);
+    r.hooks_s += since(h0);
   };
+  const auto t0 = Clock::now();
   engine::Session s(model, plan, o);
+  r.prepare_s = since(t0);
+  const auto t1 = Clock::now();
   r.logits = s.forward(tokens);
+  r.forward_s = since(t1);
   return r;
 }
 
@@ -136,6 +150,7 @@ EvalResult evaluate(const engine::Model& model, const engine::PrecisionPlan& pla
   }
   e.logits = compare(span_of(ref.logits), span_of(test.logits));
   e.points = test.points.results();
+  e.timing = {test.prepare_s, test.forward_s, ref.prepare_s, ref.forward_s, test.hooks_s + ref.hooks_s};
   return e;
 }
 

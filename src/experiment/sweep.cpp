@@ -223,6 +223,7 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
                    ? replay_linear(exp.activations, plan, *tools.quantizers, *tools.gemms)
                    : replay(exp.activations, model, plan, *tools.quantizers, *tools.gemms);
   }
+  const auto ta = Clock::now();
   if (exp.attribution && !plan.is_reference()) {
     for (const auto role : engine::kAllRoles) {
       if (!role_in_model(role, model.config) || !role_used(plan, role, n_layers)) continue;
@@ -256,6 +257,7 @@ PlanResult evaluate_plan(std::size_t index, const PlanSpec& spec, const Experime
       }
     }
   }
+  r.attribution_s = std::chrono::duration<double>(Clock::now() - ta).count();
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
 }
@@ -425,7 +427,17 @@ void save_plan_result(const fs::path& file, const PlanResult& r, const std::stri
   // Atomic: a crash or full disk never leaves a half-written result that resume would trust.
   io::write_h5_atomic(file, io::OutputPolicy{true, {}}, false, [&](io::H5File& f) {
     write_plan_into(f, "", r, fingerprint);
-    f.set_attr("/", "seconds", r.seconds);  // timing: in the plan file only, not in the summary
+    // Timing: in the plan file only, not in the summary.
+    f.set_attr("/", "seconds", r.seconds);
+    f.set_attr("/", "attribution_s", r.attribution_s);
+    const EvalTiming& t = r.eval.timing;
+    for (const auto& [name, v] : {std::pair<const char*, double>{"plan_prepare_s", t.plan_prepare_s},
+                                  {"plan_forward_s", t.plan_forward_s},
+                                  {"reference_prepare_s", t.reference_prepare_s},
+                                  {"reference_forward_s", t.reference_forward_s},
+                                  {"hooks_s", t.hooks_s}}) {
+      f.set_attr("/", name, v);
+    }
   });
 }
 
@@ -440,6 +452,13 @@ PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
   r.weight_bits = f.attr_double("/", "weight_bits");
   r.index = static_cast<std::size_t>(f.attr_int("/", "index"));
   r.seconds = f.attr_double("/", "seconds");
+  // Files written before the timing breakdown existed have only "seconds".
+  const auto timing = [&](const char* name) {
+    return f.has_attr("/", name) ? f.attr_double("/", name) : 0.0;
+  };
+  r.attribution_s = timing("attribution_s");
+  r.eval.timing = {timing("plan_prepare_s"), timing("plan_forward_s"), timing("reference_prepare_s"),
+                   timing("reference_forward_s"), timing("hooks_s")};
   r.cost.target = f.attr_string("/", "cost_target");
   r.cost.datapath = f.attr_string("/", "cost_datapath");
   r.cost.computed = f.attr_string("/", "cost_computed");
@@ -587,7 +606,9 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
   write_manifest(out, m);
 
   std::vector<fs::path> dirs(tools.search_dirs.begin(), tools.search_dirs.end());
+  const auto load0 = Clock::now();
   const engine::Model model = engine::load_model(engine::resolve_model_path(exp.model, dirs));
+  const double load_s = std::chrono::duration<double>(Clock::now() - load0).count();
   if (model.tokenizer.empty() && exp.tokens.empty()) {
     throw IoError(model.path.string() +
                   ": model has no tokenizer to read the text with (give source.tokens)");
@@ -661,10 +682,13 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
     if (!fs::exists(out / "plans" / plan_file_name(i))) {
       SweepFiles partial;
       partial.dir = out;
+      partial.load_s = load_s;
       return partial;  // a shard: the summary comes from `lpemu sweep merge`
     }
   }
-  return write_summary(out);
+  SweepFiles files = write_summary(out);
+  files.load_s = load_s;
+  return files;
 }
 
 SweepFiles merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out) {

@@ -9,6 +9,9 @@
 #include <mutex>
 #include <set>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <H5Cpp.h>
 
 #include "io/h5_check.hpp"
@@ -79,6 +82,14 @@ struct H5File::Impl {
   std::filesystem::path path;
   H5::H5File file;
   mutable std::set<haddr_t> attributes_checked;  // object headers whose attribute messages passed
+  int fd = -1;  ///< the file opened again for raw reads (read-only files only; -1 otherwise)
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() {
+    if (fd >= 0) ::close(fd);
+  }
 
   [[noreturn]] void fail(const std::string& obj, const std::string& what) const {
     throw IoError(path.string() + ":" + obj + ": " + what);
@@ -275,6 +286,7 @@ H5File H5File::open(const std::filesystem::path& file) {
   } catch (const H5::Exception&) {
     throw IoError(file.string() + ": not a readable HDF5 file");
   }
+  impl->fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);  // NOLINT(cppcoreguidelines-pro-type-vararg)
   return H5File(std::move(impl));
 }
 
@@ -345,6 +357,55 @@ Tensor H5File::read_floats(const std::string& dataset) const {
     }
     return t;
   });
+}
+
+void H5File::read_floats_into(const std::string& dataset, std::span<float> out) const {
+  // Under the lock: the checks, and either the raw extent of a contiguous native float32 dataset
+  // (read below without the lock) or the whole read through libhdf5.
+  std::uint64_t offset = 0;
+  const bool raw = [&] {
+    std::lock_guard lock(h5_mutex());
+    return impl_->guard(dataset, [&] {
+      H5::DataSet ds = impl_->dataset(dataset);
+      const H5T_class_t cls = ds.getTypeClass();
+      if (cls != H5T_FLOAT && cls != H5T_INTEGER) impl_->fail(dataset, "expected a numeric dataset");
+      const std::size_t n = impl_->checked_count(ds, dataset);
+      if (n != out.size()) {
+        impl_->fail(dataset,
+                    "holds " + std::to_string(n) + " elements, expected " + std::to_string(out.size()));
+      }
+      const haddr_t at = impl_->fd >= 0 && n > 0 && ds.getDataType() == H5::PredType::NATIVE_FLOAT &&
+                                 ds.getCreatePlist().getLayout() == H5D_CONTIGUOUS &&
+                                 impl_->file.getCreatePlist().getUserblock() == 0
+                             ? H5Dget_offset(ds.getId())
+                             : HADDR_UNDEF;
+      if (at != HADDR_UNDEF && ds.getStorageSize() == out.size_bytes() &&
+          at <= std::filesystem::file_size(impl_->path) - out.size_bytes()) {
+        offset = at;
+        return true;
+      }
+      try {
+        if (n > 0) ds.read(out.data(), H5::PredType::NATIVE_FLOAT);
+      } catch (const H5::Exception&) {
+        impl_->fail(dataset, "cannot read as float (corrupt or truncated data?)");
+      }
+      return false;
+    });
+  }();
+  if (!raw) return;
+  // The stored bytes are the values (same type, byte order, no filters): copy them from the file
+  // straight into `out`, in parallel with other threads' reads.
+  auto* dst = reinterpret_cast<char*>(out.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+  std::size_t done = 0;
+  while (done < out.size_bytes()) {
+    const ssize_t got =
+        ::pread(impl_->fd, dst + done, out.size_bytes() - done, static_cast<off_t>(offset + done));
+    if (got <= 0) {
+      throw IoError(impl_->path.string() + ":" + dataset + ": cannot read its " +
+                    std::to_string(out.size_bytes()) + " bytes (truncated file or read error)");
+    }
+    done += static_cast<std::size_t>(got);
+  }
 }
 
 std::optional<Codes16> H5File::read_codes16(const std::string& dataset) const {

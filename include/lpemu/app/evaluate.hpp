@@ -53,6 +53,9 @@ struct EvalReport {
   std::optional<experiment::EvalResult> single;
   std::vector<DocumentScore> documents;
   std::vector<std::string> pieces;  ///< single: the tokenizer's piece of each token ("" without one)
+  double load_s = 0;                ///< loading the model (wall clock; differs run to run)
+  experiment::EvalTiming timing;    ///< sessions built and run (single: `single->timing`)
+  double total_s = 0;               ///< the whole call
 };
 
 /// An error statistic's fields (sqnr_db, mse, max_abs).
@@ -62,6 +65,8 @@ Fields fields(const metrics::ErrorStats& s);
 /// per-point error; not the per-token lists).
 Fields fields(const experiment::EvalResult& e);
 
+/// Where an evaluation's time went (`timing` of eval, sweep plans): seconds per stage.
+Fields fields(const experiment::EvalTiming& t);
 /// Scores the request's documents; throws lpemu::Error for bad input.
 EvalReport evaluate(experiment::Context& ctx, const EvalRequest& request);
 

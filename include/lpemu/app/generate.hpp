@@ -27,8 +27,11 @@ struct GenerateResult {
   std::vector<int> tokens;  ///< every token, prompt included
   std::string text;         ///< the tokens decoded ("" for a model without a tokenizer)
   bool has_tokenizer = false;
-  int positions = 0;   ///< positions the session ran
-  double seconds = 0;  ///< generation time (not a field: it differs run to run)
+  int positions = 0;     ///< positions the session ran
+  double seconds = 0;    ///< generation time (wall clock, like the three below: differs run to run)
+  double load_s = 0;     ///< loading the model
+  double prepare_s = 0;  ///< building the session (the plan's weights quantised and packed)
+  double total_s = 0;    ///< the whole call
 };
 
 /// Generates as `request` says; throws lpemu::Error for bad input.

@@ -14,6 +14,17 @@
 
 namespace lpemu::experiment {
 
+/// Where an evaluation's time went, in wall-clock seconds (they differ from run to run).
+struct EvalTiming {
+  double plan_prepare_s = 0;       ///< building the plan's session (its weights quantised and packed)
+  double plan_forward_s = 0;       ///< the plan's forward pass, hooks included
+  double reference_prepare_s = 0;  ///< building the reference's session
+  double reference_forward_s = 0;  ///< the reference's forward pass, hooks included
+  /// Of the above: time inside the hooks (residuals recorded, each quantisation point's error
+  /// summed), both while the plan's weights are quantised and in the forward passes.
+  double hooks_s = 0;
+};
+
 /// Per-token and summary results of scoring a token sequence under a plan and a reference plan.
 struct EvalResult {
   std::vector<int> tokens;
@@ -31,6 +42,7 @@ struct EvalResult {
   /// Error each quantisation point added (its output against its own input), accumulated over
   /// heads and calls, keyed "layer/role/tensor" (layer "head" outside the blocks), in run order.
   std::vector<std::pair<std::string, metrics::ErrorStats>> points;
+  EvalTiming timing;  ///< where the time went
 };
 
 /// Accumulates ErrorStats of in→out pairs under a key (for QuantHook-based error attribution).

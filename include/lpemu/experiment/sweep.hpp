@@ -106,7 +106,8 @@ struct PlanResult {
   std::vector<RoleShare> attribution;
   std::vector<LayerShare> layer_attribution;  ///< per block and point (options.layer_attribution)
   SweepCost cost;
-  double seconds = 0;
+  double seconds = 0;        ///< wall clock of the whole plan (eval.timing breaks its evaluation down)
+  double attribution_s = 0;  ///< of which: the attribution runs (one evaluation per role, layer)
 };
 
 /// One plan's metrics as (name, value) in results.csv order; these names are the metric's name in
@@ -120,6 +121,7 @@ struct SweepFiles {
   std::vector<std::filesystem::path> plots;
   std::vector<std::filesystem::path> plan_files;  ///< plans/NNNN.h5 in plan order (empty for a partial shard)
   std::vector<PlanResult> plans;                  ///< the results the summary was built from, in plan order
+  double load_s = 0;  ///< seconds loading the model in this run (0 when nothing was loaded)
 };
 
 /// Runs (or resumes) this shard's plans and, when the output holds every plan, writes the summary.

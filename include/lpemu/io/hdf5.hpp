@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ class H5File {
   std::vector<std::size_t> shape(const std::string& dataset) const;
   /// Any numeric dataset converted to float32; throws IoError naming file and dataset.
   Tensor read_floats(const std::string& dataset) const;
+  /// Any numeric dataset converted to float32 straight into `out`, which must hold exactly its
+  /// element count (IoError naming file and dataset otherwise). A contiguous float32 dataset in
+  /// this machine's byte order is copied from the file without libhdf5, so calls from several
+  /// threads on one file read in parallel; every other layout goes through libhdf5 (serialised).
+  void read_floats_into(const std::string& dataset, std::span<float> out) const;
   /// The raw codes of a dataset stored as 16-bit floats of either layout write_codes16 writes
   /// (bf16, or IEEE binary16 from any writer), in either byte order, without conversion to float;
   /// nullopt for any other type.

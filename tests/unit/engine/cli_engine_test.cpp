@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -38,6 +39,44 @@ TEST_CASE("lpemu eval and replay report against the reference", "[engine][cli]")
           " --activations " + lpemu::test::source_path("data/models/stories260K/activations.h5"));
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains("fp8_e4m3") && Catch::Contains("w2") && Catch::Contains("output"));
+}
+
+TEST_CASE("lpemu eval and run say where the time went", "[engine][cli]") {
+  const Scratch s("eval_timing");
+  const auto text = s / "timed.txt";
+  std::ofstream(text) << "Once upon a time, there was a little dog named Max.";
+  const std::string model = " --model " + lpemu::test::source_path("data/models/stories260K/model.h5");
+  const Run e = run("eval" + model + " --plan fp8_e4m3 --json --text " + text.string());
+  REQUIRE(e.status == 0);
+  const auto t = nlohmann::ordered_json::parse(e.out)["timing"];  // in the printed order
+  const std::vector<std::string> stages{
+      "load_s",  "plan_prepare_s", "plan_forward_s", "reference_prepare_s", "reference_forward_s",
+      "hooks_s", "total_s"};
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : t.items()) {
+    keys.push_back(k);
+    CHECK(v.get<double>() >= 0);
+  }
+  CHECK(keys == stages);
+  // The stages are parts of the whole call, and the hooks run inside the sessions' stages.
+  const double parts = t["load_s"].get<double>() + t["plan_prepare_s"].get<double>() +
+                       t["plan_forward_s"].get<double>() + t["reference_prepare_s"].get<double>() +
+                       t["reference_forward_s"].get<double>();
+  CHECK(parts <= t["total_s"].get<double>());
+  CHECK(t["hooks_s"].get<double>() <= parts - t["load_s"].get<double>());
+  CHECK(t["plan_forward_s"].get<double>() > 0);
+  const Run v = run("eval" + model + " --plan fp32 --verbose --text " + text.string());
+  CHECK(v.status == 0);
+  CHECK_THAT(v.out, Catch::Contains("lpemu: eval timing: load ") && Catch::Contains(" s, plan_prepare ") &&
+                        Catch::Contains(", total "));
+  const Run g = run("run" + model + " --plan fp32 --steps 8 --json");
+  REQUIRE(g.status == 0);
+  // `run` also prints its speed on standard error (merged here): the JSON is the braces' span.
+  const auto json = g.out.substr(g.out.find('{'), g.out.rfind('}') - g.out.find('{') + 1);
+  const auto gt = nlohmann::json::parse(json)["timing"];
+  CHECK(gt["generate_s"].get<double>() > 0);
+  CHECK(gt["load_s"].get<double>() + gt["prepare_s"].get<double>() + gt["generate_s"].get<double>() <=
+        gt["total_s"].get<double>());
 }
 
 TEST_CASE("lpemu run with a bad plan exits non-zero naming file and line", "[engine][cli]") {

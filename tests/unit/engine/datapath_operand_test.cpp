@@ -29,6 +29,30 @@ namespace blk = lpemu::block;
 namespace dpn = lpemu::datapath;
 namespace fmt = lpemu::format;
 
+TEST_CASE("encode_values gives each element's own code and names the first value outside the format",
+          "[engine][unit]") {
+  const fmt::Format& e4m3 = fmt::Registry::builtin().get("fp8_e4m3");
+  // 3 x 20000 values (pieces of the encoding span rows), every fp8_e4m3 code's value in turn.
+  RowMatrix x(3, 20000);
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    const auto code = static_cast<std::uint64_t>(i % 256);
+    x.data()[i] = std::isnan(fmt::decode(e4m3, code)) ? 1.0F : static_cast<float>(fmt::decode(e4m3, code));
+  }
+  const EncodedOperand enc = encode_values(x, e4m3, "test");
+  REQUIRE(enc.tensor.codes.size() == static_cast<std::size_t>(x.size()));
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    if (enc.tensor.codes[static_cast<std::size_t>(i)] != fmt::encode(e4m3, x.data()[i]))
+      FAIL("element " << i);
+  }
+  // Two values outside the format: the first in element order is named, wherever the pieces run.
+  x(2, 19999) = 0.3F;
+  x(1, 100) = 1.0625F;
+  CHECK_THROWS_WITH(encode_values(x, e4m3, "test"),
+                    "test: value 1.062500 (element 20100) is not a value of 'fp8_e4m3'; quantise the "
+                    "operand to it first");
+  CHECK(encode_values(RowMatrix(0, 4), e4m3, "test").tensor.codes.empty());
+}
+
 RowMatrix random_matrix(Eigen::Index r, Eigen::Index c, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0F, 1.0F);

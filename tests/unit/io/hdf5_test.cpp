@@ -2,6 +2,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <H5Cpp.h>
@@ -146,4 +147,58 @@ TEST_CASE("an HDF5 dataset declaring more data than the file holds is refused be
   CHECK_THROWS_WITH(f.read_floats("/x"),
                     Catch::Matchers::Contains("declares 1099511627776 elements of 4 bytes"));
   CHECK_THROWS_WITH(f.read_doubles("/x"), Catch::Matchers::Contains("corrupt or truncated file?"));
+}
+
+TEST_CASE("read_floats_into reads every layout into the caller's buffer as read_floats does", "[io][unit]") {
+  const lpemu::test::Scratch scratch("io_read_into");
+  const auto file = scratch.dir / "t.h5";
+  constexpr std::size_t kRows = 37, kCols = 53;
+  std::vector<float> v(kRows * kCols);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.37F - 101.0F;
+  {
+    H5File f = H5File::open_rw(file);
+    f.write_floats("/contiguous", {kRows, kCols}, v.data());  // the raw fast path
+  }
+  {  // Layouts and types the raw path must leave to libhdf5: chunked + deflate, big-endian, float64, int.
+    H5::H5File raw(file.string(), H5F_ACC_RDWR);
+    const hsize_t dims[2] = {kRows, kCols};
+    const hsize_t chunk[2] = {8, 16};
+    H5::DSetCreatPropList plist;
+    plist.setChunk(2, chunk);
+    plist.setDeflate(4);
+    raw.createDataSet("/chunked", H5::PredType::NATIVE_FLOAT, H5::DataSpace(2, dims), plist)
+        .write(v.data(), H5::PredType::NATIVE_FLOAT);
+    raw.createDataSet("/big_endian", H5::PredType::IEEE_F32BE, H5::DataSpace(2, dims))
+        .write(v.data(), H5::PredType::NATIVE_FLOAT);
+    raw.createDataSet("/double", H5::PredType::IEEE_F64LE, H5::DataSpace(2, dims))
+        .write(v.data(), H5::PredType::NATIVE_FLOAT);
+    std::vector<int> ints(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) ints[i] = static_cast<int>(i) - 999;
+    raw.createDataSet("/ints", H5::PredType::STD_I32LE, H5::DataSpace(2, dims))
+        .write(ints.data(), H5::PredType::NATIVE_INT);
+  }
+  const H5File f = H5File::open(file);
+  for (const std::string name : {"/contiguous", "/chunked", "/big_endian", "/double", "/ints"}) {
+    INFO(name);
+    const Tensor expected = f.read_floats(name);  // libhdf5's own conversion: the reference
+    std::vector<float> got(kRows * kCols, -1.0F);
+    f.read_floats_into(name, got);
+    CHECK(got == expected.data);
+  }
+  std::vector<float> got(v.size());
+  f.read_floats_into("/contiguous", got);
+  CHECK(got == v);
+  // Several threads reading one file at once get every dataset whole.
+  std::vector<std::vector<float>> outs(8, std::vector<float>(v.size()));
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < outs.size(); ++t) {
+    threads.emplace_back(
+        [&f, &outs, t] { f.read_floats_into(t % 2 == 0 ? "/contiguous" : "/chunked", outs[t]); });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& o : outs) CHECK(o == v);
+  std::vector<float> short_buffer(v.size() - 1);
+  CHECK_THROWS_WITH(f.read_floats_into("/contiguous", short_buffer),
+                    Catch::Contains("t.h5:/contiguous: holds 1961 elements, expected 1960"));
+  CHECK_THROWS_WITH(f.read_floats_into("/missing", got), Catch::Contains("t.h5:/missing: no such dataset"));
 }
