@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
@@ -87,6 +88,33 @@ std::vector<double> block_sqnr(const train::Params<T>& g, const train::Params<T>
   return out;
 }
 
+/// Writes every tensor of `p` under `group`, flat, in T.
+template <class T>
+void write_params(io::H5File& f, const std::string& group, const train::Params<T>& p) {
+  p.for_each([&f, &group](const std::string& name, const auto& t) {
+    const std::vector<std::size_t> shape{static_cast<std::size_t>(t.size())};
+    if constexpr (std::is_same_v<T, float>) {
+      f.write_floats(group + "/" + name, shape, t.data());
+    } else {
+      f.write_doubles(group + "/" + name, shape, t.data());
+    }
+  });
+}
+
+/// Reads every tensor of `p` from `group` (as write_params wrote it); throws naming file and dataset.
+template <class T>
+void read_params(const io::H5File& f, const std::string& group, train::Params<T>& p) {
+  p.for_each([&f, &group](const std::string& name, auto& t) {
+    const std::string ds = group + "/" + name;
+    const std::vector<double> v = f.read_doubles(ds);
+    if (v.size() != static_cast<std::size_t>(t.size())) {
+      throw SpecError(f.path().string() + ": " + ds + " has " + std::to_string(v.size()) +
+                      " values; the model's tensor has " + std::to_string(t.size()));
+    }
+    for (std::size_t k = 0; k < v.size(); ++k) t.data()[k] = static_cast<T>(v[k]);
+  });
+}
+
 template <class T>
 void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
          const engine::PrecisionPlan& plan, const std::vector<int>& tokens, TrainResult& r) {
@@ -102,12 +130,27 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
   o.warmup_steps = a.warmup;
   o.decay_steps = a.schedule == "cosine" ? std::max(a.steps - a.warmup, 1) : 0;
   train::Optimizer<T> opt(o, p, &plan, &ctx.quantizers(), c.n_layers);
+  const fs::path state_file = a.out / "state.h5";
+  const char* compute = std::is_same_v<T, float> ? "fp32" : "fp64";
+  if (a.resume) {
+    const io::H5File f = io::H5File::open(state_file);
+    const std::string saved_opt = f.attr_string("/", "optimizer");
+    const std::string saved_compute = f.attr_string("/", "compute");
+    if (saved_opt != a.optimizer || saved_compute != compute) {
+      throw SpecError("train: " + state_file.string() + " holds a " + saved_opt + " run computing in " +
+                      saved_compute + "; resume it with the same optimizer and plan compute type (got " +
+                      a.optimizer + ", " + compute + ")");
+    }
+    read_params(f, "params", p);
+    for (const auto& [name, state] : opt.state()) read_params(f, name, *state);
+    opt.set_steps(r.first_step);
+  }
   const std::size_t w = static_cast<std::size_t>(a.seq) + 1;
   const auto train_windows = static_cast<std::size_t>(r.windows - r.val_windows);
   std::vector<int> batch(static_cast<std::size_t>(a.batch) * w);
   train::Params<T> g, ref;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int s = 0; s < a.steps; ++s) {
+  for (int s = r.first_step; s < a.steps; ++s) {
     // Row b of step s is training window (s·batch + b) mod training windows: the stream's windows in order.
     for (int b = 0; b < a.batch; ++b) {
       const auto win =
@@ -119,7 +162,7 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
     lp.set_step((a.seed << 32U) + static_cast<std::uint64_t>(s));
     TrainStep st;
     st.step = s;
-    if (r.val_windows > 0 && (s % a.eval_every == 0 || s == a.steps - 1)) {
+    if (r.val_windows > 0 && s % a.eval_every == 0) {
       st.val_loss = windows_loss(c, p, tokens, r.windows - r.val_windows, r.val_windows, a.batch, a.seq, &lp);
     }
     st.loss = train::loss_and_gradients(c, p, batch, a.batch, a.seq, g, &lp);
@@ -131,11 +174,50 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
     st.grad_norm = opt.step(p, g, st.lr);
     r.log.push_back(st);
     if (a.progress) {
-      a.progress({"train", static_cast<std::size_t>(s) + 1, static_cast<std::size_t>(a.steps),
+      a.progress({r.first_step > 0 ? "train (resumed at step " + std::to_string(r.first_step) + ")" : "train",
+                  static_cast<std::size_t>(s + 1 - r.first_step),
+                  static_cast<std::size_t>(a.steps - r.first_step),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
     }
   }
   train::params_to_model(p, model);
+  io::write_h5_atomic(state_file, io::OutputPolicy{true, {}}, false, [&p, &opt, &a, compute](io::H5File& f) {
+    f.set_attr("/", "step", static_cast<std::int64_t>(a.steps));
+    f.set_attr("/", "optimizer", a.optimizer);
+    f.set_attr("/", "compute", std::string(compute));
+    write_params(f, "params", p);
+    for (const auto& [name, state] : opt.state()) write_params(f, name, *state);
+  });
+}
+
+/// The log of the run in `out` (its log.h5), for a resumed run; checks it ends at `step`.
+std::vector<TrainStep> read_log(const fs::path& file, int steps, int layers) {
+  const io::H5File f = io::H5File::open(file);
+  const std::vector<std::int64_t> step = f.read_ints("step");
+  const std::vector<double> loss = f.read_doubles("loss"), val = f.read_doubles("val_loss"),
+                            norm = f.read_doubles("grad_norm"), lr = f.read_doubles("lr");
+  std::vector<double> sqnr;
+  if (f.exists("grad_sqnr")) sqnr = f.read_doubles("grad_sqnr");
+  const std::size_t n = step.size();
+  const auto l = static_cast<std::size_t>(layers);
+  if (n != static_cast<std::size_t>(steps) || loss.size() != n || val.size() != n || norm.size() != n ||
+      lr.size() != n || (!sqnr.empty() && sqnr.size() != n * l)) {
+    throw SpecError(file.string() + ": expected " + std::to_string(steps) +
+                    " rows in step, loss, val_loss, grad_norm, lr (and grad_sqnr) as state.h5 says");
+  }
+  std::vector<TrainStep> log(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    log[i].step = static_cast<int>(step[i]);
+    log[i].loss = loss[i];
+    log[i].val_loss = val[i];
+    log[i].grad_norm = norm[i];
+    log[i].lr = lr[i];
+    if (!sqnr.empty() && !std::isnan(sqnr[i * l])) {
+      log[i].grad_sqnr.assign(sqnr.begin() + static_cast<std::ptrdiff_t>(i * l),
+                              sqnr.begin() + static_cast<std::ptrdiff_t>((i + 1) * l));
+    }
+  }
+  return log;
 }
 
 }  // namespace
@@ -182,6 +264,18 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& a) {
   }
   r.layers = model.config.n_layers;
   io::check_output_dir(a.out, "log.csv");
+  if (a.resume) {
+    const fs::path state = a.out / "state.h5";
+    if (!fs::exists(state)) {
+      throw IoError(state.string() + ": no training state to resume from (lpemu train writes it in --out)");
+    }
+    r.first_step = static_cast<int>(io::H5File::open(state).attr_int("/", "step"));
+    if (r.first_step >= a.steps) {
+      throw SpecError("train: " + state.string() + " has " + std::to_string(r.first_step) +
+                      " steps already; give steps above that to resume");
+    }
+    r.log = read_log(a.out / "log.h5", r.first_step, r.layers);
+  }
   fs::create_directories(a.out);
   const auto t0 = std::chrono::steady_clock::now();
   if (plan.compute == engine::Compute::fp64) {
@@ -267,6 +361,7 @@ Fields fields(const TrainResult& r) {
           {"batch", r.batch},
           {"seq", r.seq},
           {"windows", r.windows},
+          {"first_step", r.first_step},
           {"val_windows", r.val_windows},
           {"log", log},
           {"model_out", r.model_out},
@@ -296,6 +391,7 @@ TrainRequest train_request(const Fields& f) {
   in.read("val_fraction", r.val_fraction);
   in.read("eval_every", r.eval_every);
   in.read("sqnr_every", r.sqnr_every);
+  in.read("resume", r.resume);
   in.finish();
   return r;
 }

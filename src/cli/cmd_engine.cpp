@@ -147,14 +147,14 @@ void register_engine(CLI::App& app, Context& ctx) {
                  "share of the windows held out for validation (the last ones)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.999999));
-  tr->add_option("--eval-every", tq.eval_every,
-                 "validation loss every this many steps (and at the last step)")
+  tr->add_option("--eval-every", tq.eval_every, "validation loss at steps 0, N, 2N, ...")
       ->capture_default_str()
       ->check(at_least(1));
   tr->add_option("--sqnr-every", tq.sqnr_every,
                  "per-block gradient SQNR against the unquantised gradient every this many steps (0: never)")
       ->capture_default_str()
       ->check(at_least(0));
+  tr->add_flag("--resume", tq.resume, "continue the run in --out (state.h5, log) up to --steps in total");
   tr->add_flag("--json", ta.json, "print the result as JSON");
   tr->callback([&ctx] {
     ctx.apply_threads();
@@ -162,7 +162,7 @@ void register_engine(CLI::App& app, Context& ctx) {
     req.model = ta.model.model;
     req.plan = ta.model.plan;
     req.progress = [](const app::Progress& p) {
-      std::cerr << "\rlpemu: train: step " << p.done << "/" << p.total << ", " << num(p.seconds, 3)
+      std::cerr << "\rlpemu: " << p.what << ": step " << p.done << "/" << p.total << ", " << num(p.seconds, 3)
                 << " s, about " << num(p.seconds * double(p.total - p.done) / double(p.done), 3)
                 << " s left   " << (p.done == p.total ? "\n" : "") << std::flush;
     };

@@ -164,7 +164,7 @@ def torch_loss(model, windows):
 
 def test_validation_loss_and_hdf5_log_equal_pytorch(tmp_path):
     """--val-fraction holds the last windows out: training rows cycle over the others, and the
-    validation loss every --eval-every steps (and at the last) is PyTorch's on the held-out windows
+    validation loss at steps 0, N, 2N, ... (--eval-every N) is PyTorch's on the held-out windows
     before that step's update; OUT/log.h5 holds the CSV's columns; stderr shows progress with an ETA."""
     rng = np.random.default_rng(5)
     w = SEQ + 1
@@ -183,7 +183,7 @@ def test_validation_loss_and_hdf5_log_equal_pytorch(tmp_path):
     losses, val = [], []
     for s in range(steps):
         with torch.no_grad():
-            val.append(torch_loss(model, windows[4:]).item() if s % 2 == 0 or s == steps - 1 else math.nan)
+            val.append(torch_loss(model, windows[4:]).item() if s % 2 == 0 else math.nan)
         loss = torch_loss(model, windows[[(s * BATCH + b) % 4 for b in range(BATCH)]])
         opt.zero_grad()
         loss.backward()
@@ -193,7 +193,7 @@ def test_validation_loss_and_hdf5_log_equal_pytorch(tmp_path):
     log = np.genfromtxt(out / "log.csv", delimiter=",", names=True)
     np.testing.assert_allclose(log["loss"], losses, rtol=1e-5)
     np.testing.assert_allclose(log["val_loss"], val, rtol=1e-5)  # NaN where not measured
-    assert np.isnan(log["val_loss"][1]) and not np.isnan(log["val_loss"][3])
+    assert np.isnan(log["val_loss"][1]) and not np.isnan(log["val_loss"][2])
     with h5py.File(out / "log.h5", "r") as f:
         np.testing.assert_array_equal(f["step"][...], np.arange(steps))
         for col in ("loss", "val_loss", "grad_norm", "lr"):
@@ -245,3 +245,36 @@ def test_gradient_sqnr_against_pytorch(tmp_path):
     np.testing.assert_array_equal(sq[0], [log[c][0] for c in cols])
     ref = np.genfromtxt(tmp_path / "fp32" / "log.csv", delimiter=",", names=True)
     assert all(ref[c][0] == np.inf and ref[c][2] == np.inf for c in cols)
+
+
+def test_resume_equals_one_run(tmp_path):
+    """2 AdamW steps, then --resume to 5, equal 5 steps in one run bit for bit (weights, optimizer
+    state, log), under stochastically rounded gradients, with validation and SQNR on."""
+    plan = tmp_path / "sr.toml"
+    plan.write_text('[roles]\nweights = "mxfp8_e4m3"\nlinear_input = "mxfp8_e4m3"\n'
+                    'grad_output = { format = "fp8_e5m2", rounding = "stochastic" }\n')
+    text = os.path.join(SOURCE, "data", "models", "stories260K", "paragraph.txt")
+    common = ["train", "--plan", plan, "--text", text, "--batch", 2, "--seq", 16, "--lr", 1e-3, "--seed", 3,
+              "--schedule", "constant", "--warmup", 1, "--weight-decay", 0.1, "--val-fraction", 0.2,
+              "--eval-every", 2, "--sqnr-every", 3]
+    run_cli(*common, "--steps", 5, "--out", tmp_path / "one")
+    run_cli(*common, "--steps", 2, "--out", tmp_path / "two")
+    r = run_cli(*common, "--steps", 5, "--resume", "--out", tmp_path / "two")
+    assert "resumed at step 2" in r.stderr
+    assert (tmp_path / "one" / "log.csv").read_text() == (tmp_path / "two" / "log.csv").read_text()
+    one, two = (lpemu_weights(tmp_path / d / "model.h5") for d in ("one", "two"))
+    assert all(np.array_equal(one[k], two[k]) for k in one)
+    with h5py.File(tmp_path / "one" / "state.h5", "r") as a, h5py.File(tmp_path / "two" / "state.h5", "r") as b:
+        names = []
+        a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+        assert any(n.startswith("exp_avg_sq/") for n in names) and a.attrs["step"] == 5
+        assert all(np.array_equal(a[n][...], b[n][...]) for n in names)
+    with h5py.File(tmp_path / "one" / "log.h5", "r") as a, h5py.File(tmp_path / "two" / "log.h5", "r") as b:
+        assert all(np.array_equal(a[n][...], b[n][...], equal_nan=True) for n in a)
+
+    done = run_cli(*common, "--steps", 5, "--resume", "--out", tmp_path / "two", check=False)
+    assert done.returncode == 2 and "has 5 steps already" in done.stderr
+    none = run_cli(*common, "--steps", 5, "--resume", "--out", tmp_path / "new", check=False)
+    assert none.returncode == 2 and "no training state to resume from" in none.stderr
+    sgd = run_cli(*common, "--steps", 6, "--resume", "--optimizer", "sgd", "--out", tmp_path / "two", check=False)
+    assert sgd.returncode == 2 and "same optimizer" in sgd.stderr

@@ -33,9 +33,10 @@ struct TrainRequest {
   std::uint64_t seed = 0;           ///< mixed into every stochastic-rounding stream
   std::filesystem::path out;        ///< output folder (model.h5, log.csv, log.h5)
   double val_fraction = 0;          ///< share of the windows held out for validation (the last ones); 0: none
-  int eval_every = 10;              ///< validation loss every this many steps (and at the last step)
+  int eval_every = 10;              ///< validation loss at steps 0, eval_every, 2·eval_every, ...
   int sqnr_every = 0;               ///< per-layer gradient SQNR against the unquantised gradient (0: never)
-  ProgressFn progress;              ///< called after every step (not a field)
+  bool resume = false;  ///< continue the run in `out` (its state.h5 and log) up to `steps` in total
+  ProgressFn progress;  ///< called after every step (not a field)
 };
 
 /// One optimizer step of the log.
@@ -57,6 +58,7 @@ struct TrainResult {
   int batch = 0, seq = 0, windows = 0;  ///< windows: the token stream's windows of seq + 1 tokens
   int val_windows = 0;                  ///< the last val_windows windows are held out for validation
   int layers = 0;                       ///< transformer blocks (columns of grad_sqnr)
+  int first_step = 0;                   ///< the step this invocation started at (> 0 when resumed)
   std::vector<TrainStep> log;
   std::string model_out, log_out, log_h5;  ///< the files written
   double seconds = 0;                      ///< training time (not a field: it differs run to run)
@@ -68,7 +70,7 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& request);
 Fields fields(const TrainResult& r);
 /// A request from named fields (model, plan, tokens, texts, steps, batch, seq, optimizer, lr,
 /// momentum, weight_decay, clip_norm, warmup, schedule, seed, out, val_fraction, eval_every,
-/// sqnr_every).
+/// sqnr_every, resume).
 TrainRequest train_request(const Fields& f);
 
 }  // namespace lpemu::app
