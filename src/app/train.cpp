@@ -1,13 +1,18 @@
 #include "lpemu/app/train.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/tokenizer.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/io/hdf5.hpp"
 #include "lpemu/io/output.hpp"
 #include "lpemu/train/backward.hpp"
 #include "lpemu/train/linear_plan.hpp"
@@ -32,6 +37,84 @@ std::vector<int> training_tokens(const TrainRequest& a, const engine::Model& mod
   return all;
 }
 
+/// Mean next-token cross-entropy of windows [first, first + count) of `tokens` under `p` and the
+/// plan, in chunks of `batch` windows (the mean over all their predictions).
+template <class T>
+double windows_loss(const engine::Config& c, const train::Params<T>& p, const std::vector<int>& tokens,
+                    int first, int count, int batch, int seq, const train::LinearPlan* lp) {
+  const std::size_t w = static_cast<std::size_t>(seq) + 1;
+  train::Params<T> scratch;
+  double sum = 0;
+  for (int at = 0; at < count; at += batch) {
+    const int rows = std::min(batch, count - at);
+    const auto begin = tokens.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first + at) * w);
+    const std::vector<int> chunk(begin,
+                                 begin + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(rows) * w));
+    sum += double(rows) * train::loss_and_gradients(c, p, chunk, rows, seq, scratch, lp);
+  }
+  return sum / double(count);
+}
+
+/// Per transformer block: SQNR in dB of `g` against `ref`, 10·log10(Σ ref² / Σ (g − ref)²) over every
+/// tensor of the block (+inf when they are equal; NaN propagates).
+template <class T>
+std::vector<double> block_sqnr(const train::Params<T>& g, const train::Params<T>& ref) {
+  const std::size_t n = ref.layers.size();
+  std::vector<double> signal(n, 0.0), noise(n, 0.0);
+  std::vector<const T*> refs;
+  std::vector<std::size_t> sizes;
+  ref.for_each([&refs, &sizes](const std::string&, const auto& t) {
+    refs.push_back(t.data());
+    sizes.push_back(static_cast<std::size_t>(t.size()));
+  });
+  std::size_t i = 0;
+  g.for_each([&](const std::string& name, const auto& t) {
+    const T* r = refs[i];
+    const std::size_t size = sizes[i++];
+    if (name.rfind("layers/", 0) != 0) return;
+    const std::size_t layer = std::stoul(name.substr(7));
+    for (std::size_t k = 0; k < size; ++k) {
+      const double want = double(r[k]);
+      const double d = double(t.data()[k]) - want;
+      signal[layer] += want * want;
+      noise[layer] += d * d;
+    }
+  });
+  std::vector<double> out(n);
+  for (std::size_t l = 0; l < n; ++l) {
+    out[l] = noise[l] == 0 && signal[l] == signal[l] ? std::numeric_limits<double>::infinity()
+                                                     : 10.0 * std::log10(signal[l] / noise[l]);
+  }
+  return out;
+}
+
+/// Writes every tensor of `p` under `group`, flat, in T.
+template <class T>
+void write_params(io::H5File& f, const std::string& group, const train::Params<T>& p) {
+  p.for_each([&f, &group](const std::string& name, const auto& t) {
+    const std::vector<std::size_t> shape{static_cast<std::size_t>(t.size())};
+    if constexpr (std::is_same_v<T, float>) {
+      f.write_floats(group + "/" + name, shape, t.data());
+    } else {
+      f.write_doubles(group + "/" + name, shape, t.data());
+    }
+  });
+}
+
+/// Reads every tensor of `p` from `group` (as write_params wrote it); throws naming file and dataset.
+template <class T>
+void read_params(const io::H5File& f, const std::string& group, train::Params<T>& p) {
+  p.for_each([&f, &group](const std::string& name, auto& t) {
+    const std::string ds = group + "/" + name;
+    const std::vector<double> v = f.read_doubles(ds);
+    if (v.size() != static_cast<std::size_t>(t.size())) {
+      throw SpecError(f.path().string() + ": " + ds + " has " + std::to_string(v.size()) +
+                      " values; the model's tensor has " + std::to_string(t.size()));
+    }
+    for (std::size_t k = 0; k < v.size(); ++k) t.data()[k] = static_cast<T>(v[k]);
+  });
+}
+
 template <class T>
 void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
          const engine::PrecisionPlan& plan, const std::vector<int>& tokens, TrainResult& r) {
@@ -47,27 +130,94 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
   o.warmup_steps = a.warmup;
   o.decay_steps = a.schedule == "cosine" ? std::max(a.steps - a.warmup, 1) : 0;
   train::Optimizer<T> opt(o, p, &plan, &ctx.quantizers(), c.n_layers);
+  const fs::path state_file = a.out / "state.h5";
+  const char* compute = std::is_same_v<T, float> ? "fp32" : "fp64";
+  if (a.resume) {
+    const io::H5File f = io::H5File::open(state_file);
+    const std::string saved_opt = f.attr_string("/", "optimizer");
+    const std::string saved_compute = f.attr_string("/", "compute");
+    if (saved_opt != a.optimizer || saved_compute != compute) {
+      throw SpecError("train: " + state_file.string() + " holds a " + saved_opt + " run computing in " +
+                      saved_compute + "; resume it with the same optimizer and plan compute type (got " +
+                      a.optimizer + ", " + compute + ")");
+    }
+    read_params(f, "params", p);
+    for (const auto& [name, state] : opt.state()) read_params(f, name, *state);
+    opt.set_steps(r.first_step);
+  }
   const std::size_t w = static_cast<std::size_t>(a.seq) + 1;
+  const auto train_windows = static_cast<std::size_t>(r.windows - r.val_windows);
   std::vector<int> batch(static_cast<std::size_t>(a.batch) * w);
-  train::Params<T> g;
-  for (int s = 0; s < a.steps; ++s) {
-    // Row b of step s is window (s·batch + b) mod windows: the stream's windows in order.
+  train::Params<T> g, ref;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int s = r.first_step; s < a.steps; ++s) {
+    // Row b of step s is training window (s·batch + b) mod training windows: the stream's windows in order.
     for (int b = 0; b < a.batch; ++b) {
       const auto win =
           (static_cast<std::size_t>(s) * static_cast<std::size_t>(a.batch) + static_cast<std::size_t>(b)) %
-          static_cast<std::size_t>(r.windows);
+          train_windows;
       std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(win * w), w,
                   batch.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * w));
     }
     lp.set_step((a.seed << 32U) + static_cast<std::uint64_t>(s));
     TrainStep st;
     st.step = s;
+    if (r.val_windows > 0 && s % a.eval_every == 0) {
+      st.val_loss = windows_loss(c, p, tokens, r.windows - r.val_windows, r.val_windows, a.batch, a.seq, &lp);
+    }
     st.loss = train::loss_and_gradients(c, p, batch, a.batch, a.seq, g, &lp);
+    if (a.sqnr_every > 0 && s % a.sqnr_every == 0) {
+      train::loss_and_gradients(c, p, batch, a.batch, a.seq, ref, nullptr);
+      st.grad_sqnr = block_sqnr(g, ref);
+    }
     st.lr = train::learning_rate(o, s);
     st.grad_norm = opt.step(p, g, st.lr);
     r.log.push_back(st);
+    if (a.progress) {
+      a.progress({r.first_step > 0 ? "train (resumed at step " + std::to_string(r.first_step) + ")" : "train",
+                  static_cast<std::size_t>(s + 1 - r.first_step),
+                  static_cast<std::size_t>(a.steps - r.first_step),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+    }
   }
   train::params_to_model(p, model);
+  io::write_h5_atomic(state_file, io::OutputPolicy{true, {}}, false, [&p, &opt, &a, compute](io::H5File& f) {
+    f.set_attr("/", "step", static_cast<std::int64_t>(a.steps));
+    f.set_attr("/", "optimizer", a.optimizer);
+    f.set_attr("/", "compute", std::string(compute));
+    write_params(f, "params", p);
+    for (const auto& [name, state] : opt.state()) write_params(f, name, *state);
+  });
+}
+
+/// The log of the run in `out` (its log.h5), for a resumed run; checks it ends at `step`.
+std::vector<TrainStep> read_log(const fs::path& file, int steps, int layers) {
+  const io::H5File f = io::H5File::open(file);
+  const std::vector<std::int64_t> step = f.read_ints("step");
+  const std::vector<double> loss = f.read_doubles("loss"), val = f.read_doubles("val_loss"),
+                            norm = f.read_doubles("grad_norm"), lr = f.read_doubles("lr");
+  std::vector<double> sqnr;
+  if (f.exists("grad_sqnr")) sqnr = f.read_doubles("grad_sqnr");
+  const std::size_t n = step.size();
+  const auto l = static_cast<std::size_t>(layers);
+  if (n != static_cast<std::size_t>(steps) || loss.size() != n || val.size() != n || norm.size() != n ||
+      lr.size() != n || (!sqnr.empty() && sqnr.size() != n * l)) {
+    throw SpecError(file.string() + ": expected " + std::to_string(steps) +
+                    " rows in step, loss, val_loss, grad_norm, lr (and grad_sqnr) as state.h5 says");
+  }
+  std::vector<TrainStep> log(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    log[i].step = static_cast<int>(step[i]);
+    log[i].loss = loss[i];
+    log[i].val_loss = val[i];
+    log[i].grad_norm = norm[i];
+    log[i].lr = lr[i];
+    if (!sqnr.empty() && !std::isnan(sqnr[i * l])) {
+      log[i].grad_sqnr.assign(sqnr.begin() + static_cast<std::ptrdiff_t>(i * l),
+                              sqnr.begin() + static_cast<std::ptrdiff_t>((i + 1) * l));
+    }
+  }
+  return log;
 }
 
 }  // namespace
@@ -81,6 +231,13 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& a) {
   if (a.schedule != "cosine" && a.schedule != "constant") {
     throw SpecError("train: schedule '" + a.schedule + "': expected cosine or constant");
   }
+  if (!(a.val_fraction >= 0 && a.val_fraction < 1)) {
+    throw SpecError("train: val_fraction = " + std::to_string(a.val_fraction) + ": expected >= 0 and < 1");
+  }
+  if (a.eval_every < 1)
+    throw SpecError("train: eval_every = " + std::to_string(a.eval_every) + ": expected >= 1");
+  if (a.sqnr_every < 0)
+    throw SpecError("train: sqnr_every = " + std::to_string(a.sqnr_every) + ": expected >= 0");
   if (a.out.empty()) throw SpecError("train: give an output folder (out)");
   if (a.texts.empty() == a.tokens.empty())
     throw SpecError("train: give tokens (a .npy) or texts, one of them");
@@ -98,7 +255,27 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& a) {
     throw SpecError("train: " + std::to_string(tokens.size()) +
                     " tokens hold no window of seq + 1 = " + std::to_string(a.seq + 1));
   }
+  if (a.val_fraction > 0)
+    r.val_windows = std::max(1, static_cast<int>(std::lround(a.val_fraction * r.windows)));
+  if (r.val_windows >= r.windows) {
+    throw SpecError("train: val_fraction = " + std::to_string(a.val_fraction) + " holds out " +
+                    std::to_string(r.val_windows) + " of " + std::to_string(r.windows) +
+                    " windows, leaving none to train on");
+  }
+  r.layers = model.config.n_layers;
   io::check_output_dir(a.out, "log.csv");
+  if (a.resume) {
+    const fs::path state = a.out / "state.h5";
+    if (!fs::exists(state)) {
+      throw IoError(state.string() + ": no training state to resume from (lpemu train writes it in --out)");
+    }
+    r.first_step = static_cast<int>(io::H5File::open(state).attr_int("/", "step"));
+    if (r.first_step >= a.steps) {
+      throw SpecError("train: " + state.string() + " has " + std::to_string(r.first_step) +
+                      " steps already; give steps above that to resume");
+    }
+    r.log = read_log(a.out / "log.h5", r.first_step, r.layers);
+  }
   fs::create_directories(a.out);
   const auto t0 = std::chrono::steady_clock::now();
   if (plan.compute == engine::Compute::fp64) {
@@ -115,21 +292,68 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& a) {
   r.model_out = (a.out / "model.h5").string();
   r.log_out = (a.out / "log.csv").string();
   engine::save_model(model, r.model_out);
+  r.log_h5 = (a.out / "log.h5").string();
   std::ostringstream csv;
-  csv << "step,loss,grad_norm,lr\n";
-  char line[160];
+  csv << "step,loss,val_loss,grad_norm,lr";
+  if (a.sqnr_every > 0) {
+    for (int l = 0; l < r.layers; ++l) csv << ",grad_sqnr_" << l;
+  }
+  csv << "\n";
+  char line[200];
+  const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const TrainStep& s : r.log) {
-    std::snprintf(line, sizeof line, "%d,%.17g,%.17g,%.17g\n", s.step, s.loss, s.grad_norm, s.lr);
+    std::snprintf(line, sizeof line, "%d,%.17g,%.17g,%.17g,%.17g", s.step, s.loss, s.val_loss, s.grad_norm,
+                  s.lr);
     csv << line;
+    if (a.sqnr_every > 0) {
+      for (int l = 0; l < r.layers; ++l) {
+        std::snprintf(line, sizeof line, ",%.17g",
+                      s.grad_sqnr.empty() ? nan : s.grad_sqnr[static_cast<std::size_t>(l)]);
+        csv << line;
+      }
+    }
+    csv << "\n";
   }
   io::write_file_atomic(r.log_out, csv.str(), io::OutputPolicy{true, {}});
+  io::write_h5_atomic(r.log_h5, io::OutputPolicy{true, {}}, false, [&r, &a, nan](io::H5File& f) {
+    const std::size_t n = r.log.size();
+    std::vector<std::int64_t> step(n);
+    std::vector<double> loss(n), val(n), norm(n), lr(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      step[i] = r.log[i].step;
+      loss[i] = r.log[i].loss;
+      val[i] = r.log[i].val_loss;
+      norm[i] = r.log[i].grad_norm;
+      lr[i] = r.log[i].lr;
+    }
+    f.write_ints("step", {n}, step.data());
+    f.write_doubles("loss", {n}, loss.data());
+    f.write_doubles("val_loss", {n}, val.data());
+    f.write_doubles("grad_norm", {n}, norm.data());
+    f.write_doubles("lr", {n}, lr.data());
+    if (a.sqnr_every > 0) {
+      const auto layers = static_cast<std::size_t>(r.layers);
+      std::vector<double> sqnr(n * layers, nan);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::copy(r.log[i].grad_sqnr.begin(), r.log[i].grad_sqnr.end(),
+                  sqnr.begin() + static_cast<std::ptrdiff_t>(i * layers));
+      }
+      f.write_doubles("grad_sqnr", {n, layers}, sqnr.data());
+    }
+  });
   return r;
 }
 
 Fields fields(const TrainResult& r) {
   Fields log = Fields::array();
   for (const TrainStep& s : r.log) {
-    log.push_back({{"step", s.step}, {"loss", s.loss}, {"grad_norm", s.grad_norm}, {"lr", s.lr}});
+    Fields row = {{"step", s.step},
+                  {"loss", s.loss},
+                  {"val_loss", s.val_loss},
+                  {"grad_norm", s.grad_norm},
+                  {"lr", s.lr}};
+    if (!s.grad_sqnr.empty()) row["grad_sqnr"] = s.grad_sqnr;
+    log.push_back(row);
   }
   return {{"model", r.model},
           {"plan", r.plan},
@@ -137,9 +361,12 @@ Fields fields(const TrainResult& r) {
           {"batch", r.batch},
           {"seq", r.seq},
           {"windows", r.windows},
+          {"first_step", r.first_step},
+          {"val_windows", r.val_windows},
           {"log", log},
           {"model_out", r.model_out},
-          {"log_out", r.log_out}};
+          {"log_out", r.log_out},
+          {"log_h5", r.log_h5}};
 }
 
 TrainRequest train_request(const Fields& f) {
@@ -161,6 +388,10 @@ TrainRequest train_request(const Fields& f) {
   in.read("schedule", r.schedule);
   in.read("seed", r.seed);
   in.read("out", r.out);
+  in.read("val_fraction", r.val_fraction);
+  in.read("eval_every", r.eval_every);
+  in.read("sqnr_every", r.sqnr_every);
+  in.read("resume", r.resume);
   in.finish();
   return r;
 }

@@ -146,23 +146,40 @@ void register_engine(CLI::App& app, Context& ctx) {
       ->capture_default_str()
       ->check(CLI::IsMember({"cosine", "constant"}));
   tr->add_option("--seed", tq.seed, "mixed into every stochastic-rounding stream")->capture_default_str();
-  tr->add_option("--out", tq.out, "output folder: model.h5 and log.csv")->required();
+  tr->add_option("--out", tq.out, "output folder: model.h5, log.csv and log.h5")->required();
+  tr->add_option("--val-fraction", tq.val_fraction,
+                 "share of the windows held out for validation (the last ones)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999999));
+  tr->add_option("--eval-every", tq.eval_every, "validation loss at steps 0, N, 2N, ...")
+      ->capture_default_str()
+      ->check(at_least(1));
+  tr->add_option("--sqnr-every", tq.sqnr_every,
+                 "per-block gradient SQNR against the unquantised gradient every this many steps (0: never)")
+      ->capture_default_str()
+      ->check(at_least(0));
+  tr->add_flag("--resume", tq.resume, "continue the run in --out (state.h5, log) up to --steps in total");
   tr->add_flag("--json", ta.json, "print the result as JSON");
   tr->callback([&ctx] {
     ctx.apply_threads();
     app::TrainRequest req = ta.req;
     req.model = ta.model.model;
     req.plan = ta.model.plan;
+    req.progress = [](const app::Progress& p) {
+      std::cerr << "\rlpemu: " << p.what << ": step " << p.done << "/" << p.total << ", " << num(p.seconds, 3)
+                << " s, about " << num(p.seconds * double(p.total - p.done) / double(p.done), 3)
+                << " s left   " << (p.done == p.total ? "\n" : "") << std::flush;
+    };
     const app::TrainResult r = app::train(ctx, req);
     if (ta.json) {
       print_json(app::fields(r));
     } else {
-      std::cout << "step,loss,grad_norm,lr\n";
+      std::cout << "step,loss,val_loss,grad_norm,lr\n";
       for (const auto& s : r.log) {
-        std::cout << s.step << "," << num(s.loss, 8) << "," << num(s.grad_norm, 6) << "," << num(s.lr, 6)
-                  << "\n";
+        std::cout << s.step << "," << num(s.loss, 8) << "," << num(s.val_loss, 8) << ","
+                  << num(s.grad_norm, 6) << "," << num(s.lr, 6) << "\n";
       }
-      std::cout << "wrote " << r.model_out << " and " << r.log_out << std::endl;
+      std::cout << "wrote " << r.model_out << ", " << r.log_out << " and " << r.log_h5 << std::endl;
     }
     std::cerr << "lpemu: trained " << r.model << " under plan " << r.plan << ": " << r.log.size()
               << " steps in " << num(r.seconds, 3) << " s\n";

@@ -142,6 +142,11 @@ int Optimizer<T>::steps() const {
 }
 
 template <class T>
+void Optimizer<T>::set_steps(int steps) {
+  impl_->t = steps;
+}
+
+template <class T>
 std::vector<std::pair<std::string, Params<T>*>> Optimizer<T>::state() {
   if (impl_->o.kind == OptimizerKind::sgd) return {{"momentum", &impl_->m}};
   return {{"exp_avg", &impl_->m}, {"exp_avg_sq", &impl_->v}};

@@ -153,3 +153,128 @@ def test_same_result_for_a_seed_whatever_the_thread_count(tmp_path):
     one, all_, other = (lpemu_weights(tmp_path / d / "model.h5") for d in ("one", "all", "other"))
     assert all(np.array_equal(one[k], all_[k]) for k in one)
     assert not all(np.array_equal(one[k], other[k]) for k in one)
+
+
+def torch_loss(model, windows):
+    """Mean next-token cross-entropy of the PyTorch model over rows of `windows` [n, seq + 1]."""
+    batch = torch.from_numpy(np.asarray(windows).astype(np.int64))
+    logits = model(batch[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+
+
+def test_validation_loss_and_hdf5_log_equal_pytorch(tmp_path):
+    """--val-fraction holds the last windows out: training rows cycle over the others, and the
+    validation loss at steps 0, N, 2N, ... (--eval-every N) is PyTorch's on the held-out windows
+    before that step's update; OUT/log.h5 holds the CSV's columns; stderr shows progress with an ETA."""
+    rng = np.random.default_rng(5)
+    w = SEQ + 1
+    tokens = rng.integers(0, 512, size=6 * w + 3).astype(np.int32)  # 6 windows: 4 train, 2 validation
+    np.save(tmp_path / "t.npy", tokens)
+    out = tmp_path / "run"
+    steps, lr = 4, 0.05
+    r = run_cli("train", "--tokens", tmp_path / "t.npy", "--steps", steps, "--batch", BATCH, "--seq", SEQ,
+                "--optimizer", "sgd", "--lr", lr, "--schedule", "constant", "--val-fraction", 0.34,
+                "--eval-every", 2, "--out", out)
+    assert "step 4/4" in r.stderr and "s left" in r.stderr
+
+    windows = tokens[:6 * w].reshape(6, w)
+    model = Llama(MODEL)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    losses, val = [], []
+    for s in range(steps):
+        with torch.no_grad():
+            val.append(torch_loss(model, windows[4:]).item() if s % 2 == 0 else math.nan)
+        loss = torch_loss(model, windows[[(s * BATCH + b) % 4 for b in range(BATCH)]])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+
+    log = np.genfromtxt(out / "log.csv", delimiter=",", names=True)
+    np.testing.assert_allclose(log["loss"], losses, rtol=1e-5)
+    np.testing.assert_allclose(log["val_loss"], val, rtol=1e-5)  # NaN where not measured
+    assert np.isnan(log["val_loss"][1]) and not np.isnan(log["val_loss"][2])
+    with h5py.File(out / "log.h5", "r") as f:
+        np.testing.assert_array_equal(f["step"][...], np.arange(steps))
+        for col in ("loss", "val_loss", "grad_norm", "lr"):
+            assert np.array_equal(f[col][...], log[col], equal_nan=True), col
+
+    import lpemu
+
+    j = lpemu.call("train", tokens=str(tmp_path / "t.npy"), steps=steps, batch=BATCH, seq=SEQ, optimizer="sgd",
+                   lr=lr, schedule="constant", val_fraction=0.34, eval_every=2, out=str(tmp_path / "py"))
+    assert j["val_windows"] == 2 and j["log_h5"].endswith("log.h5")
+    got = np.array([math.nan if s["val_loss"] is None else s["val_loss"] for s in j["log"]], dtype=float)
+    assert np.array_equal(got, log["val_loss"], equal_nan=True)
+
+
+def test_gradient_sqnr_against_pytorch(tmp_path):
+    """--sqnr-every: per block, the SQNR of the plan's gradient against the unquantised one. With
+    grad_weights = bf16 the plan's block gradient is the unquantised one with its linear weights'
+    gradients rounded to bf16, so the SQNR is computable from PyTorch's gradient; fp32: +inf."""
+    rng = np.random.default_rng(7)
+    w = SEQ + 1
+    tokens = rng.integers(0, 512, size=BATCH * w).astype(np.int32)
+    np.save(tmp_path / "t.npy", tokens)
+    plan = tmp_path / "gw.toml"
+    plan.write_text('[roles]\ngrad_weights = "bf16"\n')
+    common = ["train", "--tokens", tmp_path / "t.npy", "--steps", 3, "--batch", BATCH, "--seq", SEQ,
+              "--optimizer", "sgd", "--lr", 0.01, "--sqnr-every", 2]
+    run_cli(*common, "--plan", plan, "--out", tmp_path / "bf16")
+    run_cli(*common, "--out", tmp_path / "fp32")
+
+    model = Llama(MODEL)
+    torch_loss(model, tokens.reshape(BATCH, w)).backward()
+    want = []
+    for i in range(model.cfg["n_layers"]):
+        signal = noise = 0.0
+        for n in ("attention_norm", "ffn_norm", "wq", "wk", "wv", "wo", "w1", "w2", "w3"):
+            g = model.params[f"layers_{i}_{n}"].grad.to(torch.float64)
+            q = g.to(torch.float32).to(torch.bfloat16).to(torch.float64) if n[0] == "w" else g
+            signal += (g * g).sum().item()
+            noise += ((q - g) ** 2).sum().item()
+        want.append(10 * math.log10(signal / noise))
+
+    cols = [f"grad_sqnr_{i}" for i in range(len(want))]
+    log = np.genfromtxt(tmp_path / "bf16" / "log.csv", delimiter=",", names=True)
+    np.testing.assert_allclose([log[c][0] for c in cols], want, rtol=1e-3)
+    assert all(np.isnan(log[c][1]) and np.isfinite(log[c][2]) for c in cols)
+    with h5py.File(tmp_path / "bf16" / "log.h5", "r") as f:
+        sq = f["grad_sqnr"][...]
+    assert sq.shape == (3, len(want))
+    np.testing.assert_array_equal(sq[0], [log[c][0] for c in cols])
+    ref = np.genfromtxt(tmp_path / "fp32" / "log.csv", delimiter=",", names=True)
+    assert all(ref[c][0] == np.inf and ref[c][2] == np.inf for c in cols)
+
+
+def test_resume_equals_one_run(tmp_path):
+    """2 AdamW steps, then --resume to 5, equal 5 steps in one run bit for bit (weights, optimizer
+    state, log), under stochastically rounded gradients, with validation and SQNR on."""
+    plan = tmp_path / "sr.toml"
+    plan.write_text('[roles]\nweights = "mxfp8_e4m3"\nlinear_input = "mxfp8_e4m3"\n'
+                    'grad_output = { format = "fp8_e5m2", rounding = "stochastic" }\n')
+    text = os.path.join(SOURCE, "data", "models", "stories260K", "paragraph.txt")
+    common = ["train", "--plan", plan, "--text", text, "--batch", 2, "--seq", 16, "--lr", 1e-3, "--seed", 3,
+              "--schedule", "constant", "--warmup", 1, "--weight-decay", 0.1, "--val-fraction", 0.2,
+              "--eval-every", 2, "--sqnr-every", 3]
+    run_cli(*common, "--steps", 5, "--out", tmp_path / "one")
+    run_cli(*common, "--steps", 2, "--out", tmp_path / "two")
+    r = run_cli(*common, "--steps", 5, "--resume", "--out", tmp_path / "two")
+    assert "resumed at step 2" in r.stderr
+    assert (tmp_path / "one" / "log.csv").read_text() == (tmp_path / "two" / "log.csv").read_text()
+    one, two = (lpemu_weights(tmp_path / d / "model.h5") for d in ("one", "two"))
+    assert all(np.array_equal(one[k], two[k]) for k in one)
+    with h5py.File(tmp_path / "one" / "state.h5", "r") as a, h5py.File(tmp_path / "two" / "state.h5", "r") as b:
+        names = []
+        a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+        assert any(n.startswith("exp_avg_sq/") for n in names) and a.attrs["step"] == 5
+        assert all(np.array_equal(a[n][...], b[n][...]) for n in names)
+    with h5py.File(tmp_path / "one" / "log.h5", "r") as a, h5py.File(tmp_path / "two" / "log.h5", "r") as b:
+        assert all(np.array_equal(a[n][...], b[n][...], equal_nan=True) for n in a)
+
+    done = run_cli(*common, "--steps", 5, "--resume", "--out", tmp_path / "two", check=False)
+    assert done.returncode == 2 and "has 5 steps already" in done.stderr
+    none = run_cli(*common, "--steps", 5, "--resume", "--out", tmp_path / "new", check=False)
+    assert none.returncode == 2 and "no training state to resume from" in none.stderr
+    sgd = run_cli(*common, "--steps", 6, "--resume", "--optimizer", "sgd", "--out", tmp_path / "two", check=False)
+    assert sgd.returncode == 2 and "same optimizer" in sgd.stderr

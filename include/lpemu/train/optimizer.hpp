@@ -59,6 +59,9 @@ class Optimizer {
   double step(Params<T>& p, Params<T>& g, double lr);
   /// Steps taken.
   int steps() const;
+  /// Sets the steps taken, when resuming from saved state (AdamW's bias correction and SGD's first
+  /// step depend on it).
+  void set_steps(int steps);
   /// The state tensors (SGD: "momentum/NAME"; AdamW: "exp_avg/NAME", "exp_avg_sq/NAME"), for saving.
   std::vector<std::pair<std::string, Params<T>*>> state();
 
