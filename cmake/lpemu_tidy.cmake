@@ -1,6 +1,6 @@
-# Script mode (ctest tidy/library): runs CLANG_TIDY with the checked-in .clang-tidy on every
-# library source (src/<layer>/*.cpp, not the CLI or the Python module) listed in
-# BUILD_DIR/compile_commands.json. Prints "clang-tidy not found" (ctest: skipped) when it is missing.
+# Script mode (ctest tidy/library/LAYER): runs CLANG_TIDY with the checked-in .clang-tidy on every
+# source of library layer LAYER (src/LAYER/*.cpp) listed in BUILD_DIR/compile_commands.json.
+# Prints "clang-tidy not found" (ctest: skipped) when it is missing.
 if(NOT CLANG_TIDY OR NOT EXISTS "${CLANG_TIDY}")
   message("clang-tidy not found: tidy/library skipped")
   return()
@@ -8,8 +8,10 @@ endif()
 if(NOT EXISTS "${BUILD_DIR}/compile_commands.json")
   message(FATAL_ERROR "${BUILD_DIR}/compile_commands.json: missing; configure with CMAKE_EXPORT_COMPILE_COMMANDS=ON")
 endif()
-file(GLOB _sources "${SOURCE_DIR}/src/*/*.cpp")
-list(FILTER _sources EXCLUDE REGEX "/src/(cli|python)/")
+if(NOT LAYER OR NOT IS_DIRECTORY "${SOURCE_DIR}/src/${LAYER}")
+  message(FATAL_ERROR "LAYER='${LAYER}': expected a library layer, a folder of ${SOURCE_DIR}/src")
+endif()
+file(GLOB _sources "${SOURCE_DIR}/src/${LAYER}/*.cpp")
 list(SORT _sources)
 set(_failed "")
 list(LENGTH _sources _n)
@@ -28,4 +30,4 @@ if(_failed)
   list(JOIN _failed "\n  " _list)
   message(FATAL_ERROR "clang-tidy found problems in:\n  ${_list}")
 endif()
-message("clang-tidy: ${_n} library sources clean")
+message("clang-tidy: ${_n} sources of layer ${LAYER} clean")
