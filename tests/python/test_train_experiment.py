@@ -96,8 +96,10 @@ def test_initial_models_have_the_shape_and_differ_by_seed(sweep):
     with h5py.File(out / "init" / "seed0.h5") as a, h5py.File(out / "init" / "seed1.h5") as b:
         names = []
         a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-        matrices = [n for n in names if a[n].ndim == 2 and "token" not in n]
+        matrices = [n for n in names if a[n].ndim == 2 and n != "output"]
         # tiny1m: 128 wide, 4 blocks of 7 matrices, 512-token embeddings tied to the classifier.
+        assert a.attrs["tied_embeddings"] == 1
+        np.testing.assert_array_equal(a["output"][()], a["tok_embeddings"][()])
         params = sum(a[n].size for n in matrices)
         assert params == 512 * 128 + 4 * (4 * 128 * 128 + 3 * 128 * 384)
         for n in matrices:
