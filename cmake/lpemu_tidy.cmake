@@ -1,5 +1,5 @@
-# Script mode (ctest tidy/library/LAYER): runs CLANG_TIDY with the checked-in .clang-tidy on every
-# source of library layer LAYER (src/LAYER/*.cpp) listed in BUILD_DIR/compile_commands.json.
+# Script mode (ctest tidy/library/LAYER): runs CLANG_TIDY with the checked-in .clang-tidy on each
+# .cpp file of library layer LAYER (the folder of that name under src) listed in BUILD_DIR/compile_commands.json.
 # Prints "clang-tidy not found" (ctest: skipped) when it is missing.
 if(NOT CLANG_TIDY OR NOT EXISTS "${CLANG_TIDY}")
   message("clang-tidy not found: tidy/library skipped")

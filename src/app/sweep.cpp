@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lpemu/app/evaluate.hpp"
+#include "lpemu/app/train_sweep.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/experiment.hpp"
 #include "lpemu/experiment/study.hpp"
@@ -17,6 +18,17 @@ SweepReport sweep(experiment::Context& ctx, const SweepRequest& a) {
                     ": expected 0 <= shard < shards");
   }
   const experiment::Experiment exp = experiment::load_experiment(a.experiment);
+  if (exp.train) {  // a training experiment: every plan trained (train_sweep.hpp)
+    if (a.shards != 1) throw SpecError("sweep: a [train] experiment runs in one shard");
+    if (a.on_start) a.on_start(exp.name, exp.plans.size() + exp.train->seeds.size() - 1);
+    const TrainSweepReport t = train_sweep(ctx, exp, a.out);
+    SweepReport out{exp.name, 0, 1, t.dir, {}};
+    out.files.dir = t.dir;
+    out.files.results_csv = t.results_csv;
+    out.files.report_md = t.report_md;
+    out.files.plots = {t.loss_svg};
+    return out;
+  }
   experiment::SweepOptions opt;
   opt.out = a.out;
   opt.jobs = a.jobs;

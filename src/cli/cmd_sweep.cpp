@@ -35,11 +35,15 @@ std::string duration(double s) {
 
 void print_files(const experiment::SweepFiles& f) {
   std::cout << "lpemu: results in " << fs::absolute(f.dir).string() << "\n";
-  std::cout << "  report:  " << fs::absolute(f.report_md).string() << "\n";
-  std::cout << "  html:    " << fs::absolute(f.report_html).string() << "\n";
-  std::cout << "  csv:     " << fs::absolute(f.results_csv).string() << "\n";
-  std::cout << "  hdf5:    " << fs::absolute(f.results_h5).string() << "\n";
-  for (const auto& p : f.plots) std::cout << "  plot:    " << fs::absolute(p).string() << "\n";
+  // A training experiment writes no HTML page and no HDF5 summary: only the files it has are named.
+  const auto line = [](const char* what, const fs::path& p) {
+    if (!p.empty()) std::cout << what << fs::absolute(p).string() << "\n";
+  };
+  line("  report:  ", f.report_md);
+  line("  html:    ", f.report_html);
+  line("  csv:     ", f.results_csv);
+  line("  hdf5:    ", f.results_h5);
+  for (const auto& p : f.plots) line("  plot:    ", p);
 }
 
 void run(Context& ctx, const SweepArgs& a) {

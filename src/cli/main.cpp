@@ -62,7 +62,14 @@ int run(int argc, char** argv) {
     app.parse(args);
     lpemu::io::flush_stdout();  // output that did not reach stdout is a failure, not a success
   } catch (const CLI::RuntimeError& e) {
-    // A command's own non-zero status (`proposal verify` found differences: 1); it printed why.
+    // A command's own non-zero status (`proposal verify` found differences: 1); it printed why,
+    // unless that report could not be written (exit 2, saying so).
+    try {
+      lpemu::io::flush_stdout();
+    } catch (const lpemu::Error& lost) {
+      std::cerr << "lpemu: error: " << lost.what() << ": the report on standard output was lost\n";
+      return 2;
+    }
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every usage error exits 2 like every other bad input.

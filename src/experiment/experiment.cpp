@@ -60,6 +60,13 @@ std::string Experiment::fingerprint() const {
   if (!tokens.empty() && fs::exists(tokens)) s << "tokens=" << io::sha256_file(tokens) << "\n";
   if (!activations.empty() && fs::exists(activations))
     s << "activations=" << io::sha256_file(activations) << "\n";
+  if (train) {
+    s << "train=" << train->shape << "|" << train->steps << "|" << train->batch << "|" << train->seq << "|"
+      << train->warmup << "|" << train->optimizer << "|" << train->lr << "|" << train->clip_norm << "|"
+      << train->weight_decay << "|" << train->reference;
+    for (const auto v : train->seeds) s << "|" << v;
+    s << "\n";
+  }
   for (const auto& p : plans) s << "plan " << p.label << "|" << p.plan << "|" << p.inline_toml << "\n";
   return io::sha256_hex(s.str());
 }
@@ -68,7 +75,7 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   const std::string file = origin.string();
   const toml::table t = io::detail::parse(text, file);
   const TableReader top(t, file);
-  top.only({"name", "description", "source", "output", "options", "cost", "plan", "grid"});
+  top.only({"name", "description", "source", "output", "options", "cost", "plan", "grid", "train"});
   Experiment x;
   x.origin = origin;
   x.name = top.required_str("name");
@@ -176,6 +183,30 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
                std::string("a layout that pricing can use (") + e.what() + ")");
       }
     }
+  }
+  if (top.has("train")) {
+    const TableReader tr = top.sub("train");
+    tr.only({"shape", "steps", "batch", "seq", "warmup", "optimizer", "lr", "clip_norm", "weight_decay",
+             "seeds", "reference"});
+    TrainSetup ts;
+    ts.shape = tr.required_str("shape");
+    constexpr int kMaxInt = std::numeric_limits<int>::max();
+    ts.steps = static_cast<int>(tr.integer("steps", ts.steps, 1, kMaxInt, "an integer >= 1"));
+    ts.batch = static_cast<int>(tr.integer("batch", ts.batch, 1, kMaxInt, "an integer >= 1"));
+    ts.seq = static_cast<int>(tr.integer("seq", ts.seq, 1, kMaxInt, "an integer >= 1"));
+    ts.warmup = static_cast<int>(tr.integer("warmup", ts.warmup, 0, kMaxInt, "an integer >= 0"));
+    ts.optimizer = tr.str("optimizer", ts.optimizer);
+    if (ts.optimizer != "sgd" && ts.optimizer != "adamw") tr.fail("optimizer", "\"sgd\" or \"adamw\"");
+    ts.lr = tr.number("lr", ts.lr, 0.0, 1e9, "a learning rate >= 0");
+    ts.clip_norm = tr.number("clip_norm", ts.clip_norm, 0.0, 1e300, "a norm >= 0 (0: no clipping)");
+    ts.weight_decay = tr.number("weight_decay", ts.weight_decay, 0.0, 1e9, "a weight decay >= 0");
+    if (tr.has("seeds"))
+      ts.seeds = tr.integers<std::uint64_t>("seeds", 0, std::numeric_limits<std::int64_t>::max());
+    if (ts.seeds.empty()) tr.fail("seeds", "a non-empty array of seeds");
+    ts.reference = tr.str("reference", "fp32");
+    if (x.tokens.empty())
+      src.fail("tokens", "(none)", "source.tokens: the training tokens (.npy) of a [train] experiment");
+    x.train = std::move(ts);
   }
   std::set<std::string> labels;
   const auto add_plan = [&](PlanSpec p, const toml::node* n) {

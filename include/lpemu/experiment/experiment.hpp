@@ -59,6 +59,17 @@ struct DatapathVariant {
 /// ".acc_fp16" + ".p128" (promotion; ".p0" none), for the axes the study varies.
 std::string datapath_variant_name(const std::string& base, const DatapathVariant& v);
 
+/// A training experiment ([train]): every plan trains the same model, initialised from a shape,
+/// on the same tokens ([source] tokens) with the same optimizer; fp32 also trains from each seed.
+struct TrainSetup {
+  std::string shape;  ///< model shape (data/shapes name or .toml) initialised from seeds[0]
+  int steps = 100, batch = 8, seq = 64, warmup = 0;
+  std::string optimizer = "adamw";  ///< "sgd" or "adamw"
+  double lr = 1e-3, clip_norm = 0.0, weight_decay = 0.0;
+  std::vector<std::uint64_t> seeds = {0, 1, 2};  ///< fp32 runs, the noise band; seeds[0] also for every plan
+  std::string reference = "fp32";                ///< the plan (label) trained from every seed
+};
+
 /// A parsed experiment file.
 struct Experiment {
   std::string name;
@@ -80,6 +91,7 @@ struct Experiment {
   std::vector<PlanSpec> plans;
   std::optional<DatapathStudy> study;     ///< [grid.datapath]
   std::vector<DatapathVariant> variants;  ///< the study's variants, in grid order
+  std::optional<TrainSetup> train;        ///< [train]: a training experiment
 
   /// A hash of everything that determines the results (to refuse mixing runs when resuming).
   std::string fingerprint() const;
