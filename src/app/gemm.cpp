@@ -30,8 +30,14 @@ GemmResult gemm(experiment::Context& ctx, const GemmRequest& g) {
   const auto gemms = engine::GemmFactory::with_datapaths(ctx.datapaths());
   const auto strategy = gemms.make(g.datapath);
   std::unique_ptr<engine::Quantizer> qa, qb;
-  if (!g.a_format.empty()) qa = quantizers.make(engine::QuantSpec{g.a_format, {}, "--a-format"});
-  if (!g.b_format.empty()) qb = quantizers.make(engine::QuantSpec{g.b_format, {}, "--b-format"});
+  const auto operand_spec = [](const std::string& format, const char* origin) {
+    engine::QuantSpec s;
+    s.format = format;
+    s.origin = origin;
+    return s;
+  };
+  if (!g.a_format.empty()) qa = quantizers.make(operand_spec(g.a_format, "--a-format"));
+  if (!g.b_format.empty()) qb = quantizers.make(operand_spec(g.b_format, "--b-format"));
   engine::RowMatrix a = read_matrix(g.a, "A");
   engine::RowMatrix b = read_matrix(g.b, "B");
   engine::RowMatrix c;

@@ -25,6 +25,8 @@ using io::detail::where;
 
 constexpr lpemu::detail::EnumName<Compute> kComputeNames[] = {{"fp32", Compute::fp32},
                                                               {"fp64", Compute::fp64}};
+constexpr lpemu::detail::EnumName<Scaling> kScalingNames[] = {
+    {"none", Scaling::none}, {"current", Scaling::current}, {"delayed", Scaling::delayed}};
 
 // Entries as a set: a plan table names each role once, so order carries no meaning.
 std::vector<PrecisionPlan::Entry> sorted(std::vector<PrecisionPlan::Entry> es) {
@@ -39,7 +41,7 @@ std::string spec_text(const std::optional<QuantSpec>& spec) {
   const format::ConvertOptions d{};
   if (o.rounding == d.rounding && o.overflow == d.overflow && o.seed == d.seed && o.sr_bits == d.sr_bits &&
       o.flush_subnormal_outputs == d.flush_subnormal_outputs &&
-      o.flush_subnormal_inputs == d.flush_subnormal_inputs)
+      o.flush_subnormal_inputs == d.flush_subnormal_inputs && spec->scaling == Scaling::none)
     return TomlWriter::quote(spec->format);
   std::vector<std::pair<std::string, std::string>> kv{{"format", TomlWriter::quote(spec->format)}};
   if (o.rounding != d.rounding) kv.emplace_back("rounding", TomlWriter::quote(format::to_string(o.rounding)));
@@ -48,6 +50,8 @@ std::string spec_text(const std::optional<QuantSpec>& spec) {
   if (o.sr_bits != d.sr_bits) kv.emplace_back("sr_bits", std::to_string(o.sr_bits));
   if (o.flush_subnormal_outputs) kv.emplace_back("ftz", "true");
   if (o.flush_subnormal_inputs) kv.emplace_back("daz", "true");
+  if (spec->scaling != Scaling::none) kv.emplace_back("scaling", TomlWriter::quote(to_string(spec->scaling)));
+  if (spec->scaling == Scaling::delayed) kv.emplace_back("amax_history", std::to_string(spec->amax_history));
   return TomlWriter::inline_table(kv);
 }
 
@@ -89,7 +93,7 @@ struct Parser {
   // Conversion options (rounding, overflow, ...) of a table; `allow_format` for a role's own table.
   static void read_options(const TableReader& r, format::ConvertOptions& o, bool allow_format) {
     if (allow_format) {
-      r.only({"format", "rounding", "overflow", "seed", "sr_bits", "ftz", "daz"});
+      r.only({"format", "rounding", "overflow", "seed", "sr_bits", "ftz", "daz", "scaling", "amax_history"});
     } else {
       r.only({"rounding", "overflow", "seed", "sr_bits", "ftz", "daz"});
     }
@@ -128,7 +132,24 @@ struct Parser {
           origin, name_node, name_field, '"' + s.format + '"',
           "a known format" + lpemu::detail::closest_names_hint(s.format, quantizers.names())));
     }
+    if (v.is_table()) scaling(r.sub(key), s);
     return s;
+  }
+
+  // The per-tensor scaling keys `scaling` and `amax_history` of a role table into `s`.
+  void scaling(const TableReader& t, QuantSpec& s) const {
+    s.scaling = t.choice("scaling", Scaling::none, kScalingNames);
+    if (const auto h = t.opt_integer("amax_history", 1, 1024)) {
+      if (s.scaling != Scaling::delayed) t.fail("amax_history", "absent unless scaling = \"delayed\"");
+      s.amax_history = static_cast<int>(*h);
+    }
+    if (s.scaling == Scaling::none) return;
+    QuantSpec plain = s;
+    plain.scaling = Scaling::none;
+    if (quantizers.make(plain)->block_format() != nullptr) {
+      t.fail("scaling", '"' + std::string(to_string(s.scaling)) + '"',
+             "\"none\" for block format '" + s.format + "', which has its own scales");
+    }
   }
 
   // The entry `key` of table `r`: `gemm = "D"` (or "none" = eigen), or `{ datapath = "D", convert = true }`.
@@ -287,6 +308,7 @@ bool PrecisionPlan::is_reference() const {
   auto identity_gemm = [](const std::optional<GemmChoice>& g) {
     return !g || datapath::names_float_gemm(g->datapath);
   };
+  if (wgrad_hadamard != 0) return false;
   for (const auto& e : roles) {
     if (e.spec) return false;
   }
@@ -308,12 +330,16 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
                               const QuantizerFactory& quantizers, const GemmFactory& gemms) {
   const toml::table doc = io::detail::parse(text, origin);
   const TableReader top(doc, origin);
-  top.only({"name", "description", "compute", "defaults", "roles", "override"});
+  top.only({"name", "description", "compute", "wgrad_hadamard", "defaults", "roles", "override"});
   PrecisionPlan plan;
   plan.origin = std::string(origin);
   plan.name = top.str("name", std::filesystem::path(std::string(origin)).stem().string());
   plan.description = top.str("description");
   plan.compute = top.choice("compute", Compute::fp32, kComputeNames);
+  constexpr std::string_view kHadamard = "0 (none) or a power of two in 2..256 (the transform's block size)";
+  const auto h = top.integer("wgrad_hadamard", 0, 0, 256, kHadamard);
+  if (h == 1 || (h & (h - 1)) != 0) top.fail("wgrad_hadamard", std::to_string(h), kHadamard);
+  plan.wgrad_hadamard = static_cast<int>(h);
   Parser p{origin, quantizers, gemms, {}};
   Parser::read_options(top.sub("defaults"), p.defaults, false);
   p.entries(top.sub("roles"), plan.roles, {},
@@ -359,14 +385,16 @@ bool operator==(const PrecisionPlan::Override& a, const PrecisionPlan::Override&
 
 bool operator==(const PrecisionPlan& a, const PrecisionPlan& b) {
   return a.name == b.name && a.description == b.description && a.compute == b.compute &&
-         sorted(a.roles) == sorted(b.roles) && a.gemm == b.gemm && a.attention_gemm == b.attention_gemm &&
-         a.dgrad_gemm == b.dgrad_gemm && a.wgrad_gemm == b.wgrad_gemm && a.overrides == b.overrides;
+         a.wgrad_hadamard == b.wgrad_hadamard && sorted(a.roles) == sorted(b.roles) && a.gemm == b.gemm &&
+         a.attention_gemm == b.attention_gemm && a.dgrad_gemm == b.dgrad_gemm &&
+         a.wgrad_gemm == b.wgrad_gemm && a.overrides == b.overrides;
 }
 
 std::string to_toml(const PrecisionPlan& p, std::string_view table_prefix) {
   io::detail::TomlWriter w;
   const std::string prefix(table_prefix);
   w.str("name", p.name).str_if("description", p.description).str("compute", to_string(p.compute));
+  if (p.wgrad_hadamard != 0) w.integer("wgrad_hadamard", p.wgrad_hadamard);
   if (!p.roles.empty() || p.gemm || p.attention_gemm || p.dgrad_gemm || p.wgrad_gemm) {
     w.table(prefix + "roles");
     write_entries(w, p.roles, p.gemm, p.attention_gemm, p.dgrad_gemm, p.wgrad_gemm);
@@ -398,7 +426,12 @@ PrecisionPlan with_role_format(PrecisionPlan p, Role role, std::string format,
   drop(p.roles);
   for (auto& o : p.overrides) drop(o.entries);
   std::optional<QuantSpec> spec;
-  if (format != "none") spec = QuantSpec{std::move(format), options, std::move(origin)};
+  if (format != "none") {
+    spec.emplace();
+    spec->format = std::move(format);
+    spec->options = options;
+    spec->origin = std::move(origin);
+  }
   p.roles.push_back({role, std::move(spec)});
   return p;
 }
@@ -422,7 +455,10 @@ PrecisionPlan with_layers(PrecisionPlan p, std::vector<int> layers, const std::v
   o.layers = std::move(layers);
   for (const Role r : roles) {
     std::optional<QuantSpec> spec;
-    if (format != "none") spec = QuantSpec{format, {}, {}};
+    if (format != "none") {
+      spec.emplace();
+      spec->format = format;
+    }
     o.entries.erase(
         std::remove_if(o.entries.begin(), o.entries.end(), [&](const auto& e) { return e.role == r; }),
         o.entries.end());

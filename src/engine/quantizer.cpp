@@ -205,9 +205,45 @@ std::vector<std::string> QuantizerFactory::names() const {
   return out;
 }
 
+std::string_view to_string(Scaling s) {
+  switch (s) {
+    case Scaling::current: return "current";
+    case Scaling::delayed: return "delayed";
+    default: return "none";
+  }
+}
+
+block::BlockFormat per_tensor_format(const format::Format& element) {
+  block::BlockFormat f;
+  f.name = element.name + "_per_tensor";
+  f.source = "per-tensor current scaling (scale = amax / max_elem in FP32)";
+  f.element = element;
+  f.scale = format::Registry::builtin().get("fp32");
+  f.scale_name = "fp32";
+  f.granularity = block::Granularity::per_tensor;
+  f.rule = block::ScaleRule::amax_over_max;
+  f.validate();
+  return f;
+}
+
 std::unique_ptr<Quantizer> QuantizerFactory::make(const QuantSpec& spec) const {
   for (const auto& p : providers_) {
-    if (p.accepts(spec.format)) return p.maker(spec);
+    if (!p.accepts(spec.format)) continue;
+    if (spec.scaling == Scaling::none) return p.maker(spec);
+    const std::string where = spec.origin.empty() ? std::string() : spec.origin + ": ";
+    if (spec.scaling == Scaling::delayed) {
+      throw SpecError(where + "format '" + spec.format +
+                      "': scaling = \"delayed\" keeps an amax history across training steps, which only "
+                      "training has; use scaling = \"current\"");
+    }
+    QuantSpec plain = spec;
+    plain.scaling = Scaling::none;
+    const std::unique_ptr<Quantizer> q = p.maker(plain);
+    if (q->block_format() != nullptr) {
+      throw SpecError(where + "format '" + spec.format +
+                      "': scaling applies to element formats; a block format has its own scales");
+    }
+    return make_block_quantizer(per_tensor_format(q->element_format()), plain);
   }
   std::string msg =
       (spec.origin.empty() ? std::string() : spec.origin + ": ") + "unknown format '" + spec.format + "'";

@@ -1,9 +1,12 @@
 #include "lpemu/train/linear_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
 
 namespace lpemu::train {
 namespace {
@@ -26,6 +29,57 @@ bool trained_role(Role r) {
          engine::is_training_role(r);
 }
 
+// Delayed scaling of point `operand` at `step` (see the header comment); false when the current
+// scaling quantiser is to be used.
+template <class M>
+bool delayed(const engine::Quantizer& q, DelayedScaling& d, std::uint64_t step, std::uint64_t operand,
+             const engine::QuantPoint& p, M& x) {
+  DelayedScaling::Point& pt = d.points[operand];
+  if (pt.length == 0) return false;
+  using T = typename M::Scalar;
+  double amax = 0;
+  bool finite = true;
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    const double v = static_cast<double>(x.data()[i]);
+    finite = finite && std::isfinite(v);
+    amax = std::max(amax, std::abs(v));
+  }
+  double a = 0;
+  {
+    const std::lock_guard<std::mutex> lock(d.mutex);
+    // The last `length` steps before this one (a recomputation at this step sees the same ones).
+    int taken = 0;
+    for (auto it = pt.history.rbegin(); it != pt.history.rend() && taken < pt.length; ++it) {
+      if (it->first >= step) continue;
+      a = std::max(a, it->second);
+      ++taken;
+    }
+    if (finite) {
+      if (!pt.history.empty() && pt.history.back().first == step) {
+        pt.history.back().second = std::max(pt.history.back().second, amax);
+      } else {
+        pt.history.emplace_back(step, amax);
+      }
+      if (pt.history.size() > static_cast<std::size_t>(pt.length) + 1) pt.history.erase(pt.history.begin());
+    }
+  }
+  const format::Format& e = q.element_format();
+  const double scale = static_cast<double>(static_cast<float>(a / e.max_finite));
+  if (!finite || !std::isfinite(scale) || scale <= 0) return false;
+  format::ConvertOptions o = pt.options;
+  o.seed = format::mix64(o.seed ^ format::mix64(p.stream));
+  o.overflow = format::Overflow::saturate;
+  o.index_offset = 0;
+  o.flush_subnormal_inputs = false;
+  o.flush_subnormal_outputs = false;
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    const double y = static_cast<double>(x.data()[i]) / scale;
+    x.data()[i] =
+        static_cast<T>(format::quantize(e, y, o, p.index_offset + static_cast<std::uint64_t>(i)) * scale);
+  }
+  return true;
+}
+
 template <class M>
 void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSite& s, std::string_view what,
               std::uint64_t step, std::uint64_t operand, M& x) {
@@ -36,7 +90,39 @@ void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSit
   p.tensor = what;
   p.axis = 1;
   p.stream = mix(s.stream ^ mix(step * 8 + operand));
+  if (s.delayed && delayed(*q, *s.delayed, step, operand, p, x)) return;
   q->apply(x, p);
+}
+
+// Q = blocks of H·D/√B on the columns of a and b: the fast Walsh–Hadamard transform per row.
+template <class M>
+void hadamard(int block, std::uint64_t seed, M& a, M& b) {
+  if (block == 0) return;
+  const Eigen::Index n = a.cols() - a.cols() % block;
+  using T = typename M::Scalar;
+  const T norm = T(1) / std::sqrt(T(block));
+  std::vector<T> sign(static_cast<std::size_t>(n));
+  for (Eigen::Index j = 0; j < n; ++j)
+    sign[static_cast<std::size_t>(j)] = (mix(seed + static_cast<std::uint64_t>(j)) & 1U) != 0 ? T(-1) : T(1);
+  for (M* m : {&a, &b}) {
+    for (Eigen::Index r = 0; r < m->rows(); ++r) {
+      T* row = m->row(r).data();
+      for (Eigen::Index j = 0; j < n; ++j) row[j] *= sign[static_cast<std::size_t>(j)];
+      for (Eigen::Index s0 = 0; s0 < n; s0 += block) {
+        for (int h = 1; h < block; h *= 2) {
+          for (int i = 0; i < block; i += 2 * h) {
+            for (int j = i; j < i + h; ++j) {
+              const T x = row[s0 + j];
+              const T y = row[s0 + j + h];
+              row[s0 + j] = x + y;
+              row[s0 + j + h] = x - y;
+            }
+          }
+        }
+        for (int j = 0; j < block; ++j) row[s0 + j] *= norm;
+      }
+    }
+  }
 }
 
 template <class M>
@@ -51,6 +137,7 @@ void operands(const LinearSite& s, GemmPass pass, std::uint64_t step, M& a, M& b
       if (!s.shared_weight) quantize(s.weights, s, "weights_t", step, 3, b);
       break;
     case GemmPass::wgrad:
+      hadamard(s.hadamard, mix(mix(s.stream ^ mix(step * 8 + 4)) + 0x48616461ULL), a, b);
       quantize(s.grad_output, s, "grad_output_t", step, 4, a);
       quantize(s.input, s, "input_t", step, 5, b);
       break;
@@ -111,24 +198,36 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
     refuse_gemm(o.dgrad_gemm, "dgrad_gemm");
     refuse_gemm(o.wgrad_gemm, "wgrad_gemm");
   }
-  const auto make = [&](Role r, int l, LayerKind k) -> std::shared_ptr<const engine::Quantizer> {
-    const auto spec = plan.resolve(r, l, k, c.n_layers);
+  LinearSite s;
+  // The quantiser of role r at (l, k); a delayed role registers its points' history length.
+  const auto make = [&](Role r, int l, LayerKind k,
+                        std::initializer_list<int> points) -> std::shared_ptr<const engine::Quantizer> {
+    auto spec = plan.resolve(r, l, k, c.n_layers);
     if (!spec) return nullptr;
+    if (spec->scaling == engine::Scaling::delayed) {
+      if (!s.delayed) s.delayed = std::make_shared<DelayedScaling>();
+      for (const int i : points) {
+        s.delayed->points[static_cast<std::size_t>(i)].length = spec->amax_history;
+        s.delayed->points[static_cast<std::size_t>(i)].options = spec->options;
+      }
+      spec->scaling = engine::Scaling::current;
+    }
     return std::shared_ptr<const engine::Quantizer>(quantizers.make(*spec));
   };
   const auto add = [&](int l, LayerKind k, const std::string& tensor) {
-    LinearSite s;
+    s = LinearSite{};
     s.layer = l;
     s.kind = k;
     s.tensor = tensor;
     const bool head = k == LayerKind::head;
-    s.weights = make(head ? Role::lm_head : Role::weights, l, k);
-    s.input = make(head ? Role::lm_head_input : Role::linear_input, l, k);
-    s.grad_output = make(Role::grad_output, l, k);
-    s.grad_activation = make(Role::grad_activation, l, k);
-    s.grad_weights = make(Role::grad_weights, l, k);
+    s.weights = make(head ? Role::lm_head : Role::weights, l, k, {1, 3});
+    s.input = make(head ? Role::lm_head_input : Role::linear_input, l, k, {0, 5});
+    s.grad_output = make(Role::grad_output, l, k, {2, 4});
+    s.grad_activation = make(Role::grad_activation, l, k, {6});
+    s.grad_weights = make(Role::grad_weights, l, k, {7});
     const block::BlockFormat* bf = s.weights ? s.weights->block_format() : nullptr;
     s.shared_weight = bf != nullptr && bf->granularity == block::Granularity::tile;
+    s.hadamard = plan.wgrad_hadamard;
     for (const GemmPass pass : {GemmPass::forward, GemmPass::dgrad, GemmPass::wgrad}) {
       const auto i = static_cast<std::size_t>(pass);
       s.gemm_name[i] = plan.resolve_gemm_site(l, k, tensor, c.n_layers, pass).datapath;
@@ -161,6 +260,14 @@ void quantize_operands(const LinearSite& site, GemmPass pass, std::uint64_t step
 void quantize_operands(const LinearSite& site, GemmPass pass, std::uint64_t step, engine::RowMatrixD& a,
                        engine::RowMatrixD& b) {
   operands(site, pass, step, a, b);
+}
+
+void hadamard_columns(int block, std::uint64_t seed, engine::RowMatrix& a, engine::RowMatrix& b) {
+  hadamard(block, seed, a, b);
+}
+
+void hadamard_columns(int block, std::uint64_t seed, engine::RowMatrixD& a, engine::RowMatrixD& b) {
+  hadamard(block, seed, a, b);
 }
 
 void quantize_forward_weight(const LinearSite& site, std::uint64_t step, engine::RowMatrix& w) {

@@ -69,6 +69,9 @@ class PrecisionPlan {
   std::optional<GemmChoice> attention_gemm;  ///< attention's QKᵀ and PV; nullopt = eigen
   std::optional<GemmChoice> dgrad_gemm;      ///< training's data-gradient GEMMs; nullopt = eigen
   std::optional<GemmChoice> wgrad_gemm;      ///< training's weight-gradient GEMMs; nullopt = eigen
+  /// Training: block size of the random Hadamard transform of both weight-gradient GEMM operands
+  /// along the token axis (a power of two, 2..256); 0 = none. Inference ignores it.
+  int wgrad_hadamard = 0;
   std::vector<Override> overrides;
   std::string origin;  ///< file the plan came from ("builtin:fp32" for built-ins)
 

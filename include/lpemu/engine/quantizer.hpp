@@ -127,17 +127,33 @@ struct QuantPoint {
   std::uint64_t stream = 0;        ///< mixed into the stochastic seed so that points use distinct streams
 };
 
+/// Per-tensor scaling recipe of an element format (FP8 training recipes of NVIDIA Transformer
+/// Engine and torchao): none; current (one FP32 scale S = fp32(amax / max_elem) from this tensor's
+/// amax, elements fmt(x / S) saturated, times S: the per-tensor block format rule); delayed (the same
+/// with the amax replaced by the largest of the last `amax_history` amaxes of this quantisation
+/// point, updated after use; training only).
+enum class Scaling : std::uint8_t { none, current, delayed };
+/// The plan-file spelling of a Scaling ("none", "current", "delayed").
+std::string_view to_string(Scaling s);
+
 /// A format reference as written in a plan: name plus conversion options.
 struct QuantSpec {
   std::string format;  ///< element or block format name
   format::ConvertOptions options;
-  std::string origin;  ///< file:line of the entry, for messages
+  std::string origin;               ///< file:line of the entry, for messages
+  Scaling scaling = Scaling::none;  ///< per-tensor scaling recipe (element formats only)
+  int amax_history = 16;            ///< delayed scaling: amaxes kept per quantisation point (1..1024)
 
-  /// Same format and options (`origin`, where the spec was written, is not compared).
+  /// Same format, options and scaling (`origin`, where the spec was written, is not compared).
   friend bool operator==(const QuantSpec& a, const QuantSpec& b) {
-    return a.format == b.format && a.options == b.options;
+    return a.format == b.format && a.options == b.options && a.scaling == b.scaling &&
+           (a.scaling != Scaling::delayed || a.amax_history == b.amax_history);
   }
 };
+
+/// The per-tensor block format that current scaling of element format `element` quantises with: an
+/// FP32 scale over the whole tensor, scale rule amax_over_max (as formats/block/fp8_*_per_tensor).
+block::BlockFormat per_tensor_format(const format::Format& element);
 
 /// A GEMM operand [rows, K] as a quantisation point encoded it (blocks along K): element codes,
 /// block scales and tensor scale from lpemu::block::encode, or element codes alone.
@@ -194,7 +210,9 @@ class QuantizerFactory {
   bool knows(std::string_view name) const;
   /// Every known name, sorted.
   std::vector<std::string> names() const;
-  /// A quantiser for `spec`; throws UnknownNameError with the closest names.
+  /// A quantiser for `spec`; throws UnknownNameError with the closest names. Current scaling of an
+  /// element format gives its per_tensor_format(); delayed scaling, which needs state across steps,
+  /// and scaling of a block format throw SpecError naming the spec's origin.
   std::unique_ptr<Quantizer> make(const QuantSpec& spec) const;
 
  private:

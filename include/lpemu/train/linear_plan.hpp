@@ -10,13 +10,28 @@
 // quantised once so forward and data gradient share one quantised weight. dY takes `grad_output`,
 // dX `grad_activation` and dW `grad_weights`. Quantisers are straight-through: the gradient of a
 // quantised tensor is passed on unchanged.
+//
+// With a plan's `wgrad_hadamard = B`, both wgrad operands are first multiplied along M by the same
+// random orthogonal matrix Q = diag(blocks of H_B·D/√B) (H_B the Sylvester Hadamard matrix, D random
+// ±1 signs per token drawn from the site's stream and the step), as the NVFP4 training recipe
+// (NVIDIA, "Pretraining Large Language Models with NVFP4", 2025) does: (dYᵀQ)(XᵀQ)ᵀ = dYᵀX exactly
+// in exact arithmetic, while outliers are spread over B tokens before quantisation. Tokens past the
+// last whole block are left as they are.
+//
+// A role with scaling = "delayed" quantises each of its points at step s with the per-tensor FP32
+// scale S = fp32(A / max_elem), A the largest finite amax that point saw at earlier steps (at most
+// amax_history of them), elements fmt(x / S) saturated, times S; it then records this tensor's amax
+// for step s. While the history is empty or A is 0, and for a tensor holding NaN or ±Inf (whose amax
+// is not recorded), it quantises with current scaling.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lpemu/engine/model.hpp"
@@ -24,6 +39,19 @@
 #include "lpemu/engine/quantizer.hpp"
 
 namespace lpemu::train {
+
+/// Delayed per-tensor scaling state of one linear site: for each of its eight quantisation points
+/// (forward X and W, dgrad dY and Wᵀ, wgrad dYᵀ and Xᵀ, the results dX and dW) the history length
+/// (0: not delayed), the element options and the amaxes of the last steps.
+struct DelayedScaling {
+  struct Point {
+    int length = 0;
+    format::ConvertOptions options;
+    std::vector<std::pair<std::uint64_t, double>> history;  ///< (step, amax), oldest first, length + 1
+  };
+  std::array<Point, 8> points;
+  std::mutex mutex;
+};
 
 /// The operand formats and GEMMs of one linear layer under a plan.
 struct LinearSite {
@@ -35,6 +63,11 @@ struct LinearSite {
   std::array<std::string, 3> gemm_name;                     ///< their datapath names
   /// True when the weight format is a 2-D tile block format: forward and dgrad share one quantised W.
   bool shared_weight = false;
+  /// Block size of the random Hadamard transform of the wgrad operands along M (0: none).
+  int hadamard = 0;
+  /// Delayed-scaling state (nullptr when no role of this site uses scaling = "delayed"); the
+  /// delayed roles' quantisers above are their current-scaling ones, used while the history is empty.
+  std::shared_ptr<DelayedScaling> delayed;
   std::uint64_t stream = 0;  ///< this site's stochastic-rounding stream (mixed with step and operand)
 };
 
@@ -62,10 +95,16 @@ class LinearPlan {
 /// The three GEMM passes of a linear layer, as names ("forward", "dgrad", "wgrad").
 std::string_view pass_name(engine::GemmPass pass);
 
+/// Multiplies the columns of `a` and `b` in place by Q (see the header comment) with block size
+/// `block` and signs drawn from `seed`; a no-op for block 0.
+void hadamard_columns(int block, std::uint64_t seed, engine::RowMatrix& a, engine::RowMatrix& b);
+/// The same in double.
+void hadamard_columns(int block, std::uint64_t seed, engine::RowMatrixD& a, engine::RowMatrixD& b);
+
 /// The operands A and B of `pass` at `site` as they enter its GEMM: `a` and `b` laid out [rows,
 /// contraction] (see the header comment), quantised in place by the pass's operand formats; for a
 /// shared 2-D weight in the dgrad pass, `b` must already be the transposed quantised forward weight
-/// (it is then left as it is).
+/// (it is then left as it is). The wgrad pass applies the site's Hadamard transform first.
 void quantize_operands(const LinearSite& site, engine::GemmPass pass, std::uint64_t step,
                        engine::RowMatrix& a, engine::RowMatrix& b);
 /// The same in double.
