@@ -245,7 +245,9 @@ RateChoice choose_rate_class(const ElementWidth& a, const ElementWidth& b, const
     const int pieces = (need + sig) / (sig + 1);  // ceil(need / (sig + 1))
     const double passes = pieces * (pieces + 1) / 2.0;
     const double cost = passes / target.peak_ops(c);
-    if (best.rate_class.empty() || cost < best_cost) {
+    // Cheapest first; on a tie (TF32 is half the BF16 rate on most parts) the fewer passes.
+    const bool tie = std::abs(cost - best_cost) <= 1e-9 * best_cost;
+    if (best.rate_class.empty() || (cost < best_cost && !tie) || (tie && passes < best.passes)) {
       best = {c, passes, ""};
       best_cost = cost;
     }

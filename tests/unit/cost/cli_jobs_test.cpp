@@ -56,7 +56,7 @@ TEST_CASE("lpemu cost trains 126 layers on pp=16 and warns about ill-posed degre
              Catch::Contains("warning  tp = 16 is wider than system 'dgx_h100''s scale-up domain of 8"));
   CHECK_THAT(w.out, Catch::Contains("on the wire: gradients fp32, activations bf16"));
   const auto bad =
-      run("cost --system dgx_h100 --model llama3_8b --phase train --devices 64 --parallel tp=8,pp=64");
+      run("cost --system dgx_h100 --model llama3_8b --phase train --devices 512 --parallel tp=8,pp=64");
   CHECK(bad.status == 2);
   CHECK_THAT(bad.out, Catch::Contains("pp = 64, n_layers = 32: expected 1 <= pp <= n_layers"));
 }

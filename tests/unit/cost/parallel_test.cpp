@@ -144,7 +144,7 @@ TEST_CASE("inconsistent parallel configurations are errors that name the value",
   CHECK_THROWS_WITH(parse_recompute("some"), Catch::Contains("none, selective or full"));
   const System sys = load_system("dgx_h100");
   TrainConfig c;
-  c.par = parse_parallel("tp=8,pp=3", 24);
+  c.par = parse_parallel("tp=8,pp=3,vpp=2", 24);  // stages of 26, 27, 27 layers: 27 is not 2 virtual stages
   CHECK_THROWS_WITH(training_step(catalog().shape("llama3_70b"), formats("bf16", "bf16", "fp32", "bf16"), sys,
                                   catalog().target(sys.device), catalog().datapath("generic_bf16"), c),
                     Catch::Contains("n_layers = 80"));
@@ -324,9 +324,11 @@ TEST_CASE("validation: Narayanan et al. SC'21 Table 1, achieved TFLOP/s per A100
           100 * r.time.dp_s / r.time.step_s);
     }
     CHECK(r.memory.fits);
-    // The model leaves out mechanisms that only add time (GEMM efficiency inside a wave, kernel
-    // launches, data loading), so it must over-predict, and by less than the bound measured
-    // when this test was written (+17% to +33%; docs/cost-and-systems.md, "Validation").
+    // The model leaves out mechanisms that only add time (attention and memory-bound kernels at
+    // their measured rather than peak rates, kernel launches, data loading), so it must
+    // over-predict. The bounds are the ones set before the measured GEMM efficiency and the run
+    // script's settings were added (+14% to +27% now; docs/cost-and-systems.md, "Validation"); the
+    // paper-level target of +-15% on every row is not met yet.
     CHECK(err > 0);
     CHECK(err < 0.45);
   }

@@ -30,14 +30,10 @@ std::vector<std::string> shipped_plans() {
   return names;
 }
 
-experiment::Context source_context() {
-  experiment::Context ctx;
-  ctx.data_dirs = {test::source_path("")};
-  return ctx;
-}
 
 TEST_CASE("every shipped plan prices on every shipped target in prefill and decode", "[cost][matrix]") {
-  experiment::Context ctx = source_context();
+  experiment::Context ctx;
+  ctx.data_dirs = {test::source_path("")};
   cost::Catalog& cat = ctx.costs();
   const cost::ModelShape shape = cat.shape("llama2_70b");
   const auto plans = shipped_plans();
@@ -78,7 +74,8 @@ TEST_CASE("every shipped plan prices on every shipped target in prefill and deco
 }
 
 TEST_CASE("every shipped plan prices a training step on every shipped target", "[cost][matrix]") {
-  experiment::Context ctx = source_context();
+  experiment::Context ctx;
+  ctx.data_dirs = {test::source_path("")};
   cost::Catalog& cat = ctx.costs();
   const cost::ModelShape shape = cat.shape("llama2_70b");
   const cost::System sys = cost::load_system("dgx_h100");
@@ -110,7 +107,8 @@ TEST_CASE("every shipped plan prices a training step on every shipped target", "
 
 TEST_CASE("fp32 operands on a target without an fp32 class run as published split-operand passes",
           "[cost][matrix]") {
-  experiment::Context ctx = source_context();
+  experiment::Context ctx;
+  ctx.data_dirs = {test::source_path("")};
   cost::Catalog& cat = ctx.costs();
   const cost::CostFormat f32 = cat.format("fp32");
   // TPU v5e lists bf16 and int8 only: three bf16 pieces of 9 bits hold 24, 3 * 4 / 2 = 6 products
@@ -125,13 +123,21 @@ TEST_CASE("fp32 operands on a target without an fp32 class run as published spli
   // fp16 operands on TPU v5e: two bf16 pieces hold 11 bits, 3 products (bf16x3).
   const cost::CostFormat f16 = cat.format("fp16");
   CHECK(cost::choose_rate_class(f16.element, f16.element, cat.target("tpu_v5e"), "fp16", "fp16").passes == 3);
-  // A target with TF32 and without FP32 takes 3xTF32 when that is faster than bf16x6: a copy of
-  // B200 without its fp32 rate (1100 / 3 > 2250 / 6 TFLOP/s).
+  // Without FP32, B200 takes bf16x6 (2250 / 6 = 375 TFLOP/s) over 3xTF32 (1100 / 3 = 366.7); H100
+  // without FP32 ties (989.4 / 6 = 494.7 / 3) and takes the fewer passes, 3xTF32.
   cost::Target b200 = cat.target("b200");
   b200.rates.erase("fp32");
-  const cost::RateChoice tf = cost::choose_rate_class(f32.element, f32.element, b200, "fp32", "fp32");
+  const cost::RateChoice b = cost::choose_rate_class(f32.element, f32.element, b200, "fp32", "fp32");
+  CHECK(b.rate_class == "bf16");
+  CHECK(b.passes == 6);
+  cost::Target h100 = cat.target("h100_sxm");
+  h100.rates.erase("fp32");
+  const cost::RateChoice tf = cost::choose_rate_class(f32.element, f32.element, h100, "fp32", "fp32");
   CHECK(tf.rate_class == "tf32");
   CHECK(tf.passes == 3);
+  CHECK(tf.note ==
+        "fp32 x fp32: no h100_sxm rate class accepts both; run as 3 tf32 passes per MAC (split operands: "
+        "3xTF32, Ootomo & Yokota 2022)");
   // B200 lists FP32 (datasheet): native, no note.
   const cost::RateChoice native =
       cost::choose_rate_class(f32.element, f32.element, cat.target("b200"), "fp32", "fp32");
@@ -146,7 +152,8 @@ TEST_CASE("fp32 operands on a target without an fp32 class run as published spli
 }
 
 TEST_CASE("an emulated op costs passes x flops at the class's peak in the roofline", "[cost][matrix]") {
-  experiment::Context ctx = source_context();
+  experiment::Context ctx;
+  ctx.data_dirs = {test::source_path("")};
   cost::Catalog& cat = ctx.costs();
   const cost::Target tpu = cat.target("tpu_v5e");
   const experiment::Pricing p = experiment::price_plan(ctx.load_plan("nvfp4"), cat.shape("llama2_7b"), tpu,

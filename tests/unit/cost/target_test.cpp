@@ -44,7 +44,6 @@ const Published kPublished[] = {
     {"mi300x", "bf16", 1307.4},   {"mi300x", "fp16", 1307.4},  {"mi300x", "fp8", 2614.9},
     {"mi300x", "int8", 2614.9},   {"mi355x", "bf16", 2516.6},  // AMD MI355X datasheet (2025)
     {"mi355x", "fp8", 5033.2},    {"mi355x", "fp6", 10066.3},  {"mi355x", "fp4", 10066.3},
-    {"b200", "fp32", 80},  // NVIDIA Blackwell datasheet (2024), HGX B200 1,000 W column (no sparse figure)
 };
 
 TEST_CASE("every shipped target, shape, plan and datapath loads", "[cost]") {
@@ -66,6 +65,8 @@ TEST_CASE("every shipped target, shape, plan and datapath loads", "[cost]") {
   }
   for (const auto& name : c.shape_names()) CHECK(c.shape(name).parameters() > 0);
   for (const auto& name : c.datapath_names()) CHECK(c.datapath(name).fused_terms >= 1);
+  // NVIDIA Blackwell datasheet (2024), HGX B200 1,000 W column: FP32 80 TFLOPS (CUDA cores).
+  CHECK(c.target("b200").rates.at("fp32").tflops == 80);
   CHECK(c.shape_names() == std::vector<std::string>{"llama2_70b", "llama2_7b", "llama3_405b", "llama3_70b",
                                                     "llama3_8b", "mixtral_8x7b", "stories260K"});
 }
