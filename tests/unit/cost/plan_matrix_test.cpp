@@ -30,7 +30,6 @@ std::vector<std::string> shipped_plans() {
   return names;
 }
 
-
 TEST_CASE("every shipped plan prices on every shipped target in prefill and decode", "[cost][matrix]") {
   experiment::Context ctx;
   ctx.data_dirs = {test::source_path("")};
