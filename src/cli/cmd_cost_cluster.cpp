@@ -39,9 +39,9 @@ void print_train(const cost::TrainResult& r, const cost::Target& t) {
             << pct(s.optimizer_s, s.step_s) << ")\n";
   std::cout << "memory   per device: weights " << num(m.weights / 1e9, 1) << " GB, gradients "
             << num(m.gradients / 1e9, 1) << ", optimizer " << num(m.optimizer / 1e9, 1) << ", activations "
-            << num(m.activations / 1e9, 1) << " = " << num(m.total / 1e9, 1) << " of "
-            << num(m.capacity / 1e9, 0) << " GB" << (m.fits ? " (fits)" : " -- DOES NOT FIT: " + m.why)
-            << "\n";
+            << num(m.activations / 1e9, 1) << ", framework reserve " << num(m.reserve / 1e9, 1) << " = "
+            << num(m.total / 1e9, 1) << " of " << num(m.capacity / 1e9, 0) << " GB"
+            << (m.fits ? " (fits)" : " -- DOES NOT FIT: " + m.why) << "\n";
   for (const auto& w : r.warnings) std::cout << "warning  " << w << "\n";
 }
 

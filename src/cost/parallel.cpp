@@ -12,6 +12,13 @@
 namespace lpemu::cost {
 namespace {
 
+// Device memory a training process holds beyond its tensors: the CUDA context and the loaded
+// kernels. Hugging Face Transformers docs, "Model training anatomy"
+// (huggingface.co/docs/transformers/model_memory_anatomy): "when a model is loaded to the GPU the
+// kernels are also loaded, which can take up 1-2GB of memory" (a 1x1 tensor on the GPU: 1343 MB
+// occupied). The upper end of that range; allocator fragmentation is not modelled.
+constexpr double kFrameworkReserveBytes = 2e9;
+
 double byte_of(const CostFormat& f) { return f.bits_per_element() / 8.0; }
 double dbl(long long v) { return static_cast<double>(v); }
 
@@ -478,6 +485,7 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   // Memory per device.
   DeviceMemory& mem = r.memory;
   mem.capacity = target.capacity_gb * 1e9;
+  mem.reserve = kFrameworkReserveBytes;
   mem.weights = sharded(3) * byte_of(f.weights);
   mem.gradients = sharded(2) * byte_of(f.gradients);
   mem.optimizer = sharded(1) * (byte_of(f.master_weights) + 2 * byte_of(f.optimizer_states));
@@ -494,14 +502,14 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   }
   acts += dbl(c.micro_batch) * dbl(c.seq / p.cp) * dbl(s.vocab_size) / dbl(p.tp) * 4.0;
   mem.activations = acts;
-  mem.total = mem.weights + mem.gradients + mem.optimizer + mem.activations;
+  mem.total = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.reserve;
   mem.fits = mem.total <= mem.capacity;
   if (!mem.fits) {
     std::ostringstream o;
     o.precision(3);
     o << "needs " << mem.total / 1e9 << " GB per device > " << target.capacity_gb << " GB: weights "
       << mem.weights / 1e9 << ", gradients " << mem.gradients / 1e9 << ", optimizer " << mem.optimizer / 1e9
-      << ", activations " << mem.activations / 1e9 << " GB";
+      << ", activations " << mem.activations / 1e9 << ", framework reserve " << mem.reserve / 1e9 << " GB";
     mem.why = o.str();
   }
 
@@ -512,7 +520,7 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
     // it only adds the weight all-gathers.
     const double whole = params * (byte_of(f.weights) + byte_of(f.gradients) + byte_of(f.master_weights) +
                                    2 * byte_of(f.optimizer_states));
-    if (whole + mem.activations <= mem.capacity) {
+    if (whole + mem.activations + mem.reserve <= mem.capacity) {
       std::ostringstream o;
       o.precision(3);
       o << "zero = 3 shards " << whole / 1e9

@@ -88,6 +88,7 @@ struct StepTime {
 /// Bytes held per device at the peak.
 struct DeviceMemory {
   double weights = 0, gradients = 0, optimizer = 0, activations = 0, total = 0, capacity = 0;
+  double reserve = 0;  ///< CUDA context and loaded kernels, counted in total
   bool fits = true;
   std::string why;  ///< what does not fit, when it does not
 };

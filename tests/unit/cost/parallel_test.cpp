@@ -190,6 +190,27 @@ TEST_CASE("search returns fitting configurations first, best tokens/s first", "[
   }
 }
 
+TEST_CASE("the search keeps the framework reserve free on every device", "[cost][cluster]") {
+  // The CUDA context and loaded kernels take 1-2 GB (Hugging Face Transformers docs, "Model
+  // training anatomy"); the model holds the upper end, counted in the total.
+  const System sys = load_system("dgx_h100");
+  TrainConfig base;
+  base.seq = 8192;
+  base.global_batch = 64;
+  const auto all =
+      search_training(catalog().shape("llama2_70b"), formats("bf16", "bf16", "fp32", "bf16"), sys,
+                      catalog().target(sys.device), catalog().datapath("generic_bf16"), 64, base);
+  REQUIRE_FALSE(all.empty());
+  REQUIRE(all.front().memory.fits);
+  for (const auto& r : all) {
+    const DeviceMemory& m = r.memory;
+    CHECK(m.reserve == 2e9);
+    CHECK(m.total == Approx(m.weights + m.gradients + m.optimizer + m.activations + 2e9));
+    CHECK(m.fits == (m.total <= 80e9));
+    if (m.fits) CHECK(m.weights + m.gradients + m.optimizer + m.activations <= 78e9);
+  }
+}
+
 TEST_CASE("fewest devices for a step-time target", "[cost][cluster]") {
   const System sys = load_system("dgx_h100");
   TrainConfig base;
