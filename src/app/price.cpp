@@ -22,6 +22,8 @@ Fields op_fields(const cost::Op& op) {
           {"a_format", op.a_format},
           {"b_format", op.b_format},
           {"datapath", op.datapath},
+          {"passes", op.passes},
+          {"rate_note", op.rate_note},
           {"flops", op.flops},
           {"bytes", op.bytes},
           {"compute_s", op.compute_s},
@@ -46,6 +48,7 @@ Fields phase_fields(const experiment::Pricing& p) {
           {"energy_j", r.energy_j},
           {"joules_per_token", r.energy_per_token()},
           {"compute_bound_time_s", r.compute_bound_time_s},
+          {"notes", w.notes},
           {"ops", ops}};
 }
 
@@ -78,7 +81,8 @@ Fields train_fields(const cost::TrainResult& r) {
             {"total", m.total},
             {"capacity", m.capacity},
             {"fits", m.fits},
-            {"why", m.why}}}};
+            {"why", m.why}}},
+          {"warnings", r.warnings}};
 }
 
 Fields cluster_fields(const experiment::ClusterReport& c, int top) {
@@ -88,6 +92,7 @@ Fields cluster_fields(const experiment::ClusterReport& c, int top) {
                   {"activations", pf.activations.name},
                   {"kv_cache", pf.kv_cache.name},
                   {"datapath", c.formats.datapath}};
+  f["notes"] = c.formats.notes;
   if (!c.train.empty()) {
     const cost::TrainFormats& t = c.train_formats;
     f["formats"]["gradients"] = t.gradients.name;
@@ -118,7 +123,8 @@ Fields cluster_fields(const experiment::ClusterReport& c, int top) {
                     {"tokens_per_s", r.tokens_per_s},
                     {"bytes_per_device", r.weight_bytes + r.kv_bytes},
                     {"fits", r.fits},
-                    {"why", r.why}});
+                    {"why", r.why},
+                    {"warnings", r.warnings}});
   }
   f["inference"] = rows;
   return f;
@@ -378,6 +384,10 @@ PriceRequest price_request(const Fields& f) {
   in.read("optimizer_states", s.optimizer_states);
   in.read("master_weights", s.master_weights);
   in.read("comm", s.comm);
+  in.read("grad_comm", s.grad_comm);
+  in.read("act_comm", s.act_comm);
+  in.read("flash_attention", s.flash_attention);
+  in.read("overlap_dp", s.overlap_dp);
   in.read("top", r.top);
   in.read("plot_dir", r.plot_dir);
   in.finish();

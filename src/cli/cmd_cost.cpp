@@ -56,6 +56,7 @@ void print_text(const cost::Workload& w, const cost::Roofline& r, int top) {
             << " mJ/token (45 nm Horowitz constants: MACs + DRAM, not the target's node)\n";
   std::cout << "  compute-bound share of time " << fixed(100.0 * r.compute_bound_time_s / r.time_s, 1)
             << "%\n";
+  for (const auto& note : w.notes) std::cout << "  note: " << note << "\n";
   std::printf("  %-12s %5s %5s %12s %12s %8s %8s %10s %6s  %s\n", "op", "count", "class", "GFLOP", "MB",
               "flop/B", "bound", "time ms", "share", "operands (A x B) on datapath");
   const auto rows = rows_of(w);

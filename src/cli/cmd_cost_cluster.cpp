@@ -39,9 +39,10 @@ void print_train(const cost::TrainResult& r, const cost::Target& t) {
             << pct(s.optimizer_s, s.step_s) << ")\n";
   std::cout << "memory   per device: weights " << num(m.weights / 1e9, 1) << " GB, gradients "
             << num(m.gradients / 1e9, 1) << ", optimizer " << num(m.optimizer / 1e9, 1) << ", activations "
-            << num(m.activations / 1e9, 1) << " = " << num(m.total / 1e9, 1) << " of "
-            << num(m.capacity / 1e9, 0) << " GB" << (m.fits ? " (fits)" : " -- DOES NOT FIT: " + m.why)
-            << "\n";
+            << num(m.activations / 1e9, 1) << ", framework reserve " << num(m.reserve / 1e9, 1) << " = "
+            << num(m.total / 1e9, 1) << " of " << num(m.capacity / 1e9, 0) << " GB"
+            << (m.fits ? " (fits)" : " -- DOES NOT FIT: " + m.why) << "\n";
+  for (const auto& w : r.warnings) std::cout << "warning  " << w << "\n";
 }
 
 }  // namespace
@@ -80,6 +81,17 @@ void add_cost_cluster_options(CLI::App* cmd, CostArgs& a) {
   cmd->add_option("--comm", s.comm,
                   "training: format on the wire for gradients and activations (default: "
                   "gradients bf16, activations in the activation format)");
+  cmd->add_option("--grad-comm", s.grad_comm, "training: gradients on the wire (overrides --comm)");
+  cmd->add_option("--act-comm", s.act_comm, "training: activations on the wire (overrides --comm)");
+  cmd->add_option_function<std::string>(
+         "--attention", [&s](const std::string& v) { s.flash_attention = v == "fused"; },
+         "training: fused (default; FlashAttention, no s x s scores in DRAM) or unfused attention")
+      ->check(CLI::IsMember({"fused", "unfused"}));
+  cmd->add_option_function<std::string>(
+         "--dp-overlap", [&s](const std::string& v) { s.overlap_dp = v == "on"; },
+         "training: on (default) overlaps the data-parallel gradient reduction with the last backward; off "
+         "runs it after")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--batches", s.batches, "inference: batch sizes to tabulate (default: --batch)")
       ->delimiter(',')
       ->check(at_least(1));
@@ -98,6 +110,7 @@ void print_cost_cluster(const app::PriceResult& res, const app::PriceRequest& re
             << sys.scale_out.bandwidth_gb_s << " GB/s per device\n";
   std::cout << "model    " << m.name << " (" << num(static_cast<double>(m.parameters()) / 1e9, 2)
             << " G parameters)\n";
+  for (const auto& note : c.formats.notes) std::cout << "note     " << note << "\n";
   if (!c.train.empty()) {
     const cost::TrainFormats& f = c.train_formats;
     std::cout << "formats  weights " << f.weights.name << ", activations " << f.activations.name
@@ -149,6 +162,9 @@ void print_cost_cluster(const app::PriceResult& res, const app::PriceRequest& re
                 r.tokens_per_s, r.tokens_per_s / static_cast<double>(par.devices()),
                 100 * r.compute_s / r.step_s, 100 * r.memory_s / r.step_s, 100 * r.tp_s / r.step_s,
                 (r.weight_bytes + r.kv_bytes) / 1e9, r.fits ? "" : "  does not fit");
+  }
+  if (!c.inference.empty()) {
+    for (const auto& w : c.inference.back().warnings) std::cout << "warning  " << w << "\n";
   }
 }
 

@@ -62,7 +62,8 @@ std::string name_of(std::string_view text, std::string_view origin) {
 std::vector<std::string_view> rate_class_keys() { return {rate_classes().begin(), rate_classes().end()}; }
 
 Rate read_rate(const TableReader& r) {
-  r.only({"tflops", "source", "macs_per_clock_per_unit", "macs_source", "unverified", "note", "datapath"});
+  r.only({"tflops", "source", "macs_per_clock_per_unit", "macs_source", "unverified", "note", "datapath",
+          "achieved_tflops", "achieved_source"});
   Rate rate;
   rate.tflops = r.required_number("tflops", 1e-6, 1e9, "a positive number of dense TFLOP/s");
   rate.source = r.required_str("source");
@@ -72,6 +73,9 @@ Rate read_rate(const TableReader& r) {
   rate.unverified = r.boolean("unverified", false);
   rate.note = r.str("note");
   rate.datapath = r.str("datapath");
+  rate.achieved_tflops = r.number("achieved_tflops", 0, 1e-6, rate.tflops,
+                                  "a measured TFLOP/s above 0 and at most the class's tflops");
+  if (rate.achieved_tflops > 0) rate.achieved_source = r.required_str("achieved_source");
   return rate;
 }
 
@@ -148,6 +152,8 @@ std::string to_toml(const Target& t) {
       w.number("macs_per_clock_per_unit", r.macs_per_clock_per_unit).str("macs_source", r.macs_source);
     if (r.unverified) w.boolean("unverified", true);
     w.str_if("note", r.note).str_if("datapath", r.datapath);
+    if (r.achieved_tflops > 0)
+      w.number("achieved_tflops", r.achieved_tflops).str("achieved_source", r.achieved_source);
   }
   return w.text();
 }

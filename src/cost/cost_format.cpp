@@ -99,6 +99,16 @@ const std::vector<std::string>& rate_classes() {
   return kNames;
 }
 
+int class_significand_bits(std::string_view rate_class, int exponent_bits) {
+  const auto it = std::find_if(kClasses.begin(), kClasses.end(),
+                               [&](const ClassSpec& c) { return rate_class == c.name; });
+  if (it == kClasses.end() || !it->is_float) return 0;
+  int m = -1;
+  if (exponent_bits <= it->max_e) m = it->max_m;
+  if (exponent_bits <= it->max_e2) m = std::max(m, it->max_m2);
+  return m + 1;
+}
+
 bool fits_class(const ElementWidth& w, std::string_view rate_class) {
   const auto it = std::find_if(kClasses.begin(), kClasses.end(),
                                [&](const ClassSpec& c) { return rate_class == c.name; });

@@ -8,7 +8,7 @@
 namespace lpemu::cost {
 
 KernelEstimate gemm_kernel(const System& sys, const Target& target, const std::string& rate_class, double m,
-                           double k, double n, double bytes) {
+                           double k, double n, double bytes, double passes) {
   if (!(m > 0 && k > 0 && n > 0)) {
     throw SpecError("GEMM shape m = " + std::to_string(m) + ", k = " + std::to_string(k) +
                     ", n = " + std::to_string(n) + ": expected positive sizes");
@@ -16,7 +16,10 @@ KernelEstimate gemm_kernel(const System& sys, const Target& target, const std::s
   KernelEstimate e;
   const double tn = static_cast<double>(sys.tile_n);
   const double units = static_cast<double>(sys.kernel_units);
-  const double unit_peak = target.peak_ops(rate_class) / units;
+  // The rate a unit sustains inside a wave: the class's peak times the fraction its best measured
+  // GEMM reaches (issue, epilogue and clock under load, as published per device and class).
+  const double in_wave = target.gemm_efficiency(rate_class);
+  const double unit_peak = target.peak_ops(rate_class) * in_wave / units / passes;
   for (long long div = 1; div <= 2; div *= 2) {
     const long long tile_m = std::max<long long>(1, sys.tile_m / div);
     const double tm = static_cast<double>(tile_m);
@@ -37,7 +40,8 @@ KernelEstimate gemm_kernel(const System& sys, const Target& target, const std::s
     e.waves = static_cast<long long>(waves);
     e.wave_efficiency = tiles * split / (waves * units);
     e.padding_efficiency = m * n / (tiles * tm * tn);
-    e.achievable_fraction = e.wave_efficiency * e.padding_efficiency;
+    e.kernel_efficiency = in_wave;
+    e.achievable_fraction = e.wave_efficiency * e.padding_efficiency * in_wave;
     e.compute_s = compute_s;
   }
   e.memory_s = (bytes + e.partial_bytes) / (target.bandwidth_gb_s * 1e9);

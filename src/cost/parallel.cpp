@@ -13,6 +13,13 @@
 namespace lpemu::cost {
 namespace {
 
+// Device memory a training process holds beyond its tensors: the CUDA context and the loaded
+// kernels. Hugging Face Transformers docs, "Model training anatomy"
+// (huggingface.co/docs/transformers/model_memory_anatomy): "when a model is loaded to the GPU the
+// kernels are also loaded, which can take up 1-2GB of memory" (a 1x1 tensor on the GPU: 1343 MB
+// occupied). The upper end of that range; allocator fragmentation is not modelled.
+constexpr double kFrameworkReserveBytes = 2e9;
+
 double byte_of(const CostFormat& f) { return f.bits_per_element() / 8.0; }
 double dbl(long long v) { return static_cast<double>(v); }
 
@@ -63,7 +70,7 @@ LayerTimes forward_times(const ModelShape& s, const PlanFormats& pf, const Syste
         n /= t;
       }
       const double bytes = (expert ? local_experts : 1.0) * k * n * wb + m * k * ab + m * n * ab;
-      const KernelEstimate e = gemm_kernel(sys, target, op.rate_class, m, k, n, bytes);
+      const KernelEstimate e = gemm_kernel(sys, target, op.rate_class, m, k, n, bytes, op.passes);
       dst.add(e.time_s, e.compute_bound);
       out.rate_class = op.rate_class;
     } else if (op.kind == "attention") {
@@ -79,7 +86,7 @@ LayerTimes forward_times(const ModelShape& s, const PlanFormats& pf, const Syste
         flops = 4.0 * lq * lk * dbl(s.dim) / t;  // QK^T and PV, 2 flops per MAC each
         bytes += dbl(s.n_heads) / t * lq * lk * (6.0 * ab + 1.0);
       }
-      const double c = flops / target.peak_ops(op.rate_class), mem = bytes / bw;
+      const double c = flops * op.passes / target.peak_ops(op.rate_class), mem = bytes / bw;
       dst.add(std::max(c, mem), c >= mem);
       dst.attention += std::max(c, mem);
     } else {
@@ -108,9 +115,19 @@ DeviceParams params_per_device(const ModelShape& s, const Parallel& par) {
   const double experts = dbl(s.expert_parameters()) / dbl(s.n_layers);
   const double per_layer =
       (dbl(s.parameters()) - emb * (s.tied_embeddings ? 1.0 : 2.0)) / dbl(s.n_layers) - experts;
-  const double embeddings = (par.pp == 1 && !s.tied_embeddings) ? 2 * emb : emb;
-  const double layers = dbl(s.n_layers) / dbl(par.pp);
-  return {(layers * per_layer + embeddings) / dbl(par.tp), layers * experts / dbl(par.tp) / dbl(par.ep)};
+  // The first stage holds the embedding, the last the LM head (a tied one keeps its own copy there,
+  // as Megatron does); the device of the stage with the most parameters.
+  const std::vector<long long> stages = stage_layers(par, s.n_layers);
+  DeviceParams best;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    double embeddings = (i == 0 ? emb : 0.0) + (i + 1 == stages.size() ? emb : 0.0);
+    if (stages.size() == 1 && s.tied_embeddings) embeddings = emb;
+    const double layers = dbl(stages[i]);
+    const DeviceParams d{(layers * per_layer + embeddings) / dbl(par.tp),
+                         layers * experts / dbl(par.tp) / dbl(par.ep)};
+    if (d.total() > best.total()) best = d;
+  }
+  return best;
 }
 
 // Activation bytes one layer keeps for backward, per micro-batch and device, from the tensors
@@ -147,6 +164,8 @@ std::string Parallel::str() const {
   if (ep != 1) o << ",ep=" << ep;
   if (vpp != 1) o << ",vpp=" << vpp;
   if (sp) o << ",sp=1";
+  if (first != 0) o << ",first=" << first;
+  if (last != 0) o << ",last=" << last;
   o << ",zero=" << zero;
   return o.str();
 }
@@ -170,7 +189,7 @@ Parallel parse_parallel(std::string_view spec, long long devices) {
     } catch (const std::exception&) {
       throw SpecError("--parallel \"" + s + "\": '" + item + "': expected key=integer");
     }
-    if (v < 0 || (v < 1 && key != "sp" && key != "zero")) {
+    if (v < 0 || (v < 1 && key != "sp" && key != "zero" && key != "first" && key != "last")) {
       throw SpecError("--parallel \"" + s + "\": " + key + " = " + val + ": expected a positive integer");
     }
     if (v > kMaxParallelDegree) {
@@ -190,6 +209,10 @@ Parallel parse_parallel(std::string_view spec, long long devices) {
       p.ep = v;
     else if (key == "vpp")
       p.vpp = v;
+    else if (key == "first")
+      p.first = v;
+    else if (key == "last")
+      p.last = v;
     else if (key == "sp") {
       if (v > 1) throw SpecError("--parallel \"" + s + "\": sp = " + val + ": expected 0 or 1");
       p.sp = v == 1;
@@ -198,7 +221,13 @@ Parallel parse_parallel(std::string_view spec, long long devices) {
       p.zero = static_cast<int>(v);
     } else {
       throw SpecError("--parallel \"" + s + "\": unknown key '" + key +
-                      "': expected tp, pp, dp, cp, ep, vpp, sp or zero");
+                      "': expected tp, pp, dp, cp, ep, vpp, sp, zero, first or last");
+    }
+  }
+  long long product = 1;
+  for (const long long d : {p.tp, p.pp, p.dp, p.cp, p.vpp}) {
+    if (__builtin_mul_overflow(product, d, &product)) {
+      throw SpecError("--parallel \"" + s + "\": tp x pp x dp x cp x vpp overflows a 64-bit integer");
     }
   }
   // Each degree is at most 2^20, so the products below cannot overflow before this check.
@@ -243,6 +272,66 @@ std::string_view to_string(Recompute r) { return lpemu::detail::enum_name(kRecom
 
 const char* recompute_name(Recompute r) { return to_string(r).data(); }
 
+std::vector<long long> stage_layers(const Parallel& p, long long n_layers) {
+  const long long pp = p.pp;
+  const std::string what = "pp = " + std::to_string(pp) +
+                           (p.vpp > 1 ? " x vpp = " + std::to_string(p.vpp) : "") +
+                           (p.first > 0 ? ", first = " + std::to_string(p.first) : "") +
+                           (p.last > 0 ? ", last = " + std::to_string(p.last) : "") +
+                           ", n_layers = " + std::to_string(n_layers) + ": ";
+  require(pp >= 1 && pp <= n_layers, what + "expected 1 <= pp <= n_layers");
+  std::vector<long long> st(static_cast<std::size_t>(pp), 0);
+  if (pp == 1) {
+    require((p.first == 0 || p.first == n_layers) && (p.last == 0 || p.last == n_layers),
+            what + "one stage holds every layer");
+    st[0] = n_layers;
+  } else {
+    long long first = p.first > 0 ? p.first : p.last;
+    long long last = p.last > 0 ? p.last : p.first;
+    if (first == 0 && n_layers % pp == 0) {
+      first = last = n_layers / pp;
+    } else if (first == 0) {
+      // Middle stages take ceil(L / pp); the first and last stage share the remainder.
+      const long long per = (n_layers + pp - 1) / pp;
+      const long long rest = n_layers - (pp - 2) * per;
+      first = rest / 2;
+      last = rest - first;
+    }
+    const long long middle = n_layers - first - last;
+    require(
+        first >= 1 && last >= 1 && middle >= 0 &&
+            (pp > 2 ? middle % (pp - 2) == 0 && middle > 0 : middle == 0),
+        what +
+            "no split gives every stage at least one layer; expected first + (pp - 2) x k + last = n_layers "
+            "with first, last and k at least 1");
+    st.front() = first;
+    st.back() = last;
+    for (long long i = 1; i + 1 < pp; ++i) st[static_cast<std::size_t>(i)] = middle / (pp - 2);
+  }
+  for (const long long l : st) {
+    require(l % p.vpp == 0, what + "a stage of " + std::to_string(l) + " layers does not split into vpp = " +
+                                std::to_string(p.vpp) + " virtual stages");
+  }
+  return st;
+}
+
+std::vector<std::string> parallel_warnings(const Parallel& par, const System& sys, long long seq) {
+  std::vector<std::string> w;
+  if (sys.scale_up_size > 0 && par.tp > sys.scale_up_size) {
+    w.push_back("tp = " + std::to_string(par.tp) + " is wider than system '" + sys.name +
+                "''s scale-up domain of " + std::to_string(sys.scale_up_size) +
+                " devices: its all-reduces cross the scale-out network in every layer");
+  }
+  constexpr long long kAttentionTileRows = 128;  // FlashAttention-2 §3.3: query blocks of 64-128 rows
+  if (par.cp > 1 && seq > 0 && seq / par.cp < kAttentionTileRows) {
+    w.push_back("cp = " + std::to_string(par.cp) + " leaves " + std::to_string(seq / par.cp) +
+                " tokens per rank of a " + std::to_string(seq) + "-token sequence, fewer than one " +
+                std::to_string(kAttentionTileRows) +
+                "-row attention tile: the K/V exchange outweighs the work it splits");
+  }
+  return w;
+}
+
 double bubble_fraction(long long p, long long m, long long v) {
   require(p >= 1 && m >= 1 && v >= 1, "bubble_fraction: p, m and v must be positive");
   return dbl(p - 1) / (dbl(v) * dbl(m) + dbl(p - 1));
@@ -263,13 +352,23 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   require(s.n_heads % p.tp == 0, cfg + "tp must divide n_heads = " + std::to_string(s.n_heads));
   require(s.n_kv_heads % p.tp == 0 || p.tp % s.n_kv_heads == 0,
           cfg + "tp must divide or be a multiple of n_kv_heads = " + std::to_string(s.n_kv_heads));
-  require(s.n_layers % (p.pp * p.vpp) == 0,
-          cfg + "pp x vpp must divide n_layers = " + std::to_string(s.n_layers));
+  std::vector<long long> stages;
+  try {
+    stages = stage_layers(p, s.n_layers);
+  } catch (const SpecError& e) {
+    throw SpecError(cfg + e.what());
+  }
   require(c.seq % p.cp == 0, cfg + "cp must divide seq = " + std::to_string(c.seq));
   require(c.global_batch % (p.dp * c.micro_batch) == 0,
           cfg + "global batch " + std::to_string(c.global_batch) +
               " is not a multiple of dp x micro-batch = " + std::to_string(p.dp * c.micro_batch));
   require(p.vpp == 1 || p.pp > 1, cfg + "vpp > 1 needs pp > 1");
+  // Megatron-LM's interleaved schedule runs micro-batches in groups of pp (Narayanan et al. 2021,
+  // §2.2.2; its scheduler refuses other counts).
+  require(p.vpp == 1 || (c.global_batch / (p.dp * c.micro_batch)) % p.pp == 0,
+          cfg + "vpp > 1 needs the micro-batches per pipeline (" +
+              std::to_string(c.global_batch / std::max(1LL, p.dp * c.micro_batch)) +
+              ") to be a multiple of pp");
   require(sys.max_devices == 0 || p.devices() <= sys.max_devices,
           cfg + "needs " + std::to_string(p.devices()) + " devices; system '" + sys.name + "' has at most " +
               std::to_string(sys.max_devices));
@@ -281,12 +380,21 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   const PlanFormats pf{f.weights, f.activations, f.activations};
   const LayerTimes lt = forward_times(s, pf, sys, target, mac, p, c.micro_batch, c.seq, c.flash_attention);
   r.rate_class = lt.rate_class;
-  const double layers = dbl(s.n_layers) / dbl(p.pp);
+  // The critical stage: the last (its layers and the LM head) unless a middle or first stage's
+  // layers take longer (uneven stages put fewer layers beside the head).
+  double layers = dbl(stages.back()), head = 1.0;
+  if (stages.size() > 1) {
+    const double busiest = dbl(*std::max_element(stages.begin(), stages.end() - 1));
+    if (busiest * lt.layer.total() > layers * lt.layer.total() + lt.head.total()) {
+      layers = busiest;
+      head = 0.0;
+    }
+  }
 
-  // One micro-batch on the critical (last) stage: forward, backward = 2 x forward (input and
+  // One micro-batch on the critical stage: forward, backward = 2 x forward (input and
   // weight gradients), recomputation, TP and CP communication.
-  const double fwd_c = layers * lt.layer.compute + lt.head.compute;
-  const double fwd_m = layers * lt.layer.memory + lt.head.memory;
+  const double fwd_c = layers * lt.layer.compute + head * lt.head.compute;
+  const double fwd_m = layers * lt.layer.memory + head * lt.head.memory;
   double rc_c = 0, rc_m = 0;
   if (c.recompute == Recompute::full) {
     rc_c = layers * lt.layer.compute;
@@ -393,6 +501,7 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   // Memory per device.
   DeviceMemory& mem = r.memory;
   mem.capacity = target.capacity_gb * 1e9;
+  mem.reserve = kFrameworkReserveBytes;
   mem.weights = sharded(3) * byte_of(f.weights);
   mem.gradients = sharded(2) * byte_of(f.gradients);
   mem.optimizer = sharded(1) * (byte_of(f.master_weights) + 2 * byte_of(f.optimizer_states));
@@ -401,7 +510,7 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   // layer's full set while it runs; the last stage holds FP32 logits of its micro-batch.
   const double in_flight =
       dbl(std::min(m, p.pp)) * (p.vpp > 1 ? 1.0 + dbl(p.pp - 1) / dbl(p.pp * p.vpp) : 1.0);
-  double acts = layers * in_flight * activation_bytes_per_layer(s, f, c);
+  double acts = dbl(stages.front()) * in_flight * activation_bytes_per_layer(s, f, c);
   if (c.recompute == Recompute::full) {
     TrainConfig full = c;
     full.recompute = Recompute::selective;
@@ -409,15 +518,32 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   }
   acts += dbl(c.micro_batch) * dbl(c.seq / p.cp) * dbl(s.vocab_size) / dbl(p.tp) * 4.0;
   mem.activations = acts;
-  mem.total = mem.weights + mem.gradients + mem.optimizer + mem.activations;
+  mem.total = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.reserve;
   mem.fits = mem.total <= mem.capacity;
   if (!mem.fits) {
     std::ostringstream o;
     o.precision(3);
     o << "needs " << mem.total / 1e9 << " GB per device > " << target.capacity_gb << " GB: weights "
       << mem.weights / 1e9 << ", gradients " << mem.gradients / 1e9 << ", optimizer " << mem.optimizer / 1e9
-      << ", activations " << mem.activations / 1e9 << " GB";
+      << ", activations " << mem.activations / 1e9 << ", framework reserve " << mem.reserve / 1e9 << " GB";
     mem.why = o.str();
+  }
+
+  r.warnings = parallel_warnings(p, sys, c.seq);
+  if (p.zero == 3 && dpg > 1) {
+    // ZeRO-3 shards the weights so that a model too large for one device fits (Rajbhandari et
+    // al., SC'20, §5); where the unsharded weights, gradients and optimizer states already fit,
+    // it only adds the weight all-gathers.
+    const double whole = params * (byte_of(f.weights) + byte_of(f.gradients) + byte_of(f.master_weights) +
+                                   2 * byte_of(f.optimizer_states));
+    if (whole + mem.activations + mem.reserve <= mem.capacity) {
+      std::ostringstream o;
+      o.precision(3);
+      o << "zero = 3 shards " << whole / 1e9
+        << " GB of weights, gradients and optimizer states that fit unsharded in " << target.capacity_gb
+        << " GB per device: it only adds weight all-gathers";
+      r.warnings.push_back(o.str());
+    }
   }
 
   // Model flops: forward of the whole model for every token, x3 for backward, no recomputation.
@@ -440,7 +566,11 @@ std::vector<TrainResult> search_training(const ModelShape& s, const TrainFormats
   const long long max_tp = std::min<long long>(sys.scale_up_size, s.n_heads);
   for (long long tp = 1; tp <= max_tp; tp *= 2) {
     for (long long pp = 1; pp <= s.n_layers && pp <= devices; ++pp) {
-      if (s.n_layers % pp != 0) continue;
+      try {
+        stage_layers(Parallel{1, pp, 1, 1, 1, 1, false, 1, 0, 0}, s.n_layers);
+      } catch (const SpecError&) {
+        continue;  // no split of the layers over pp stages
+      }
       for (long long cp : {1LL, 2LL, 4LL, 8LL}) {
         const long long rest = tp * pp * cp;
         if (devices % rest != 0) continue;
@@ -448,20 +578,27 @@ std::vector<TrainResult> search_training(const ModelShape& s, const TrainFormats
           for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
             for (long long ep = 1; ep <= (s.moe() ? s.experts : 1); ep *= 2) {
               if (s.moe() && (s.experts % ep != 0 || (devices / rest) % ep != 0)) continue;
-              TrainConfig c = base;
-              c.par.ep = ep;
-              c.par.tp = tp;
-              c.par.pp = pp;
-              c.par.cp = cp;
-              c.par.dp = devices / rest;
-              c.par.sp = tp > 1;
-              c.par.vpp = 1;
-              c.micro_batch = mb;
-              c.recompute = rc;
-              try {
-                out.push_back(training_step(s, f, sys, target, mac, c));
-              } catch (const SpecError&) {
-                // Inconsistent for this model or batch: not a candidate.
+              for (long long vpp : {1LL, 2LL, 4LL}) {
+                if (vpp > 1 && pp == 1) continue;
+                for (int zero : {1, 2, 3}) {
+                  TrainConfig c = base;
+                  c.par.ep = ep;
+                  c.par.tp = tp;
+                  c.par.pp = pp;
+                  c.par.cp = cp;
+                  c.par.dp = devices / rest;
+                  c.par.sp = tp > 1;
+                  c.par.vpp = vpp;
+                  c.par.zero = zero;
+                  c.par.first = c.par.last = 0;
+                  c.micro_batch = mb;
+                  c.recompute = rc;
+                  try {
+                    out.push_back(training_step(s, f, sys, target, mac, c));
+                  } catch (const SpecError&) {
+                    // Inconsistent for this model or batch: not a candidate.
+                  }
+                }
               }
             }
           }
@@ -512,8 +649,11 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
       "inference: parallel " + par.str() + ": expected only tp and pp (replicas scale throughput linearly)");
   require(s.n_heads % par.tp == 0, "inference: tp = " + std::to_string(par.tp) +
                                        " must divide n_heads = " + std::to_string(s.n_heads));
-  require(s.n_layers % par.pp == 0, "inference: pp = " + std::to_string(par.pp) +
-                                        " must divide n_layers = " + std::to_string(s.n_layers));
+  try {
+    stage_layers(par, s.n_layers);
+  } catch (const SpecError& e) {
+    throw SpecError(std::string("inference: ") + e.what());
+  }
   InferenceResult r;
   r.par = par;
   r.phase = phase;
@@ -535,11 +675,11 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
       // op.weight_copies: the experts this step's tokens reach (1 for a dense op).
       const double bytes = op.weight_copies * (k * n * byte_of(f.weights) + f.weights.tensor_scale_bytes) +
                            op.m * k * byte_of(f.activations) + op.m * n * byte_of(f.activations);
-      const KernelEstimate e = gemm_kernel(sys, target, op.rate_class, op.m, k, n, bytes);
+      const KernelEstimate e = gemm_kernel(sys, target, op.rate_class, op.m, k, n, bytes, op.passes);
       (e.compute_bound ? c : mem) = e.time_s;
     } else if (op.kind == "attention") {
       // K/V heads split over min(tp, n_kv_heads) devices; queries over tp.
-      const double cc = op.flops / t / target.peak_ops(op.rate_class);
+      const double cc = op.flops * op.passes / t / target.peak_ops(op.rate_class);
       const double mm = op.bytes / dbl(std::min(par.tp, s.n_kv_heads)) / bw;
       (cc >= mm ? c : mem) = std::max(cc, mm);
     } else {
@@ -570,6 +710,7 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
       << " GB";
     r.why = o.str();
   }
+  r.warnings = parallel_warnings(par, sys, phase == Phase::prefill ? context : 0);
   return r;
 }
 

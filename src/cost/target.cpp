@@ -25,6 +25,11 @@ std::string Target::datapath_for(std::string_view rate_class) const {
   return r != nullptr && !r->datapath.empty() ? r->datapath : "generic_" + std::string(rate_class);
 }
 
+double Target::gemm_efficiency(std::string_view rate_class) const {
+  const Rate* r = find_rate(rate_class);
+  return r != nullptr && r->achieved_tflops > 0 ? r->achieved_tflops / r->tflops : 1.0;
+}
+
 std::optional<double> Target::rebuilt_tflops(std::string_view rate_class) const {
   const Rate* r = find_rate(rate_class);
   if (r == nullptr || units == 0 || clock_mhz == 0 || r->macs_per_clock_per_unit == 0) return std::nullopt;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/detail/names.hpp"
@@ -41,10 +42,11 @@ struct Builder {
   const WorkloadResolver& cat;
   Workload& w;
   double area_macs = 0, macs = 0;
+  std::string where = "model";  // "layer N" while building block N, "LM head" after: errors name it
 
   void push(Op op) {
-    macs += op.flops / 2.0;
-    area_macs += op.flops / 2.0 * op.mac_area_fa;
+    macs += op.flops / 2.0 * op.passes;
+    area_macs += op.flops / 2.0 * op.passes * op.mac_area_fa;
     for (Op& o : w.ops) {
       if (o.name == op.name && o.a_format == op.a_format && o.b_format == op.b_format &&
           o.datapath == op.datapath && o.flops == op.flops && o.bytes == op.bytes) {
@@ -59,13 +61,24 @@ struct Builder {
   // plan's) or, if none, the target's datapath for the rate class the operands run on. A named
   // datapath computes in its own input formats, so those choose the rate class.
   void price(Op& op, const CostFormat& a, const CostFormat& b, const std::string& named) {
-    if (!named.empty() && named != "eigen") {
-      const MacDatapath& dp = cat.datapath(named);  // (resolver)
-      op.rate_class = gemm_rate_class(dp.a.element, dp.b.element, target, dp.a.name, dp.b.name);
-      op.datapath = dp.name;
-    } else {
-      op.rate_class = gemm_rate_class(a.element, b.element, target, a.name, b.name);
-      op.datapath = target.datapath_for(op.rate_class);
+    try {
+      RateChoice rc;
+      if (!named.empty() && named != "eigen") {
+        const MacDatapath& dp = cat.datapath(named);  // (resolver)
+        rc = choose_rate_class(dp.a.element, dp.b.element, target, dp.a.name, dp.b.name);
+        op.datapath = dp.name;
+      } else {
+        rc = choose_rate_class(a.element, b.element, target, a.name, b.name);
+        op.datapath = target.datapath_for(rc.rate_class);
+      }
+      op.rate_class = rc.rate_class;
+      op.passes = rc.passes;
+      op.rate_note = rc.note;
+    } catch (const SpecError& e) {
+      throw SpecError(where + " " + op.name + " (" + a.name + " x " + b.name + "): " + e.what());
+    }
+    if (!op.rate_note.empty() && std::find(w.notes.begin(), w.notes.end(), op.rate_note) == w.notes.end()) {
+      w.notes.push_back(op.rate_note);
     }
     const MacCost mac = mac_cost(cat.datapath(op.datapath));
     op.energy_per_mac_pj = mac.energy_pj_45nm();
@@ -194,15 +207,75 @@ double bits_per_weight(const ModelShape& s, const LayerwisePlan& p, const Worklo
   return p.embedding == "fp64" ? 64.0 : 32.0;  // nothing quantised: the unquantised width
 }
 
+namespace {
+
+std::string listed_classes(const Target& target) {
+  std::string have;
+  for (const auto& [k, v] : target.rates) have += (have.empty() ? "" : ", ") + k;
+  return have;
+}
+
+// Significand bits a split into pieces must carry: a float's hidden bit included, an integer's
+// magnitude bits.
+int needed_bits(const ElementWidth& w) { return w.is_float ? w.significand_bits : w.bits - 1; }
+
+}  // namespace
+
+RateChoice choose_rate_class(const ElementWidth& a, const ElementWidth& b, const Target& target,
+                             std::string_view a_name, std::string_view b_name) {
+  for (const auto& c : rate_classes()) {
+    if (fits_class(a, c) && fits_class(b, c) && target.find_rate(c) != nullptr) return {c, 1.0, ""};
+  }
+  // No class accepts both: split each operand x = x_1 + x_2 + ... into pieces of a float class
+  // whose exponent range holds it. Rounding each piece to nearest leaves a residual whose sign
+  // carries one more bit, so a piece holds the class's significand + 1 bits; the products
+  // x_i y_j with i + j < pieces (pieces (pieces + 1) / 2 of them) keep the full product to the last
+  // piece's precision. Two pieces of TF32 are NVIDIA's 3xTF32 (Ootomo & Yokota, "Recovering
+  // single precision accuracy from Tensor Cores while surpassing the FP32 theoretical peak
+  // performance", IJHPCA 2022; CUTLASS's 3xTF32 GEMM); three of bfloat16 are bf16x6 (Henry, Tang
+  // & Heinecke, "Leveraging the bfloat16 Artificial Intelligence Datatype For Higher-Precision
+  // Computations", ARITH 2019), the multi-pass fp32 matmul XLA runs on TPUs.
+  const int e = std::max(a.is_float ? a.exponent_bits : 0, b.is_float ? b.exponent_bits : 0);
+  const int need = std::max(needed_bits(a), needed_bits(b));
+  RateChoice best;
+  double best_cost = 0;
+  for (const auto& c : rate_classes()) {
+    const int sig = class_significand_bits(c, e);
+    if (sig == 0 || target.find_rate(c) == nullptr) continue;
+    const int pieces = (need + sig) / (sig + 1);  // ceil(need / (sig + 1))
+    const double passes = pieces * (pieces + 1) / 2.0;
+    const double cost = passes / target.peak_ops(c);
+    // Cheapest first; on a tie (TF32 is half the BF16 rate on most parts) the fewer passes.
+    const bool tie = std::abs(cost - best_cost) <= 1e-9 * best_cost;
+    if (best.rate_class.empty() || (cost < best_cost && !tie) || (tie && passes < best.passes)) {
+      best = {c, passes, ""};
+      best_cost = cost;
+    }
+  }
+  if (best.rate_class.empty()) {
+    throw SpecError(
+        "target '" + target.name + "' has no rate class that accepts both " + std::string(a_name) + " and " +
+        std::string(b_name) +
+        ", nor one with their exponent range to split them into (it has: " + listed_classes(target) + ")");
+  }
+  char passes[32];
+  std::snprintf(passes, sizeof passes, "%g", best.passes);
+  best.note =
+      std::string(a_name) + " x " + std::string(b_name) + ": no " + target.name +
+      " rate class accepts both; run as " + passes + " " + best.rate_class +
+      " passes per MAC (split operands: " +
+      (best.rate_class == "tf32" ? "3xTF32, Ootomo & Yokota 2022" : "bf16x3/x6, Henry et al. ARITH 2019") +
+      ")";
+  return best;
+}
+
 std::string gemm_rate_class(const ElementWidth& a, const ElementWidth& b, const Target& target,
                             std::string_view a_name, std::string_view b_name) {
   for (const auto& c : rate_classes()) {
     if (fits_class(a, c) && fits_class(b, c) && target.find_rate(c) != nullptr) return c;
   }
-  std::string have;
-  for (const auto& [k, v] : target.rates) have += (have.empty() ? "" : ", ") + k;
   throw SpecError("target '" + target.name + "' has no rate class that accepts both " + std::string(a_name) +
-                  " and " + std::string(b_name) + " (it has: " + have + ")");
+                  " and " + std::string(b_name) + " (it has: " + listed_classes(target) + ")");
 }
 
 Workload build_workload(const ModelShape& s, const LayerwisePlan& p, const Target& target, Catalog& cat,
@@ -253,7 +326,9 @@ Workload build_workload(const ModelShape& s, const LayerwisePlan& p, const Targe
   const CostFormat in0 = cat.format(p.layers.empty() ? p.lm_head.inputs : p.layers[0].q_proj.inputs);
   b.memory("embedding", bytes_of(emb, T * d) + bytes_of(in0, T * d), emb.name);
   w.weight_bytes += bytes_of(emb, voc * d);
-  for (const LayerPlan& l : p.layers) {
+  for (std::size_t li = 0; li < p.layers.size(); ++li) {
+    const LayerPlan& l = p.layers[li];
+    b.where = "layer " + std::to_string(li);
     const CostFormat kvf = cat.format(l.kv_cache);
     b.gemm("attn.q_proj", T, d, d, l.q_proj, l.q);
     b.gemm("attn.k_proj", T, d, kv, l.k_proj, l.kv_cache);  // writes K into the cache
@@ -290,6 +365,7 @@ Workload build_workload(const ModelShape& s, const LayerwisePlan& p, const Targe
   // Logits only for the last position of each sequence (the next token); a tied head reads the
   // embedding table, so its weights are counted once.
   const double before = w.weight_bytes;
+  b.where = "LM head";
   b.gemm("lm_head", B, d, voc, p.lm_head, p.lm_head.inputs);
   if (s.tied_embeddings) w.weight_bytes = before;
   w.bits_per_weight = bits_per_weight(s, p, cat);
@@ -303,10 +379,11 @@ Roofline roofline(Workload& w, const Target& target) {
   const double bw = target.bandwidth_gb_s * 1e9;
   for (auto& op : w.ops) {
     op.memory_s = op.bytes / bw;
-    op.compute_s = op.rate_class.empty() ? 0.0 : op.flops / target.peak_ops(op.rate_class);
+    op.compute_s = op.rate_class.empty() ? 0.0 : op.flops * op.passes / target.peak_ops(op.rate_class);
     op.time_s = std::max(op.compute_s, op.memory_s);
     op.compute_bound = op.compute_s > op.memory_s;
-    op.energy_j = (op.flops / 2.0 * op.energy_per_mac_pj + op.bytes * kDramEnergyPjPerByte45nm) * 1e-12;
+    op.energy_j =
+        (op.flops / 2.0 * op.passes * op.energy_per_mac_pj + op.bytes * kDramEnergyPjPerByte45nm) * 1e-12;
     r.time_s += static_cast<double>(op.count) * op.time_s;
     r.energy_j += static_cast<double>(op.count) * op.energy_j;
     if (op.compute_bound) r.compute_bound_time_s += static_cast<double>(op.count) * op.time_s;

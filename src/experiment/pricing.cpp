@@ -127,18 +127,32 @@ void apply_overrides(engine::PrecisionPlan& plan, const ClusterSetup& a, const s
 ClusterFormats cluster_formats(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
                                const cost::Target& target, cost::Catalog& cat, const ClusterSetup& c) {
   const cost::LayerwisePlan cp = layerwise_plan(plan, shape.n_layers);
-  const cost::LayerPlan& mid = cp.layers.at(cp.layers.size() / 2);
+  const std::size_t mid_index = cp.layers.size() / 2;
+  const cost::LayerPlan& mid = cp.layers.at(mid_index);
   ClusterFormats out{{cat.format(c.weights.empty() ? mid.gate.weights : c.weights),
                       cat.format(c.activations.empty() ? mid.gate.inputs : c.activations),
                       cat.format(c.kv_cache.empty() ? mid.kv_cache : c.kv_cache)},
-                     ""};
+                     "",
+                     {}};
   const cost::PlanFormats& pf = out.formats;
-  out.datapath =
-      !c.datapath.empty() ? c.datapath
-      : !mid.gate.datapath.empty()
-          ? mid.gate.datapath
-          : target.datapath_for(cost::gemm_rate_class(pf.weights.element, pf.activations.element, target,
-                                                      pf.weights.name, pf.activations.name));
+  // The cluster models run every GEMM on weights x activations and attention on activations x KV
+  // cache: each pair's rate class (or the emulation that stands in for a missing one) is reported.
+  const std::string where = "layer " + std::to_string(mid_index) + " ";
+  const auto choose = [&](const cost::CostFormat& a, const cost::CostFormat& b, const std::string& op) {
+    try {
+      cost::RateChoice rc = cost::choose_rate_class(a.element, b.element, target, a.name, b.name);
+      if (!rc.note.empty() && std::find(out.notes.begin(), out.notes.end(), rc.note) == out.notes.end())
+        out.notes.push_back(rc.note);
+      return rc;
+    } catch (const SpecError& e) {
+      throw SpecError(where + op + " (" + a.name + " x " + b.name + "): " + e.what());
+    }
+  };
+  const cost::RateChoice gemm = choose(pf.activations, pf.weights, "mlp.gate");
+  choose(pf.activations, pf.kv_cache, "attn.sdpa");
+  out.datapath = !c.datapath.empty()          ? c.datapath
+                 : !mid.gate.datapath.empty() ? mid.gate.datapath
+                                              : target.datapath_for(gemm.rate_class);
   return out;
 }
 
@@ -148,8 +162,12 @@ cost::TrainFormats train_formats(const cost::PlanFormats& pf, cost::Catalog& cat
           cat.format(c.gradients),
           cat.format(c.optimizer_states),
           cat.format(c.master_weights),
-          cat.format(c.comm.empty() ? "bf16" : c.comm),
-          cat.format(c.comm.empty() ? pf.activations.name : c.comm)};
+          cat.format(!c.grad_comm.empty() ? c.grad_comm
+                     : c.comm.empty()     ? "bf16"
+                                          : c.comm),
+          cat.format(!c.act_comm.empty() ? c.act_comm
+                     : c.comm.empty()    ? pf.activations.name
+                                         : c.comm)};
 }
 
 cost::TrainConfig train_config(const ClusterSetup& c) {
@@ -158,6 +176,8 @@ cost::TrainConfig train_config(const ClusterSetup& c) {
   cfg.global_batch = c.global_batch;
   cfg.micro_batch = c.micro_batch;
   cfg.recompute = cost::parse_recompute(c.recompute);
+  cfg.flash_attention = c.flash_attention;
+  cfg.overlap_dp = c.overlap_dp;
   return cfg;
 }
 

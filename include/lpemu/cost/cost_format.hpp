@@ -53,5 +53,9 @@ const std::vector<std::string>& rate_classes();
 
 /// True if every value of `w` is exactly representable by the inputs of a `rate_class` unit.
 bool fits_class(const ElementWidth& w, std::string_view rate_class);
+/// Significand bits (hidden bit included) a float rate class keeps for elements of `exponent_bits`
+/// exponent bits (its widest alternative covering that range); 0 for integer classes, unknown
+/// names and exponent ranges the class cannot hold.
+int class_significand_bits(std::string_view rate_class, int exponent_bits);
 
 }  // namespace lpemu::cost

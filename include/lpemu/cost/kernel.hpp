@@ -6,7 +6,9 @@
 // run at the unit's full rate: a Hopper warp-group MMA is 64 rows, CUTLASS ships 128- and 64-row
 // tiles); smaller tiles would lose operand reuse, which this model does not price. With fewer
 // tiles than units the k range is split over units (split-K, as cuBLAS and CUTLASS do). DRAM traffic is the
-// workload's (each operand once: on-chip memory captures the tile re-reads).
+// workload's (each operand once: on-chip memory captures the tile re-reads). Inside a wave a unit
+// runs at the fraction of peak the device's best measured GEMM of that class reaches
+// (Target::gemm_efficiency, from data/hardware `achieved_tflops`), never a fitted factor.
 #pragma once
 
 #include <string>
@@ -24,14 +26,16 @@ struct KernelEstimate {
   double partial_bytes = 0;        ///< FP32 partial sums written and read back by split-K
   double wave_efficiency = 1;      ///< tiles / (waves x units)
   double padding_efficiency = 1;   ///< m n / (tiles x tile_m x tile_n)
-  double achievable_fraction = 1;  ///< of the rate class's peak: wave x padding efficiency
+  double kernel_efficiency = 1;    ///< in-wave fraction of peak: Target::gemm_efficiency (measured GEMMs)
+  double achievable_fraction = 1;  ///< of the rate class's peak: wave x padding x kernel efficiency
   double compute_s = 0, memory_s = 0, time_s = 0;
   bool compute_bound = false;
 };
 
 /// Prices a GEMM of `flops` = 2mkn moving `bytes` of DRAM traffic on `target`'s `rate_class`,
-/// tiled as `sys` describes. Each wave takes one full tile's time on one unit (peak / units).
+/// tiled as `sys` describes. Each wave takes one full tile's time on one unit (peak / units); a
+/// split-operand emulation (RateChoice::passes > 1) takes `passes` times the MACs.
 KernelEstimate gemm_kernel(const System& sys, const Target& target, const std::string& rate_class, double m,
-                           double k, double n, double bytes);
+                           double k, double n, double bytes, double passes = 1);
 
 }  // namespace lpemu::cost

@@ -20,9 +20,11 @@ namespace lpemu::cost {
 /// Degrees of parallelism; devices = tp x pp x dp x cp (EP reuses the DP x CP ranks).
 struct Parallel {
   long long tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
-  long long vpp = 1;  ///< virtual pipeline stages per device (interleaved 1F1B); 1 = plain 1F1B
-  bool sp = false;    ///< sequence parallelism inside the TP group (Korthikanti et al. 2022)
-  int zero = 1;       ///< ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + weights (FSDP)
+  long long vpp = 1;    ///< virtual pipeline stages per device (interleaved 1F1B); 1 = plain 1F1B
+  bool sp = false;      ///< sequence parallelism inside the TP group (Korthikanti et al. 2022)
+  int zero = 1;         ///< ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + weights (FSDP)
+  long long first = 0;  ///< layers on the first pipeline stage (0: derived, see stage_layers)
+  long long last = 0;   ///< layers on the last pipeline stage (0: derived, see stage_layers)
   /// tp x pp x dp x cp.
   long long devices() const { return tp * pp * dp * cp; }
   /// "tp=8,pp=4,dp=32,..." (only the fields that differ from 1/false, plus zero).
@@ -32,9 +34,19 @@ struct Parallel {
 /// The largest degree of any parallel dimension, and of their product (devices): 2^20.
 inline constexpr long long kMaxParallelDegree = 1LL << 20;
 
-/// Parses "tp=8,pp=4,dp=32,cp=1,ep=1,vpp=1,sp=1,zero=1"; missing keys keep their defaults.
-/// If `devices` > 0 and dp is absent, dp = devices / (tp pp cp). Throws SpecError on bad input,
-/// including a degree or device count above kMaxParallelDegree.
+/// Layers held by each of the pp pipeline stages. `first` and `last` (a missing one equal to the
+/// other) set the first and last stage, the others share the rest evenly (Megatron-Core's
+/// decoder_first/last_pipeline_num_layers). With neither given, pp dividing n_layers splits evenly;
+/// otherwise the middle stages take ceil(n_layers / pp) each and the first and last stage what is
+/// left, the embedding and LM head sitting beside fewer layers, as Llama 3 405B ran 126 layers on
+/// 16 stages (Dubey et al., "The Llama 3 Herd of Models", arXiv:2407.21783, §3.3.2). Throws
+/// SpecError naming the layers and stages when no split gives every stage at least one layer (and a
+/// multiple of vpp).
+std::vector<long long> stage_layers(const Parallel& p, long long n_layers);
+
+/// Parses "tp=8,pp=4,dp=32,cp=1,ep=1,vpp=1,sp=1,zero=1,first=7,last=7"; missing keys keep their
+/// defaults. If `devices` > 0 and dp is absent, dp = devices / (tp pp cp). Throws SpecError on bad
+/// input, including a degree or device count above kMaxParallelDegree.
 Parallel parse_parallel(std::string_view spec, long long devices = 0);
 
 /// Activation recomputation in the backward pass.
@@ -79,6 +91,7 @@ struct StepTime {
 /// Bytes held per device at the peak.
 struct DeviceMemory {
   double weights = 0, gradients = 0, optimizer = 0, activations = 0, total = 0, capacity = 0;
+  double reserve = 0;  ///< CUDA context and loaded kernels, counted in total
   bool fits = true;
   std::string why;  ///< what does not fit, when it does not
 };
@@ -94,6 +107,8 @@ struct TrainResult {
   double tokens_per_s = 0;
   double tflops_per_device = 0;  ///< model_flops / step / devices
   double mfu = 0;                ///< tflops_per_device / peak of rate_class
+  std::vector<std::string>
+      warnings;  ///< settings that are priced but make little sense (see parallel_warnings)
 };
 
 /// Pipeline bubble as a share of the step: (p - 1) / (v m + p - 1) for p stages, m micro-batches
@@ -106,8 +121,9 @@ TrainResult training_step(const ModelShape& shape, const TrainFormats& f, const 
                           const Target& target, const MacDatapath& dp, const TrainConfig& cfg);
 
 /// Every consistent configuration on `devices` devices (TP inside one scale-up domain, PP over
-/// divisors of the layer count, CP, micro-batch, recomputation), best tokens/s first; those
-/// that do not fit in memory come after the ones that do. `base` gives seq, global batch, ZeRO.
+/// every stage count stage_layers splits the layers into, CP, micro-batch, recomputation,
+/// interleaving depth vpp 1/2/4, ZeRO 1/2/3), best tokens/s first; those that do not fit in memory
+/// come after the ones that do. `base` gives seq, global batch, attention and DP overlap.
 std::vector<TrainResult> search_training(const ModelShape& shape, const TrainFormats& f, const System& sys,
                                          const Target& target, const MacDatapath& dp, long long devices,
                                          const TrainConfig& base);
@@ -130,7 +146,14 @@ struct InferenceResult {
   double weight_bytes = 0, kv_bytes = 0, capacity = 0;  ///< per device
   bool fits = true;
   std::string why;
+  std::vector<std::string> warnings;  ///< see parallel_warnings
 };
+
+/// What is ill-posed about running `par` on `sys` with sequences of `seq` tokens, each a sentence
+/// naming the degree: TP wider than the scale-up domain (its all-reduces then cross the scale-out
+/// network every layer), CP leaving fewer query rows per rank than one 128-row attention tile
+/// (FlashAttention-2's query block: Dao, "FlashAttention-2", arXiv:2307.08691, §3.3). Empty if none.
+std::vector<std::string> parallel_warnings(const Parallel& par, const System& sys, long long seq);
 
 /// One prefill or decode step at `batch` sequences of `context` tokens with TP x PP devices.
 InferenceResult inference_step(const ModelShape& shape, const PlanFormats& f, const System& sys,

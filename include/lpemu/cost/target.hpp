@@ -18,8 +18,10 @@ struct Rate {
   std::string macs_source;
   bool unverified = false;
   std::string note;
-  std::string derived_from;  ///< proposed targets: how the MAC model derived it
-  std::string datapath;      ///< the datapath record this class runs ("": generic_<class>)
+  std::string derived_from;     ///< proposed targets: how the MAC model derived it
+  std::string datapath;         ///< the datapath record this class runs ("": generic_<class>)
+  double achieved_tflops = 0;   ///< best measured dense GEMM rate of this class (0: none published)
+  std::string achieved_source;  ///< where that measurement is published
 
   friend bool operator==(const Rate&, const Rate&) = default;
 };
@@ -58,6 +60,9 @@ struct Target {
   double peak_ops(std::string_view rate_class) const;
   /// The datapath record that runs `rate_class`: the rate's `datapath`, else "generic_<class>".
   std::string datapath_for(std::string_view rate_class) const;
+  /// Fraction of the `rate_class` peak its best measured GEMM reaches (achieved_tflops / tflops;
+  /// 1 where no measurement is published or the class is absent).
+  double gemm_efficiency(std::string_view rate_class) const;
   /// units x MACs/clock/unit x 2 x clock, in TFLOP/s; nullopt if any factor is unpublished.
   std::optional<double> rebuilt_tflops(std::string_view rate_class) const;
 };

@@ -107,6 +107,8 @@ struct Op {
   std::string rate_class;          ///< peak-rate class used; empty for memory-only ops
   std::string a_format, b_format;  ///< operand formats as stored (A: inputs/queries, B: weights/cache)
   std::string datapath;            ///< the datapath record priced for the MACs; empty for memory-only ops
+  double passes = 1;               ///< MACs of `rate_class` per MAC of the op (> 1: emulated, see rate_note)
+  std::string rate_note;           ///< why a non-native class runs it ("" when a class accepts both operands)
   double energy_per_mac_pj = 0;
   double mac_area_fa = 0;  ///< full-adder equivalents per MAC lane of `datapath`
   // Filled in by roofline():
@@ -128,6 +130,7 @@ struct Workload {
   double mac_area_fa = 0;      ///< MAC-weighted mean area per MAC lane over the GEMM and attention ops
   double kv_cache_bytes = 0;   ///< K and V for batch x context tokens
   std::vector<Op> ops;
+  std::vector<std::string> notes;  ///< each distinct rate_note of the ops, in order of first use
 };
 
 /// How build_workload resolves the format and datapath names of a plan.
@@ -179,8 +182,24 @@ struct Roofline {
 /// Fills each op's time (max of compute and memory time), bound and energy; returns totals.
 Roofline roofline(Workload& w, const Target& target);
 
+/// How a GEMM of two formats runs on a target: the rate class, and how many MACs of that class
+/// each of its MACs takes.
+struct RateChoice {
+  std::string rate_class;
+  double passes = 1;  ///< 1: the class accepts both operands natively; > 1: split-operand emulation
+  std::string note;   ///< "" when native; else what runs it and the published scheme it follows
+};
+
 /// The rate class a GEMM of `a` x `b` runs on: the narrowest class both fit that `target` has.
-/// Throws SpecError naming the target and formats if there is none.
+/// Where none accepts both, the split-operand emulation a real kernel uses (3xTF32, bf16x3/x6):
+/// each operand split into pieces of a wider-range class the target lists, pieces(pieces + 1)/2
+/// products; the cheapest such class by passes / peak. Throws SpecError naming the target and
+/// formats if neither exists (e.g. fp64 operands).
+RateChoice choose_rate_class(const ElementWidth& a, const ElementWidth& b, const Target& target,
+                             std::string_view a_name, std::string_view b_name);
+
+/// choose_rate_class's class where it is native; throws SpecError naming the target and formats
+/// where no class the target lists accepts both operands.
 std::string gemm_rate_class(const ElementWidth& a, const ElementWidth& b, const Target& target,
                             std::string_view a_name, std::string_view b_name);
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/cost/parallel.hpp"
@@ -52,6 +53,10 @@ struct ClusterSetup {
   std::string recompute = "selective", gradients = "fp32", optimizer_states = "fp32", master_weights = "fp32";
   std::string comm;  ///< training: wire format of gradients and activations ("": bf16 gradients, activations
                      ///< as computed)
+  std::string grad_comm;        ///< training: gradients on the wire ("": comm, else bf16)
+  std::string act_comm;         ///< training: activations on the wire ("": comm, else as computed)
+  bool flash_attention = true;  ///< training: fused attention (false: s x s scores through DRAM)
+  bool overlap_dp = true;       ///< training: DP reduction overlaps the last backward
   std::string weights, activations, kv_cache,
       datapath;                    ///< overrides of the plan's formats ("" = the plan's)
   double step_time = 0;            ///< train search without devices: the step time to meet (s)
@@ -68,6 +73,7 @@ void apply_overrides(engine::PrecisionPlan& plan, const ClusterSetup& setup, con
 struct ClusterFormats {
   cost::PlanFormats formats;
   std::string datapath;
+  std::vector<std::string> notes;  ///< operand pairs no rate class accepts, and what runs them instead
 };
 /// The cluster formats of `plan` over `shape` on `target` (see ClusterFormats).
 ClusterFormats cluster_formats(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,

@@ -166,7 +166,8 @@ class Context:
         and one entry per op. Other fields as the command's options with underscores: phase
         ("prefill", "decode", "both", "train"), batch, context, weights, activations, kv_cache,
         datapath, system, devices, parallel, search, step_time, batches, global_batch,
-        micro_batch, recompute, gradients, optimizer_states, master_weights, comm, top, cost_dirs."""
+        micro_batch, recompute, gradients, optimizer_states, master_weights, comm, grad_comm,
+        act_comm, flash_attention, overlap_dp, top, cost_dirs."""
         return self.call("cost", plan=plan, target=target, model=model, **request)
 
 

@@ -144,7 +144,7 @@ TEST_CASE("inconsistent parallel configurations are errors that name the value",
   CHECK_THROWS_WITH(parse_recompute("some"), Catch::Contains("none, selective or full"));
   const System sys = load_system("dgx_h100");
   TrainConfig c;
-  c.par = parse_parallel("tp=8,pp=3", 24);
+  c.par = parse_parallel("tp=8,pp=3,vpp=2", 24);  // stages of 26, 27, 27 layers: 27 is not 2 virtual stages
   CHECK_THROWS_WITH(training_step(catalog().shape("llama3_70b"), formats("bf16", "bf16", "fp32", "bf16"), sys,
                                   catalog().target(sys.device), catalog().datapath("generic_bf16"), c),
                     Catch::Contains("n_layers = 80"));
@@ -187,6 +187,27 @@ TEST_CASE("search returns fitting configurations first, best tokens/s first", "[
   for (std::size_t i = 1; i < all.size(); ++i) {
     if (all[i].memory.fits) CHECK(all[i].tokens_per_s <= all[i - 1].tokens_per_s);
     CHECK(all[i].config.par.devices() == 64);
+  }
+}
+
+TEST_CASE("the search keeps the framework reserve free on every device", "[cost][cluster]") {
+  // The CUDA context and loaded kernels take 1-2 GB (Hugging Face Transformers docs, "Model
+  // training anatomy"); the model holds the upper end, counted in the total.
+  const System sys = load_system("dgx_h100");
+  TrainConfig base;
+  base.seq = 8192;
+  base.global_batch = 64;
+  const auto all =
+      search_training(catalog().shape("llama2_70b"), formats("bf16", "bf16", "fp32", "bf16"), sys,
+                      catalog().target(sys.device), catalog().datapath("generic_bf16"), 64, base);
+  REQUIRE_FALSE(all.empty());
+  REQUIRE(all.front().memory.fits);
+  for (const auto& r : all) {
+    const DeviceMemory& m = r.memory;
+    CHECK(m.reserve == 2e9);
+    CHECK(m.total == Approx(m.weights + m.gradients + m.optimizer + m.activations + 2e9));
+    CHECK(m.fits == (m.total <= 80e9));
+    if (m.fits) CHECK(m.weights + m.gradients + m.optimizer + m.activations <= 78e9);
   }
 }
 
@@ -245,6 +266,7 @@ struct Row {
   double params_b;
   long long heads, hidden, layers, tp, pp, gpus, batch;
   double tflops;
+  long long mbs, vpp;  // the paper's run script (examples/sc21/run_table_1.sh)
 };
 
 std::vector<Row> table1() {
@@ -261,7 +283,8 @@ std::vector<Row> table1() {
     std::replace(line.begin(), line.end(), ',', ' ');
     std::istringstream s(line);
     Row r{};
-    s >> r.params_b >> r.heads >> r.hidden >> r.layers >> r.tp >> r.pp >> r.gpus >> r.batch >> r.tflops;
+    s >> r.params_b >> r.heads >> r.hidden >> r.layers >> r.tp >> r.pp >> r.gpus >> r.batch >> r.tflops >>
+        r.mbs >> r.vpp;
     rows.push_back(r);
   }
   return rows;
@@ -297,10 +320,11 @@ TEST_CASE("validation: Narayanan et al. SC'21 Table 1, achieved TFLOP/s per A100
     c.par.tp = row.tp;
     c.par.pp = row.pp;
     c.par.dp = row.gpus / (row.tp * row.pp);
+    c.par.vpp = row.vpp;
     c.par.zero = 0;
     c.seq = 2048;
     c.global_batch = row.batch;
-    c.micro_batch = 1;
+    c.micro_batch = row.mbs;
     c.recompute = Recompute::full;
     c.flash_attention = false;
     c.overlap_dp = false;
@@ -321,9 +345,11 @@ TEST_CASE("validation: Narayanan et al. SC'21 Table 1, achieved TFLOP/s per A100
           100 * r.time.dp_s / r.time.step_s);
     }
     CHECK(r.memory.fits);
-    // The model leaves out mechanisms that only add time (GEMM efficiency inside a wave, kernel
-    // launches, data loading), so it must over-predict, and by less than the bound measured
-    // when this test was written (+17% to +33%; docs/cost-and-systems.md, "Validation").
+    // The model leaves out mechanisms that only add time (attention and memory-bound kernels at
+    // their measured rather than peak rates, kernel launches, data loading), so it must
+    // over-predict. The bounds are the ones set before the measured GEMM efficiency and the run
+    // script's settings were added (+14% to +27% now; docs/cost-and-systems.md, "Validation"); the
+    // paper-level target of +-15% on every row is not met yet.
     CHECK(err > 0);
     CHECK(err < 0.45);
   }

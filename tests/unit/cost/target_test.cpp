@@ -65,8 +65,10 @@ TEST_CASE("every shipped target, shape, plan and datapath loads", "[cost]") {
   }
   for (const auto& name : c.shape_names()) CHECK(c.shape(name).parameters() > 0);
   for (const auto& name : c.datapath_names()) CHECK(c.datapath(name).fused_terms >= 1);
-  CHECK(c.shape_names() == std::vector<std::string>{"llama2_70b", "llama2_7b", "llama3_70b", "llama3_8b",
-                                                    "mixtral_8x7b", "stories260K"});
+  // NVIDIA Blackwell datasheet (2024), HGX B200 1,000 W column: FP32 80 TFLOPS (CUDA cores).
+  CHECK(c.target("b200").rates.at("fp32").tflops == 80);
+  CHECK(c.shape_names() == std::vector<std::string>{"llama2_70b", "llama2_7b", "llama3_405b", "llama3_70b",
+                                                    "llama3_8b", "mixtral_8x7b", "stories260K"});
 }
 
 TEST_CASE("shipped rates equal the datasheets and rebuild from units x MACs/clock x 2 x clock", "[cost]") {

@@ -147,9 +147,12 @@ TEST_CASE("each block is priced in its own formats and on its own datapath", "[c
   // MX blocks on the B200's block-scaled datapath, named by the plan.
   for (std::size_t l = 1; l < 31; ++l) plan.layers[l].gate.datapath = "b200_mxfp8_fp32";
   const auto& t = c.target("b200");
-  // The unquantised LM head runs fp32 x fp32; B200 publishes no fp32 rate, so the plan cannot run.
-  CHECK_THROWS_WITH(lpemu::cost::build_workload(shape, plan, t, c, Phase::decode, 8, 4096),
-                    Catch::Contains("no rate class that accepts both fp32 and fp32"));
+  // The unquantised LM head runs fp32 x fp32 on B200's datasheet FP32 rate, natively.
+  const auto w32 = lpemu::cost::build_workload(shape, plan, t, c, Phase::decode, 8, 4096);
+  CHECK(w32.ops.back().name == "lm_head");
+  CHECK(w32.ops.back().rate_class == "fp32");
+  CHECK(w32.ops.back().passes == 1);
+  CHECK(w32.notes.empty());
   CHECK(lpemu::cost::bits_per_weight(shape, plan, c) == Approx((2 * 16.0 + 30 * 8.25) / 32));
   plan.lm_head = {"bf16", "bf16", ""};
   auto w = lpemu::cost::build_workload(shape, plan, t, c, Phase::decode, 8, 4096);

@@ -1,0 +1,186 @@
+// The settings real training jobs use: uneven pipeline stages (fewer layers beside the embedding
+// and the LM head), fused/unfused attention, DP overlap, separate wire formats, and the warnings or
+// named errors for ill-posed degrees.
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "lpemu/cost/catalog.hpp"
+#include "lpemu/cost/parallel.hpp"
+#include "lpemu/error.hpp"
+
+namespace {
+
+using namespace lpemu::cost;
+
+Catalog& catalog() {
+  static Catalog c(lpemu::format::Registry::builtin());
+  return c;
+}
+
+TrainFormats bf16_formats() {
+  Catalog& c = catalog();
+  return {c.format("bf16"), c.format("bf16"), c.format("fp32"), c.format("fp32"),
+          c.format("fp32"), c.format("bf16"), c.format("bf16")};
+}
+
+TrainResult step(const ModelShape& shape, const std::string& parallel, long long devices, long long seq,
+                 long long global_batch) {
+  const System sys = load_system("dgx_h100");
+  TrainConfig c;
+  c.par = parse_parallel(parallel, devices);
+  c.seq = seq;
+  c.global_batch = global_batch;
+  return training_step(shape, bf16_formats(), sys, catalog().target(sys.device),
+                       catalog().datapath("generic_bf16"), c);
+}
+
+TEST_CASE("stage_layers: even, Llama 3's fewer layers on the first and last stage, explicit",
+          "[cost][cluster]") {
+  Parallel p;
+  p.pp = 4;
+  CHECK(stage_layers(p, 80) == std::vector<long long>{20, 20, 20, 20});
+  // Llama 3 405B (arXiv:2407.21783 §3.3.2): 126 layers on 16 stages, one fewer on the first and last.
+  p.pp = 16;
+  std::vector<long long> want(16, 8);
+  want.front() = want.back() = 7;
+  CHECK(stage_layers(p, 126) == want);
+  // 70 layers on 12 stages: 5 + 10 x 6 + 5.
+  p.pp = 12;
+  std::vector<long long> want70(12, 6);
+  want70.front() = want70.back() = 5;
+  CHECK(stage_layers(p, 70) == want70);
+  // Explicit: first = 2 (last the same) leaves 6 layers for 2 middle stages.
+  p = parse_parallel("pp=4,first=2");
+  CHECK(stage_layers(p, 10) == std::vector<long long>{2, 3, 3, 2});
+  p = parse_parallel("pp=4,first=1,last=3");
+  CHECK(stage_layers(p, 10) == std::vector<long long>{1, 3, 3, 3});
+  // No split: 10 layers cannot give 8 stages ceil(10/8) = 2 middle layers each.
+  p = parse_parallel("pp=8");
+  CHECK_THROWS_WITH(stage_layers(p, 10),
+                    "pp = 8, n_layers = 10: no split gives every stage at least one layer; expected first + "
+                    "(pp - 2) x k + last = n_layers with first, last and k at least 1");
+  p = parse_parallel("pp=4,first=5");
+  CHECK_THROWS_WITH(stage_layers(p, 10), Catch::StartsWith("pp = 4, first = 5, n_layers = 10: no split"));
+  p = parse_parallel("pp=4,vpp=2");
+  CHECK_THROWS_WITH(
+      stage_layers(p, 10),
+      "pp = 4 x vpp = 2, n_layers = 10: a stage of 3 layers does not split into vpp = 2 virtual stages");
+}
+
+TEST_CASE("126 layers train on pp=16 and 70 on pp=12; the busiest stage holds the device's weights",
+          "[cost][cluster]") {
+  const ModelShape s405 = catalog().shape("llama3_405b");
+  const TrainResult r = step(s405, "tp=8,pp=16,zero=1", 1024, 8192, 128);
+  CHECK(r.time.step_s > 0);
+  // Per layer 2 d^2 + 2 d kv + 3 d H = 3,187,671,040 parameters; embedding 128,256 x 16,384 =
+  // 2,101,346,304. First stage 7 layers + embedding = 24.415 G < middle 8 layers = 25.501 G, so the
+  // device holds 8 layers / tp = 8 in bf16.
+  const double per_layer = 2.0 * 16384 * 16384 + 2.0 * 16384 * 1024 + 3.0 * 16384 * 53248;
+  CHECK(per_layer == 3187671040.0);
+  CHECK(r.memory.weights == Approx(8 * per_layer / 8 * 2).epsilon(1e-12));
+  // The critical stage is a middle one (8 layers, no head), so the explicit split with one more
+  // layer on the last stage is slower and the 8-8 middle unchanged.
+  const TrainResult same = step(s405, "tp=8,pp=16,first=7,last=7,zero=1", 1024, 8192, 128);
+  CHECK(same.time.step_s == r.time.step_s);
+  ModelShape s70 = catalog().shape("llama2_70b");
+  s70.name = "llama2_70b_70_layers";
+  s70.n_layers = 70;
+  CHECK(step(s70, "tp=8,pp=12,zero=1", 96, 4096, 96).time.step_s > 0);
+  // Inference: the same split is accepted.
+  const System sys = load_system("dgx_h100");
+  const PlanFormats pf{catalog().format("bf16"), catalog().format("bf16"), catalog().format("bf16")};
+  CHECK(inference_step(s405, pf, sys, catalog().target(sys.device), catalog().datapath("generic_bf16"),
+                       parse_parallel("tp=8,pp=16"), Phase::decode, 8, 4096)
+            .step_s > 0);
+}
+
+TEST_CASE("unfused attention and no DP overlap only add time", "[cost][cluster]") {
+  const System sys = load_system("dgx_h100");
+  TrainConfig c;
+  c.par = parse_parallel("tp=8,pp=1,zero=1", 64);
+  c.seq = 4096;
+  c.global_batch = 64;
+  c.recompute = Recompute::none;
+  const ModelShape s = catalog().shape("llama3_8b");
+  const auto run = [&](const TrainConfig& cfg) {
+    return training_step(s, bf16_formats(), sys, catalog().target(sys.device),
+                         catalog().datapath("generic_bf16"), cfg);
+  };
+  const TrainResult fused = run(c);
+  TrainConfig u = c;
+  u.flash_attention = false;
+  const TrainResult unfused = run(u);
+  CHECK(unfused.time.step_s > fused.time.step_s);
+  // Unfused attention keeps the s x s softmax output and its mask: (a + 1) bytes x heads / tp x s^2.
+  CHECK(unfused.memory.activations - fused.memory.activations ==
+        Approx(32.0 * (32.0 / 8) * 4096.0 * 4096.0 * 3.0).epsilon(1e-9));
+  TrainConfig o = c;
+  o.overlap_dp = false;
+  const TrainResult serial = run(o);
+  CHECK(serial.time.dp_s >= fused.time.dp_s);
+  CHECK(serial.time.dp_s > 0);
+}
+
+TEST_CASE("ill-posed degrees: a warning names the degree, or the parse fails", "[cost][cluster]") {
+  const System sys = load_system("dgx_h100");
+  // tp = 16 spans two 8-GPU NVLink domains.
+  const auto tp16 = parallel_warnings(parse_parallel("tp=16"), sys, 4096);
+  REQUIRE(tp16.size() == 1);
+  CHECK(tp16[0] ==
+        "tp = 16 is wider than system 'dgx_h100''s scale-up domain of 8 devices: its all-reduces cross the "
+        "scale-out network in every layer");
+  // cp = 8 on an 8-token sequence: one token per rank.
+  const auto cp8 = parallel_warnings(parse_parallel("cp=8"), sys, 8);
+  REQUIRE(cp8.size() == 1);
+  CHECK(
+      cp8[0] ==
+      "cp = 8 leaves 1 tokens per rank of a 8-token sequence, fewer than one 128-row attention tile: the K/V "
+      "exchange outweighs the work it splits");
+  CHECK(parallel_warnings(parse_parallel("tp=8,cp=8"), sys, 8192).empty());  // 1,024 tokens per rank
+  // ZeRO-3 on a 260K-parameter model.
+  TrainConfig c;
+  c.par = parse_parallel("zero=3", 8);
+  c.seq = 256;
+  c.global_batch = 8;
+  const TrainResult r = training_step(catalog().shape("stories260K"), bf16_formats(), sys,
+                                      catalog().target(sys.device), catalog().datapath("generic_bf16"), c);
+  REQUIRE(r.warnings.size() == 1);
+  CHECK_THAT(r.warnings[0],
+             Catch::StartsWith("zero = 3 shards ") &&
+                 Catch::EndsWith(" GB of weights, gradients and optimizer states that fit unsharded "
+                                 "in 80 GB per device: it only adds weight all-gathers"));
+  // Llama-3-70B does not fit unsharded on an 80 GB device: no warning.
+  c.par = parse_parallel("tp=8,zero=3", 64);
+  c.seq = 4096;
+  c.global_batch = 64;
+  CHECK(training_step(catalog().shape("llama3_70b"), bf16_formats(), sys, catalog().target(sys.device),
+                      catalog().datapath("generic_bf16"), c)
+            .warnings.empty());
+  // Degree products past 2^63 are refused by name.
+  CHECK_THROWS_WITH(
+      parse_parallel("tp=4294967296,pp=4294967296"),
+      "--parallel \"tp=4294967296,pp=4294967296\": tp x pp x dp x cp x vpp overflows a 64-bit integer");
+}
+
+TEST_CASE("the search tries interleaving and every ZeRO stage", "[cost][cluster]") {
+  const System sys = load_system("dgx_h100");
+  TrainConfig base;
+  base.seq = 4096;
+  base.global_batch = 64;
+  const auto all =
+      search_training(catalog().shape("llama3_8b"), bf16_formats(), sys, catalog().target(sys.device),
+                      catalog().datapath("generic_bf16"), 16, base);
+  bool vpp2 = false, zero2 = false, zero3 = false;
+  for (const auto& r : all) {
+    vpp2 = vpp2 || r.config.par.vpp == 2;
+    zero2 = zero2 || r.config.par.zero == 2;
+    zero3 = zero3 || r.config.par.zero == 3;
+  }
+  CHECK(vpp2);
+  CHECK(zero2);
+  CHECK(zero3);
+}
+
+}  // namespace
