@@ -233,8 +233,9 @@ TEST_CASE("proposal verify exits 1, without an error line, when results differ",
   CHECK_THAT(r.out, Contains("1 problems"));
   CHECK_THAT(r.err, !Contains("error"));
   // The same report to a full disk: exit 2, saying the report was lost.
-  const Run lost = run_lpemu(
-      "proposal verify '" + s.dir.string() + "' --results '" + (s / "results.csv").string() + "'", "/dev/full");
+  const Run lost =
+      run_lpemu("proposal verify '" + s.dir.string() + "' --results '" + (s / "results.csv").string() + "'",
+                "/dev/full");
   CHECK(lost.status == 2);
   CHECK_THAT(lost.err, Contains("write failed") && Contains("the report on standard output was lost"));
 }

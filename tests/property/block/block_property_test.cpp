@@ -195,10 +195,34 @@ TEST_CASE("ceil never saturates and every element lies on the element grid times
   }
 }
 
+TEST_CASE("a 2-D tile format quantises a matrix and its transpose to the same values", "[block][property]") {
+  // Square tiles cover the same elements of W and of Wᵀ, so the forward (along K) and the data
+  // gradient (along N) GEMMs of a training step can share one quantised weight.
+  for (const std::string& name : lb::BlockRegistry::builtin().names()) {
+    const lb::BlockFormat& f = lb::BlockRegistry::builtin().get(name);
+    if (f.granularity != lb::Granularity::tile || f.tile_rows != f.tile_cols) continue;
+    for (const auto& [rows, cols] : std::vector<std::pair<std::size_t, std::size_t>>{{40, 56}, {256, 128}}) {
+      const auto x = random_tensor(rows * cols, 31 + rows);
+      std::vector<float> xt(x.size()), q(x.size()), qt(x.size());
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) xt[c * rows + r] = x[r * cols + c];
+      const std::vector<std::size_t> shape{rows, cols}, shape_t{cols, rows};
+      lb::quantize(f, x, q, shape);
+      lb::quantize(f, xt, qt, shape_t);
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t c = 0; c < cols; ++c) {
+          INFO(name << " " << rows << "x" << cols << " (" << r << ", " << c << ")");
+          REQUIRE(same(q[r * cols + c], static_cast<double>(qt[c * rows + r])));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("results are bit-identical with 1 and 2 threads and equal the generic path", "[block][property]") {
   const auto x = random_tensor(1 << 18, 77);
-  for (const char* name :
-       {"mxfp4", "nvfp4", "mxint8", "fp8_e4m3_tile128", "fp8_e4m3_per_tensor", "int8_per_token"}) {
+  for (const char* name : {"mxfp4", "nvfp4", "mxint8", "fp8_e4m3_tile128", "nvfp4_tile16",
+                           "fp8_e4m3_per_tensor", "int8_per_token"}) {
     lb::BlockFormat f = lb::BlockRegistry::builtin().get(name);
     f.element_options.rounding = RoundingMode::stochastic;
     f.element_options.seed = 9;
