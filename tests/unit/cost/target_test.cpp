@@ -68,7 +68,7 @@ TEST_CASE("every shipped target, shape, plan and datapath loads", "[cost]") {
   // NVIDIA Blackwell datasheet (2024), HGX B200 1,000 W column: FP32 80 TFLOPS (CUDA cores).
   CHECK(c.target("b200").rates.at("fp32").tflops == 80);
   CHECK(c.shape_names() == std::vector<std::string>{"llama2_70b", "llama2_7b", "llama3_405b", "llama3_70b",
-                                                    "llama3_8b", "mixtral_8x7b", "stories260K"});
+                                                    "llama3_8b", "mixtral_8x7b", "stories260K", "tiny1m"});
 }
 
 TEST_CASE("shipped rates equal the datasheets and rebuild from units x MACs/clock x 2 x clock", "[cost]") {

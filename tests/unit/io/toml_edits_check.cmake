@@ -37,8 +37,9 @@ set(kAllowedEdits
     "engine/plan.cpp:name"            # named_plan_toml: a plan's name (engine owns plans)
     "experiment/experiment.cpp:label" # an experiment's [[plan]] keys (experiment owns experiments)
     "experiment/experiment.cpp:plan")
-# file:key of TOML text that names a record field outside its layer (none).
-set(kAllowedText)
+# file:key of TOML text that names a record field outside its layer: cost/parallel.cpp's warning
+# text "zero = 3 shards ..." names the ZeRO stage, not a format's zero field.
+set(kAllowedText cost/parallel.cpp:zero)
 
 file(GLOB_RECURSE files RELATIVE "${SRC}" "${SRC}/*.cpp" "${SRC}/*.hpp" "${SRC}/*.h")
 set(problems "")
