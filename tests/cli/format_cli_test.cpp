@@ -349,12 +349,12 @@ TEST_CASE("option values are checked while parsing: exit 2 and a message naming 
            {"cost --system dgx_h100 --model llama3_70b --phase train --recompute most",
             "--recompute: most not in {none,selective,full}"},
            // a bad number
-           {"datapath-error --trials 0", "--trials: 0: expected an integer >= 1"},
+           {"datapath-error --trials 0", "--trials: 0: expected an integer in 1..1000000"},
            {"run --steps -3", "--steps: -3: expected an integer >= 1"},
            {"sweep '" + lpemu::test::source_path("experiments/default.toml") + "' --shard 0/x",
             "--shard: x: expected an integer >= 0"},
            // a bad element of a comma-separated list
-           {"datapath-error --k 16,x,64", "--k: x: expected an integer >= 1"},
+           {"datapath-error --k 16,x,64", "--k: x: expected an integer in 1..1048576"},
            {"cost --system dgx_h100 --model llama3_70b --parallel tp=8 --batches 1,0,4",
             "--batches: 0: expected an integer >= 1"},
            {"datapath-error --datapath ideal,h100_e4m3_fp33 --k 16 --trials 2",

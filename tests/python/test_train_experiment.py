@@ -46,7 +46,7 @@ def test_every_plan_and_seed_ran(sweep):
     out, rows, log = sweep
     assert [(r["label"], r["seed"]) for r in rows] == [
         ("fp32", "0"), ("fp32", "1"), ("fp32", "2"), ("bf16", "0"), ("fp8", "0"), ("mxfp8", "0"),
-        ("mxfp6", "0"), ("nvfp4", "0"), ("nvfp4_sr", "0"), ("mxfp4", "0")]
+        ("mxfp6", "0"), ("nvfp4", "0"), ("nvfp4_sr", "0"), ("nvfp4_recipe", "0"), ("mxfp4", "0")]
     assert len(log) == 2 * len(rows)
     for name in ["train_report.md", "train_loss.svg"]:
         assert (out / name).stat().st_size > 0

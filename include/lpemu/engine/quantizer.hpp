@@ -152,7 +152,7 @@ struct QuantSpec {
 };
 
 /// The per-tensor block format that current scaling of element format `element` quantises with: an
-/// FP32 scale over the whole tensor, scale rule amax_over_max (as formats/block/fp8_*_per_tensor).
+/// FP32 scale over the whole tensor, scale rule amax_over_max (as the built-in fp8_e4m3_per_tensor).
 block::BlockFormat per_tensor_format(const format::Format& element);
 
 /// A GEMM operand [rows, K] as a quantisation point encoded it (blocks along K): element codes,
