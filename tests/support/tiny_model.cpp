@@ -97,4 +97,18 @@ Model tiny_model(const std::string& family, const char* format, bool tied, unsig
   return m;
 }
 
+const engine::QuantizerFactory& builtin_quantizers() {
+  static const engine::QuantizerFactory q = engine::QuantizerFactory::standard(format::Registry::builtin());
+  return q;
+}
+
+const engine::GemmFactory& builtin_gemms() {
+  static const engine::GemmFactory g = engine::GemmFactory::builtin();
+  return g;
+}
+
+engine::PrecisionPlan read_plan(const std::string& text, const std::string& origin) {
+  return engine::parse_plan_toml(text, origin, builtin_quantizers(), builtin_gemms());
+}
+
 }  // namespace lpemu::test

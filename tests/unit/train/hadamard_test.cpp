@@ -25,20 +25,6 @@ using engine::RowMatrixD;
 
 namespace {
 
-const engine::QuantizerFactory& quantizers() {
-  static const engine::QuantizerFactory q = engine::QuantizerFactory::standard(format::Registry::builtin());
-  return q;
-}
-
-const engine::GemmFactory& gemms() {
-  static const engine::GemmFactory g = engine::GemmFactory::builtin();
-  return g;
-}
-
-engine::PrecisionPlan read(const std::string& text) {
-  return engine::parse_plan_toml(text, "train.toml", quantizers(), gemms());
-}
-
 // Sylvester's Hadamard matrix entry: H[i][j] = (−1)^popcount(i & j).
 int sylvester(int i, int j) {
   int bits = i & j;
@@ -84,7 +70,8 @@ TEST_CASE("the wgrad Hadamard transform is H·D/sqrt(B) per block of tokens and 
 TEST_CASE("with an fp64 plan and no quantisation the transformed wgrad equals the plain one",
           "[train][unit]") {
   const engine::Config c = test::tiny_model("llama", "fp32", false).config;
-  const LinearPlan lp(read("compute = \"fp64\"\nwgrad_hadamard = 16\n"), quantizers(), gemms(), c);
+  const LinearPlan lp(test::read_plan("compute = \"fp64\"\nwgrad_hadamard = 16\n"),
+                      test::builtin_quantizers(), test::builtin_gemms(), c);
   const LinearSite& s = lp.site(0, "w2");
   CHECK(s.hadamard == 16);
   std::mt19937 g(7);
@@ -111,8 +98,9 @@ template <class Draw>
 std::pair<double, double> nvfp4_wgrad_sqnr(Draw draw) {
   const engine::Config c = test::tiny_model("llama", "fp32", false).config;
   const std::string roles = "[roles]\nlinear_input = \"nvfp4\"\ngrad_output = \"nvfp4\"\n";
-  const LinearPlan plain(read(roles), quantizers(), gemms(), c);
-  const LinearPlan rht(read("wgrad_hadamard = 16\n" + roles), quantizers(), gemms(), c);
+  const LinearPlan plain(test::read_plan(roles), test::builtin_quantizers(), test::builtin_gemms(), c);
+  const LinearPlan rht(test::read_plan("wgrad_hadamard = 16\n" + roles), test::builtin_quantizers(),
+                       test::builtin_gemms(), c);
   double err_plain = 0;
   double err_rht = 0;
   double ref = 0;
@@ -169,13 +157,15 @@ TEST_CASE("under NVFP4 the Hadamard transform lowers the wgrad error on outlier-
 }
 
 TEST_CASE("wgrad_hadamard parses, round-trips and is checked", "[train][unit]") {
-  const auto p = read("wgrad_hadamard = 32\n[roles]\ngrad_output = \"nvfp4\"\n");
+  const auto p = test::read_plan("wgrad_hadamard = 32\n[roles]\ngrad_output = \"nvfp4\"\n");
   CHECK(p.wgrad_hadamard == 32);
-  CHECK(engine::parse_plan_toml(engine::to_toml(p), "again.toml", quantizers(), gemms()) == p);
-  CHECK(read("[roles]\nweights = \"bf16\"\n").wgrad_hadamard == 0);
-  CHECK_FALSE(p == read("[roles]\ngrad_output = \"nvfp4\"\n"));
+  CHECK(engine::parse_plan_toml(engine::to_toml(p), "again.toml", test::builtin_quantizers(),
+                                test::builtin_gemms()) == p);
+  CHECK(test::read_plan("[roles]\nweights = \"bf16\"\n").wgrad_hadamard == 0);
+  CHECK_FALSE(p == test::read_plan("[roles]\ngrad_output = \"nvfp4\"\n"));
   for (const char* bad : {"wgrad_hadamard = 12\n", "wgrad_hadamard = 1\n", "wgrad_hadamard = 512\n",
                           "wgrad_hadamard = \"16\"\n"}) {
-    CHECK_THROWS_WITH(read(bad), Catch::Contains("wgrad_hadamard") && Catch::Contains("power of two"));
+    CHECK_THROWS_WITH(test::read_plan(bad),
+                      Catch::Contains("wgrad_hadamard") && Catch::Contains("power of two"));
   }
 }

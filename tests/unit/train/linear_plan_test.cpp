@@ -26,20 +26,6 @@ using engine::RowMatrix;
 
 namespace {
 
-const engine::QuantizerFactory& quantizers() {
-  static const engine::QuantizerFactory q = engine::QuantizerFactory::standard(format::Registry::builtin());
-  return q;
-}
-
-const engine::GemmFactory& gemms() {
-  static const engine::GemmFactory g = engine::GemmFactory::builtin();
-  return g;
-}
-
-engine::PrecisionPlan read(const std::string& text) {
-  return engine::parse_plan_toml(text, "train.toml", quantizers(), gemms());
-}
-
 RowMatrix random(std::mt19937& g, int r, int c) {
   std::normal_distribution<float> d(0.0F, 1.0F);
   RowMatrix m(r, c);
@@ -90,9 +76,9 @@ TEST_CASE("every backward GEMM operand equals block::quantize along that GEMM's 
   for (const std::string& name : blocks.names()) {
     INFO(name);
     const block::BlockFormat& fmt = blocks.get(name);
-    const auto plan = read("[roles]\nweights = \"" + name + "\"\nlinear_input = \"" + name +
-                           "\"\ngrad_output = \"" + name + "\"\n");
-    const LinearPlan lp(plan, quantizers(), gemms(), c);
+    const auto plan = test::read_plan("[roles]\nweights = \"" + name + "\"\nlinear_input = \"" + name +
+                                      "\"\ngrad_output = \"" + name + "\"\n");
+    const LinearPlan lp(plan, test::builtin_quantizers(), test::builtin_gemms(), c);
     const LinearSite& s = lp.site(0, "w1");
     const bool tiles = fmt.granularity == block::Granularity::tile;
     CHECK(s.shared_weight == tiles);
@@ -128,10 +114,10 @@ TEST_CASE("every backward GEMM operand equals block::quantize along that GEMM's 
 
 TEST_CASE("stochastic rounding of gradients is unbiased and reproducible per step", "[train][unit]") {
   const engine::Config c = test::tiny_model("llama", "fp32", false).config;
-  const auto plan = read(
+  const auto plan = test::read_plan(
       "[roles]\ngrad_output = { format = \"bf16\", rounding = \"stochastic\", seed = 3 }\n"
       "grad_activation = { format = \"bf16\", rounding = \"stochastic\", seed = 3 }\n");
-  const LinearPlan lp(plan, quantizers(), gemms(), c);
+  const LinearPlan lp(plan, test::builtin_quantizers(), test::builtin_gemms(), c);
   const LinearSite& s = lp.site(1, "wo");
   // x between the bf16 neighbours 1 and 1 + 2^-7, a quarter of the way up.
   const double lo = 1.0;
@@ -165,17 +151,19 @@ TEST_CASE("stochastic rounding of gradients is unbiased and reproducible per ste
 
 TEST_CASE("training refuses plan entries it does not emulate, naming role and place", "[train][unit]") {
   const engine::Config c = test::tiny_model("llama", "fp32", false).config;
-  CHECK_THROWS_WITH(LinearPlan(read("[roles]\nscores = \"bf16\"\n"), quantizers(), gemms(), c),
+  CHECK_THROWS_WITH(LinearPlan(test::read_plan("[roles]\nscores = \"bf16\"\n"), test::builtin_quantizers(),
+                               test::builtin_gemms(), c),
                     Catch::StartsWith("train.toml:2: plan 'train': role scores is quantised, which "
                                       "training does not emulate yet"));
-  CHECK_THROWS_WITH(
-      LinearPlan(read("[roles]\nattention_gemm = \"a100_bf16_fp32\"\n"), quantizers(), gemms(), c),
-      Catch::Contains("attention_gemm is set, which training does not emulate yet"));
+  CHECK_THROWS_WITH(LinearPlan(test::read_plan("[roles]\nattention_gemm = \"a100_bf16_fp32\"\n"),
+                               test::builtin_quantizers(), test::builtin_gemms(), c),
+                    Catch::Contains("attention_gemm is set, which training does not emulate yet"));
   engine::Config moe = c;
   moe.n_experts = 2;
-  CHECK_THROWS_WITH(LinearPlan(engine::builtin_plan("fp32"), quantizers(), gemms(), moe),
-                    Catch::Contains("mixture-of-experts blocks, which training does not support yet"));
-  const LinearPlan fp32(engine::builtin_plan("fp32"), quantizers(), gemms(), c);
+  CHECK_THROWS_WITH(
+      LinearPlan(engine::builtin_plan("fp32"), test::builtin_quantizers(), test::builtin_gemms(), moe),
+      Catch::Contains("mixture-of-experts blocks, which training does not support yet"));
+  const LinearPlan fp32(engine::builtin_plan("fp32"), test::builtin_quantizers(), test::builtin_gemms(), c);
   CHECK(fp32.site(-1, "output").gemm_name[2] == "eigen");
   CHECK_THROWS_AS(fp32.site(0, "output"), Error);
 }

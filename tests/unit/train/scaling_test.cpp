@@ -27,19 +27,7 @@ using engine::RowMatrix;
 
 namespace {
 
-const engine::QuantizerFactory& quantizers() {
-  static const engine::QuantizerFactory q = engine::QuantizerFactory::standard(format::Registry::builtin());
-  return q;
-}
-
-const engine::GemmFactory& gemms() {
-  static const engine::GemmFactory g = engine::GemmFactory::builtin();
-  return g;
-}
-
-engine::PrecisionPlan read(const std::string& text) {
-  return engine::parse_plan_toml(text, "scaling.toml", quantizers(), gemms());
-}
+engine::PrecisionPlan read(const std::string& text) { return test::read_plan(text, "scaling.toml"); }
 
 RowMatrix random(std::mt19937& g, int r, int c, float scale) {
   std::normal_distribution<float> d(0.0F, 1.0F);
@@ -93,7 +81,8 @@ TEST_CASE("scaling and amax_history parse, round-trip and are checked", "[train]
   CHECK(p.resolve(engine::Role::linear_input, 0, engine::LayerKind::mlp, 2)->scaling ==
         engine::Scaling::current);
   CHECK(p.resolve(engine::Role::weights, 0, engine::LayerKind::mlp, 2)->scaling == engine::Scaling::none);
-  CHECK(engine::parse_plan_toml(engine::to_toml(p), "again.toml", quantizers(), gemms()) == p);
+  CHECK(engine::parse_plan_toml(engine::to_toml(p), "again.toml", test::builtin_quantizers(),
+                                test::builtin_gemms()) == p);
   CHECK(read("[roles]\ngrad_output = { format = \"fp8_e5m2\", scaling = \"delayed\" }\n")
             .resolve(engine::Role::grad_output, 0, engine::LayerKind::mlp, 2)
             ->amax_history == 16);
@@ -115,7 +104,7 @@ TEST_CASE("current scaling equals the per-tensor block format; delayed is refuse
     engine::QuantSpec spec;
     spec.format = e;
     spec.scaling = engine::Scaling::current;
-    const auto q = quantizers().make(spec);
+    const auto q = test::builtin_quantizers().make(spec);
     REQUIRE(q->block_format() != nullptr);
     CHECK(q->block_format()->granularity == block::Granularity::per_tensor);
     for (const float scale : {1e-3F, 1.0F, 3e4F}) {
@@ -126,7 +115,7 @@ TEST_CASE("current scaling equals the per-tensor block format; delayed is refuse
     }
     spec.scaling = engine::Scaling::delayed;
     spec.origin = "plan.toml:3";
-    CHECK_THROWS_WITH(quantizers().make(spec),
+    CHECK_THROWS_WITH(test::builtin_quantizers().make(spec),
                       Catch::StartsWith("plan.toml:3: format '") && Catch::Contains("only training has"));
   }
 }
@@ -136,7 +125,7 @@ TEST_CASE("delayed scaling takes the largest amax of the last amax_history steps
   const engine::Config c = test::tiny_model("llama", "fp32", false).config;
   const LinearPlan lp(
       read("[roles]\ngrad_output = { format = \"fp8_e4m3\", scaling = \"delayed\", amax_history = 2 }\n"),
-      quantizers(), gemms(), c);
+      test::builtin_quantizers(), test::builtin_gemms(), c);
   const LinearSite& s = lp.site(0, "w2");
   REQUIRE(s.delayed);
   std::mt19937 g(9);
