@@ -9,7 +9,7 @@ LPEMU := $(BUILD_DIR)/lpemu
 # rsvg-convert (renders the figures), matplotlib (redraws them from results.h5), clang with
 # libFuzzer (the fuzz targets' smoke runs), and the aarch64 cross compiler with user-mode QEMU
 # (the aarch64 build and its tests).
-DEMO_PACKAGES := cmake make g++ libeigen3-dev libboost-dev libtbb-dev libhwy-dev libhdf5-dev libtomlplusplus-dev \
+DEMO_PACKAGES := cmake make ninja-build g++ libeigen3-dev libboost-dev libtbb-dev libhwy-dev libhdf5-dev libtomlplusplus-dev \
                  libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config
 PACKAGES := $(DEMO_PACKAGES) catch2 libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-h5py \
             python3-torch python3-pytest python3-matplotlib chromium librsvg2-bin clang-14 libfuzzer-14-dev \
@@ -42,10 +42,17 @@ deps deps-demo:
 	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $$missing; \
 	else echo "lpemu: all Debian packages present"; fi
 
+# A build folder that an earlier lpemu configured with Unix Makefiles is reconfigured for Ninja
+# (CMake refuses to switch generators in place); its objects are rebuilt (from ccache where present).
+GENERATOR_GUARD = for d in build/*/; do [ -f "$$d/CMakeCache.txt" ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$$' \
+  "$$d/CMakeCache.txt" && rm -rf "$$d/CMakeCache.txt" "$$d/CMakeFiles"; done; true
+
 configure: deps
+	@$(GENERATOR_GUARD)
 	cmake --preset $(PRESET) $(LAUNCHER) -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=$(BENCH) -DLPEMU_BUILD_PYTHON=ON
 
 configure-demo: deps-demo
+	@$(GENERATOR_GUARD)
 	cmake --preset $(PRESET) $(LAUNCHER) -DLPEMU_BUILD_TESTS=OFF -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
 
 build: configure
@@ -58,6 +65,7 @@ build-demo: configure-demo
 # python tests need, then those tests. No package installation (`make deps` once), no benchmarks,
 # no package, exhaustive or tidy tests; configures build/release only when it is not configured.
 check:
+	@$(GENERATOR_GUARD)
 	@[ -f $(BUILD_DIR)/CMakeCache.txt ] || cmake --preset $(PRESET) $(LAUNCHER) -DLPEMU_BUILD_TESTS=ON \
 	  -DLPEMU_BUILD_BENCH=$(BENCH) -DLPEMU_BUILD_PYTHON=ON
 	cmake --build --preset $(PRESET) -j $(JOBS) --target $(CHECK_TARGETS)
@@ -76,6 +84,7 @@ test-release: build
 # instrumentation: the unit and CLI tests, the fuzz targets' replays of their seeds and findings,
 # and a short fuzzing run per target (README "Robustness").
 test-sanitize test-fuzz: deps
+	@$(GENERATOR_GUARD)
 	cmake --preset fuzz $(LAUNCHER) -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
 	cmake --build --preset fuzz -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_cli_tests $(FUZZ_TARGETS)
 	ctest --preset fuzz -j $(JOBS)
@@ -83,6 +92,7 @@ test-sanitize test-fuzz: deps
 # g++'s ASan + UBSan + float-cast-overflow build of the unit, CLI and fuzz-corpus tests (not part
 # of `make test`, whose sanitizer stage is clang's, above).
 test-asan: deps
+	@$(GENERATOR_GUARD)
 	cmake --preset asan $(LAUNCHER) -DLPEMU_BUILD_TESTS=ON -DLPEMU_BUILD_BENCH=OFF -DLPEMU_BUILD_PYTHON=OFF
 	cmake --build --preset asan -j $(JOBS) --target lpemu_cli lpemu_unit_tests lpemu_cli_tests $(FUZZ_TARGETS)
 	ctest --preset asan -j $(JOBS) -L 'unit|cli|fuzz'
@@ -93,6 +103,7 @@ test-asan: deps
 # kernel under each Arm target QEMU emulates, the code that dispatches on the target, and the
 # golden vectors of the codecs, block formats and datapaths (README "Building for other machines").
 test-aarch64: deps
+	@$(GENERATOR_GUARD)
 	bash cmake/aarch64/sysroot.sh build/aarch64-sysroot
 	cmake --preset aarch64 $(LAUNCHER)
 	cmake --build --preset aarch64 -j $(JOBS) --target lpemu_target_tests
