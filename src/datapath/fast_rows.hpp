@@ -127,6 +127,30 @@ struct TruncParams {
   std::size_t block8;  // the vector kernel: `block` rounded up to a multiple of kExpGroup
 };
 
+/// Products below 2^22 lifted by 2^kLift stay below 2^52 (the per-element kernel's int64 sums).
+constexpr int kLift = 30;
+
+/// TruncParams and the per-element kernels' integer shifts.
+struct ElementParams : TruncParams {
+  int base_shift;    // int64 kernel: products lifted by 2^kLift
+  int base_shift32;  // int32 kernel: products lifted by 2^lift32
+  int lift32;
+  bool use32;  // the int32 kernel is exact
+};
+
+/// One output element of a truncating datapath (docs/tensor-core-model.md, steps 1–8) from packed
+/// significands and exponents; false where the general engine must decide (special values, an
+/// all-zero block with zero c, or a rounding round_state defers). Best SIMD target of this machine
+/// (fast_element.cpp).
+bool element_trunc(const ElementParams& P, const std::int32_t* am, const std::int32_t* ae,
+                   const std::int32_t* bm, const std::int32_t* be, std::size_t k, std::uint64_t c,
+                   std::uint64_t& out);
+
+/// ideal: Σ of exact products at the smallest possible product lsb (int64); `nz` = 0 when every
+/// product is zero. Best SIMD target of this machine (fast_element.cpp).
+std::int64_t element_exact(const std::int32_t* am, const std::int32_t* al, const std::int32_t* bm,
+                           const std::int32_t* bl, std::size_t k, int lmin, std::int64_t& nz);
+
 /// Position of product p in the vector kernel's 8-bit exponent layout (blocks padded to block8).
 inline std::size_t exp8_index(const TruncParams& P, std::size_t p) {
   return p / P.block * P.block8 + p % P.block;
