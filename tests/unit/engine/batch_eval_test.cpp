@@ -49,7 +49,8 @@ TEST_CASE("eval of several documents gives each document's scores alone, however
   lpemu::experiment::Context ctx;
   ctx.data_dirs = lpemu::experiment::data_search_dirs({lpemu::test::source_path(".")});
   const lpemu::test::Scratch dir("batch_eval");
-  const std::string paragraph = lpemu::test::slurp(lpemu::test::source_path("data/models/stories260K/paragraph.txt"));
+  const std::string paragraph =
+      lpemu::test::slurp(lpemu::test::source_path("data/models/stories260K/paragraph.txt"));
   REQUIRE(paragraph.size() > 600);
   const std::vector<std::filesystem::path> texts{dir / "a.txt", dir / "b.txt", dir / "c.txt"};
   write_text(texts[0], paragraph);
@@ -59,7 +60,7 @@ TEST_CASE("eval of several documents gives each document's scores alone, however
              "name = \"per_tensor\"\n[roles]\nweights = \"fp8_e4m3_per_tensor\"\n"
              "linear_input = \"fp8_e4m3_per_tensor\"\n");
   for (const std::string& plan : {std::string("fp32"), std::string("h100_e4m3"), std::string("mxfp8"),
-                                 (dir / "per_tensor.toml").string()}) {
+                                  (dir / "per_tensor.toml").string()}) {
     INFO("plan " << plan);
     EvalRequest req;
     req.model = "stories260K";
