@@ -12,6 +12,13 @@
 // (8 layers, dim 1024, 16/4 heads, FFN 2816, vocab 32000; 0.62 GB) that the benchmark writes into
 // LPEMU_BENCH_DIR (default: the system's temporary directory) and removes after, from a warm page
 // cache, beside reading the same file's bytes into memory (the page-cache copy rate).
+// The 1B runs also report the session's preparation time (prepare_s) and the peak RSS so far.
+// With LPEMU_BENCH_155M=1 the same 155M shape in memory: building a session under h100_e4m3 and
+// mxfp8 (every weight quantised, encoded and prepared; weights/s) beside the bulk fp8_e4m3 encode
+// of the same weights, and a 256-token prefill under fp32, h100_e4m3 and mxfp8 beside the
+// engine's float GEMM (linear()) on every weight for the same tokens. These report the process's
+// CPU time (all threads), the figure to read on a shared machine.
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -27,6 +34,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "lpemu/engine/model.hpp"
@@ -215,6 +223,13 @@ double gemm_macs_per_token(const Model& m) {
 
 constexpr int kPrefill1b = 64;
 
+// The process's peak resident set so far (getrusage), in GB.
+double peak_rss_gb() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0 * 1e-9;  // ru_maxrss: KiB on Linux
+}
+
 std::vector<int> tokens(int n, int vocab);
 
 // Prefill of kPrefill1b tokens under a plan; its own session, freed after (the mxfp4 copy of the
@@ -223,10 +238,12 @@ void prefill_1b(benchmark::State& state, const std::string& plan_name, int threa
   const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
                                static_cast<std::size_t>(threads));
   const Model& m = llama1b();
+  const auto t0 = std::chrono::steady_clock::now();
   Session s(m, *plan(plan_name));
   const auto t = tokens(kPrefill1b, m.config.vocab_size);
   (void)s.forward(
       std::span<const int>(t.data(), 1));  // one token: weights encoded and prepared before timing
+  state.counters["prepare_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto _ : state) {
     s.reset();
     benchmark::DoNotOptimize(s.forward(t));
@@ -235,6 +252,7 @@ void prefill_1b(benchmark::State& state, const std::string& plan_name, int threa
   state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+  state.counters["peak_rss_GB"] = peak_rss_gb();
 }
 
 // Eigen's sgemm on the same matrices and the same token count: Y = X · Wᵀ for every weight, one
@@ -536,6 +554,7 @@ void prefill_155m(benchmark::State& state, const std::string& plan_name, int thr
   state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+  state.counters["peak_rss_GB"] = peak_rss_gb();
 }
 
 // Baseline of prefill_155m: the engine's own float GEMM (linear(), the fp32 plan's kernel) on
