@@ -12,6 +12,13 @@
 // (8 layers, dim 1024, 16/4 heads, FFN 2816, vocab 32000; 0.62 GB) that the benchmark writes into
 // LPEMU_BENCH_DIR (default: the system's temporary directory) and removes after, from a warm page
 // cache, beside reading the same file's bytes into memory (the page-cache copy rate).
+// The 1B runs also report the session's preparation time (prepare_s) and the peak RSS so far.
+// With LPEMU_BENCH_155M=1 the same 155M shape in memory: building a session under h100_e4m3 and
+// mxfp8 (every weight quantised, encoded and prepared; weights/s) beside the bulk fp8_e4m3 encode
+// of the same weights, and a 256-token prefill under fp32, h100_e4m3 and mxfp8 beside the
+// engine's float GEMM (linear()) on every weight for the same tokens. These report the process's
+// CPU time (all threads), the figure to read on a shared machine.
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -27,6 +34,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "lpemu/engine/model.hpp"
@@ -62,6 +70,13 @@ const PrecisionPlan* plan(const std::string& name) {
           "linear_input = \"fp8_e4m3\"\nlm_head = \"fp8_e4m3\"\n"
           "lm_head_input = \"fp8_e4m3\"\ngemm = \"h100_e4m3_fp32\"\n",
           "bench:h100_e4m3", quantizers(), GemmFactory::builtin());
+    }
+    if (quantizers().knows("mxfp8_e4m3")) {  // experiments/plans/mxfp8.toml
+      plans["mxfp8"] = parse_plan_toml(
+          "[roles]\nweights = \"mxfp8_e4m3\"\nlinear_input = \"mxfp8_e4m3\"\nlm_head = \"mxfp8_e4m3\"\n"
+          "lm_head_input = \"mxfp8_e4m3\"\nq = \"mxfp8_e4m3\"\nprobs = \"mxfp8_e4m3\"\n"
+          "kv_cache = \"mxfp8_e4m3\"\n",
+          "bench:mxfp8", quantizers(), GemmFactory::builtin());
     }
     if (quantizers().knows("mxfp4")) {
       plans["mxfp4"] = parse_plan_toml("[roles]\nweights = \"mxfp4\"\nlinear_input = \"mxfp4\"\n",
@@ -208,6 +223,13 @@ double gemm_macs_per_token(const Model& m) {
 
 constexpr int kPrefill1b = 64;
 
+// The process's peak resident set so far (getrusage), in GB.
+double peak_rss_gb() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0 * 1e-9;  // ru_maxrss: KiB on Linux
+}
+
 std::vector<int> tokens(int n, int vocab);
 
 // Prefill of kPrefill1b tokens under a plan; its own session, freed after (the mxfp4 copy of the
@@ -216,10 +238,12 @@ void prefill_1b(benchmark::State& state, const std::string& plan_name, int threa
   const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
                                static_cast<std::size_t>(threads));
   const Model& m = llama1b();
+  const auto t0 = std::chrono::steady_clock::now();
   Session s(m, *plan(plan_name));
   const auto t = tokens(kPrefill1b, m.config.vocab_size);
   (void)s.forward(
       std::span<const int>(t.data(), 1));  // one token: weights encoded and prepared before timing
+  state.counters["prepare_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto _ : state) {
     s.reset();
     benchmark::DoNotOptimize(s.forward(t));
@@ -228,6 +252,7 @@ void prefill_1b(benchmark::State& state, const std::string& plan_name, int threa
   state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+  state.counters["peak_rss_GB"] = peak_rss_gb();
 }
 
 // Eigen's sgemm on the same matrices and the same token count: Y = X · Wᵀ for every weight, one
@@ -426,6 +451,141 @@ void register_all() {
   }
 }
 
+// The 155M-parameter Llama-shaped model of the load and preparation benchmarks (8 layers, dim
+// 1024, 16/4 heads, FFN 2816, vocab 32000, untied), random float32 weights.
+Model make_155m() {
+  Model x;
+  Config& c = x.config;
+  c.name = "llama155m-shape";
+  c.dim = 1024;
+  c.n_layers = 8;
+  c.n_heads = 16;
+  c.n_kv_heads = 4;
+  c.head_dim = 64;
+  c.hidden_dim = 2816;
+  c.vocab_size = 32000;
+  c.seq_len = 256;
+  std::uint64_t s = 0x9E3779B97F4A7C15ULL;
+  auto fill = [&s](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
+    RowMatrix v(r, k);
+    for (Eigen::Index i = 0; i < v.size(); ++i) v.data()[i] = random_weight(s);
+    w = std::move(v);
+  };
+  fill(x.tok_embeddings, c.vocab_size, c.dim);
+  fill(x.output, c.vocab_size, c.dim);
+  for (int l = 0; l < c.n_layers; ++l) x.layers.push_back(random_layer(fill, 1024, 256, 2816));
+  x.norm = Vec<float>::Ones(1024);
+  return x;
+}
+
+const Model& llama155m() {
+  static const Model m = make_155m();
+  return m;
+}
+
+// Every weight matrix of a model (classifier and embedding included), for the baselines.
+std::vector<const WeightMatrix*> weight_matrices(const Model& m) {
+  std::vector<const WeightMatrix*> w{&m.tok_embeddings, &m.output};
+  for (const auto& l : m.layers) {
+    for (const WeightMatrix* x : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) w.push_back(x);
+  }
+  return w;
+}
+
+// Weights a session prepares: every matrix but the embedding (looked up, never multiplied).
+double prepared_weights(const Model& m) {
+  double n = 0;
+  for (const WeightMatrix* w : weight_matrices(m)) n += static_cast<double>(w->size());
+  return n - static_cast<double>(m.tok_embeddings.size());
+}
+
+// Building a session of the 155M model under a plan: every weight quantised, encoded and (on a
+// datapath) prepared for the GEMM kernels. weights/s counts the session's weights.
+void prepare_155m(benchmark::State& state, const std::string& plan_name, int threads) {
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                               static_cast<std::size_t>(threads));
+  const Model& m = llama155m();
+  for (auto _ : state) {
+    const Session s(m, *plan(plan_name));
+    benchmark::DoNotOptimize(&s);
+  }
+  state.counters["weights/s"] = benchmark::Counter(
+      prepared_weights(m) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+// Baseline of prepare_155m: the bulk encode kernel (fp8_e4m3, nearest even) on the same weights
+// into one byte each, buffers allocated before timing.
+void encode_155m(benchmark::State& state, int threads) {
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                               static_cast<std::size_t>(threads));
+  const Model& m = llama155m();
+  const auto& f = lpemu::format::Registry::builtin().get("fp8_e4m3");
+  std::vector<const WeightMatrix*> ws = weight_matrices(m);
+  ws.erase(ws.begin());  // not the embedding
+  std::vector<std::vector<std::uint8_t>> out;
+  for (const WeightMatrix* w : ws) out.emplace_back(static_cast<std::size_t>(w->size()));
+  RowMatrix buffer;
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      const RowMatrix& v = ws[i]->view(buffer);
+      lpemu::format::encode(f, std::span<const float>(v.data(), static_cast<std::size_t>(v.size())),
+                            std::span<std::uint8_t>(out[i]));
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["weights/s"] = benchmark::Counter(
+      prepared_weights(m) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+constexpr int kPrefill155m = 256;
+
+// Prefill of 256 tokens of the 155M model under a plan (the session built before timing).
+void prefill_155m(benchmark::State& state, const std::string& plan_name, int threads) {
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                               static_cast<std::size_t>(threads));
+  const Model& m = llama155m();
+  Session s(m, *plan(plan_name));
+  const auto t = tokens(kPrefill155m, m.config.vocab_size);
+  for (auto _ : state) {
+    s.reset();
+    benchmark::DoNotOptimize(s.forward(t));
+  }
+  const double n = kPrefill155m * static_cast<double>(state.iterations());
+  state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+  state.counters["peak_rss_GB"] = peak_rss_gb();
+}
+
+// Baseline of prefill_155m: the engine's own float GEMM (linear(), the fp32 plan's kernel) on
+// every weight of the model for the same 256 tokens, in the same order as a forward pass.
+void linear_155m(benchmark::State& state, int threads) {
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism,
+                               static_cast<std::size_t>(threads));
+  const Model& m = llama155m();
+  std::uint64_t seed = 11;
+  RowMatrix x(kPrefill155m, m.config.dim), xh(kPrefill155m, m.config.hidden_dim), y;
+  for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = random_weight(seed);
+  for (Eigen::Index i = 0; i < xh.size(); ++i) xh.data()[i] = random_weight(seed);
+  RowMatrix buffer;  // float32 weights: view() is the stored matrix itself
+  for (auto _ : state) {
+    for (const auto& w : m.layers) {
+      for (const WeightMatrix* wt : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w3}) {
+        linear(x, wt->view(buffer), Vec<float>(), y);
+        benchmark::DoNotOptimize(y.data());
+      }
+      linear(xh, w.w2.view(buffer), Vec<float>(), y);
+      benchmark::DoNotOptimize(y.data());
+    }
+    linear(x, m.output.view(buffer), Vec<float>(), y);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double n = kPrefill155m * static_cast<double>(state.iterations());
+  state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+}
+
 // The 155M-parameter float32 checkpoint of the load benchmarks, written once per run.
 class LoadCheckpoint {
  public:
@@ -435,27 +595,7 @@ class LoadCheckpoint {
            ("lpemu_bench_load_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
     file_ = dir_ / "llama155m.h5";
-    Model x;
-    Config& c = x.config;
-    c.name = "llama155m-shape";
-    c.dim = 1024;
-    c.n_layers = 8;
-    c.n_heads = 16;
-    c.n_kv_heads = 4;
-    c.head_dim = 64;
-    c.hidden_dim = 2816;
-    c.vocab_size = 32000;
-    c.seq_len = 256;
-    std::uint64_t s = 0x9E3779B97F4A7C15ULL;
-    auto fill = [&s](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
-      RowMatrix v(r, k);
-      for (Eigen::Index i = 0; i < v.size(); ++i) v.data()[i] = random_weight(s);
-      w = std::move(v);
-    };
-    fill(x.tok_embeddings, c.vocab_size, c.dim);
-    fill(x.output, c.vocab_size, c.dim);
-    for (int l = 0; l < c.n_layers; ++l) x.layers.push_back(random_layer(fill, 1024, 256, 2816));
-    x.norm = Vec<float>::Ones(1024);
+    const Model x = make_155m();
     save_model(x, file_);
     bytes_ = static_cast<double>(std::filesystem::file_size(file_));
     params_ = static_cast<double>(x.weight_bytes()) / sizeof(float);
@@ -533,6 +673,35 @@ int main(int argc, char** argv) {
             ->UseRealTime()
             ->Iterations(p == "h100_e4m3" ? 1 : 2);
       }
+    }
+  }
+  if (const char* e = std::getenv("LPEMU_BENCH_155M"); e != nullptr && std::string(e) == "1") {
+    benchmark::RegisterBenchmark("prepare/llama155m/encode_fp8_e4m3_baseline/threads:2",
+                                 [](benchmark::State& st) { encode_155m(st, 2); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MeasureProcessCPUTime();
+    for (const std::string p : {"h100_e4m3", "mxfp8"}) {
+      if (plan(p) == nullptr) continue;
+      benchmark::RegisterBenchmark(("prepare/llama155m/" + p + "/threads:2").c_str(),
+                                   [p](benchmark::State& st) { prepare_155m(st, p, 2); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MeasureProcessCPUTime();
+    }
+    const std::string n = "prefill" + std::to_string(kPrefill155m) + "/llama155m/";
+    benchmark::RegisterBenchmark((n + "linear_gemms_baseline/threads:2").c_str(),
+                                 [](benchmark::State& st) { linear_155m(st, 2); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MeasureProcessCPUTime();
+    for (const std::string p : {"fp32", "h100_e4m3", "mxfp8"}) {
+      if (plan(p) == nullptr) continue;
+      benchmark::RegisterBenchmark((n + p + "/threads:2").c_str(),
+                                   [p](benchmark::State& st) { prefill_155m(st, p, 2); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MeasureProcessCPUTime();
     }
   }
   if (const char* e = std::getenv("LPEMU_BENCH_LOAD"); e != nullptr && std::string(e) == "1") {

@@ -14,6 +14,7 @@ target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/bpe_tokenizer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/sampling_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/engine/batch_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/engine/batch_eval_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/support/tiny_model.cpp)
 target_link_libraries(lpemu_unit_tests PRIVATE nlohmann_json::nlohmann_json)
 target_sources(lpemu_golden_tests PRIVATE

@@ -18,6 +18,8 @@
 
 #include <unistd.h>
 
+#include <tbb/parallel_for.h>
+
 #include "lpemu/datapath/gemm.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
@@ -84,17 +86,37 @@ Side prepare(const datapath::Datapath& dp, bool a_side, const EncodedOperand& op
   Side s;
   (as_bytes ? s.codes8.resize(rows * k) : s.codes.resize(rows * k));
   const bool same = in.name == op.element.name;
-  for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t c = 0; c < k; ++c) {
-      const std::uint32_t code = t.codes[r * k + c];
-      const std::uint64_t v = same ? code : format::encode(in, format::decode(op.element, code));
-      const std::size_t at = a_side ? r * k + c : c * rows + r;
-      if (as_bytes) {
-        s.codes8[at] = static_cast<std::uint8_t>(v);
-      } else {
-        s.codes[at] = v;
+  // Tiles of kTile × kTile codes in parallel: B is transposed, and a tile of it writes whole
+  // cache lines (kTile bytes of each of kTile columns). Each code lands in its own place, so the
+  // result does not depend on the order.
+  constexpr std::size_t kTile = 64;
+  const std::size_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (k + kTile - 1) / kTile;
+  const auto copy_tiles = [&]<typename Out, bool convert>(Out* out) {
+    tbb::parallel_for(std::size_t{0}, row_tiles * col_tiles, [&](std::size_t tile) {
+      const std::size_t r0 = tile / col_tiles * kTile, c0 = tile % col_tiles * kTile;
+      const std::size_t r1 = std::min(rows, r0 + kTile), c1 = std::min(k, c0 + kTile);
+      const std::size_t step = a_side ? 1 : rows;  // between consecutive c of one row
+      for (std::size_t r = r0; r < r1; ++r) {
+        const std::uint32_t* from = t.codes.data() + r * k;
+        Out* to = out + (a_side ? r * k : r) + c0 * step;
+        for (std::size_t c = c0; c < c1; ++c, to += step) {
+          if constexpr (convert) {
+            *to = static_cast<Out>(format::encode(in, format::decode(op.element, from[c])));
+          } else {
+            *to = static_cast<Out>(from[c]);
+          }
+        }
       }
-    }
+    });
+  };
+  if (as_bytes && same) {
+    copy_tiles.operator()<std::uint8_t, false>(s.codes8.data());
+  } else if (as_bytes) {
+    copy_tiles.operator()<std::uint8_t, true>(s.codes8.data());
+  } else if (same) {
+    copy_tiles.operator()<std::uint64_t, false>(s.codes.data());
+  } else {
+    copy_tiles.operator()<std::uint64_t, true>(s.codes.data());
   }
   if (bf == nullptr) return s;
   const float g = t.tensor_scale;

@@ -24,6 +24,25 @@
 namespace lpemu::engine {
 namespace {
 
+// Elements encoded (and decoded) per task, small enough to stay in cache between the two.
+constexpr std::size_t kEncodePiece = std::size_t{1} << 14;
+
+// The encoding of matrix x in `element` with its codes still to be written.
+EncodedOperand empty_encoding(const RowMatrix& x, const format::Format& element, std::string_view what) {
+  if (element.bits > 32)
+    throw Error(std::string(what) + ": '" + element.name + "' codes are wider than 32 bits");
+  EncodedOperand e;
+  e.format = element.name;
+  e.element = element;
+  e.tensor.format_name = element.name;
+  e.tensor.layout.shape = {static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols())};
+  e.tensor.layout.rows = static_cast<std::size_t>(x.rows());
+  e.tensor.layout.cols = static_cast<std::size_t>(x.cols());
+  e.tensor.layout.block_cols = std::max<std::size_t>(e.tensor.layout.cols, 1);
+  e.tensor.codes.resize(static_cast<std::size_t>(x.size()));
+  return e;
+}
+
 // Each quantisation point gets its own stochastic stream: seeds mixed with the SplitMix64 finaliser.
 using format::mix64;
 
@@ -34,21 +53,36 @@ class ElementQuantizer final : public Quantizer {
   const format::Format& element_format() const override { return fmt_; }
   void apply(RowMatrix& x, const QuantPoint& p) const override { run(x, p); }
   void apply(RowMatrixD& x, const QuantPoint& p) const override { run(x, p); }
+  // The codes of x's rounding, then x set to their values: one rounding pass and one decode
+  // instead of quantize, encode and a check (quantize(x) = decode(encode(x)), the same rounding
+  // with the same options and stochastic indices).
   EncodedOperand encode(RowMatrix& x, const QuantPoint& p) const override {
-    run(x, p);
-    EncodedOperand e = encode_values(x, fmt_, fmt_.name);
-    e.format = fmt_.name;
+    EncodedOperand e = empty_encoding(x, fmt_, fmt_.name);
+    const format::ConvertOptions o = options(p);
+    const std::size_t n = static_cast<std::size_t>(x.size());
+    const std::span<float> v(x.data(), n);
+    tbb::parallel_for(std::size_t{0}, (n + kEncodePiece - 1) / kEncodePiece, [&](std::size_t piece) {
+      const std::size_t lo = piece * kEncodePiece, len = std::min(kEncodePiece, n - lo);
+      format::ConvertOptions po = o;
+      po.index_offset += lo;
+      const std::span<std::uint32_t> codes(e.tensor.codes.data() + lo, len);
+      format::encode(fmt_, std::span<const float>(v.subspan(lo, len)), codes, po);
+      format::decode(fmt_, std::span<const std::uint32_t>(codes), v.subspan(lo, len));
+    });
     return e;
   }
 
  private:
-  template <class T>
-  void run(Mat<T>& x, const QuantPoint& p) const {
+  format::ConvertOptions options(const QuantPoint& p) const {
     format::ConvertOptions o = spec_.options;
     o.seed = mix64(o.seed ^ mix64(p.stream));
     o.index_offset = p.index_offset;
+    return o;
+  }
+  template <class T>
+  void run(Mat<T>& x, const QuantPoint& p) const {
     const std::span<T> s(x.data(), static_cast<std::size_t>(x.size()));
-    format::quantize(fmt_, std::span<const T>(s), s, o);
+    format::quantize(fmt_, std::span<const T>(s), s, options(p));
   }
   format::Format fmt_;
   QuantSpec spec_;
@@ -113,22 +147,12 @@ std::unique_ptr<Quantizer> make_block_quantizer(const block::BlockFormat& f, con
 }
 
 EncodedOperand encode_values(const RowMatrix& x, const format::Format& element, std::string_view what) {
-  EncodedOperand e;
-  e.format = element.name;
-  e.element = element;
+  EncodedOperand e = empty_encoding(x, element, what);
   const std::size_t n = static_cast<std::size_t>(x.size());
-  e.tensor.format_name = element.name;
-  e.tensor.layout.shape = {static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols())};
-  e.tensor.layout.rows = static_cast<std::size_t>(x.rows());
-  e.tensor.layout.cols = static_cast<std::size_t>(x.cols());
-  e.tensor.layout.block_cols = std::max<std::size_t>(e.tensor.layout.cols, 1);
-  e.tensor.codes.resize(n);
-  if (element.bits > 32)
-    throw Error(std::string(what) + ": '" + element.name + "' codes are wider than 32 bits");
   const std::span<const float> v(x.data(), n);
   // Encoded and decoded back in pieces (in parallel), each checked while it is in cache: every
   // value must come back bit for bit (NaN as any NaN). The first bad element in order is reported.
-  constexpr std::size_t kPiece = std::size_t{1} << 14;
+  constexpr std::size_t kPiece = kEncodePiece;
   const std::size_t pieces = (n + kPiece - 1) / kPiece;
   std::vector<std::size_t> bad(pieces, n);
   tbb::parallel_for(std::size_t{0}, pieces, [&](std::size_t p) {

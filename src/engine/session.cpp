@@ -252,6 +252,7 @@ class ImplT final : public Session::Impl {
     norm_bias_ = to_t<T>(m.norm_bias);
     if (c.positions == PositionKind::rope) inv_freq_ = rope_frequencies(c);
     output_ = make_weight(m.output, -1, LayerKind::head, "output", "output", output_encoded_);
+    weight_scratch_ = Mat<T>();  // freed once every weight is prepared
   }
 
   RowMatrix forward(std::span<const int> tokens) override {
@@ -523,14 +524,21 @@ class ImplT final : public Session::Impl {
         // kept only where the site converts B from them (an empty matrix stands in otherwise).
         // The encoding is prepared for the site's GEMMs now; where that form holds all the GEMM
         // reads, the codes are released (the prepared form is then the weight's only copy).
-        Mat<T> x = src.to_float();
+        // The float copy goes into one buffer kept while the weights are prepared: weights of one
+        // shape reuse its pages instead of faulting in fresh ones for every matrix.
+        Mat<T>& x = weight_scratch_;
+        if (src.storage() == WeightStorage::fp32) {
+          RowMatrix none;
+          x = src.view(none);  // no reallocation where x already has this shape
+        } else {
+          (void)src.view(x);  // 16-bit storage decoded straight into x
+        }
         const std::shared_ptr<EncodedOperand> e = operand(x, role, l, k, name, 1, 0);
         encoded = e;
         if (site.convert[1]) {
-          out.values = std::make_shared<Mat<T>>(std::move(x));
+          out.values = std::make_shared<Mat<T>>(x);
           return out;
         }
-        x = Mat<T>();  // freed before B is prepared
         out.values = std::make_shared<Mat<T>>();
         if (site.gemm->prepare_weight(*e, static_cast<std::size_t>(src.rows()),
                                       static_cast<std::size_t>(src.cols()), site_name)) {
@@ -897,6 +905,7 @@ class ImplT final : public Session::Impl {
     std::set<std::string> set;
   } names_;
   std::mutex hook_mutex_;
+  Mat<T> weight_scratch_;  ///< the float copy of the weight being prepared (constructor only)
 };
 
 }  // namespace

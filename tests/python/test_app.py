@@ -116,6 +116,9 @@ def cases(tmp):
          dict(plan="fp8_e4m3", texts=[half])),
         ("eval", ["--plan", "mxfp4", "--text", half, PARAGRAPH, "--context", "64"],
          dict(plan="mxfp4", texts=[half, PARAGRAPH], context=64)),
+        ("eval", ["--plan", "h100_e4m3", "--text", half, PARAGRAPH, "--context", "48", "--stride", "32",
+                  "--batch-tokens", "4096"],
+         dict(plan="h100_e4m3", texts=[half, PARAGRAPH], context=48, stride=32, batch_tokens=4096)),
         ("replay", ["--plan", "fp8_e4m3", "--activations", ACTIVATIONS],
          dict(plan="fp8_e4m3", activations=ACTIVATIONS)),
         # The CLI runs first; Python resumes its plan files, so timings agree too.
@@ -198,7 +201,7 @@ def same(a, b, path="result"):
         assert type(a) is type(b) and a == b, f"{path}: CLI {a!r}, Python {b!r}"
 
 
-N_CASES = 37  # len(cases(...)); test_every_command_has_a_parity_case checks it
+N_CASES = 38  # len(cases(...)); test_every_command_has_a_parity_case checks it
 
 
 def test_every_command_has_a_parity_case(tmp_path):

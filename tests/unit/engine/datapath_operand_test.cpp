@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <random>
 
@@ -386,3 +387,48 @@ TEST_CASE("attention's QK and PV GEMMs run on a datapath named by attention_gemm
 }
 
 }  // namespace
+
+TEST_CASE(
+    "an element quantiser's encoding is its apply() and each value's own code, stochastic rounding included",
+    "[engine][unit]") {
+  const QuantizerFactory q = QuantizerFactory::standard(fmt::Registry::builtin());
+  std::mt19937 g(3);
+  std::normal_distribution<float> normal(0.0F, 1.0F);
+  RowMatrix x(3, 20000);  // pieces of the encoding span rows
+  for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = normal(g) * (i % 7 == 0 ? 1000.0F : 1.0F);
+  x(1, 5) = std::numeric_limits<float>::infinity();
+  x(2, 7) = -0.0F;
+  for (const char* name : {"fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "bf16"}) {
+    for (const auto mode : {fmt::RoundingMode::nearest_even, fmt::RoundingMode::stochastic}) {
+      INFO(name << " " << fmt::to_string(mode));
+      QuantSpec spec;
+      spec.format = name;
+      spec.options.rounding = mode;
+      spec.options.seed = 7;
+      // Infinity saturates under one, becomes NaN (or the format's largest value) under the other.
+      spec.options.overflow =
+          mode == fmt::RoundingMode::stochastic ? fmt::Overflow::native : fmt::Overflow::saturate;
+      const std::unique_ptr<Quantizer> qz = q.make(spec);
+      QuantPoint p;
+      p.role = Role::linear_input;
+      p.tensor = "wq";
+      p.stream = 12345;
+      p.index_offset = 777;
+      RowMatrix applied = x, encoded = x;
+      qz->apply(applied, p);
+      const EncodedOperand e = qz->encode(encoded, p);
+      CHECK(e.format == name);
+      REQUIRE(e.tensor.codes.size() == static_cast<std::size_t>(x.size()));
+      const fmt::Format& f = fmt::Registry::builtin().get(name);
+      int bad = 0;
+      for (Eigen::Index i = 0; i < x.size(); ++i) {
+        const float a = applied.data()[i];
+        const std::uint32_t code = e.tensor.codes[static_cast<std::size_t>(i)];
+        const bool ok = lpemu::test::same_bits_or_nan(encoded.data()[i], a) &&
+                        (std::isnan(a) ? std::isnan(fmt::decode(f, code)) : code == fmt::encode(f, a));
+        if (!ok && bad++ < 3) FAIL_CHECK("element " << i << ": " << x.data()[i]);
+      }
+      CHECK(bad == 0);
+    }
+  }
+}
