@@ -19,6 +19,7 @@
 #include "lpemu/core/model.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/pricing.hpp"
 
 namespace {
 
@@ -230,7 +231,7 @@ TEST_CASE("the kernel-level hook gives the core model's time", "[core]") {
   const core::Core c = core::load_core("example_fp8");
   const auto& fp8 = lpemu::datapath::DatapathRegistry::builtin().get("generic_fp8");
   const core::GemmCycles r = core::simulate_gemm(c, fp8, {"g", 64, 4096, 8192, 1});
-  const lpemu::cost::KernelEstimate e = lpemu::app::core_gemm_kernel(c, fp8, 64, 8192, 4096);
+  const lpemu::cost::KernelEstimate e = lpemu::experiment::core_gemm_kernel(c, fp8, 64, 8192, 4096);
   CHECK(e.time_s == r.seconds);
   CHECK(e.time_s == static_cast<double>(r.total_cycles) / 1.5e9);
   CHECK(e.tiles == r.row_folds * r.col_folds);
