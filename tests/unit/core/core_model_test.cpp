@@ -257,7 +257,7 @@ TEST_CASE("core records: bad fields are errors naming file, field and expectatio
   std::string bad = good;
   bad.replace(bad.find("rows = 32"), 9, "rows = 0");
   REQUIRE_THROWS_WITH(core::parse_core_toml(bad, "x.toml"),
-                      "x.toml:7: field 'array.rows' = 0: expected a positive number of rows");
+                      "x.toml:8: field 'array.rows' = 0: expected a positive number of rows");
   bad = good;
   bad.replace(bad.find("dataflow = \"os\""), 15, "dataflow = \"xs\"");
   REQUIRE_THROWS_WITH(core::parse_core_toml(bad, "x.toml"), Catch::Contains("array.dataflow"));
