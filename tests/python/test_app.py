@@ -204,7 +204,7 @@ def same(a, b, path="result"):
         assert type(a) is type(b) and a == b, f"{path}: CLI {a!r}, Python {b!r}"
 
 
-N_CASES = 37  # len(cases(...)); test_every_command_has_a_parity_case checks it
+N_CASES = 39  # len(cases(...)); test_every_command_has_a_parity_case checks it
 
 
 def test_every_command_has_a_parity_case(tmp_path):
