@@ -120,11 +120,7 @@ TEST_CASE("an FP4 lane at 4x the FP16 lanes: 4x fewer compute cycles, the same D
     // (at 4 bytes per cycle, so that even output stationary, which streams K, waits for DRAM).
     core::Core wide_slow = wide, narrow_slow = narrow;
     wide_slow.dram_bytes_per_cycle = narrow_slow.dram_bytes_per_cycle = 4;
-    // One decode token through a 8192 x 8192 weight matrix, on 16-row output tiles (a 128-row tile
-  // would spend 128x the issue slots on padding and be compute bound).
-  wide = core::with_array(wide, 16, 256);
-  narrow = core::with_array(narrow, 16, 256);
-  const core::Gemm token{"token", 1, 8192, 8192, 1};
+    const core::Gemm token{"token", 1, 8192, 8192, 1};
     const core::GemmCycles wt = core::simulate_gemm(wide_slow, fp4, token);
     const core::GemmCycles nt = core::simulate_gemm(narrow_slow, fp4, token);
     REQUIRE(!wt.compute_bound);
