@@ -20,7 +20,7 @@ std::vector<core::Gemm> shape_gemms(const cost::ModelShape& s, std::string_view 
   // Attention per sequence and K/V head: the group's queries against the cached keys (decode: one
   // position each; prefill: the whole square, the causal mask not exploited).
   const long long q_rows = (decode ? 1 : context) * group;
-  g.push_back({"qk", q_rows, context, s.head_dim(), batch * s.n_kv_heads});
+  g.push_back({"qk", q_rows, context, s.head_dim(), batch * s.n_kv_heads});  // shape_softmax follows it
   g.push_back({"pv", q_rows, s.head_dim(), context, batch * s.n_kv_heads});
   g.push_back({"o_proj", tokens, s.dim, s.dim, 1});
   const long long mlps = s.mlps_per_token();  // each token's rows pass through top_k experts
@@ -32,6 +32,16 @@ std::vector<core::Gemm> shape_gemms(const cost::ModelShape& s, std::string_view 
     g.push_back({"lm_head", batch, s.vocab_size, s.dim, 1});
   }
   return g;
+}
+
+core::SoftmaxCycles shape_softmax(const core::Core& c, const cost::ModelShape& s, std::string_view scope,
+                                  cost::Phase phase, long long batch, long long context) {
+  // The scores of shape_gemms' "qk": (decode: 1, prefill: context) x group rows of `context`
+  // columns per sequence and K/V head, once per block (every block with scope "step").
+  const long long group = s.n_heads / s.n_kv_heads;
+  const long long rows = (phase == cost::Phase::decode ? 1 : context) * group;
+  return core::simulate_softmax(c, "softmax", rows, context,
+                                batch * s.n_kv_heads * (scope == "step" ? s.n_layers : 1));
 }
 
 CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& q) {
@@ -49,7 +59,11 @@ CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& q) {
   if (!q.model.empty()) {
     if (q.m != 0 || q.n != 0 || q.k != 0)
       throw SpecError("core: give either m, n and k or a model, not both");
-    gemms = shape_gemms(ctx.costs().shape(q.model), q.scope, cost::parse_phase(q.phase), q.batch, q.context);
+    const cost::ModelShape& shape = ctx.costs().shape(q.model);
+    const cost::Phase phase = cost::parse_phase(q.phase);
+    gemms = shape_gemms(shape, q.scope, phase, q.batch, q.context);
+    if (r.core.softmax.elements_per_cycle > 0)
+      r.softmax.push_back(shape_softmax(r.core, shape, q.scope, phase, q.batch, q.context));
   } else {
     if (q.m < 1 || q.n < 1 || q.k < 1) {
       throw SpecError("core: m = " + std::to_string(q.m) + ", n = " + std::to_string(q.n) +
@@ -58,26 +72,8 @@ CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& q) {
     gemms.push_back({"gemm", q.m, q.n, q.k, 1});
   }
   for (const core::Gemm& g : gemms) r.gemms.push_back(core::simulate_gemm(r.core, lane, g));
-  r.totals = core::totals(r.core, r.lane, r.gemms);
+  r.totals = core::totals(r.core, r.lane, r.gemms, r.softmax);
   return r;
-}
-
-cost::KernelEstimate core_gemm_kernel(const core::Core& c, const datapath::Datapath& lane, long long m,
-                                      long long k, long long n) {
-  const core::GemmCycles r = core::simulate_gemm(c, lane, {"gemm", m, n, k, 1});
-  cost::KernelEstimate e;
-  e.tile_m = c.rows;
-  e.tile_n = c.cols;
-  e.tiles = r.row_folds * r.col_folds;
-  e.waves = e.tiles;  // one array: every fold is a wave of its own
-  e.padding_efficiency = r.mapping_efficiency;
-  e.achievable_fraction = r.utilization;
-  const double hz = c.clock_ghz * 1e9;
-  e.compute_s = static_cast<double>(r.compute_cycles + r.sram_stall_cycles) / hz;
-  e.memory_s = r.dram_bytes / c.dram_bytes_per_cycle / hz;
-  e.time_s = r.seconds;
-  e.compute_bound = r.compute_bound;
-  return e;
 }
 
 namespace {
@@ -98,8 +94,10 @@ Fields fields(const CoreResult& r) {
                      {"count", g.gemm.count},
                      {"row_folds", g.row_folds},
                      {"col_folds", g.col_folds},
+                     {"splits", g.splits},
                      {"cycles_per_fold", g.cycles_per_fold},
                      {"compute_cycles", g.compute_cycles},
+                     {"latency_cycles", g.latency_cycles},
                      {"sram_stall_cycles", g.sram_stall_cycles},
                      {"dram_stall_cycles", g.dram_stall_cycles},
                      {"total_cycles", g.total_cycles},
@@ -118,10 +116,23 @@ Fields fields(const CoreResult& r) {
                      {"sram_energy_pj", g.sram_energy_pj},
                      {"dram_energy_pj", g.dram_energy_pj}});
   }
+  Fields softmax = Fields::array();
+  for (const core::SoftmaxCycles& s : r.softmax) {
+    softmax.push_back({{"name", s.name},
+                       {"rows", s.rows},
+                       {"cols", s.cols},
+                       {"count", s.count},
+                       {"cycles", s.cycles},
+                       {"seconds", s.seconds}});
+  }
   const core::GemmTotals& t = r.totals;
   return {{"core", r.core.name},
+          {"kind", std::string(core::to_string(r.core.kind))},
           {"rows", r.core.rows},
           {"cols", r.core.cols},
+          {"units", r.core.dot_units},
+          {"terms", r.core.dot_terms},
+          {"peak_macs_per_cycle", core::peak_macs_per_cycle(r.core, r.lane)},
           {"dataflow", std::string(core::to_string(r.core.dataflow))},
           {"clock_ghz", r.core.clock_ghz},
           {"sram_kib", {{"a", r.core.a.kib}, {"b", r.core.b.kib}, {"c", r.core.c.kib}}},
@@ -133,9 +144,12 @@ Fields fields(const CoreResult& r) {
             {"pipeline_depth", r.lane.pipeline_depth},
             {"c_bits", r.lane.c_bits}}},
           {"gemms", gemms},
+          {"softmax", softmax},
           {"totals",
            {{"macs", t.macs},
             {"total_cycles", t.total_cycles},
+            {"softmax_cycles", t.softmax_cycles},
+            {"latency_cycles", t.latency_cycles},
             {"compute_cycles", t.compute_cycles},
             {"seconds", t.seconds},
             {"dram_bytes", t.dram_bytes},

@@ -1,8 +1,11 @@
 #include "lpemu/app/price.hpp"
 
+#include "lpemu/core/core.hpp"
+
 #include <algorithm>
 #include <iostream>
 
+#include "lpemu/core/core.hpp"
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/figures.hpp"
@@ -168,6 +171,10 @@ PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
   out.top = a.top;
   out.model = cat.shape(a.model);
   if (a.cluster()) {
+    if (!a.core.empty())
+      throw SpecError(
+          "lpemu cost: --core times the GEMMs of one device; expected no --system, --devices, "
+          "--parallel, --search or --phase train with it");
     if (a.setup.system.empty())
       throw SpecError(
           "lpemu cost: --system is required with --devices, --parallel, --search or --phase train");
@@ -187,10 +194,16 @@ PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
   const engine::PrecisionPlan plan = priced_plan(ctx, a);
   out.plan = plan.name;
   out.plan_origin = plan.origin;
+  cost::GemmTimer gemm_time;
+  if (!a.core.empty()) {
+    const core::Core c = core::load_core(a.core, ctx.formats_dirs);
+    out.core = c.name;
+    gemm_time = experiment::core_gemm_timer(c, ctx.datapaths());
+  }
   for (const auto ph : {cost::Phase::prefill, cost::Phase::decode}) {
     if (a.setup.phase != "both" && a.setup.phase != phase_name(ph)) continue;
-    out.phases.push_back(
-        experiment::price_plan(plan, out.model, out.target, cat, ph, a.setup.batch, a.setup.context));
+    out.phases.push_back(experiment::price_plan(plan, out.model, out.target, cat, ph, a.setup.batch,
+                                                a.setup.context, gemm_time));
   }
   if (!a.plot_dir.empty()) {
     io::create_output_dir(a.plot_dir);
@@ -220,6 +233,7 @@ Fields fields(const PriceResult& r) {
   f["plan"]["datapath"] = p0.datapath;
   f["plan"]["mac_area_rel_bf16"] = p0.mac_area_rel_bf16;
   f["plan"]["mac_energy_pj"] = p0.mac_energy_pj;
+  f["core"] = r.core;
   f["bandwidth_gb_s"] = r.target.bandwidth_gb_s;
   f["capacity_gb"] = r.target.capacity_gb;
   f["weight_bytes"] = w0.weight_bytes;
@@ -388,6 +402,7 @@ PriceRequest price_request(const Fields& f) {
   in.read("act_comm", s.act_comm);
   in.read("flash_attention", s.flash_attention);
   in.read("overlap_dp", s.overlap_dp);
+  in.read("core", r.core);
   in.read("top", r.top);
   in.read("plot_dir", r.plot_dir);
   in.finish();

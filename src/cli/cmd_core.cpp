@@ -43,16 +43,25 @@ void register_core(CLI::App& app, Context& ctx) {
       print_json(app::fields(r));
       return;
     }
-    std::printf("core %s: %dx%d %s at %.3g GHz, lane %s (%d products/cycle, pipeline %d)\n",
-                r.core.name.c_str(), r.core.rows, r.core.cols,
-                std::string(core::to_string(r.core.dataflow)).c_str(), r.core.clock_ghz, r.datapath.c_str(),
-                r.lane.pack, r.lane.pipeline_depth);
+    if (r.core.kind == core::ArrayKind::dot) {
+      std::printf("core %s: %d dot units of %d terms, %dx%d output tiles at %.3g GHz", r.core.name.c_str(),
+                  r.core.dot_units, r.core.dot_terms, r.core.rows, r.core.cols, r.core.clock_ghz);
+    } else {
+      std::printf("core %s: %dx%d %s at %.3g GHz", r.core.name.c_str(), r.core.rows, r.core.cols,
+                  std::string(core::to_string(r.core.dataflow)).c_str(), r.core.clock_ghz);
+    }
+    std::printf(", lane %s (%d products/cycle, pipeline %d)\n", r.datapath.c_str(), r.lane.pack,
+                r.lane.pipeline_depth);
     std::printf("%-8s %7s %7s %7s %6s %12s %12s %7s %6s %10s\n", "gemm", "m", "n", "k", "count",
                 "compute_cyc", "total_cyc", "util%", "bound", "dram_MB");
     for (const core::GemmCycles& g : r.gemms) {
       std::printf("%-8s %7lld %7lld %7lld %6lld %12lld %12lld %7.2f %6s %10.3f\n", g.gemm.name.c_str(),
                   g.gemm.m, g.gemm.n, g.gemm.k, g.gemm.count, g.compute_cycles, g.total_cycles,
                   100 * g.utilization, g.compute_bound ? "comp" : "dram", g.dram_bytes / 1e6);
+    }
+    for (const core::SoftmaxCycles& s : r.softmax) {
+      std::printf("%-8s %7lld %7lld %7s %6lld %12lld %12lld\n", s.name.c_str(), s.rows, s.cols, "-", s.count,
+                  s.cycles, s.cycles);
     }
     const core::GemmTotals& t = r.totals;
     std::printf("total: %.6g cycles (%.4g us), utilization %.2f%%, DRAM %.4g MB, energy %.4g uJ\n",

@@ -85,6 +85,7 @@ void print_device(const app::PriceResult& r, int top) {
             << " bits per weight; MAC area " << fixed(p0.mac_area_rel_bf16, 3) << "x the target's bf16 MAC ("
             << p0.datapath << ")\n";
   std::cout << "computes " << p0.computed << "\n";
+  if (!r.core.empty()) std::cout << "gemms    timed on core " << r.core << " (lpemu core)\n";
   std::cout << "memory   weights " << fixed(w0.weight_bytes / 1e9, 3) << " GB + KV cache "
             << fixed(w0.kv_cache_bytes / 1e9, 3) << " GB " << (fits ? "fit in " : "DO NOT FIT in ")
             << sig(t.capacity_gb) << " GB\n";
@@ -212,6 +213,10 @@ void register_cost(CLI::App& app, Context& ctx) {
   cmd->add_option("--phase", args.req.setup.phase, "prefill | decode | both | train (train needs --system)")
       ->capture_default_str()
       ->check(CLI::IsMember({"prefill", "decode", "both", "train"}));
+  cmd->add_option(
+      "--core", args.req.core,
+      "time each GEMM on this compute core (data/cores or a .toml; docs/core-model.md) instead of "
+      "the roofline");
   cmd->add_option("--top", args.req.top, "ops to list per phase")->capture_default_str()->check(at_least(0));
   cmd->add_flag("--json", args.json, "print JSON instead of tables");
   cmd->add_option("--plot", args.req.plot_dir,

@@ -22,6 +22,9 @@ constexpr lpemu::detail::EnumName<Dataflow> kDataflows[] = {{"os", Dataflow::os}
                                                             {"output_stationary", Dataflow::os},
                                                             {"weight_stationary", Dataflow::ws},
                                                             {"input_stationary", Dataflow::is}};
+constexpr lpemu::detail::EnumName<ArrayKind> kKinds[] = {{"systolic", ArrayKind::systolic},
+                                                         {"dot", ArrayKind::dot}};
+constexpr lpemu::detail::EnumName<Tiling> kTilings[] = {{"folds", Tiling::folds}, {"search", Tiling::search}};
 constexpr lpemu::detail::EnumName<FirstFill> kFirstFills[] = {{"hidden", FirstFill::hidden},
                                                               {"exposed", FirstFill::exposed}};
 
@@ -70,6 +73,10 @@ std::string_view to_string(Dataflow d) { return lpemu::detail::enum_name(kDatafl
 
 std::string_view to_string(FirstFill f) { return lpemu::detail::enum_name(kFirstFills, f); }
 
+std::string_view to_string(ArrayKind k) { return lpemu::detail::enum_name(kKinds, k); }
+
+std::string_view to_string(Tiling t) { return lpemu::detail::enum_name(kTilings, t); }
+
 Dataflow parse_dataflow(std::string_view text) {
   if (const auto v = lpemu::detail::enum_value(kDataflows, text)) return *v;
   throw SpecError("dataflow '" + std::string(text) + "': expected one of " +
@@ -79,7 +86,7 @@ Dataflow parse_dataflow(std::string_view text) {
 Core parse_core_toml(std::string_view text, std::string_view origin) {
   const toml::table t = io::detail::parse(text, origin);
   const TableReader r(t, origin);
-  r.only({"name", "description", "source", "clock_ghz", "array", "sram", "dram", "energy"});
+  r.only({"name", "description", "source", "clock_ghz", "array", "sram", "dram", "softmax", "energy"});
   Core c;
   c.name = r.required_str("name");
   c.description = r.str("description");
@@ -87,14 +94,26 @@ Core parse_core_toml(std::string_view text, std::string_view origin) {
   c.clock_ghz = r.required_number("clock_ghz", 1e-6, 1e6, "a clock in GHz (> 0)");
 
   const TableReader a = r.required_sub("array");
-  a.only({"rows", "cols", "dataflow", "lane", "port_bits", "pack"});
+  a.only({"kind", "rows", "cols", "units", "terms", "dataflow", "lane", "port_bits", "pack", "tiling"});
+  c.kind = a.choice("kind", ArrayKind::systolic, kKinds);
   c.rows = static_cast<int>(a.required_integer("rows", 1, 1 << 16, "a positive number of rows"));
   c.cols = static_cast<int>(a.required_integer("cols", 1, 1 << 16, "a positive number of columns"));
   if (!a.has("dataflow")) a.fail("dataflow", "\"os\", \"ws\" or \"is\"");
   c.dataflow = a.choice("dataflow", Dataflow::os, kDataflows);
+  if (c.kind == ArrayKind::dot) {
+    // Each unit accumulates its outputs over K: the array is output stationary.
+    if (c.dataflow != Dataflow::os)
+      a.fail("dataflow", "\"os\" for kind = \"dot\" (the accumulators hold the outputs)");
+    c.dot_units = static_cast<int>(a.required_integer("units", 1, 1 << 24, "a positive number of dot units"));
+    c.dot_terms =
+        static_cast<int>(a.required_integer("terms", 1, 4096, "products per unit per cycle (>= 1)"));
+  } else if (a.has("units") || a.has("terms")) {
+    a.fail(a.has("units") ? "units" : "terms", "kind = \"dot\" (a systolic array has rows x cols lanes)");
+  }
   c.lane = a.required_str("lane");
   c.port_bits = static_cast<int>(
       a.integer("port_bits", 0, 0, 4096, "operand bits per lane per cycle (>= 0; 0 = one element)"));
+  c.tiling = a.choice("tiling", Tiling::search, kTilings);
   for (const TableReader& p : a.tables("pack")) {
     p.only({"bits", "products"});
     const PackRule rule{
@@ -124,6 +143,15 @@ Core parse_core_toml(std::string_view text, std::string_view origin) {
       static_cast<int>(d.integer("latency_cycles", 0, 0, 1 << 30, "a latency in cycles (>= 0)"));
   c.first_fill = d.choice("first_fill", FirstFill::exposed, kFirstFills);
 
+  if (r.has("softmax")) {
+    const TableReader sm = r.required_sub("softmax");
+    sm.only({"elements_per_cycle", "latency_cycles"});
+    c.softmax.elements_per_cycle =
+        sm.required_number("elements_per_cycle", 1e-9, 1e12, "scores per cycle (> 0)");
+    c.softmax.latency_cycles =
+        static_cast<int>(sm.integer("latency_cycles", 0, 0, 1 << 30, "a latency in cycles (>= 0)"));
+  }
+
   const TableReader e = r.sub("energy");
   e.only({"mac_pj", "sram_read_pj_per_byte", "sram_write_pj_per_byte", "dram_pj_per_byte"});
   constexpr std::string_view kPj = "an energy in pJ (>= 0)";
@@ -138,8 +166,10 @@ std::string to_toml(const Core& c) {
   io::detail::TomlWriter w;
   w.str("name", c.name).str_if("description", c.description).str("source", c.source);
   w.number("clock_ghz", c.clock_ghz);
-  w.table("array").integer("rows", c.rows).integer("cols", c.cols).str("dataflow", to_string(c.dataflow));
-  w.str("lane", c.lane).integer("port_bits", c.port_bits);
+  w.table("array").str("kind", to_string(c.kind)).integer("rows", c.rows).integer("cols", c.cols);
+  if (c.kind == ArrayKind::dot) w.integer("units", c.dot_units).integer("terms", c.dot_terms);
+  w.str("dataflow", to_string(c.dataflow));
+  w.str("lane", c.lane).integer("port_bits", c.port_bits).str("tiling", to_string(c.tiling));
   for (const PackRule& p : c.pack)
     w.array_table("array.pack").integer("bits", p.bits).integer("products", p.products);
   w.table("sram").integer("word_bits", c.word_bits).boolean("double_buffered", c.double_buffered);
@@ -151,6 +181,11 @@ std::string to_toml(const Core& c) {
       .number("bytes_per_cycle", c.dram_bytes_per_cycle)
       .integer("latency_cycles", c.dram_latency_cycles);
   w.str("first_fill", to_string(c.first_fill));
+  if (c.softmax.elements_per_cycle > 0) {
+    w.table("softmax")
+        .number("elements_per_cycle", c.softmax.elements_per_cycle)
+        .integer("latency_cycles", c.softmax.latency_cycles);
+  }
   w.table("energy").number("mac_pj", c.mac_pj).number("sram_read_pj_per_byte", c.sram_read_pj_per_byte);
   w.number("sram_write_pj_per_byte", c.sram_write_pj_per_byte).number("dram_pj_per_byte", c.dram_pj_per_byte);
   return w.text();
@@ -209,6 +244,10 @@ Core with_lane(Core c, std::string lane, int port_bits) {
 }
 
 Core with_dataflow(Core c, Dataflow d) {
+  if (c.kind == ArrayKind::dot && d != Dataflow::os) {
+    throw SpecError("core '" + c.name + "': dataflow '" + std::string(to_string(d)) +
+                    "': a dot-unit array is output stationary; expected \"os\"");
+  }
   c.dataflow = d;
   return c;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "lpemu/error.hpp"
 
@@ -35,9 +36,11 @@ Lane lane_of(const Core& core, const datapath::Datapath& lane) {
   // Pipeline: one stage (multiply-accumulate, the SCALE-Sim lane) for a single product; a packed
   // lane adds its adder tree (ceil(log2(pack)) levels), the alignment of the packed terms to their
   // largest exponent (one stage unless the sum is exact) and the block-scale step (one stage).
+  // A dot unit sums terms x pack products through its tree the same way.
+  const int summed = core.kind == ArrayKind::dot ? core.dot_terms * l.pack : l.pack;
   l.pipeline_depth = 1;
-  if (l.pack > 1) {
-    l.pipeline_depth += static_cast<int>(std::ceil(std::log2(static_cast<double>(l.pack))));
+  if (summed > 1) {
+    l.pipeline_depth += static_cast<int>(std::ceil(std::log2(static_cast<double>(summed))));
     if (lane.alignment != datapath::Alignment::exact) l.pipeline_depth += 1;
   }
   if (lane.scale_application != datapath::ScaleApplication::none) l.pipeline_depth += 1;
@@ -45,20 +48,24 @@ Lane lane_of(const Core& core, const datapath::Datapath& lane) {
   return l;
 }
 
-GemmCycles simulate_gemm(const Core& core, const datapath::Datapath& lane_dp, const Gemm& g) {
-  if (g.m < 1 || g.n < 1 || g.k < 1 || g.count < 1) {
-    throw ShapeError("core gemm '" + g.name + "': m = " + std::to_string(g.m) +
-                     ", n = " + std::to_string(g.n) + ", k = " + std::to_string(g.k) + ", count = " +
-                     std::to_string(g.count) + ": expected every dimension and the count >= 1");
-  }
-  if (!(core.dram_bytes_per_cycle > 0)) {
-    throw SpecError("core '" + core.name + "': dram.bytes_per_cycle: expected a bandwidth > 0");
-  }
-  const Lane lane = lane_of(core, lane_dp);
+double peak_macs_per_cycle(const Core& core, const Lane& lane) {
+  const double per_lane = core.kind == ArrayKind::dot ? static_cast<double>(core.dot_units) * core.dot_terms
+                                                      : static_cast<double>(core.rows) * core.cols;
+  return per_lane * lane.pack;
+}
+
+namespace {
+
+// One mapping of `g`: the array's folds, with the temporal extent T split into `splits` pieces
+// (splits > 1 only for ws and is: each piece's partial sums stay in C's scratchpad).
+GemmCycles run_mapping(const Core& core, const datapath::Datapath& lane_dp, const Lane& lane, const Gemm& g,
+                       long long splits) {
   GemmCycles r;
   r.gemm = g;
   const long long R = core.rows, C = core.cols, M = g.m, N = g.n, K = g.k;
-  const long long keff = ceil_div(K, lane.pack);  // K in packed lane steps
+  const bool dot = core.kind == ArrayKind::dot;
+  // K in the lane's steps: `pack` elements per lane (systolic), terms x pack per unit (dot).
+  const long long keff = ceil_div(K, dot ? static_cast<long long>(core.dot_terms) * lane.pack : lane.pack);
   // SCALE-Sim v2 scalesim/compute/systolic_compute_{os,ws,is}.py, set_params(): the operand
   // matrices' spatial rows Sr, spatial columns Sc and temporal extent T per dataflow, the folds
   // ceil(Sr / rows) x ceil(Sc / cols), and the rows of each fold's demand matrix (its cycles).
@@ -77,11 +84,23 @@ GemmCycles simulate_gemm(const Core& core, const datapath::Datapath& lane_dp, co
       r.cycles_per_fold = 2 * R + C + r.t - 2;
       break;
   }
-  r.cycles_per_fold += lane.pipeline_depth - 1;  // the lane's pipeline drains once per fold
   r.row_folds = ceil_div(r.sr, R);
   r.col_folds = ceil_div(r.sc, C);
   const long long folds = r.row_folds * r.col_folds;
-  r.compute_cycles = folds * r.cycles_per_fold;
+  r.splits = splits;
+  if (dot) {
+    // Dot units: a fold is one R x C output tile; its R x C x keff dot steps (edge tiles padded, as
+    // a tensor-core instruction's tile is issued whole) spread over the units, one step each per
+    // cycle. Successive steps pipeline; only the last one's latency shows, once per GEMM.
+    r.cycles_per_fold = ceil_div(R * C * keff, core.dot_units);
+    r.latency_cycles = lane.pipeline_depth - 1;
+    r.compute_cycles = folds * r.cycles_per_fold + r.latency_cycles;
+  } else {
+    r.cycles_per_fold += lane.pipeline_depth - 1;  // the lane's pipeline drains once per fold
+    // Each piece of T pays the fold's fill and drain again: a fold is cycles_per_fold - T of fill,
+    // weight load and drain, plus T streaming.
+    r.compute_cycles = folds * (splits * (r.cycles_per_fold - r.t) + r.t);
+  }
   r.macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   r.mapping_efficiency = static_cast<double>(r.sr) * static_cast<double>(r.sc) /
                          (static_cast<double>(r.row_folds * R) * static_cast<double>(r.col_folds * C));
@@ -95,12 +114,12 @@ GemmCycles simulate_gemm(const Core& core, const datapath::Datapath& lane_dp, co
   const auto cf = static_cast<double>(r.col_folds);
   switch (core.dataflow) {
     case Dataflow::os: r.a.sram_reads = mk * cf, r.b.sram_reads = kn * rf, r.c.sram_writes = mn; break;
-    case Dataflow::ws:
-      r.a.sram_reads = mk * cf, r.b.sram_reads = kn, r.c.sram_writes = mn * rf,
+    case Dataflow::ws:  // the weights load into the array once per piece of M
+      r.a.sram_reads = mk * cf, r.b.sram_reads = kn * static_cast<double>(splits), r.c.sram_writes = mn * rf,
       r.c.sram_reads = mn * (rf - 1);
       break;
     case Dataflow::is:
-      r.a.sram_reads = mk, r.b.sram_reads = kn * cf, r.c.sram_writes = mn * rf,
+      r.a.sram_reads = mk * static_cast<double>(splits), r.b.sram_reads = kn * cf, r.c.sram_writes = mn * rf,
       r.c.sram_reads = mn * (rf - 1);
       break;
   }
@@ -113,9 +132,10 @@ GemmCycles simulate_gemm(const Core& core, const datapath::Datapath& lane_dp, co
     const double supply = static_cast<double>(s.banks) * s.words_per_cycle * per_word;
     return std::max(1.0, static_cast<double>(lanes * lane.pack) / supply);
   };
+  // Not modelled for dot units (their operands come through registers; docs/core-model.md).
   double factor = 1;
-  if (core.dataflow != Dataflow::is) factor = std::max(factor, port_factor(core.a, lane.a_bits, R));
-  if (core.dataflow != Dataflow::ws) {
+  if (!dot && core.dataflow != Dataflow::is) factor = std::max(factor, port_factor(core.a, lane.a_bits, R));
+  if (!dot && core.dataflow != Dataflow::ws) {
     factor = std::max(factor, port_factor(core.b, lane.b_bits, core.dataflow == Dataflow::os ? C : R));
   }
   r.sram_stall_cycles =
@@ -162,6 +182,24 @@ GemmCycles simulate_gemm(const Core& core, const datapath::Datapath& lane_dp, co
       break;
     }
   }
+  // Split T (Tiling::search): column folds outside, then the pieces of T, then the folds along K;
+  // a piece's partial sums stay in C's scratchpad, the streamed operand is re-read per column fold
+  // unless it fits (as col_outer), the stationary one per piece unless one column fold's K x C of
+  // it fits.
+  if (splits > 1) {
+    const auto piece = static_cast<double>(ceil_div(r.t, splits));
+    const auto c_cols = static_cast<double>(std::min(C, r.sc));
+    if (core.dataflow == Dataflow::ws) {
+      const double tile_b = static_cast<double>(K) * c_cols * b_bytes;
+      col_outer = {A <= cap_a ? A : A * cf, tile_b <= cap_b ? B : B * static_cast<double>(splits), Cb};
+      first_a = piece * kt * a_bytes;
+    } else {
+      const double tile_a = static_cast<double>(K) * c_cols * a_bytes;
+      col_outer = {tile_a <= cap_a ? A : A * static_cast<double>(splits), B <= cap_b ? B : B * cf, Cb};
+      first_b = piece * kt * b_bytes;
+    }
+    row_outer = col_outer;
+  }
   const bool row = row_outer.total() < col_outer.total();
   const Order& o = row ? row_outer : col_outer;
   r.loop_order = row ? "row_outer" : "col_outer";
@@ -188,7 +226,8 @@ GemmCycles simulate_gemm(const Core& core, const datapath::Datapath& lane_dp, co
   r.dram_stall_cycles = r.total_cycles - r.compute_cycles - r.sram_stall_cycles;
   r.compute_bound = busy >= dram_run;
   r.seconds = static_cast<double>(r.total_cycles) / (core.clock_ghz * 1e9);
-  r.utilization = r.macs / (static_cast<double>(R * C * lane.pack) * static_cast<double>(r.total_cycles));
+  r.utilization =
+      r.macs / (peak_macs_per_cycle(core, lane) * static_cast<double>(r.total_cycles - r.latency_cycles));
 
   // Energy per access class.
   const double sram_read_bytes =
@@ -202,8 +241,59 @@ GemmCycles simulate_gemm(const Core& core, const datapath::Datapath& lane_dp, co
   return r;
 }
 
-GemmTotals totals(const Core& core, const Lane& lane, const std::vector<GemmCycles>& runs) {
+}  // namespace
+
+GemmCycles simulate_gemm(const Core& core, const datapath::Datapath& lane_dp, const Gemm& g) {
+  if (g.m < 1 || g.n < 1 || g.k < 1 || g.count < 1) {
+    throw ShapeError("core gemm '" + g.name + "': m = " + std::to_string(g.m) +
+                     ", n = " + std::to_string(g.n) + ", k = " + std::to_string(g.k) + ", count = " +
+                     std::to_string(g.count) + ": expected every dimension and the count >= 1");
+  }
+  if (!(core.dram_bytes_per_cycle > 0)) {
+    throw SpecError("core '" + core.name + "': dram.bytes_per_cycle: expected a bandwidth > 0");
+  }
+  const Lane lane = lane_of(core, lane_dp);
+  GemmCycles best = run_mapping(core, lane_dp, lane, g, 1);
+  if (core.tiling == Tiling::folds || core.dataflow == Dataflow::os || best.row_folds < 2) return best;
+  // Tiling search: the fewest pieces of T whose partial-sum tile (T / pieces x cols, in the
+  // partial-sum width) fits the working part of C's scratchpad, taken if it finishes sooner.
+  const double p_bytes = std::max(lane.c_bits, lane_dp.output().bits) / 8.0;
+  const double cap_c = core.c.kib * 1024 * (core.double_buffered ? 0.5 : 1.0);
+  const double row_bytes = static_cast<double>(std::min<long long>(core.cols, best.sc)) * p_bytes;
+  const auto fit = static_cast<long long>(std::floor(cap_c / row_bytes));  // rows of T that fit
+  if (fit < 1 || fit >= best.t) return best;
+  const GemmCycles split = run_mapping(core, lane_dp, lane, g, ceil_div(best.t, fit));
+  return split.total_cycles < best.total_cycles ? split : best;
+}
+
+SoftmaxCycles simulate_softmax(const Core& core, std::string name, long long rows, long long cols,
+                               long long count) {
+  if (!(core.softmax.elements_per_cycle > 0)) {
+    throw SpecError("core '" + core.name + "': softmax: the core has no [softmax] unit (elements_per_cycle)");
+  }
+  if (rows < 1 || cols < 1 || count < 1) {
+    throw ShapeError("core softmax '" + name + "': rows = " + std::to_string(rows) + ", cols = " +
+                     std::to_string(cols) + ", count = " + std::to_string(count) + ": expected each >= 1");
+  }
+  SoftmaxCycles s;
+  s.name = std::move(name);
+  s.rows = rows, s.cols = cols, s.count = count;
+  const double elements = static_cast<double>(rows) * static_cast<double>(cols);
+  s.cycles = core.softmax.latency_cycles +
+             static_cast<long long>(std::ceil(elements / core.softmax.elements_per_cycle));
+  s.seconds = static_cast<double>(s.cycles) / (core.clock_ghz * 1e9);
+  return s;
+}
+
+GemmTotals totals(const Core& core, const Lane& lane, const std::vector<GemmCycles>& runs,
+                  const std::vector<SoftmaxCycles>& softmax) {
   GemmTotals t;
+  for (const SoftmaxCycles& s : softmax) {
+    const auto n = static_cast<double>(s.count);
+    t.softmax_cycles += static_cast<double>(s.cycles) * n;
+    t.total_cycles += static_cast<double>(s.cycles) * n;
+    t.seconds += s.seconds * n;
+  }
   for (const GemmCycles& r : runs) {
     const auto n = static_cast<double>(r.gemm.count);
     t.macs += r.macs * n;
@@ -212,9 +302,10 @@ GemmTotals totals(const Core& core, const Lane& lane, const std::vector<GemmCycl
     t.seconds += r.seconds * n;
     t.dram_bytes += r.dram_bytes * n;
     t.energy_pj += r.energy_pj * n;
+    t.latency_cycles += static_cast<double>(r.latency_cycles) * n;
   }
-  const double lanes = static_cast<double>(core.rows) * core.cols * lane.pack;
-  t.utilization = t.total_cycles > 0 ? t.macs / (lanes * t.total_cycles) : 0;
+  const double busy = t.total_cycles - t.latency_cycles;
+  t.utilization = busy > 0 ? t.macs / (peak_macs_per_cycle(core, lane) * busy) : 0;
   return t;
 }
 

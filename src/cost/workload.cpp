@@ -373,7 +373,7 @@ Workload build_workload(const ModelShape& s, const LayerwisePlan& p, const Targe
   return w;
 }
 
-Roofline roofline(Workload& w, const Target& target) {
+Roofline roofline(Workload& w, const Target& target, const GemmTimer& gemm_time) {
   Roofline r;
   r.tokens = w.tokens;
   const double bw = target.bandwidth_gb_s * 1e9;
@@ -382,6 +382,7 @@ Roofline roofline(Workload& w, const Target& target) {
     op.compute_s = op.rate_class.empty() ? 0.0 : op.flops * op.passes / target.peak_ops(op.rate_class);
     op.time_s = std::max(op.compute_s, op.memory_s);
     op.compute_bound = op.compute_s > op.memory_s;
+    if (gemm_time && op.kind == "gemm") gemm_time(op);
     op.energy_j =
         (op.flops / 2.0 * op.passes * op.energy_per_mac_pj + op.bytes * kDramEnergyPjPerByte45nm) * 1e-12;
     r.time_s += static_cast<double>(op.count) * op.time_s;

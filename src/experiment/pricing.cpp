@@ -1,10 +1,12 @@
 #include "lpemu/experiment/pricing.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <vector>
 
+#include "lpemu/core/model.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/text.hpp"
@@ -68,11 +70,11 @@ cost::LayerwisePlan layerwise_plan(const engine::PrecisionPlan& plan, long long 
 
 Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
                    const cost::Target& target, cost::Catalog& catalog, cost::Phase phase, long long batch,
-                   long long context) {
+                   long long context, const cost::GemmTimer& gemm_time) {
   Pricing p;
   p.plan = layerwise_plan(plan, shape.n_layers);
   p.workload = cost::build_workload(shape, p.plan, target, catalog, phase, batch, context);
-  p.roofline = cost::roofline(p.workload, target);
+  p.roofline = cost::roofline(p.workload, target, gemm_time);
   // MAC shares per (A, B, datapath), in op order of first appearance.
   std::vector<std::pair<std::string, double>> shares;
   std::map<std::string, double> per_datapath;
@@ -270,6 +272,40 @@ ClusterPricing price_plan_cluster(const engine::PrecisionPlan& plan, const cost:
   out.fits = r.fits;
   out.why = r.why;
   return out;
+}
+
+cost::KernelEstimate core_gemm_kernel(const core::Core& c, const datapath::Datapath& lane, long long m,
+                                      long long k, long long n) {
+  const core::GemmCycles r = core::simulate_gemm(c, lane, {"gemm", m, n, k, 1});
+  cost::KernelEstimate e;
+  e.tile_m = c.rows;
+  e.tile_n = c.cols;
+  e.tiles = r.row_folds * r.col_folds;
+  e.waves = e.tiles;  // one array: every fold is a wave of its own
+  e.padding_efficiency = r.mapping_efficiency;
+  e.achievable_fraction = r.utilization;
+  const double hz = c.clock_ghz * 1e9;
+  e.compute_s = static_cast<double>(r.compute_cycles + r.sram_stall_cycles) / hz;
+  e.memory_s = r.dram_bytes / c.dram_bytes_per_cycle / hz;
+  e.time_s = r.seconds;
+  e.compute_bound = r.compute_bound;
+  return e;
+}
+
+cost::GemmTimer core_gemm_timer(const core::Core& c, const datapath::DatapathRegistry& datapaths) {
+  return [c, &datapaths](cost::Op& op) {
+    if (op.datapath.empty()) {
+      throw SpecError("core '" + c.name + "': GEMM op '" + op.name +
+                      "' names no datapath record for the lane");
+    }
+    const auto dim = [](double v) { return static_cast<long long>(std::llround(v)); };
+    const cost::KernelEstimate e =
+        core_gemm_kernel(c, datapaths.get(op.datapath), dim(op.m), dim(op.k), dim(op.n));
+    op.compute_s = e.compute_s;
+    op.memory_s = e.memory_s;
+    op.time_s = e.time_s;
+    op.compute_bound = e.compute_bound;
+  };
 }
 
 }  // namespace lpemu::experiment

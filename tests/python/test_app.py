@@ -98,6 +98,12 @@ def cases(tmp):
         ("cost", ["--target", "h100_sxm", "--model", "llama3_8b", "--plan", "bf16", "--phase", "decode",
                   "--batch", "8", "--context", "4096"],
          dict(target="h100_sxm", model="llama3_8b", plan="bf16", phase="decode", batch=8, context=4096)),
+        ("core", ["--core", "h100_sm_like", "--datapath", "generic_fp8", "--m", "128", "--n", "256", "--k", "4096"],
+         dict(core="h100_sm_like", datapath="generic_fp8", m=128, n=256, k=4096)),
+        ("cost", ["--target", "h100_sxm", "--model", "llama3_8b", "--plan", "bf16", "--phase", "decode",
+                  "--batch", "8", "--context", "4096", "--core", "example_fp8"],
+         dict(target="h100_sxm", model="llama3_8b", plan="bf16", phase="decode", batch=8, context=4096,
+              core="example_fp8")),
         ("cost", ["--target", "h100_sxm", "--model", "llama3_8b", "--plan", "bf16", "--weights", "fp8_e4m3",
                   "--activations", "fp8_e4m3", "--kv-cache", "fp8_e4m3", "--datapath", "h100_e4m3_fp32"],
          dict(target="h100_sxm", model="llama3_8b", plan="bf16", weights="fp8_e4m3", activations="fp8_e4m3",
@@ -201,7 +207,7 @@ def same(a, b, path="result"):
         assert type(a) is type(b) and a == b, f"{path}: CLI {a!r}, Python {b!r}"
 
 
-N_CASES = 38  # len(cases(...)); test_every_command_has_a_parity_case checks it
+N_CASES = 40  # len(cases(...)); test_every_command_has_a_parity_case checks it
 
 
 def test_every_command_has_a_parity_case(tmp_path):

@@ -8,7 +8,6 @@
 
 #include "lpemu/app/fields.hpp"
 #include "lpemu/core/model.hpp"
-#include "lpemu/cost/kernel.hpp"
 #include "lpemu/experiment/context.hpp"
 
 namespace lpemu::app {
@@ -33,6 +32,7 @@ struct CoreResult {
   std::string datapath;
   core::Lane lane;
   std::vector<core::GemmCycles> gemms;
+  std::vector<core::SoftmaxCycles> softmax;  ///< with a model, on a core with a softmax unit
   core::GemmTotals totals;
 };
 
@@ -48,10 +48,10 @@ CoreRequest core_request(const Fields& f);
 std::vector<core::Gemm> shape_gemms(const cost::ModelShape& shape, std::string_view scope, cost::Phase phase,
                                     long long batch, long long context);
 
-/// The cost model's kernel-level estimate of y[m, n] = x[m, k] . W[k, n] taken from the core model
-/// instead of the roofline: time, compute and memory time, boundedness and folds (as tiles) of
-/// `simulate_gemm(core, lane, {m, n, k})`. For a caller that prices GEMMs on a configured core.
-cost::KernelEstimate core_gemm_kernel(const core::Core& core, const datapath::Datapath& lane, long long m,
-                                      long long k, long long n);
+/// The softmax of one block's attention (scope "layer") or of every block's (scope "step"): per
+/// sequence and K/V head, the group's query rows by the context's keys, as shape_gemms' QK^T.
+core::SoftmaxCycles shape_softmax(const core::Core& core, const cost::ModelShape& shape,
+                                  std::string_view scope, cost::Phase phase, long long batch,
+                                  long long context);
 
 }  // namespace lpemu::app

@@ -32,7 +32,8 @@ struct PriceRequest {
     s.phase = "both";
     return s;
   }();
-  int top = 8;                     ///< search: configurations reported
+  std::string core;  ///< device level: GEMM times from the core model on this core ("": roofline)
+  int top = 8;       ///< search: configurations reported
   std::filesystem::path plot_dir;  ///< device level: also draw DIR/cost_<phase>.svg
 
   /// True if the cluster-level models answer.
@@ -44,6 +45,7 @@ struct PriceResult {
   cost::Target target;
   cost::ModelShape model;
   std::string plan, plan_origin;
+  std::string core;                                  ///< the core the GEMMs were timed on ("": the roofline)
   std::vector<experiment::Pricing> phases;           ///< device level: prefill and/or decode
   std::optional<experiment::ClusterReport> cluster;  ///< cluster level
   int top = 8;                                       ///< search configurations kept in fields()

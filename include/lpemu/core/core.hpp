@@ -44,16 +44,41 @@ struct PackRule {
   friend bool operator==(const PackRule&, const PackRule&) = default;
 };
 
+/// What the array is made of.
+enum class ArrayKind : std::uint8_t {
+  systolic,  ///< rows x cols lanes passing operands to their neighbours (SCALE-Sim's array)
+  dot,       ///< tensor-core style: `dot_units` units, each an n-term dot product per cycle into an
+             ///< accumulator of a rows x cols output tile
+};
+
+/// How a GEMM is mapped onto the array.
+enum class Tiling : std::uint8_t {
+  folds,   ///< the array's folds only, in the better of two fold orders (SCALE-Sim's mapping)
+  search,  ///< also splits the streamed dimension (M for ws, N for is) so that partial sums stay on chip
+};
+
+/// The unit attention's scores pass through between QK^T and PV: each row's maximum, exponentials,
+/// sum and normalisation.
+struct SoftmaxUnit {
+  double elements_per_cycle = 0;  ///< scores normalised per cycle; 0 = no softmax unit modelled
+  int latency_cycles = 0;         ///< pipeline latency, paid once per attention instance
+  friend bool operator==(const SoftmaxUnit&, const SoftmaxUnit&) = default;
+};
+
 /// A compute core: every parameter the cycle model reads.
 struct Core {
   std::string name, description, source;
   double clock_ghz = 1;
   // [array]
-  int rows = 1, cols = 1;
+  ArrayKind kind = ArrayKind::systolic;
+  int rows = 1, cols = 1;  ///< systolic: the lanes; dot: the output tile the accumulators hold
+  int dot_units = 0;       ///< dot: n-term dot-product units (all subcores together)
+  int dot_terms = 0;       ///< dot: products each unit sums per cycle at one product per term
   Dataflow dataflow = Dataflow::os;
   std::string lane;   ///< datapath record a lane runs
   int port_bits = 0;  ///< operand bits a lane takes per cycle; 0 = one element of the lane's widest input
   std::vector<PackRule> pack;  ///< [[array.pack]]: products per cycle by input width, before port_bits
+  Tiling tiling = Tiling::search;
   // [sram]
   Scratchpad a, b, c;  ///< inputs A [M,K], weights B [K,N], outputs and partial sums C [M,N]
   int word_bits = 8;   ///< bits per scratchpad word
@@ -63,6 +88,7 @@ struct Core {
   double dram_bytes_per_cycle = 0;  ///< DRAM bandwidth in bytes per core cycle
   int dram_latency_cycles = 0;
   FirstFill first_fill = FirstFill::exposed;
+  SoftmaxUnit softmax;  ///< [softmax]
   // [energy] picojoules
   double mac_pj = 0;  ///< per multiply-accumulate
   double sram_read_pj_per_byte = 0, sram_write_pj_per_byte = 0, dram_pj_per_byte = 0;
@@ -97,5 +123,9 @@ std::string_view to_string(Dataflow d);
 Dataflow parse_dataflow(std::string_view text);
 /// TOML spelling of a FirstFill ("hidden", "exposed").
 std::string_view to_string(FirstFill f);
+/// TOML spelling of an ArrayKind ("systolic", "dot").
+std::string_view to_string(ArrayKind k);
+/// TOML spelling of a Tiling ("folds", "search").
+std::string_view to_string(Tiling t);
 
 }  // namespace lpemu::core

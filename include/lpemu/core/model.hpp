@@ -42,15 +42,17 @@ struct GemmCycles {
   long long sr = 0, sc = 0,
             t = 0;  ///< spatial rows, spatial columns, temporal extent (SCALE-Sim's Sr, Sc, T)
   long long row_folds = 0, col_folds = 0;
-  long long cycles_per_fold = 0;
-  long long compute_cycles = 0;  ///< stall-free: folds x cycles_per_fold
+  long long splits = 1;           ///< pieces the temporal extent T is split into (Tiling::search), 1: none
+  long long cycles_per_fold = 0;  ///< with T unsplit
+  long long compute_cycles = 0;   ///< stall-free: folds x (splits x (cycles_per_fold - T) + T)
   long long sram_stall_cycles = 0;
   long long dram_stall_cycles = 0;
+  long long latency_cycles = 0;  ///< dot units: the last dot product's pipeline latency (in total_cycles)
   long long total_cycles = 0;
   double seconds = 0;
   double macs = 0;
   double mapping_efficiency = 0;  ///< mean over folds of lanes holding work / lanes
-  double utilization = 0;         ///< macs / (lanes x pack x total_cycles)
+  double utilization = 0;         ///< macs / (peak_macs_per_cycle x (total_cycles - latency_cycles))
   std::string loop_order;  ///< "col_outer" (SCALE-Sim's) or "row_outer": the one with less DRAM traffic
   Traffic a, b, c;
   double dram_bytes = 0, preloaded_bytes = 0;
@@ -60,16 +62,36 @@ struct GemmCycles {
 
 /// The lane of `core` running datapath `lane`: packing and pipeline depth (docs/core-model.md).
 Lane lane_of(const Core& core, const datapath::Datapath& lane);
+/// Multiply-accumulates `core` completes per cycle with lanes `lane`: rows x cols x pack for a
+/// systolic array, units x terms x pack for dot units.
+double peak_macs_per_cycle(const Core& core, const Lane& lane);
 /// Cycles, traffic and energy of `g` on `core` whose lanes run `lane`. Throws ShapeError for a
 /// dimension below 1 and SpecError for a core the model cannot run (no DRAM bandwidth).
 GemmCycles simulate_gemm(const Core& core, const datapath::Datapath& lane, const Gemm& g);
 
-/// Totals over a list of GEMMs, each weighted by its count.
+/// Softmax over `rows` x `cols` attention scores (each row normalised over its `cols`), run
+/// `count` times, on a core's softmax unit.
+struct SoftmaxCycles {
+  std::string name;
+  long long rows = 1, cols = 1, count = 1;
+  long long cycles = 0;  ///< per instance: latency + ceil(rows x cols / elements per cycle)
+  double seconds = 0;    ///< per instance
+};
+/// Cycles of one softmax instance on `core`'s softmax unit. Throws SpecError if the core has none
+/// (`[softmax]` absent) and ShapeError for a dimension below 1.
+SoftmaxCycles simulate_softmax(const Core& core, std::string name, long long rows, long long cols,
+                               long long count);
+
+/// Totals over a list of GEMMs and softmax runs, each weighted by its count. The softmax unit runs
+/// between QK^T and PV, which wait for it, so its cycles add to the GEMMs' (serialised).
 struct GemmTotals {
   double macs = 0, total_cycles = 0, compute_cycles = 0, seconds = 0, dram_bytes = 0, energy_pj = 0;
-  double utilization = 0;  ///< macs / (lanes x pack x total_cycles)
+  double softmax_cycles = 0;  ///< included in total_cycles and seconds
+  double latency_cycles = 0;  ///< dot units' pipeline latencies, included in total_cycles
+  double utilization = 0;     ///< macs / (peak_macs_per_cycle x (total_cycles - latency_cycles))
 };
-/// Sums `runs` (each GEMM's count included) on `core`.
-GemmTotals totals(const Core& core, const Lane& lane, const std::vector<GemmCycles>& runs);
+/// Sums `runs` and `softmax` (each one's count included) on `core`.
+GemmTotals totals(const Core& core, const Lane& lane, const std::vector<GemmCycles>& runs,
+                  const std::vector<SoftmaxCycles>& softmax = {});
 
 }  // namespace lpemu::core

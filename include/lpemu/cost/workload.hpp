@@ -179,8 +179,13 @@ struct Roofline {
   double energy_per_token() const { return energy_j / tokens; }
 };
 
-/// Fills each op's time (max of compute and memory time), bound and energy; returns totals.
-Roofline roofline(Workload& w, const Target& target);
+/// A GEMM's time from a model other than the roofline (a configured compute core): sets one
+/// instance's compute_s, memory_s, time_s and compute_bound of a "gemm" op.
+using GemmTimer = std::function<void(Op& op)>;
+
+/// Fills each op's time (max of compute and memory time), bound and energy; returns totals. With
+/// `gemm_time`, each GEMM op's times come from it instead (its energy stays the roofline's).
+Roofline roofline(Workload& w, const Target& target, const GemmTimer& gemm_time = {});
 
 /// How a GEMM of two formats runs on a target: the rate class, and how many MACs of that class
 /// each of its MACs takes.

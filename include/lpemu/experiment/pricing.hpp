@@ -8,10 +8,19 @@
 #include <vector>
 
 #include "lpemu/cost/catalog.hpp"
+#include "lpemu/cost/kernel.hpp"
 #include "lpemu/cost/parallel.hpp"
 #include "lpemu/cost/system.hpp"
 #include "lpemu/cost/workload.hpp"
 #include "lpemu/engine/plan.hpp"
+
+namespace lpemu::core {
+struct Core;
+}  // namespace lpemu::core
+namespace lpemu::datapath {
+struct Datapath;
+class DatapathRegistry;
+}  // namespace lpemu::datapath
 
 namespace lpemu::experiment {
 
@@ -33,10 +42,22 @@ struct Pricing {
   std::string computed;          ///< "A x B on D (share of MACs); ..." for every operand pair and datapath
 };
 
-/// Prices `plan` (layerwise_plan over `shape`'s layers, then the workload and its roofline).
+/// Prices `plan` (layerwise_plan over `shape`'s layers, then the workload and its roofline; with
+/// `gemm_time`, e.g. core_gemm_timer, the GEMMs' times from it).
 Pricing price_plan(const engine::PrecisionPlan& plan, const cost::ModelShape& shape,
                    const cost::Target& target, cost::Catalog& catalog, cost::Phase phase, long long batch,
-                   long long context);
+                   long long context, const cost::GemmTimer& gemm_time = {});
+
+/// The cost model's kernel-level estimate of y[m, n] = x[m, k] . W[k, n] from the core model
+/// instead of the roofline: time, compute and memory time, boundedness and folds (as tiles) of
+/// `core::simulate_gemm(core, lane, {m, n, k})`.
+cost::KernelEstimate core_gemm_kernel(const core::Core& core, const datapath::Datapath& lane, long long m,
+                                      long long k, long long n);
+
+/// A GEMM timer that runs each GEMM op (one instance of m x k x n) on `core` with the op's
+/// datapath record (found in `datapaths`) as the lane: the time is core_gemm_kernel's, that is the
+/// core model's total cycles / clock.
+cost::GemmTimer core_gemm_timer(const core::Core& core, const datapath::DatapathRegistry& datapaths);
 
 /// A plan priced at cluster level: the system, the job and the formats the cluster models take
 /// (`lpemu cost --system ...` and a sweep's [cost] table with `system` both fill it).

@@ -1,7 +1,9 @@
 // Analytic limits of the core model over random cores and GEMMs: cycles never below the MACs over
 // the lanes nor below the DRAM bytes over the bandwidth, DRAM traffic never below each operand
 // moved once, a mapping efficiency of exactly one when (and only when) the GEMM tiles the array,
-// and a lane packing four FP4 products per cycle against one.
+// and a lane packing four FP4 products per cycle against one; the same for tensor-core style
+// dot units (data/cores/h100_sm_like.toml), where utilisation is exactly one when the GEMM tiles the
+// units and nothing stalls.
 #include <cmath>
 #include <random>
 #include <string>
@@ -126,6 +128,95 @@ TEST_CASE("an FP4 lane at 4x the FP16 lanes: 4x fewer compute cycles, the same D
     CHECK(wt.total_cycles == nt.total_cycles);
     CHECK(wt.dram_bytes == nt.dram_bytes);
   }
+}
+
+// A dot-unit core of random size: output tile, units, terms and bandwidth.
+core::Core random_dot_core(std::mt19937_64& rng) {
+  core::Core c = core::load_core("h100_sm_like");
+  std::uniform_int_distribution<int> tile(1, 64), units(1, 64), terms(1, 32);
+  c = core::with_array(c, tile(rng), tile(rng));
+  c.dot_units = units(rng);
+  c.dot_terms = terms(rng);
+  c.a.kib = std::uniform_real_distribution<double>(0.5, 512)(rng);
+  c.b.kib = std::uniform_real_distribution<double>(0.5, 512)(rng);
+  c.dram_bytes_per_cycle = (rng() % 2) == 0 ? 1e9 : std::uniform_real_distribution<double>(0.5, 64)(rng);
+  c.double_buffered = (rng() & 1) != 0;
+  c.dram_latency_cycles = 0;
+  // Hidden: the first buffer-full is resident at cycle 0, so that a run can go without a stall.
+  c.first_fill = (rng() & 1) != 0 ? core::FirstFill::hidden : core::FirstFill::exposed;
+  return c;
+}
+
+TEST_CASE(
+    "dot units: cycles never below MACs / (units x terms) nor DRAM bytes / bandwidth; 100 % "
+    "utilisation exactly when the GEMM tiles the units and nothing stalls",
+    "[core][property]") {
+  std::mt19937_64 rng(Catch::rngSeed());
+  const char* lanes[] = {"h100_bf16_fp32", "generic_fp8", "generic_fp4"};
+  int full = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const core::Core c = random_dot_core(rng);
+    const auto& dp = lane(lanes[rng() % 3]);
+    const core::Lane l = core::lane_of(c, dp);
+    // Half the GEMMs are multiples of the tile and of terms x pack, so that some tile exactly.
+    std::uniform_int_distribution<long long> mult(1, 4), any(1, 300);
+    const long long step = static_cast<long long>(c.dot_terms) * l.pack;
+    const bool aligned = (rng() & 1) != 0;
+    const core::Gemm g{"g", aligned ? c.rows * mult(rng) : any(rng), aligned ? c.cols * mult(rng) : any(rng),
+                       aligned ? step * mult(rng) : any(rng), 1};
+    const core::GemmCycles r = core::simulate_gemm(c, dp, g);
+    INFO(core::to_toml(c) << "lane " << dp.name << " gemm " << g.m << "x" << g.n << "x" << g.k);
+    const double peak = static_cast<double>(c.dot_units) * c.dot_terms * l.pack;
+    CHECK(core::peak_macs_per_cycle(c, l) == peak);
+    CHECK(static_cast<double>(r.total_cycles) >= r.macs / peak);
+    // DRAM bytes moved after cycle 0 (all of them when the first fill is exposed).
+    const double after_start =
+        r.dram_bytes - (c.first_fill == core::FirstFill::hidden ? r.preloaded_bytes : 0.0);
+    CHECK(static_cast<double>(r.total_cycles) >= after_start / c.dram_bytes_per_cycle);
+    CHECK(r.total_cycles == r.compute_cycles + r.sram_stall_cycles + r.dram_stall_cycles);
+    CHECK(r.latency_cycles == l.pipeline_depth - 1);
+    CHECK(r.utilization <= 1.0);
+    const bool tiles = g.m % c.rows == 0 && g.n % c.cols == 0 && g.k % step == 0 &&
+                       (static_cast<long long>(c.rows) * c.cols * (g.k / step)) % c.dot_units == 0;
+    const bool stalls = r.dram_stall_cycles > 0 || r.sram_stall_cycles > 0;
+    CHECK((r.utilization == 1.0) == (tiles && !stalls));
+    if (tiles && !stalls) ++full;
+  }
+  CHECK(full > 50);  // the equivalence was exercised on both sides
+}
+
+TEST_CASE("dot units with FP4 at 4x the FP16 products: 4x fewer issue cycles, the same DRAM-bound time",
+          "[core][property]") {
+  core::Core wide = core::load_core("h100_sm_like");  // FP4 packs 4 products per term
+  core::Core narrow = wide;
+  narrow.pack.clear();
+  narrow.port_bits = 0;  // one product per term, whatever the width
+  const auto& fp4 = lane("generic_fp4");
+  REQUIRE(core::lane_of(wide, fp4).pack == 4);
+  REQUIRE(core::lane_of(narrow, fp4).pack == 1);
+  core::Core wide_fast = wide, narrow_fast = narrow;
+  wide_fast.dram_bytes_per_cycle = narrow_fast.dram_bytes_per_cycle = 1e9;
+  wide_fast.first_fill = narrow_fast.first_fill = core::FirstFill::hidden;  // no stall at all
+  const core::Gemm big{"big", 1024, 1024, 8192, 1};
+  const core::GemmCycles w = core::simulate_gemm(wide_fast, fp4, big);
+  const core::GemmCycles n = core::simulate_gemm(narrow_fast, fp4, big);
+  REQUIRE(w.compute_bound);
+  CHECK(n.compute_cycles - n.latency_cycles == 4 * (w.compute_cycles - w.latency_cycles));
+  CHECK(w.utilization == 1.0);
+  CHECK(n.utilization == 1.0);
+  // Hand count: 8 x 4 tiles of 128 x 256 outputs, 8192 / (16 x 4) = 128 steps each, 128 units.
+  CHECK(w.compute_cycles - w.latency_cycles == 32LL * 128 * 256 * 128 / 128);
+  // One decode token through a 8192 x 8192 weight matrix, on 16-row output tiles (a 128-row tile
+  // would spend 128x the issue slots on padding and be compute bound).
+  wide = core::with_array(wide, 16, 256);
+  narrow = core::with_array(narrow, 16, 256);
+  const core::Gemm token{"token", 1, 8192, 8192, 1};
+  const core::GemmCycles wt = core::simulate_gemm(wide, fp4, token);
+  const core::GemmCycles nt = core::simulate_gemm(narrow, fp4, token);
+  REQUIRE(!wt.compute_bound);
+  REQUIRE(!nt.compute_bound);
+  CHECK(wt.total_cycles == nt.total_cycles);
+  CHECK(wt.dram_bytes == nt.dram_bytes);
 }
 
 }  // namespace

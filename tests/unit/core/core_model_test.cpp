@@ -19,6 +19,7 @@
 #include "lpemu/core/model.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/experiment/pricing.hpp"
 
 namespace {
 
@@ -230,7 +231,7 @@ TEST_CASE("the kernel-level hook gives the core model's time", "[core]") {
   const core::Core c = core::load_core("example_fp8");
   const auto& fp8 = lpemu::datapath::DatapathRegistry::builtin().get("generic_fp8");
   const core::GemmCycles r = core::simulate_gemm(c, fp8, {"g", 64, 4096, 8192, 1});
-  const lpemu::cost::KernelEstimate e = lpemu::app::core_gemm_kernel(c, fp8, 64, 8192, 4096);
+  const lpemu::cost::KernelEstimate e = lpemu::experiment::core_gemm_kernel(c, fp8, 64, 8192, 4096);
   CHECK(e.time_s == r.seconds);
   CHECK(e.time_s == static_cast<double>(r.total_cycles) / 1.5e9);
   CHECK(e.tiles == r.row_folds * r.col_folds);
@@ -256,7 +257,7 @@ TEST_CASE("core records: bad fields are errors naming file, field and expectatio
   std::string bad = good;
   bad.replace(bad.find("rows = 32"), 9, "rows = 0");
   REQUIRE_THROWS_WITH(core::parse_core_toml(bad, "x.toml"),
-                      "x.toml:7: field 'array.rows' = 0: expected a positive number of rows");
+                      "x.toml:8: field 'array.rows' = 0: expected a positive number of rows");
   bad = good;
   bad.replace(bad.find("dataflow = \"os\""), 15, "dataflow = \"xs\"");
   REQUIRE_THROWS_WITH(core::parse_core_toml(bad, "x.toml"), Catch::Contains("array.dataflow"));
