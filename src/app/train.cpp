@@ -380,7 +380,7 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& a) {
   char line[200];
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const TrainStep& s : r.log) {
-    std::snprintf(line, sizeof line, "%d,%.17g,%.17g,%.17g,%.17g,%.9g,%d", s.step, s.loss, s.val_loss,
+    std::snprintf(line, sizeof line, "%d,%.17g,%.17g,%.17g,%.17g,%.17g,%d", s.step, s.loss, s.val_loss,
                   s.grad_norm, s.lr, s.loss_scale, s.skipped ? 1 : 0);
     csv << line;
     if (a.sqnr_every > 0) {

@@ -113,12 +113,15 @@ std::vector<double> encode_with_limits(const engine::Quantizer& q, const engine:
   }
   const block::BlockFormat& f = *e.block;
   const block::BlockLayout& L = e.tensor.layout;
+  std::vector<double> per_block(e.tensor.scales.size());
+  for (std::size_t b = 0; b < per_block.size(); ++b) {
+    per_block[b] = f.element.max_finite * block::scale_value(f, e.tensor.scales[b]) *
+                   static_cast<double>(e.tensor.tensor_scale);
+  }
   std::vector<double> limit(L.element_count());
   for (std::size_t i = 0; i < limit.size(); ++i) {
     const std::size_t a = i / (L.rows * L.cols), r = (i / L.cols) % L.rows, c = i % L.cols;
-    const std::size_t b = (a * L.grid_rows() + r / L.block_rows) * L.grid_cols() + c / L.block_cols;
-    limit[i] = f.element.max_finite * block::scale_value(f, e.tensor.scales[b]) *
-               static_cast<double>(e.tensor.tensor_scale);
+    limit[i] = per_block[(a * L.grid_rows() + r / L.block_rows) * L.grid_cols() + c / L.block_cols];
   }
   return limit;
 }

@@ -37,12 +37,12 @@ struct Reference {
   int interval;
   void update(bool found_inf) {
     if (found_inf) {
-      scale = static_cast<float>(scale * backoff);
+      scale = static_cast<float>(static_cast<double>(scale) * backoff);
       tracker = 0;
       return;
     }
     if (tracker + 1 == interval) {
-      const auto s = static_cast<float>(scale * growth);
+      const auto s = static_cast<float>(static_cast<double>(scale) * growth);
       if (std::isfinite(s)) scale = s;
       tracker = 0;
     } else {
