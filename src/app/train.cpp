@@ -8,6 +8,9 @@
 #include <sstream>
 #include <type_traits>
 
+#include "lpemu/app/price.hpp"
+#include "lpemu/app/train_sweep.hpp"
+#include "lpemu/detail/names.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/tokenizer.hpp"
@@ -16,6 +19,7 @@
 #include "lpemu/io/output.hpp"
 #include "lpemu/train/backward.hpp"
 #include "lpemu/train/linear_plan.hpp"
+#include "lpemu/train/loss_scale.hpp"
 #include "lpemu/train/optimizer.hpp"
 
 namespace lpemu::app {
@@ -35,6 +39,24 @@ std::vector<int> training_tokens(const TrainRequest& a, const engine::Model& mod
     all.insert(all.end(), t.begin(), t.end());
   }
   return all;
+}
+
+/// The model `a` names: a model file or shipped model, else a shape (a data/shapes name or a .toml
+/// file) initialised from `a.seed` exactly as a training experiment initialises it.
+engine::Model training_model(experiment::Context& ctx, const TrainRequest& a) {
+  if (fs::path(a.model).extension() != ".toml") {
+    try {
+      return ctx.load_model(a.model);
+    } catch (const IoError& e) {
+      const std::vector<std::string> shapes = cost_catalog(ctx).shape_names();
+      if (std::find(shapes.begin(), shapes.end(), a.model) == shapes.end()) {
+        throw IoError("train: model '" + a.model +
+                      "' is neither a model file, a shipped model nor a shape (" + e.what() +
+                      "; shapes: " + detail::join_names(shapes) + ")");
+      }
+    }
+  }
+  return shape_model(ctx, a.model, a.seed, a.seq);
 }
 
 /// Mean next-token cross-entropy of windows [first, first + count) of `tokens` under `p` and the
@@ -115,12 +137,71 @@ void read_params(const io::H5File& f, const std::string& group, train::Params<T>
   });
 }
 
+/// The log of the run in `out` (its log.h5), for a resumed run; checks it ends at `step`.
+std::vector<TrainStep> read_log(const fs::path& file, int steps, int layers,
+                                const std::vector<std::string>& count_roles) {
+  const io::H5File f = io::H5File::open(file);
+  const std::vector<std::int64_t> step = f.read_ints("step");
+  const std::vector<double> loss = f.read_doubles("loss"), val = f.read_doubles("val_loss"),
+                            norm = f.read_doubles("grad_norm"), lr = f.read_doubles("lr");
+  std::vector<double> sqnr;
+  if (f.exists("grad_sqnr")) sqnr = f.read_doubles("grad_sqnr");
+  const std::size_t n = step.size();
+  const auto l = static_cast<std::size_t>(layers);
+  // Logs written before loss scaling and range counts have neither (no scaling, counts of 0).
+  std::vector<double> loss_scale;
+  std::vector<std::int64_t> skipped;
+  if (f.exists("loss_scale")) {
+    loss_scale = f.read_doubles("loss_scale");
+    skipped = f.read_ints("skipped");
+  }
+  std::vector<std::vector<std::int64_t>> over, under;
+  for (const std::string& role : count_roles) {
+    const bool has = f.exists("overflow/" + role);
+    over.push_back(has ? f.read_ints("overflow/" + role) : std::vector<std::int64_t>(n, 0));
+    under.push_back(has ? f.read_ints("underflow/" + role) : std::vector<std::int64_t>(n, 0));
+    if (over.back().size() != n || under.back().size() != n) {
+      throw SpecError(file.string() + ": overflow/" + role + " and underflow/" + role + " must have " +
+                      std::to_string(n) + " rows, as step has");
+    }
+  }
+  if ((!loss_scale.empty() || !skipped.empty()) && (loss_scale.size() != n || skipped.size() != n)) {
+    throw SpecError(file.string() + ": loss_scale and skipped must have " + std::to_string(n) +
+                    " rows, as step has");
+  }
+  if (n != static_cast<std::size_t>(steps) || loss.size() != n || val.size() != n || norm.size() != n ||
+      lr.size() != n || (!sqnr.empty() && sqnr.size() != n * l)) {
+    throw SpecError(file.string() + ": expected " + std::to_string(steps) +
+                    " rows in step, loss, val_loss, grad_norm, lr (and grad_sqnr) as state.h5 says");
+  }
+  std::vector<TrainStep> log(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    log[i].step = static_cast<int>(step[i]);
+    log[i].loss = loss[i];
+    log[i].val_loss = val[i];
+    log[i].grad_norm = norm[i];
+    log[i].lr = lr[i];
+    log[i].loss_scale = loss_scale.empty() ? 1.0 : loss_scale[i];
+    log[i].skipped = !skipped.empty() && skipped[i] != 0;
+    for (std::size_t k = 0; k < count_roles.size(); ++k) {
+      log[i].overflow.push_back(static_cast<std::uint64_t>(over[k][i]));
+      log[i].underflow.push_back(static_cast<std::uint64_t>(under[k][i]));
+    }
+    if (!sqnr.empty() && !std::isnan(sqnr[i * l])) {
+      log[i].grad_sqnr.assign(sqnr.begin() + static_cast<std::ptrdiff_t>(i * l),
+                              sqnr.begin() + static_cast<std::ptrdiff_t>((i + 1) * l));
+    }
+  }
+  return log;
+}
+
 template <class T>
 void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
          const engine::PrecisionPlan& plan, const std::vector<int>& tokens, TrainResult& r) {
   const engine::Config& c = model.config;
   train::Params<T> p = train::params_from_model<T>(model);
   train::LinearPlan lp(plan, ctx.quantizers(), ctx.gemms(), c);
+  for (const engine::Role role : lp.quantised_roles()) r.count_roles.emplace_back(engine::to_string(role));
   train::OptimizerOptions o;
   o.kind = train::parse_optimizer(a.optimizer);
   o.lr = a.lr;
@@ -130,6 +211,8 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
   o.warmup_steps = a.warmup;
   o.decay_steps = a.schedule == "cosine" ? std::max(a.steps - a.warmup, 1) : 0;
   train::Optimizer<T> opt(o, p, &plan, &ctx.quantizers(), c.n_layers);
+  train::LossScaler scaler(plan.loss_scale);
+  const bool scaled = plan.loss_scale.kind != engine::LossScale::Kind::none;
   const fs::path state_file = a.out / "state.h5";
   const char* compute = std::is_same_v<T, float> ? "fp32" : "fp64";
   if (a.resume) {
@@ -141,9 +224,20 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
                       saved_compute + "; resume it with the same optimizer and plan compute type (got " +
                       a.optimizer + ", " + compute + ")");
     }
+    r.log = read_log(a.out / "log.h5", r.first_step, r.layers, r.count_roles);
     read_params(f, "params", p);
     for (const auto& [name, state] : opt.state()) read_params(f, name, *state);
-    opt.set_steps(r.first_step);
+    // Skipped steps (dynamic loss scaling) do not count; older state files have no optimizer_steps.
+    opt.set_steps(f.has_attr("/", "optimizer_steps") ? static_cast<int>(f.attr_int("/", "optimizer_steps"))
+                                                     : r.first_step);
+    if (scaled) {
+      if (!f.has_attr("/", "loss_scale")) {
+        throw SpecError("train: " + state_file.string() +
+                        " holds a run without loss scaling; resume it with the same plan");
+      }
+      scaler.restore(static_cast<float>(f.attr_double("/", "loss_scale")),
+                     static_cast<int>(f.attr_int("/", "growth_tracker")));
+    }
   }
   const std::size_t w = static_cast<std::size_t>(a.seq) + 1;
   const auto train_windows = static_cast<std::size_t>(r.windows - r.val_windows);
@@ -165,13 +259,22 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
     if (r.val_windows > 0 && s % a.eval_every == 0) {
       st.val_loss = windows_loss(c, p, tokens, r.windows - r.val_windows, r.val_windows, a.batch, a.seq, &lp);
     }
+    lp.set_loss_scale(scaler.scale());
+    st.loss_scale = scaler.scale();
+    lp.reset_counts();
     st.loss = train::loss_and_gradients(c, p, batch, a.batch, a.seq, g, &lp);
+    for (const train::RangeCounts& n : lp.range_counts()) {
+      st.overflow.push_back(n.overflow);
+      st.underflow.push_back(n.underflow);
+    }
+    const bool found_inf = scaled && train::unscale_gradients(g, scaler.scale());
     if (a.sqnr_every > 0 && s % a.sqnr_every == 0) {
       train::loss_and_gradients(c, p, batch, a.batch, a.seq, ref, nullptr);
       st.grad_sqnr = block_sqnr(g, ref);
     }
     st.lr = train::learning_rate(o, s);
-    st.grad_norm = opt.step(p, g, st.lr);
+    st.skipped = scaler.update(found_inf);
+    st.grad_norm = st.skipped ? train::global_norm(g) : opt.step(p, g, st.lr);
     r.log.push_back(st);
     if (a.progress) {
       a.progress({r.first_step > 0 ? "train (resumed at step " + std::to_string(r.first_step) + ")" : "train",
@@ -181,43 +284,18 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
     }
   }
   train::params_to_model(p, model);
-  io::write_h5_atomic(state_file, io::OutputPolicy{true, {}}, false, [&p, &opt, &a, compute](io::H5File& f) {
+  io::write_h5_atomic(state_file, io::OutputPolicy{true, {}}, false, [&](io::H5File& f) {
     f.set_attr("/", "step", static_cast<std::int64_t>(a.steps));
+    f.set_attr("/", "optimizer_steps", static_cast<std::int64_t>(opt.steps()));
+    if (scaled) {
+      f.set_attr("/", "loss_scale", static_cast<double>(scaler.scale()));
+      f.set_attr("/", "growth_tracker", static_cast<std::int64_t>(scaler.growth_tracker()));
+    }
     f.set_attr("/", "optimizer", a.optimizer);
     f.set_attr("/", "compute", std::string(compute));
     write_params(f, "params", p);
     for (const auto& [name, state] : opt.state()) write_params(f, name, *state);
   });
-}
-
-/// The log of the run in `out` (its log.h5), for a resumed run; checks it ends at `step`.
-std::vector<TrainStep> read_log(const fs::path& file, int steps, int layers) {
-  const io::H5File f = io::H5File::open(file);
-  const std::vector<std::int64_t> step = f.read_ints("step");
-  const std::vector<double> loss = f.read_doubles("loss"), val = f.read_doubles("val_loss"),
-                            norm = f.read_doubles("grad_norm"), lr = f.read_doubles("lr");
-  std::vector<double> sqnr;
-  if (f.exists("grad_sqnr")) sqnr = f.read_doubles("grad_sqnr");
-  const std::size_t n = step.size();
-  const auto l = static_cast<std::size_t>(layers);
-  if (n != static_cast<std::size_t>(steps) || loss.size() != n || val.size() != n || norm.size() != n ||
-      lr.size() != n || (!sqnr.empty() && sqnr.size() != n * l)) {
-    throw SpecError(file.string() + ": expected " + std::to_string(steps) +
-                    " rows in step, loss, val_loss, grad_norm, lr (and grad_sqnr) as state.h5 says");
-  }
-  std::vector<TrainStep> log(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    log[i].step = static_cast<int>(step[i]);
-    log[i].loss = loss[i];
-    log[i].val_loss = val[i];
-    log[i].grad_norm = norm[i];
-    log[i].lr = lr[i];
-    if (!sqnr.empty() && !std::isnan(sqnr[i * l])) {
-      log[i].grad_sqnr.assign(sqnr.begin() + static_cast<std::ptrdiff_t>(i * l),
-                              sqnr.begin() + static_cast<std::ptrdiff_t>((i + 1) * l));
-    }
-  }
-  return log;
 }
 
 }  // namespace
@@ -242,7 +320,7 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& a) {
   if (a.texts.empty() == a.tokens.empty())
     throw SpecError("train: give tokens (a .npy) or texts, one of them");
   train::parse_optimizer(a.optimizer);
-  engine::Model model = ctx.load_model(a.model);
+  engine::Model model = training_model(ctx, a);
   const engine::PrecisionPlan plan = ctx.load_plan(a.plan);
   if (a.seq > model.config.seq_len) {
     throw SpecError("train: seq = " + std::to_string(a.seq) + " exceeds the model's seq_len " +
@@ -274,7 +352,6 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& a) {
       throw SpecError("train: " + state.string() + " has " + std::to_string(r.first_step) +
                       " steps already; give steps above that to resume");
     }
-    r.log = read_log(a.out / "log.h5", r.first_step, r.layers);
   }
   fs::create_directories(a.out);
   const auto t0 = std::chrono::steady_clock::now();
@@ -294,16 +371,17 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& a) {
   engine::save_model(model, r.model_out);
   r.log_h5 = (a.out / "log.h5").string();
   std::ostringstream csv;
-  csv << "step,loss,val_loss,grad_norm,lr";
+  csv << "step,loss,val_loss,grad_norm,lr,loss_scale,skipped";
   if (a.sqnr_every > 0) {
     for (int l = 0; l < r.layers; ++l) csv << ",grad_sqnr_" << l;
   }
+  for (const std::string& role : r.count_roles) csv << ",overflow_" << role << ",underflow_" << role;
   csv << "\n";
   char line[200];
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const TrainStep& s : r.log) {
-    std::snprintf(line, sizeof line, "%d,%.17g,%.17g,%.17g,%.17g", s.step, s.loss, s.val_loss, s.grad_norm,
-                  s.lr);
+    std::snprintf(line, sizeof line, "%d,%.17g,%.17g,%.17g,%.17g,%.17g,%d", s.step, s.loss, s.val_loss,
+                  s.grad_norm, s.lr, s.loss_scale, s.skipped ? 1 : 0);
     csv << line;
     if (a.sqnr_every > 0) {
       for (int l = 0; l < r.layers; ++l) {
@@ -312,6 +390,8 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& a) {
         csv << line;
       }
     }
+    for (std::size_t k = 0; k < r.count_roles.size(); ++k)
+      csv << "," << s.overflow[k] << "," << s.underflow[k];
     csv << "\n";
   }
   io::write_file_atomic(r.log_out, csv.str(), io::OutputPolicy{true, {}});
@@ -331,6 +411,23 @@ TrainResult train(experiment::Context& ctx, const TrainRequest& a) {
     f.write_doubles("val_loss", {n}, val.data());
     f.write_doubles("grad_norm", {n}, norm.data());
     f.write_doubles("lr", {n}, lr.data());
+    std::vector<double> scale(n);
+    std::vector<std::int64_t> skipped(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      scale[i] = r.log[i].loss_scale;
+      skipped[i] = r.log[i].skipped ? 1 : 0;
+    }
+    f.write_doubles("loss_scale", {n}, scale.data());
+    f.write_ints("skipped", {n}, skipped.data());
+    for (std::size_t k = 0; k < r.count_roles.size(); ++k) {
+      std::vector<std::int64_t> over(n), under(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        over[i] = static_cast<std::int64_t>(r.log[i].overflow[k]);
+        under[i] = static_cast<std::int64_t>(r.log[i].underflow[k]);
+      }
+      f.write_ints("overflow/" + r.count_roles[k], {n}, over.data());
+      f.write_ints("underflow/" + r.count_roles[k], {n}, under.data());
+    }
     if (a.sqnr_every > 0) {
       const auto layers = static_cast<std::size_t>(r.layers);
       std::vector<double> sqnr(n * layers, nan);
@@ -353,6 +450,15 @@ Fields fields(const TrainResult& r) {
                   {"grad_norm", s.grad_norm},
                   {"lr", s.lr}};
     if (!s.grad_sqnr.empty()) row["grad_sqnr"] = s.grad_sqnr;
+    row["loss_scale"] = s.loss_scale;
+    row["skipped"] = s.skipped;
+    Fields over = Fields::object(), under = Fields::object();
+    for (std::size_t k = 0; k < r.count_roles.size(); ++k) {
+      over[r.count_roles[k]] = s.overflow[k];
+      under[r.count_roles[k]] = s.underflow[k];
+    }
+    row["overflow"] = over;
+    row["underflow"] = under;
     log.push_back(row);
   }
   return {{"model", r.model},
@@ -363,6 +469,7 @@ Fields fields(const TrainResult& r) {
           {"windows", r.windows},
           {"first_step", r.first_step},
           {"val_windows", r.val_windows},
+          {"count_roles", r.count_roles},
           {"log", log},
           {"model_out", r.model_out},
           {"log_out", r.log_out},

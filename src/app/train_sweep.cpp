@@ -110,6 +110,14 @@ engine::Model initial_model(const cost::ModelShape& s, std::uint64_t seed, const
   return m;
 }
 
+engine::Model shape_model(experiment::Context& ctx, const std::string& shape, std::uint64_t seed, int seq) {
+  const cost::ModelShape s = cost_catalog(ctx).shape(shape);
+  const engine::Model tok_model = ctx.load_model("stories260K");
+  const engine::Tokenizer tok =
+      tok_model.config.vocab_size == s.vocab_size ? tok_model.tokenizer : engine::Tokenizer{};
+  return initial_model(s, seed, tok, std::max(seq, 256));
+}
+
 TrainSweepReport train_sweep(experiment::Context& ctx, const experiment::Experiment& exp,
                              const fs::path& out) {
   if (!exp.train) throw SpecError(exp.origin.string() + ": no [train] table");
@@ -121,15 +129,12 @@ TrainSweepReport train_sweep(experiment::Context& ctx, const experiment::Experim
   fs::create_directories(rep.dir / "init");
   const io::OutputPolicy force{true, {}};
 
-  // One initial model per seed, from the shape; the stories260K tokenizer when the vocabulary is its.
+  // One initial model per seed, from the shape.
   const cost::ModelShape shape = cost_catalog(ctx).shape(t.shape);
-  const engine::Model tok_model = ctx.load_model("stories260K");
-  const engine::Tokenizer tok =
-      tok_model.config.vocab_size == shape.vocab_size ? tok_model.tokenizer : engine::Tokenizer{};
   std::map<std::uint64_t, fs::path> inits;
   for (const auto seed : t.seeds) {
     const fs::path f = rep.dir / "init" / ("seed" + std::to_string(seed) + ".h5");
-    engine::save_model(initial_model(shape, seed, tok, std::max(t.seq, 256)), f);
+    engine::save_model(shape_model(ctx, t.shape, seed, t.seq), f);
     inits[seed] = f;
   }
 

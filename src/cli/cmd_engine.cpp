@@ -124,6 +124,8 @@ void register_engine(CLI::App& app, Context& ctx) {
   auto* tr = app.add_subcommand("train", "train a model under a precision plan (docs/training.md)");
   static TrainArgs ta;
   ta.model.add_to(tr);
+  tr->get_option("--model")->description(
+      "model .h5 file, shipped model name, or a shape (data/shapes name or .toml) initialised from --seed");
   app::TrainRequest& tq = ta.req;
   auto* tr_tok =
       tr->add_option("--tokens", tq.tokens, "training tokens: a 1-D integer .npy")->check(CLI::ExistingFile);
@@ -145,7 +147,9 @@ void register_engine(CLI::App& app, Context& ctx) {
   tr->add_option("--schedule", tq.schedule, "after warm-up: cosine (to 0 at the last step) or constant")
       ->capture_default_str()
       ->check(CLI::IsMember({"cosine", "constant"}));
-  tr->add_option("--seed", tq.seed, "mixed into every stochastic-rounding stream")->capture_default_str();
+  tr->add_option("--seed", tq.seed,
+                 "initialises a shape given to --model; mixed into every stochastic-rounding stream")
+      ->capture_default_str();
   tr->add_option("--out", tq.out, "output folder: model.h5, log.csv and log.h5")->required();
   tr->add_option("--val-fraction", tq.val_fraction,
                  "share of the windows held out for validation (the last ones)")

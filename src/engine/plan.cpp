@@ -308,7 +308,7 @@ bool PrecisionPlan::is_reference() const {
   auto identity_gemm = [](const std::optional<GemmChoice>& g) {
     return !g || datapath::names_float_gemm(g->datapath);
   };
-  if (wgrad_hadamard != 0) return false;
+  if (wgrad_hadamard != 0 || loss_scale.kind != LossScale::Kind::none) return false;
   for (const auto& e : roles) {
     if (e.spec) return false;
   }
@@ -326,11 +326,33 @@ bool PrecisionPlan::is_reference() const {
   return true;
 }
 
+constexpr lpemu::detail::EnumName<LossScale::Kind> kLossScaleKinds[] = {
+    {"none", LossScale::Kind::none},
+    {"static", LossScale::Kind::fixed},
+    {"dynamic", LossScale::Kind::dynamic}};
+
+// A plan's [loss_scale] table: kind "static" or "dynamic" and torch.amp.GradScaler's parameters.
+LossScale read_loss_scale(const TableReader& t) {
+  LossScale s;
+  t.only({"kind", "init_scale", "growth_factor", "backoff_factor", "growth_interval"});
+  const auto kind = t.opt_choice("kind", kLossScaleKinds);
+  if (!kind) t.fail("kind", "\"static\" or \"dynamic\"");
+  s.kind = *kind;
+  const double huge = std::numeric_limits<double>::max();
+  s.init_scale = t.number("init_scale", s.init_scale, 0x1p-126, huge, "a positive scale");
+  s.growth_factor = t.number("growth_factor", s.growth_factor, 1.0, huge, "a factor >= 1");
+  s.backoff_factor = t.number("backoff_factor", s.backoff_factor, 0x1p-126, 1.0, "a factor in (0, 1]");
+  s.growth_interval =
+      static_cast<int>(t.integer("growth_interval", s.growth_interval, 1, 1 << 30, "a step count >= 1"));
+  return s;
+}
+
 PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
                               const QuantizerFactory& quantizers, const GemmFactory& gemms) {
   const toml::table doc = io::detail::parse(text, origin);
   const TableReader top(doc, origin);
-  top.only({"name", "description", "compute", "wgrad_hadamard", "defaults", "roles", "override"});
+  top.only(
+      {"name", "description", "compute", "wgrad_hadamard", "loss_scale", "defaults", "roles", "override"});
   PrecisionPlan plan;
   plan.origin = std::string(origin);
   plan.name = top.str("name", std::filesystem::path(std::string(origin)).stem().string());
@@ -340,6 +362,7 @@ PrecisionPlan parse_plan_toml(std::string_view text, std::string_view origin,
   const auto h = top.integer("wgrad_hadamard", 0, 0, 256, kHadamard);
   if (h == 1 || (h & (h - 1)) != 0) top.fail("wgrad_hadamard", std::to_string(h), kHadamard);
   plan.wgrad_hadamard = static_cast<int>(h);
+  if (top.has("loss_scale")) plan.loss_scale = read_loss_scale(top.sub("loss_scale"));
   Parser p{origin, quantizers, gemms, {}};
   Parser::read_options(top.sub("defaults"), p.defaults, false);
   p.entries(top.sub("roles"), plan.roles, {},
@@ -385,9 +408,9 @@ bool operator==(const PrecisionPlan::Override& a, const PrecisionPlan::Override&
 
 bool operator==(const PrecisionPlan& a, const PrecisionPlan& b) {
   return a.name == b.name && a.description == b.description && a.compute == b.compute &&
-         a.wgrad_hadamard == b.wgrad_hadamard && sorted(a.roles) == sorted(b.roles) && a.gemm == b.gemm &&
-         a.attention_gemm == b.attention_gemm && a.dgrad_gemm == b.dgrad_gemm &&
-         a.wgrad_gemm == b.wgrad_gemm && a.overrides == b.overrides;
+         a.wgrad_hadamard == b.wgrad_hadamard && a.loss_scale == b.loss_scale &&
+         sorted(a.roles) == sorted(b.roles) && a.gemm == b.gemm && a.attention_gemm == b.attention_gemm &&
+         a.dgrad_gemm == b.dgrad_gemm && a.wgrad_gemm == b.wgrad_gemm && a.overrides == b.overrides;
 }
 
 std::string to_toml(const PrecisionPlan& p, std::string_view table_prefix) {
@@ -395,6 +418,17 @@ std::string to_toml(const PrecisionPlan& p, std::string_view table_prefix) {
   const std::string prefix(table_prefix);
   w.str("name", p.name).str_if("description", p.description).str("compute", to_string(p.compute));
   if (p.wgrad_hadamard != 0) w.integer("wgrad_hadamard", p.wgrad_hadamard);
+  if (p.loss_scale.kind != LossScale::Kind::none) {
+    const LossScale& l = p.loss_scale;
+    w.table(prefix + "loss_scale")
+        .str("kind", lpemu::detail::enum_name(kLossScaleKinds, l.kind))
+        .number("init_scale", l.init_scale);
+    if (l.kind == LossScale::Kind::dynamic) {
+      w.number("growth_factor", l.growth_factor)
+          .number("backoff_factor", l.backoff_factor)
+          .integer("growth_interval", l.growth_interval);
+    }
+  }
   if (!p.roles.empty() || p.gemm || p.attention_gemm || p.dgrad_gemm || p.wgrad_gemm) {
     w.table(prefix + "roles");
     write_entries(w, p.roles, p.gemm, p.attention_gemm, p.dgrad_gemm, p.wgrad_gemm);

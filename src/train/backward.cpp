@@ -383,6 +383,8 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
     }
   }
   loss /= static_cast<double>(n);
+  // Loss scaling: the backward pass starts from the gradient of the scaled loss.
+  if (plan != nullptr && plan->loss_scale() != 1) dlogits *= static_cast<T>(plan->loss_scale());
 
   // Backward.
   Mat<T> dxf;

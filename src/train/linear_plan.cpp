@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "lpemu/block/block_format.hpp"
@@ -33,7 +35,7 @@ bool trained_role(Role r) {
 // scaling quantiser is to be used.
 template <class M>
 bool delayed(const engine::Quantizer& q, DelayedScaling& d, std::uint64_t step, std::uint64_t operand,
-             const engine::QuantPoint& p, M& x) {
+             const engine::QuantPoint& p, M& x, double& used_scale) {
   DelayedScaling::Point& pt = d.points[operand];
   if (pt.length == 0) return false;
   using T = typename M::Scalar;
@@ -66,6 +68,7 @@ bool delayed(const engine::Quantizer& q, DelayedScaling& d, std::uint64_t step, 
   const format::Format& e = q.element_format();
   const double scale = static_cast<double>(static_cast<float>(a / e.max_finite));
   if (!finite || !std::isfinite(scale) || scale <= 0) return false;
+  used_scale = scale;
   format::ConvertOptions o = pt.options;
   o.seed = format::mix64(o.seed ^ format::mix64(p.stream));
   o.overflow = format::Overflow::saturate;
@@ -80,6 +83,49 @@ bool delayed(const engine::Quantizer& q, DelayedScaling& d, std::uint64_t step, 
   return true;
 }
 
+// The role whose format quantises point `operand` (see DelayedScaling) of site `s`.
+Role point_role(const LinearSite& s, std::uint64_t operand) {
+  const bool head = s.kind == LayerKind::head;
+  switch (operand) {
+    case 0:
+    case 5: return head ? Role::lm_head_input : Role::linear_input;
+    case 1:
+    case 3: return head ? Role::lm_head : Role::weights;
+    case 2:
+    case 4: return Role::grad_output;
+    case 6: return Role::grad_activation;
+    default: return Role::grad_weights;
+  }
+}
+
+// Quantises `x` by block quantiser `q` through its encoding (decode(encode) is apply() bit for bit)
+// and returns each element's limit: the element format's largest finite value times the element's
+// block scale and the tensor scale.
+template <class M>
+std::vector<double> encode_with_limits(const engine::Quantizer& q, const engine::QuantPoint& p, M& x) {
+  engine::EncodedOperand e;
+  if constexpr (std::is_same_v<typename M::Scalar, float>) {
+    e = q.encode(x, p);
+  } else {  // as Quantizer::apply does for double: through float
+    engine::RowMatrix f = x.template cast<float>();
+    e = q.encode(f, p);
+    x = f.template cast<double>();
+  }
+  const block::BlockFormat& f = *e.block;
+  const block::BlockLayout& L = e.tensor.layout;
+  std::vector<double> per_block(e.tensor.scales.size());
+  for (std::size_t b = 0; b < per_block.size(); ++b) {
+    per_block[b] = f.element.max_finite * block::scale_value(f, e.tensor.scales[b]) *
+                   static_cast<double>(e.tensor.tensor_scale);
+  }
+  std::vector<double> limit(L.element_count());
+  for (std::size_t i = 0; i < limit.size(); ++i) {
+    const std::size_t a = i / (L.rows * L.cols), r = (i / L.cols) % L.rows, c = i % L.cols;
+    limit[i] = per_block[(a * L.grid_rows() + r / L.block_rows) * L.grid_cols() + c / L.block_cols];
+  }
+  return limit;
+}
+
 template <class M>
 void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSite& s, std::string_view what,
               std::uint64_t step, std::uint64_t operand, M& x) {
@@ -90,8 +136,26 @@ void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSit
   p.tensor = what;
   p.axis = 1;
   p.stream = mix(s.stream ^ mix(step * 8 + operand));
-  if (s.delayed && delayed(*q, *s.delayed, step, operand, p, x)) return;
-  q->apply(x, p);
+  const bool count = s.counts != nullptr;
+  M before;
+  if (count) before = x;
+  double limit = q->element_format().max_finite, scale = 1;
+  std::vector<double> limits;
+  if (s.delayed && delayed(*q, *s.delayed, step, operand, p, x, scale)) {
+    limit *= scale;
+  } else if (count && q->block_format() != nullptr) {
+    limits = encode_with_limits(*q, p, x);
+  } else {
+    q->apply(x, p);
+  }
+  if (!count) return;
+  const auto n = static_cast<std::size_t>(x.size());
+  const RangeCounts c =
+      limits.empty()
+          ? range_counts(before.data(), x.data(), n, [limit](std::size_t) { return limit; })
+          : range_counts(before.data(), x.data(), n, [&limits](std::size_t i) { return limits[i]; });
+  const std::lock_guard<std::mutex> lock(s.counts->mutex);
+  s.counts->by_role[static_cast<std::size_t>(point_role(s, operand))] += c;
 }
 
 // Q = blocks of H·D/√B on the columns of a and b: the fast Walsh–Hadamard transform per row.
@@ -234,6 +298,7 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
       s.gemm[i] = gemms.make(s.gemm_name[i]);
     }
     s.stream = mix(static_cast<std::uint64_t>(l + 1) * 64 + sites_.size());
+    s.counts = counts_;
     sites_.push_back(std::move(s));
   };
   for (int l = 0; l < c.n_layers; ++l) {
@@ -241,6 +306,32 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
     for (const char* t : {"w1", "w2", "w3"}) add(l, LayerKind::mlp, t);
   }
   add(-1, LayerKind::head, "output");
+  std::vector<bool> quantised(std::size(engine::kAllRoles), false);
+  for (const LinearSite& site : sites_) {
+    const std::pair<Role, const void*> points[] = {
+        {site.kind == LayerKind::head ? Role::lm_head : Role::weights, site.weights.get()},
+        {site.kind == LayerKind::head ? Role::lm_head_input : Role::linear_input, site.input.get()},
+        {Role::grad_output, site.grad_output.get()},
+        {Role::grad_activation, site.grad_activation.get()},
+        {Role::grad_weights, site.grad_weights.get()}};
+    for (const auto& [role, q] : points)
+      if (q != nullptr) quantised[static_cast<std::size_t>(role)] = true;
+  }
+  for (const Role r : engine::kAllRoles)
+    if (quantised[static_cast<std::size_t>(r)]) roles_.push_back(r);
+}
+
+void LinearPlan::reset_counts() {
+  const std::lock_guard<std::mutex> lock(counts_->mutex);
+  counts_->by_role.fill(RangeCounts{});
+}
+
+std::vector<RangeCounts> LinearPlan::range_counts() const {
+  const std::lock_guard<std::mutex> lock(counts_->mutex);
+  std::vector<RangeCounts> out;
+  out.reserve(roles_.size());
+  for (const Role r : roles_) out.push_back(counts_->by_role[static_cast<std::size_t>(r)]);
+  return out;
 }
 
 const LinearSite& LinearPlan::site(int layer, std::string_view tensor) const {

@@ -3,3 +3,5 @@ target_sources(lpemu_train PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/linear_plan.cpp)
 target_sources(lpemu_train PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp)
+target_sources(lpemu_train PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/loss_scale.cpp)

@@ -16,7 +16,8 @@ namespace lpemu::app {
 
 /// What to train on and how.
 struct TrainRequest {
-  std::string model = "stories260K";         ///< model .h5 file or shipped model name
+  /// Model .h5 file or shipped model name, else a shape (data/shapes name or .toml) initialised from `seed`.
+  std::string model = "stories260K";
   std::string plan = "fp32";                 ///< plan file, fp32/fp64 or shipped plan name
   std::filesystem::path tokens;              ///< training tokens, a 1-D integer .npy
   std::vector<std::filesystem::path> texts;  ///< or text files, encoded by the model's tokenizer
@@ -30,13 +31,13 @@ struct TrainRequest {
   double clip_norm = 0.0;                    ///< global gradient-norm clipping (0: none)
   int warmup = 0;                            ///< warm-up steps
   std::string schedule = "cosine";  ///< after warm-up: "cosine" (to 0 at the last step) or "constant"
-  std::uint64_t seed = 0;           ///< mixed into every stochastic-rounding stream
-  std::filesystem::path out;        ///< output folder (model.h5, log.csv, log.h5)
-  double val_fraction = 0;          ///< share of the windows held out for validation (the last ones); 0: none
-  int eval_every = 10;              ///< validation loss at steps 0, eval_every, 2·eval_every, ...
-  int sqnr_every = 0;               ///< per-layer gradient SQNR against the unquantised gradient (0: never)
-  bool resume = false;  ///< continue the run in `out` (its state.h5 and log) up to `steps` in total
-  ProgressFn progress;  ///< called after every step (not a field)
+  std::uint64_t seed = 0;     ///< initialises a shape `model`; mixed into every stochastic-rounding stream
+  std::filesystem::path out;  ///< output folder (model.h5, log.csv, log.h5)
+  double val_fraction = 0;    ///< share of the windows held out for validation (the last ones); 0: none
+  int eval_every = 10;        ///< validation loss at steps 0, eval_every, 2·eval_every, ...
+  int sqnr_every = 0;         ///< per-layer gradient SQNR against the unquantised gradient (0: never)
+  bool resume = false;        ///< continue the run in `out` (its state.h5 and log) up to `steps` in total
+  ProgressFn progress;        ///< called after every step (not a field)
 };
 
 /// One optimizer step of the log.
@@ -50,15 +51,22 @@ struct TrainStep {
                                                  ///< update (NaN: not measured)
   std::vector<double>
       grad_sqnr;  ///< per block: SQNR (dB) of the gradient against the unquantised one (empty: not measured)
+  double loss_scale = 1;  ///< the loss scale of the step (1 without loss scaling)
+  bool skipped = false;   ///< dynamic loss scaling skipped the update (Inf/NaN gradients)
+  /// Per role of TrainResult::count_roles: elements of that role's tensors quantised above their
+  /// representable range in this step's training pass (saturated or ±Inf/NaN), and non-zero elements
+  /// quantised to zero.
+  std::vector<std::uint64_t> overflow, underflow;
 };
 
 /// What a training run did.
 struct TrainResult {
   std::string model, plan, optimizer;
-  int batch = 0, seq = 0, windows = 0;  ///< windows: the token stream's windows of seq + 1 tokens
-  int val_windows = 0;                  ///< the last val_windows windows are held out for validation
-  int layers = 0;                       ///< transformer blocks (columns of grad_sqnr)
-  int first_step = 0;                   ///< the step this invocation started at (> 0 when resumed)
+  int batch = 0, seq = 0, windows = 0;   ///< windows: the token stream's windows of seq + 1 tokens
+  int val_windows = 0;                   ///< the last val_windows windows are held out for validation
+  int layers = 0;                        ///< transformer blocks (columns of grad_sqnr)
+  int first_step = 0;                    ///< the step this invocation started at (> 0 when resumed)
+  std::vector<std::string> count_roles;  ///< the roles the plan quantises in linear layers (overflow columns)
   std::vector<TrainStep> log;
   std::string model_out, log_out, log_h5;  ///< the files written
   double seconds = 0;                      ///< training time (not a field: it differs run to run)

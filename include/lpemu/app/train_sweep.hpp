@@ -21,6 +21,10 @@ namespace lpemu::app {
 /// scaled initialisation, Radford et al. 2019), norms 1; `tokenizer` (may be empty) is stored with it.
 engine::Model initial_model(const cost::ModelShape& shape, std::uint64_t seed,
                             const engine::Tokenizer& tokenizer, int seq_len);
+/// The initial model of shape `shape` (a data/shapes name or a .toml file) for `seed`, as both
+/// `lpemu train --model SHAPE --seed N` and a training experiment make it: initial_model with the
+/// stories260K tokenizer when the vocabulary is its 512 tokens, and seq_len max(seq, 256).
+engine::Model shape_model(experiment::Context& ctx, const std::string& shape, std::uint64_t seed, int seq);
 
 /// One training run of a training experiment.
 struct TrainRun {

@@ -3,6 +3,7 @@
 // docs/plans-and-engine.md); `fp32` and `fp64` are built in.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +35,23 @@ enum class Compute { fp32, fp64 };
 
 /// The plan-file spelling of a compute type ("fp32", "fp64").
 std::string_view to_string(Compute c);
+
+/// Loss scaling of a training plan (FP16 mixed precision, Micikevicius et al. 2018, "Mixed
+/// Precision Training"): the loss gradient is multiplied by the scale before the backward pass and
+/// the gradients divided by it before the optimizer. Dynamic scaling follows PyTorch's
+/// torch.amp.GradScaler (same defaults): a step whose gradients hold Inf/NaN is skipped and the scale
+/// multiplied by backoff_factor; after growth_interval steps in a row without, by growth_factor.
+struct LossScale {
+  enum class Kind : std::uint8_t { none, fixed, dynamic };
+  Kind kind = Kind::none;       ///< none, fixed ("static" in plan files) or dynamic
+  double init_scale = 65536.0;  ///< the static scale, or the dynamic scale's first value
+  double growth_factor = 2.0;   ///< dynamic: factor after growth_interval good steps
+  double backoff_factor = 0.5;  ///< dynamic: factor after a step with Inf/NaN gradients
+  int growth_interval = 2000;   ///< dynamic: good steps in a row before the scale grows
+
+  /// Same kind and parameters.
+  friend bool operator==(const LossScale&, const LossScale&) = default;
+};
 
 /// A precision plan. Resolution: the [roles] entry, then each matching [[override]] in file order.
 /// Equality compares what a plan does: names, compute, entries (as sets: a table names each role
@@ -72,6 +90,8 @@ class PrecisionPlan {
   /// Training: block size of the random Hadamard transform of both weight-gradient GEMM operands
   /// along the token axis (a power of two, 2..256); 0 = none. Inference ignores it.
   int wgrad_hadamard = 0;
+  /// Training: loss scaling (the plan's [loss_scale] table; kind none: no scaling).
+  LossScale loss_scale;
   std::vector<Override> overrides;
   std::string origin;  ///< file the plan came from ("builtin:fp32" for built-ins)
 

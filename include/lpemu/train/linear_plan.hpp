@@ -26,7 +26,10 @@
 #pragma once
 
 #include <array>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +56,45 @@ struct DelayedScaling {
   std::mutex mutex;
 };
 
+/// What quantising tensors did to the finite elements that went in: `overflow` counts those whose
+/// magnitude exceeded the largest their format can hold at their scale (the element format's largest
+/// finite value times the block, tensor or delayed scale; they saturated or became ±Inf/NaN),
+/// `underflow` the non-zero ones that came out zero (flushed). Non-finite inputs are not counted.
+struct RangeCounts {
+  std::uint64_t elements = 0;   ///< finite elements quantised
+  std::uint64_t overflow = 0;   ///< of them, above the representable range (saturated or ±Inf/NaN)
+  std::uint64_t underflow = 0;  ///< of them, non-zero and quantised to zero
+
+  /// Adds `o`'s counts.
+  RangeCounts& operator+=(const RangeCounts& o) {
+    elements += o.elements;
+    overflow += o.overflow;
+    underflow += o.underflow;
+    return *this;
+  }
+};
+
+/// The range counts of quantising `x` into `q`, element i representable up to `limit(i)`.
+template <class T, class Limit>
+RangeCounts range_counts(const T* x, const T* q, std::size_t n, const Limit& limit) {
+  RangeCounts c;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double xv = static_cast<double>(x[i]), qv = static_cast<double>(q[i]);
+    if (!std::isfinite(xv)) continue;
+    ++c.elements;
+    if (!std::isfinite(qv) || std::abs(xv) > limit(i)) ++c.overflow;
+    if (xv != 0.0 && qv == 0.0) ++c.underflow;
+  }
+  return c;
+}
+
+/// Per-role range counts of a LinearPlan's quantisers, shared by its sites (quantisation may run
+/// on several threads).
+struct RoleCounts {
+  std::array<RangeCounts, std::size(engine::kAllRoles)> by_role;
+  std::mutex mutex;
+};
+
 /// The operand formats and GEMMs of one linear layer under a plan.
 struct LinearSite {
   int layer = -1;                                    ///< block index, -1 for the classifier
@@ -69,6 +111,7 @@ struct LinearSite {
   /// delayed roles' quantisers above are their current-scaling ones, used while the history is empty.
   std::shared_ptr<DelayedScaling> delayed;
   std::uint64_t stream = 0;  ///< this site's stochastic-rounding stream (mixed with step and operand)
+  std::shared_ptr<RoleCounts> counts;  ///< where its quantisers' range counts add up (the plan's)
 };
 
 /// Every linear site of a model under a plan, resolved once.
@@ -86,10 +129,25 @@ class LinearPlan {
   void set_step(std::uint64_t step) { step_ = step; }
   /// The step set by set_step (0 at first).
   std::uint64_t step() const { return step_; }
+  /// The factor the loss gradient is multiplied by before the backward pass (loss scaling; 1: none).
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
+  /// The loss scale set by set_loss_scale (1 at first).
+  double loss_scale() const { return loss_scale_; }
+  /// The roles some linear site quantises (weights, linear_input, lm_head, lm_head_input and the
+  /// gradient roles), in declaration order: the roles range_counts() reports.
+  const std::vector<engine::Role>& quantised_roles() const { return roles_; }
+  /// Zeroes the range counts.
+  void reset_counts();
+  /// Per role of quantised_roles(), the range counts of every tensor of that role quantised since
+  /// reset_counts() (a weight counts in each GEMM it enters, re-quantised per GEMM).
+  std::vector<RangeCounts> range_counts() const;
 
  private:
   std::vector<LinearSite> sites_;
+  std::vector<engine::Role> roles_;
+  std::shared_ptr<RoleCounts> counts_ = std::make_shared<RoleCounts>();
   std::uint64_t step_ = 0;
+  double loss_scale_ = 1;
 };
 
 /// The three GEMM passes of a linear layer, as names ("forward", "dgrad", "wgrad").

@@ -1,0 +1,153 @@
+// Overflow and underflow counts of training's quantised tensors: for element formats (fp16, IEEE
+// overflow to Inf), MX blocks and delayed per-tensor scaling, LinearPlan::range_counts() equals a
+// brute-force count over the tensor (limits worked out by hand from each format's definition) and
+// metrics::quantization_stats, per role, summed over the step and reset by reset_counts().
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "lpemu/block/block_format.hpp"
+#include "lpemu/engine/plan.hpp"
+#include "lpemu/metrics/metrics.hpp"
+#include "lpemu/train/linear_plan.hpp"
+#include "support/tiny_model.hpp"
+
+using namespace lpemu;
+using namespace lpemu::train;
+using engine::GemmPass;
+using engine::Role;
+using engine::RowMatrix;
+
+namespace {
+
+// Values spread over 2^-40 .. 2^20 with both signs, some zeros.
+RowMatrix wide(std::mt19937& g, int r, int c) {
+  std::uniform_real_distribution<double> e(-40.0, 20.0);
+  std::uniform_real_distribution<double> m(1.0, 2.0);
+  RowMatrix x(r, c);
+  for (Eigen::Index i = 0; i < x.size(); ++i)
+    x.data()[i] = i % 17 == 0 ? 0.0F : static_cast<float>((i % 2 == 0 ? 1 : -1) * m(g) * std::exp2(e(g)));
+  return x;
+}
+
+RangeCounts counts_of(const LinearPlan& lp, Role r) {
+  const auto& roles = lp.quantised_roles();
+  for (std::size_t i = 0; i < roles.size(); ++i)
+    if (roles[i] == r) return lp.range_counts()[i];
+  FAIL("role not counted");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("fp16 gradients: overflow above 65504, underflow at or below 2^-25", "[train][unit]") {
+  const engine::Config c = test::tiny_model("llama", "fp32", false).config;
+  LinearPlan lp(test::read_plan("[roles]\ngrad_output = \"fp16\"\ngrad_weights = \"fp16\"\n"),
+                test::builtin_quantizers(), test::builtin_gemms(), c);
+  REQUIRE(lp.quantised_roles() == std::vector<Role>{Role::grad_output, Role::grad_weights});
+  std::mt19937 g(1);
+  RowMatrix dy = wide(g, 12, 40);
+  dy(0, 1) = std::exp2(-25.0F);               // a tie: rounds to even, zero
+  dy(0, 2) = std::nextafter(65504.0F, 1e9F);  // just above the largest finite: counted
+  const RowMatrix x = dy;
+  RowMatrix b = RowMatrix::Ones(4, 40);
+  quantize_operands(lp.site(0, "w1"), GemmPass::dgrad, 0, dy, b);
+  std::uint64_t over = 0, under = 0, finite = 0;
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    const double v = std::abs(static_cast<double>(x.data()[i]));
+    ++finite;
+    over += v > 65504.0 ? 1 : 0;
+    under += v != 0 && v <= std::exp2(-25.0) ? 1 : 0;
+  }
+  const RangeCounts n = counts_of(lp, Role::grad_output);
+  CHECK(n.elements == finite);
+  CHECK(n.overflow == over);
+  CHECK(n.underflow == under);
+  CHECK(over > 0);
+  CHECK(under > 0);
+  CHECK(counts_of(lp, Role::grad_weights).elements == 0);
+  // Counts add up over the tensors of a role and reset.
+  RowMatrix again = x;
+  quantize_operands(lp.site(1, "w2"), GemmPass::wgrad, 0, again, b);
+  CHECK(counts_of(lp, Role::grad_output).overflow == 2 * over);
+  lp.reset_counts();
+  CHECK(counts_of(lp, Role::grad_output).elements == 0);
+  // Non-finite inputs are not counted; the result dW is counted under grad_weights.
+  RowMatrix dw = x;
+  dw(1, 1) = std::numeric_limits<float>::infinity();
+  quantize_result(lp.site(0, "wq"), GemmPass::wgrad, 0, dw);
+  CHECK(counts_of(lp, Role::grad_weights).elements == finite - 1);
+}
+
+TEST_CASE("MX blocks: overflow where |x| exceeds 448 times the block's power-of-two scale", "[train][unit]") {
+  const engine::Config c = test::tiny_model("llama", "fp32", false).config;
+  LinearPlan lp(test::read_plan("[roles]\nlinear_input = \"mxfp8_e4m3\"\n"), test::builtin_quantizers(),
+                test::builtin_gemms(), c);
+  std::mt19937 g(2);
+  std::normal_distribution<float> d(0.0F, 1.0F);
+  RowMatrix x(8, 64);
+  for (Eigen::Index i = 0; i < x.size(); ++i)
+    x.data()[i] = d(g) * std::exp2(static_cast<float>(i % 5) * 8.0F);
+  RowMatrix q = x;
+  RowMatrix w = RowMatrix::Ones(4, 64);
+  quantize_operands(lp.site(0, "wq"), GemmPass::forward, 0, q, w);
+  // OCP MX v1.0 section 6.3: X = 2^(floor(log2(amax of the 32-block)) − emax), emax = 8 for E4M3.
+  std::uint64_t over = 0, under = 0;
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    for (Eigen::Index b0 = 0; b0 < x.cols(); b0 += 32) {
+      float amax = 0;
+      for (Eigen::Index j = b0; j < b0 + 32; ++j) amax = std::max(amax, std::abs(x(r, j)));
+      const double limit = 448.0 * std::exp2(std::floor(std::log2(static_cast<double>(amax))) - 8.0);
+      for (Eigen::Index j = b0; j < b0 + 32; ++j) {
+        over += std::abs(static_cast<double>(x(r, j))) > limit ? 1 : 0;
+        under += x(r, j) != 0 && q(r, j) == 0 ? 1 : 0;
+      }
+    }
+  }
+  const RangeCounts n = counts_of(lp, Role::linear_input);
+  CHECK(n.elements == static_cast<std::uint64_t>(x.size()));
+  CHECK(n.overflow == over);
+  CHECK(n.underflow == under);
+  CHECK(over > 0);
+  CHECK(under > 0);
+  // The metrics layer's statistics of the same quantisation (as `lpemu quantize --stats` reports them).
+  const std::size_t shape[2] = {8, 64};
+  const auto st = metrics::quantization_stats(block::BlockRegistry::builtin().get("mxfp8_e4m3"),
+                                              std::span<const float>(x.data(), 512),
+                                              std::span<const float>(q.data(), 512), shape);
+  CHECK(st.clipped + st.nonfinite_outputs == over);
+  CHECK(st.flushed == under);
+}
+
+TEST_CASE("delayed scaling: overflow above 448 times the history's scale", "[train][unit]") {
+  const engine::Config c = test::tiny_model("llama", "fp32", false).config;
+  LinearPlan lp(
+      test::read_plan(
+          "[roles]\nweights = { format = \"fp8_e4m3\", scaling = \"delayed\", amax_history = 4 }\n"),
+      test::builtin_quantizers(), test::builtin_gemms(), c);
+  std::mt19937 g(4);
+  std::normal_distribution<float> d(0.0F, 1.0F);
+  RowMatrix w0(16, 32), w1(16, 32);
+  for (Eigen::Index i = 0; i < w0.size(); ++i) {
+    w0.data()[i] = d(g);
+    w1.data()[i] = 3.0F * d(g);
+  }
+  RowMatrix a = RowMatrix::Ones(4, 32);
+  RowMatrix q0 = w0;
+  quantize_operands(lp.site(0, "w3"), GemmPass::forward, 0, a, q0);  // step 0: current scaling
+  lp.reset_counts();
+  RowMatrix q1 = w1;
+  quantize_operands(lp.site(0, "w3"), GemmPass::forward, 1, a, q1);  // step 1: step 0's amax
+  const double s = static_cast<float>(static_cast<double>(w0.cwiseAbs().maxCoeff()) / 448.0);
+  std::uint64_t over = 0;
+  for (Eigen::Index i = 0; i < w1.size(); ++i)
+    over += std::abs(static_cast<double>(w1.data()[i])) > 448.0 * s;
+  CHECK(over > 0);
+  CHECK(counts_of(lp, Role::weights).overflow == over);
+  CHECK(counts_of(lp, Role::weights).elements == static_cast<std::uint64_t>(w1.size()));
+}
