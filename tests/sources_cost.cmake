@@ -10,4 +10,5 @@ target_sources(lpemu_unit_tests PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/unit/cost/cli_cluster_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/cost/plan_matrix_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/cost/job_settings_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/unit/cost/cli_jobs_test.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/unit/cost/cli_jobs_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/unit/cost/published_runs_test.cpp)

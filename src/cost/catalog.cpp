@@ -63,7 +63,8 @@ std::vector<std::string_view> rate_class_keys() { return {rate_classes().begin()
 
 Rate read_rate(const TableReader& r) {
   r.only({"tflops", "source", "macs_per_clock_per_unit", "macs_source", "unverified", "note", "datapath",
-          "achieved_tflops", "achieved_source"});
+          "achieved_tflops", "achieved_source", "attention_forward_tflops", "attention_backward_tflops",
+          "attention_source"});
   Rate rate;
   rate.tflops = r.required_number("tflops", 1e-6, 1e9, "a positive number of dense TFLOP/s");
   rate.source = r.required_str("source");
@@ -76,6 +77,12 @@ Rate read_rate(const TableReader& r) {
   rate.achieved_tflops = r.number("achieved_tflops", 0, 1e-6, rate.tflops,
                                   "a measured TFLOP/s above 0 and at most the class's tflops");
   if (rate.achieved_tflops > 0) rate.achieved_source = r.required_str("achieved_source");
+  constexpr std::string_view kAttention =
+      "a measured attention TFLOP/s above 0 and at most the class's tflops";
+  rate.attention_forward_tflops = r.number("attention_forward_tflops", 0, 1e-6, rate.tflops, kAttention);
+  rate.attention_backward_tflops = r.number("attention_backward_tflops", 0, 1e-6, rate.tflops, kAttention);
+  if (rate.attention_forward_tflops > 0 || rate.attention_backward_tflops > 0)
+    rate.attention_source = r.required_str("attention_source");
   return rate;
 }
 
@@ -140,6 +147,9 @@ std::string to_toml(const Target& t) {
   }
   w.table("memory").number("bandwidth_gb_s", t.bandwidth_gb_s).str("bandwidth_source", t.bandwidth_source);
   w.number("capacity_gb", t.capacity_gb).str("capacity_source", t.capacity_source);
+  if (t.achieved_bandwidth_gb_s > 0) {
+    w.number("achieved_gb_s", t.achieved_bandwidth_gb_s).str("achieved_source", t.achieved_bandwidth_source);
+  }
   w.table("compute");
   if (t.units > 0)
     w.integer("units", t.units).str("unit_name", t.unit_name).str("units_source", t.units_source);
@@ -154,6 +164,9 @@ std::string to_toml(const Target& t) {
     w.str_if("note", r.note).str_if("datapath", r.datapath);
     if (r.achieved_tflops > 0)
       w.number("achieved_tflops", r.achieved_tflops).str("achieved_source", r.achieved_source);
+    if (r.attention_forward_tflops > 0) w.number("attention_forward_tflops", r.attention_forward_tflops);
+    if (r.attention_backward_tflops > 0) w.number("attention_backward_tflops", r.attention_backward_tflops);
+    w.str_if("attention_source", r.attention_source);
   }
   return w.text();
 }
@@ -329,6 +342,8 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
     const Target copy = base;  // `base` may move when targets_ grows
     g.bandwidth_gb_s = copy.bandwidth_gb_s;
     g.bandwidth_source = "from " + base_name + ": " + copy.bandwidth_source;
+    g.achieved_bandwidth_gb_s = copy.achieved_bandwidth_gb_s;
+    g.achieved_bandwidth_source = copy.achieved_bandwidth_source;
     g.capacity_gb = copy.capacity_gb;
     g.capacity_source = "from " + base_name + ": " + copy.capacity_source;
     g.units = copy.units;
@@ -363,9 +378,13 @@ Target Catalog::parse_target_toml(std::string_view text, std::string_view origin
   }
 
   const TableReader mr = r.required_sub("memory");
-  mr.only({"bandwidth_gb_s", "bandwidth_source", "capacity_gb", "capacity_source", "unverified", "note"});
+  mr.only({"bandwidth_gb_s", "bandwidth_source", "capacity_gb", "capacity_source", "unverified", "note",
+           "achieved_gb_s", "achieved_source"});
   g.bandwidth_gb_s = mr.required_number("bandwidth_gb_s", 1e-3, 1e9, "a positive bandwidth in GB/s");
   g.bandwidth_source = mr.required_str("bandwidth_source");
+  g.achieved_bandwidth_gb_s = mr.number("achieved_gb_s", 0, 1e-6, g.bandwidth_gb_s,
+                                        "a measured bandwidth above 0 and at most bandwidth_gb_s");
+  if (g.achieved_bandwidth_gb_s > 0) g.achieved_bandwidth_source = mr.required_str("achieved_source");
   g.capacity_gb = mr.required_number("capacity_gb", 1e-6, 1e9, "a positive capacity in GB");
   g.capacity_source = mr.required_str("capacity_source");
 

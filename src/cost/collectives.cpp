@@ -9,7 +9,9 @@
 namespace lpemu::cost {
 namespace {
 
-double bw(const Link& l) { return l.bandwidth_gb_s * 1e9; }
+// Collectives run at the bus bandwidth measured on the link where it is published (nccl-tests'
+// busBw: the wire rate less the protocol overhead), else at the link's rate.
+double bw(const Link& l) { return l.effective_gb_s() * 1e9; }
 double lat(const Link& l) { return l.latency_us * 1e-6; }
 
 CollectiveCost make(double bandwidth_s, double latency_s, std::string algorithm) {
@@ -87,6 +89,7 @@ CollectiveCost torus(Collective c, double bytes, const std::vector<long long>& r
   // A bidirectional ring moves half the data each way: twice one link's bandwidth.
   Link both = link;
   both.bandwidth_gb_s = 2.0 * link.bandwidth_gb_s;
+  both.achieved_gb_s = 2.0 * link.achieved_gb_s;
   CollectiveCost total = make(0, 0, name);
   if (c == Collective::all_to_all) {
     // Each dimension in turn exchanges the whole buffer among its ring (dimension-ordered routing).
@@ -151,8 +154,8 @@ CollectiveCost collective(const System& sys, Collective c, double bytes, long lo
     case Collective::all_to_all: {
       // (inner - 1)/p of the buffer stays in the domain, (p - inner)/p leaves it; both run at once.
       const double pd = static_cast<double>(p);
-      const double in_s = bytes * (ni - 1) / pd / (sys.scale_up.bandwidth_gb_s * 1e9);
-      const double out_s = bytes * (pd - ni) / pd / (sys.scale_out.bandwidth_gb_s * 1e9);
+      const double in_s = bytes * (ni - 1) / pd / bw(sys.scale_up);
+      const double out_s = bytes * (pd - ni) / pd / bw(sys.scale_out);
       const double l = static_cast<double>(p - 1) * sys.scale_out.latency_us * 1e-6;
       out = make(std::max(in_s, out_s), l, "");
       break;
@@ -164,7 +167,7 @@ CollectiveCost collective(const System& sys, Collective c, double bytes, long lo
 
 CollectiveCost send_recv(const System& sys, double bytes, long long stride) {
   const Link& l = stride < sys.scale_up_size ? sys.scale_up : sys.scale_out;
-  return make(bytes / (l.bandwidth_gb_s * 1e9), l.latency_us * 1e-6,
+  return make(bytes / bw(l), l.latency_us * 1e-6,
               stride < sys.scale_up_size ? "p2p scale-up" : "p2p scale-out");
 }
 

@@ -31,6 +31,9 @@ void require(bool ok, const std::string& what) {
 struct PassTime {
   double compute = 0, memory = 0;  // split by bound
   double attention = 0;            // attention core (recomputed by selective recomputation)
+  // The attention core's backward time less twice its forward time (the rest of the layer's
+  // backward is taken as twice its forward): a fused kernel's backward runs at its own measured rate.
+  double attention_backward_extra = 0;
   double total() const { return compute + memory; }
   void add(double t, bool compute_bound) { (compute_bound ? compute : memory) += t; }
 };
@@ -50,7 +53,8 @@ LayerTimes forward_times(const ModelShape& s, const PlanFormats& pf, const Syste
   Workload w = build_workload(s, pf, target, dp, Phase::prefill, micro_batch, local_seq);
   const double t = dbl(par.tp);
   const double wb = byte_of(pf.weights), ab = byte_of(pf.activations);
-  const double bw = target.bandwidth_gb_s * 1e9;
+  // Memory-bound kernels stream at the device's measured fraction of its peak bandwidth.
+  const double bw = target.bandwidth_gb_s * 1e9 * target.memory_efficiency();
   // EP: each device holds experts / ep experts and, with balanced routing, computes the T x top_k
   // expert rows of its own tokens' share; the weights it reads are its experts that any of the
   // ep x T tokens of its EP group reached.
@@ -71,14 +75,20 @@ LayerTimes forward_times(const ModelShape& s, const PlanFormats& pf, const Syste
       }
       const double bytes = (expert ? local_experts : 1.0) * k * n * wb + m * k * ab + m * n * ab;
       const KernelEstimate e = gemm_kernel(sys, target, op.rate_class, m, k, n, bytes, op.passes);
-      dst.add(e.time_s, e.compute_bound);
+      const double mem_s = e.memory_s / target.memory_efficiency();
+      dst.add(std::max(e.compute_s, mem_s), e.compute_s >= mem_s);
       out.rate_class = op.rate_class;
     } else if (op.kind == "attention") {
       // The workload's causal attention for local_seq tokens; with CP each device holds
       // local_seq queries against all seq keys: cp times the flops of a local_seq-token prompt.
       double flops = op.flops * dbl(par.cp) / t;
       double bytes = op.bytes / t;
+      // A fused kernel runs at the rate measured for fused attention of its class (forward; the
+      // backward below); unfused attention's two batched products are GEMMs at the class's
+      // measured GEMM rate and its s x s passes are memory-bound kernels.
+      double rate = target.peak_ops(op.rate_class) * target.attention_efficiency(op.rate_class, false);
       if (!flash_attention) {
+        rate = target.peak_ops(op.rate_class) * target.gemm_efficiency(op.rate_class);
         // Unfused attention computes the whole s x s score matrix and masks it (twice the causal
         // flops), and the scores cross DRAM: QK^T writes them, softmax reads and writes, dropout
         // reads and writes them plus a 1-byte mask, PV reads them (6 passes + mask).
@@ -86,9 +96,17 @@ LayerTimes forward_times(const ModelShape& s, const PlanFormats& pf, const Syste
         flops = 4.0 * lq * lk * dbl(s.dim) / t;  // QK^T and PV, 2 flops per MAC each
         bytes += dbl(s.n_heads) / t * lq * lk * (6.0 * ab + 1.0);
       }
-      const double c = flops * op.passes / target.peak_ops(op.rate_class), mem = bytes / bw;
+      const double c = flops * op.passes / rate, mem = bytes / bw;
       dst.add(std::max(c, mem), c >= mem);
       dst.attention += std::max(c, mem);
+      if (flash_attention) {
+        // FlashAttention's published backward rates count 2.5 x the forward flops (its benchmark's
+        // convention: the backward recomputes QK^T), so that is the work timed at that rate.
+        const double bwd_rate =
+            target.peak_ops(op.rate_class) * target.attention_efficiency(op.rate_class, true);
+        dst.attention_backward_extra +=
+            std::max(2.5 * flops * op.passes / bwd_rate, 2.0 * mem) - 2.0 * std::max(c, mem);
+      }
     } else {
       dst.add(op.bytes / t / bw, false);
     }
@@ -308,9 +326,11 @@ std::vector<long long> stage_layers(const Parallel& p, long long n_layers) {
     st.back() = last;
     for (long long i = 1; i + 1 < pp; ++i) st[static_cast<std::size_t>(i)] = middle / (pp - 2);
   }
+  // Interleaving splits each stage into vpp virtual stages of at least one layer; they need not be
+  // equal (Llama 3 405B interleaved stages of 7 and 8 layers: Llama Team, arXiv:2407.21783, §3.3.2).
   for (const long long l : st) {
-    require(l % p.vpp == 0, what + "a stage of " + std::to_string(l) + " layers does not split into vpp = " +
-                                std::to_string(p.vpp) + " virtual stages");
+    require(l >= p.vpp, what + "a stage of " + std::to_string(l) + " layers cannot hold vpp = " +
+                            std::to_string(p.vpp) + " virtual stages of at least one layer");
   }
   return st;
 }
@@ -402,7 +422,9 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   } else if (c.recompute == Recompute::selective) {
     rc_c = layers * lt.layer.attention;  // attention core: compute or memory, counted as compute
   }
-  const double mb_compute = 3 * fwd_c + rc_c, mb_memory = 3 * fwd_m + rc_m;
+  const double mb_compute =
+      3 * fwd_c + rc_c + layers * lt.layer.attention_backward_extra + head * lt.head.attention_backward_extra;
+  const double mb_memory = 3 * fwd_m + rc_m;
 
   // TP: two all-reduces (or, with SP, all-gather + reduce-scatter pairs of the same volume)
   // per layer forward, two backward, two more when the forward is recomputed.
@@ -415,15 +437,18 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
                             : 2 * collective(sys, Collective::all_reduce, act, p.tp, 1).time_s;
     tp_mb = layers * n / 2.0 * one;
   }
-  // CP: K and V all-gathered forward, their gradients reduce-scattered backward (ring attention
-  // overlaps them with the attention core; only the excess is exposed).
+  // CP: K and V all-gathered before each layer's attention (again when full recomputation reruns
+  // the forward), their gradients reduce-scattered in the backward. All-gather-based context
+  // parallelism leaves that exchange on the critical path ("the all-gather communication latency is
+  // exposed in the critical path": Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783,
+  // §3.3.2), so it is not overlapped here.
   double cp_mb = 0;
   if (p.cp > 1) {
     const double kv = 2.0 * dbl(c.micro_batch) * dbl(c.seq) * dbl(s.kv_dim()) /
                       dbl(std::min(p.tp, s.n_kv_heads)) * byte_of(f.act_comm);
     const double ag = collective(sys, Collective::all_gather, kv, p.cp, p.tp).time_s;
     const double rs = collective(sys, Collective::reduce_scatter, kv, p.cp, p.tp).time_s;
-    cp_mb = layers * (std::max(0.0, ag - lt.layer.attention) + std::max(0.0, rs - 2 * lt.layer.attention));
+    cp_mb = layers * ((c.recompute == Recompute::full ? 2.0 : 1.0) * ag + rs);
   }
   // PP: each micro-batch sends its activations forward and their gradients back, per virtual stage.
   double pp_step = 0;
@@ -483,7 +508,7 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   const double opt_params = sharded(1);
   const double opt_bytes = opt_params * (2 * byte_of(f.master_weights) + 4 * byte_of(f.optimizer_states) +
                                          byte_of(f.gradients) + byte_of(f.weights));
-  const double opt_s = opt_bytes / (target.bandwidth_gb_s * 1e9);
+  const double opt_s = opt_bytes / (target.bandwidth_gb_s * 1e9 * target.memory_efficiency());
 
   StepTime& st = r.time;
   st.compute_s = dbl(m) * mb_compute;
@@ -660,7 +685,7 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
   r.batch = batch;
   r.context = context;
   Workload w = build_workload(s, f, target, mac, phase, batch, context);
-  const double t = dbl(par.tp), bw = target.bandwidth_gb_s * 1e9;
+  const double t = dbl(par.tp), bw = target.bandwidth_gb_s * 1e9 * target.memory_efficiency();
   const double layers = dbl(s.n_layers) / dbl(par.pp);
   double layer_c = 0, layer_m = 0, head_c = 0, head_m = 0;
   for (const auto& op : w.ops) {
@@ -676,10 +701,13 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
       const double bytes = op.weight_copies * (k * n * byte_of(f.weights) + f.weights.tensor_scale_bytes) +
                            op.m * k * byte_of(f.activations) + op.m * n * byte_of(f.activations);
       const KernelEstimate e = gemm_kernel(sys, target, op.rate_class, op.m, k, n, bytes, op.passes);
-      (e.compute_bound ? c : mem) = e.time_s;
+      const double mem_s = e.memory_s / target.memory_efficiency();
+      (e.compute_s >= mem_s ? c : mem) = std::max(e.compute_s, mem_s);
     } else if (op.kind == "attention") {
-      // K/V heads split over min(tp, n_kv_heads) devices; queries over tp.
-      const double cc = op.flops * op.passes / t / target.peak_ops(op.rate_class);
+      // K/V heads split over min(tp, n_kv_heads) devices; queries over tp. A fused kernel at the
+      // class's measured fused-attention forward rate.
+      const double cc = op.flops * op.passes / t /
+                        (target.peak_ops(op.rate_class) * target.attention_efficiency(op.rate_class, false));
       const double mm = op.bytes / dbl(std::min(par.tp, s.n_kv_heads)) / bw;
       (cc >= mm ? c : mem) = std::max(cc, mm);
     } else {

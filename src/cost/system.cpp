@@ -18,11 +18,15 @@ namespace {
 using io::detail::TableReader;
 
 Link read_link(const TableReader& r) {
-  r.only({"kind", "size", "torus_dims", "bandwidth_gb_s", "latency_us", "source", "unverified", "note"});
+  r.only({"kind", "size", "torus_dims", "bandwidth_gb_s", "latency_us", "source", "unverified", "note",
+          "achieved_gb_s", "achieved_source"});
   Link l;
   l.bandwidth_gb_s = r.required_number("bandwidth_gb_s", 1e-6, 1e9, "a positive bandwidth in GB/s");
   l.latency_us = r.required_number("latency_us", 0, 1e6, "a latency in microseconds (>= 0)");
   l.source = r.required_str("source");
+  l.achieved_gb_s = r.number("achieved_gb_s", 0, 1e-6, l.bandwidth_gb_s,
+                             "a measured bus bandwidth above 0 and at most bandwidth_gb_s");
+  if (l.achieved_gb_s > 0) l.achieved_source = r.required_str("achieved_source");
   l.unverified = r.boolean("unverified", false);
   l.note = r.str("note");
   if (l.unverified && l.note.empty()) r.fail("note", "a note saying what is unverified");
@@ -108,6 +112,8 @@ namespace {
 
 void write_link(io::detail::TomlWriter& w, const Link& l) {
   w.number("bandwidth_gb_s", l.bandwidth_gb_s).number("latency_us", l.latency_us).str("source", l.source);
+  if (l.achieved_gb_s > 0)
+    w.number("achieved_gb_s", l.achieved_gb_s).str("achieved_source", l.achieved_source);
   if (l.unverified) w.boolean("unverified", true);
   w.str_if("note", l.note);
 }

@@ -30,6 +30,20 @@ double Target::gemm_efficiency(std::string_view rate_class) const {
   return r != nullptr && r->achieved_tflops > 0 ? r->achieved_tflops / r->tflops : 1.0;
 }
 
+double Target::memory_efficiency() const {
+  return achieved_bandwidth_gb_s > 0 ? achieved_bandwidth_gb_s / bandwidth_gb_s : 1.0;
+}
+
+double Target::attention_efficiency(std::string_view rate_class, bool backward) const {
+  const Rate* r = find_rate(rate_class);
+  if (r == nullptr) return 1.0;
+  const double mine = backward ? r->attention_backward_tflops : r->attention_forward_tflops;
+  const double other = backward ? r->attention_forward_tflops : r->attention_backward_tflops;
+  if (mine > 0) return mine / r->tflops;
+  if (other > 0) return other / r->tflops;
+  return gemm_efficiency(rate_class);
+}
+
 std::optional<double> Target::rebuilt_tflops(std::string_view rate_class) const {
   const Rate* r = find_rate(rate_class);
   if (r == nullptr || units == 0 || clock_mhz == 0 || r->macs_per_clock_per_unit == 0) return std::nullopt;

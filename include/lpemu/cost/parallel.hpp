@@ -40,8 +40,8 @@ inline constexpr long long kMaxParallelDegree = 1LL << 20;
 /// otherwise the middle stages take ceil(n_layers / pp) each and the first and last stage what is
 /// left, the embedding and LM head sitting beside fewer layers, as Llama 3 405B ran 126 layers on
 /// 16 stages (Dubey et al., "The Llama 3 Herd of Models", arXiv:2407.21783, §3.3.2). Throws
-/// SpecError naming the layers and stages when no split gives every stage at least one layer (and a
-/// multiple of vpp).
+/// SpecError naming the layers and stages when no split gives every stage at least one layer (and at
+/// least vpp, one per virtual stage; virtual stages need not be equal).
 std::vector<long long> stage_layers(const Parallel& p, long long n_layers);
 
 /// Parses "tp=8,pp=4,dp=32,cp=1,ep=1,vpp=1,sp=1,zero=1,first=7,last=7"; missing keys keep their

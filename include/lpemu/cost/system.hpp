@@ -15,6 +15,10 @@ struct Link {
   double bandwidth_gb_s = 0;  ///< 1e9 bytes/s, per device (switch) or per link (torus), one direction
   double latency_us = 0;      ///< per hop / per collective step
   std::string source;
+  double achieved_gb_s = 0;  ///< bus bandwidth a collective benchmark measures on it (0: none published)
+  std::string achieved_source;
+  /// The bandwidth collectives run at: achieved_gb_s where published, else bandwidth_gb_s.
+  double effective_gb_s() const { return achieved_gb_s > 0 ? achieved_gb_s : bandwidth_gb_s; }
   bool unverified = false;
   std::string note;
 

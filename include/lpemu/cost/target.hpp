@@ -18,10 +18,13 @@ struct Rate {
   std::string macs_source;
   bool unverified = false;
   std::string note;
-  std::string derived_from;     ///< proposed targets: how the MAC model derived it
-  std::string datapath;         ///< the datapath record this class runs ("": generic_<class>)
-  double achieved_tflops = 0;   ///< best measured dense GEMM rate of this class (0: none published)
-  std::string achieved_source;  ///< where that measurement is published
+  std::string derived_from;              ///< proposed targets: how the MAC model derived it
+  std::string datapath;                  ///< the datapath record this class runs ("": generic_<class>)
+  double achieved_tflops = 0;            ///< best measured dense GEMM rate of this class (0: none published)
+  std::string achieved_source;           ///< where that measurement is published
+  double attention_forward_tflops = 0;   ///< best measured fused-attention forward rate (0: none published)
+  double attention_backward_tflops = 0;  ///< best measured fused-attention backward rate (0: none published)
+  std::string attention_source;          ///< where those measurements are published
 
   friend bool operator==(const Rate&, const Rate&) = default;
 };
@@ -40,6 +43,8 @@ struct Target {
   std::string name, display_name, vendor, kind, source, origin;
   double bandwidth_gb_s = 0;  ///< peak DRAM/HBM bandwidth, 1e9 bytes/s
   std::string bandwidth_source;
+  double achieved_bandwidth_gb_s = 0;  ///< measured bandwidth of a streaming kernel (0: none published)
+  std::string achieved_bandwidth_source;
   double capacity_gb = 0;  ///< 1e9 bytes
   std::string capacity_source;
   int units = 0;  ///< 0 if not published
@@ -63,6 +68,13 @@ struct Target {
   /// Fraction of the `rate_class` peak its best measured GEMM reaches (achieved_tflops / tflops;
   /// 1 where no measurement is published or the class is absent).
   double gemm_efficiency(std::string_view rate_class) const;
+  /// Fraction of the peak DRAM bandwidth that memory-bound kernels reach (achieved_bandwidth_gb_s /
+  /// bandwidth_gb_s; 1 where no measurement is published).
+  double memory_efficiency() const;
+  /// Fraction of the `rate_class` peak a fused attention kernel reaches in its forward (or, with
+  /// `backward`, its backward) pass, from the class's attention_*_tflops; where the direction has no
+  /// published measurement, the other direction's, then the class's GEMM efficiency.
+  double attention_efficiency(std::string_view rate_class, bool backward) const;
   /// units x MACs/clock/unit x 2 x clock, in TFLOP/s; nullopt if any factor is unpublished.
   std::optional<double> rebuilt_tflops(std::string_view rate_class) const;
 };

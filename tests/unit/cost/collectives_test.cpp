@@ -138,4 +138,46 @@ source = "s"
                                                                          Catch::Contains("torus"));
 }
 
+TEST_CASE("collectives run at a link's measured bus bandwidth where one is published", "[cost][cluster]") {
+  Link l = link(100, 1);
+  l.achieved_gb_s = 80;  // e.g. nccl-tests busbw 80% of the line rate
+  CHECK(l.effective_gb_s() == 80);
+  const auto r = lpemu::cost::ring(Collective::all_reduce, 1e9, 8, l);
+  CHECK(r.bandwidth_s == Approx(2.0 * 7 / 8 * 1e9 / 80e9));
+  CHECK(r.latency_s == Approx(14e-6));
+  // The shipped DGX systems carry nccl-tests figures: NVLink 4 at 370 of 450 GB/s, NDR at 47 of 50.
+  const System h = lpemu::cost::load_system("dgx_h100");
+  CHECK(h.scale_up.effective_gb_s() == 370);
+  CHECK(h.scale_out.effective_gb_s() == 47);
+  CHECK_FALSE(h.scale_up.achieved_source.empty());
+  const auto ar = lpemu::cost::collective(h, Collective::all_gather, 8e6, 8, 1);
+  CHECK(ar.bandwidth_s == Approx(7.0 / 8 * 8e6 / 370e9));
+  // A measured bus bandwidth above the line rate is refused by name.
+  const char* bad = R"(name = "x"
+device = "h100_sxm"
+source = "s"
+devices_per_node = 8
+[scale_up]
+kind = "switch"
+size = 8
+bandwidth_gb_s = 100
+achieved_gb_s = 120
+achieved_source = "s"
+latency_us = 1
+source = "s"
+[scale_out]
+bandwidth_gb_s = 1
+latency_us = 1
+source = "s"
+[kernel]
+units = 1
+tile_m = 1
+tile_n = 1
+source = "s"
+)";
+  CHECK_THROWS_WITH(lpemu::cost::parse_system_toml(bad, "bad.toml"),
+                    Catch::Contains("bad.toml") && Catch::Contains("scale_up.achieved_gb_s") &&
+                        Catch::Contains("at most bandwidth_gb_s"));
+}
+
 }  // namespace

@@ -63,10 +63,13 @@ TEST_CASE("stage_layers: even, Llama 3's fewer layers on the first and last stag
                     "(pp - 2) x k + last = n_layers with first, last and k at least 1");
   p = parse_parallel("pp=4,first=5");
   CHECK_THROWS_WITH(stage_layers(p, 10), Catch::StartsWith("pp = 4, first = 5, n_layers = 10: no split"));
-  p = parse_parallel("pp=4,vpp=2");
+  // Virtual stages need not be equal (stages of 2, 3, 3, 2 layers run vpp = 2), but each holds a layer.
+  CHECK(stage_layers(parse_parallel("pp=4,vpp=2"), 10) == std::vector<long long>{2, 3, 3, 2});
+  p = parse_parallel("pp=4,vpp=3");
   CHECK_THROWS_WITH(
       stage_layers(p, 10),
-      "pp = 4 x vpp = 2, n_layers = 10: a stage of 3 layers does not split into vpp = 2 virtual stages");
+      "pp = 4 x vpp = 3, n_layers = 10: a stage of 2 layers cannot hold vpp = 3 virtual stages of at "
+      "least one layer");
 }
 
 TEST_CASE("126 layers train on pp=16 and 70 on pp=12; the busiest stage holds the device's weights",

@@ -64,7 +64,8 @@ TEST_CASE("every built-in system round-trips through to_toml", "[cost][records][
 TEST_CASE("reals in cost records round-trip exactly", "[cost][records][unit]") {
   cost::Catalog cat(format::Registry::builtin());
   cost::Target t = cat.target("h100_sxm");
-  t.bandwidth_gb_s = 0.1 + 0.2;  // 0.30000000000000004: the shortest text that reads back as it
+  t.bandwidth_gb_s = 0.1 + 0.2;            // 0.30000000000000004: the shortest text that reads back as it
+  t.achieved_bandwidth_gb_s = 0.1 + 0.11;  // a measured bandwidth stays at most the peak
   t.capacity_gb = 1e-6 * 3;
   t.rates.begin()->second.tflops = 123456789.123456789;
   const cost::Target back = cat.parse_target_toml(cost::to_toml(t), t.origin);

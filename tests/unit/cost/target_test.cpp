@@ -16,6 +16,7 @@
 namespace {
 
 using lpemu::cost::Catalog;
+using lpemu::cost::Target;
 
 Catalog& catalog() {
   static Catalog c(lpemu::format::Registry::builtin());
@@ -210,6 +211,48 @@ TEST_CASE("user directories add targets and proposed targets derive from built-i
   fs::remove_all(dir);
   REQUIRE_THROWS_WITH(Catalog(lpemu::format::Registry::builtin(), {dir}),
                       dir.string() + ": cost data directory does not exist");
+}
+
+TEST_CASE("measured efficiencies: HBM streaming and fused attention, with their fallbacks", "[cost]") {
+  const Target& a = catalog().target("a100");
+  // A streaming read kernel at 1.80 of A100's 2.039 TB/s (88%).
+  CHECK(a.memory_efficiency() == Approx(1800.0 / 2039));
+  CHECK_FALSE(a.achieved_bandwidth_source.empty());
+  // FlashAttention-2: forward up to 73%, backward up to 63% of A100's 312 TFLOP/s.
+  CHECK(a.attention_efficiency("bf16", false) == Approx(227.8 / 312));
+  CHECK(a.attention_efficiency("bf16", true) == Approx(196.6 / 312));
+  // FlashAttention-3 on H100, head dim 128: 648 forward, 561 backward of 989.4.
+  const Target& h = catalog().target("h100_sxm");
+  CHECK(h.attention_efficiency("fp16", false) == Approx(648 / 989.4));
+  CHECK(h.attention_efficiency("fp16", true) == Approx(561 / 989.4));
+  // No attention measurement for FP8: the class's measured GEMM efficiency (1402.6 of 1978.9).
+  CHECK(h.attention_efficiency("fp8", false) == Approx(h.gemm_efficiency("fp8")));
+  // No HBM measurement: the datasheet bandwidth.
+  CHECK(catalog().target("tpu_v5e").memory_efficiency() == 1.0);
+  // A class the target lacks: 1.
+  CHECK(catalog().target("a100").attention_efficiency("fp8", true) == 1.0);
+
+  // Only the measured direction published: it stands for the other.
+  Catalog c(lpemu::format::Registry::builtin());
+  const std::string base =
+      "name = \"x\"\nkind = \"product\"\nsource = \"s\"\n[memory]\nbandwidth_gb_s = 100\nbandwidth_source = "
+      "\"s\"\ncapacity_gb = 1\ncapacity_source = \"s\"\n";
+  const Target one =
+      c.parse_target_toml(base +
+                              "[rates.bf16]\ntflops = 100\nsource = \"s\"\nattention_forward_tflops = "
+                              "50\nattention_source = \"s\"\n",
+                          "one.toml");
+  CHECK(one.attention_efficiency("bf16", true) == Approx(0.5));
+  // Errors name the field and what was expected.
+  REQUIRE_THROWS_WITH(
+      c.parse_target_toml(
+          base + "[rates.bf16]\ntflops = 100\nsource = \"s\"\nattention_forward_tflops = 50\n", "bad.toml"),
+      Catch::Contains("bad.toml") && Catch::Contains("rates.bf16.attention_source"));
+  REQUIRE_THROWS_WITH(
+      c.parse_target_toml(
+          base + "achieved_gb_s = 200\nachieved_source = \"s\"\n[rates.bf16]\ntflops = 1\nsource = \"s\"\n",
+          "bad.toml"),
+      Catch::Contains("memory.achieved_gb_s") && Catch::Contains("at most bandwidth_gb_s"));
 }
 
 }  // namespace
