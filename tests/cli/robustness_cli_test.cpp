@@ -2,6 +2,7 @@
 // on an input checked in under tests/regression/ (or made here from a shipped file) and checks
 // the exit status, the message and that no file was destroyed or left half-written.
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lpemu/io/hdf5.hpp"
+#include "lpemu/io/npy.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -762,4 +764,66 @@ TEST_CASE("a sweep stopped by the file-size limit names it and leaves no partial
   CHECK_THAT(r.err, Contains("lpemu: error: ") && Contains((s / "o").string()));
   // No plan result was completed: the folder this run created is gone with it.
   CHECK_FALSE(fs::exists(s / "o"));
+}
+
+TEST_CASE("output paths that cannot be folders and sequences past the context exit 2, naming them",
+          "[cli][regression]") {
+  Scratch s("paths");
+  fs::create_symlink(s / "loop1", s / "loop2");
+  fs::create_symlink(s / "loop2", s / "loop1");
+  std::ofstream(s / "file") << "mine\n";
+  struct Case {
+    std::string args;
+    std::string says;
+  };
+  for (const Case& c :
+       {Case{"--formats-dir '" + (s / "loop1").string() + "' formats list", "loop1"},
+        Case{"datapath-error --k 16 --trials 2 --out /dev/full", "/dev/full: not a directory"},
+        Case{"datapath-error --k 16 --trials 2 --out '" + (s / "file").string() + "'",
+             "file: not a directory"},
+        Case{"proposal fp8_e4m3 --out /dev/null", "/dev/null: not a directory"},
+        Case{"cost --target h100_sxm --model stories260K --plan fp32 --plot /dev/full",
+             "/dev/full: not a directory"}}) {
+    INFO(c.args);
+    const Run r = run_lpemu(c.args);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("lpemu: error: ") && Contains(c.says));
+  }
+  CHECK(slurp(s / "file") == "mine\n");
+  // 600 tokens through a model of seq_len 512 with --logits-out: an error, not exit 0 without the file.
+  {
+    std::ofstream tok(s / "f.npy", std::ios::binary);
+    lpemu::io::write_npy_header(tok, "<i8", {600});
+    for (std::int64_t i = 0; i < 600; ++i) {
+      const std::int64_t id = i % 200;
+      tok.write(reinterpret_cast<const char*>(&id), sizeof id);
+    }
+  }
+  const Run e = run_lpemu("eval --model stories260K --plan fp32 --tokens '" + (s / "f.npy").string() +
+                          "' --logits-out '" + (s / "lo.npy").string() + "'");
+  CHECK(e.status == 2);
+  CHECK_THAT(e.err, Contains("logits_out needs one sequence within the model's context"));
+  CHECK_FALSE(fs::exists(s / "lo.npy"));
+}
+
+TEST_CASE("replay of a NaN activation reports NaN errors, never 0", "[cli][regression]") {
+  Scratch s("replaynan");
+  const fs::path acts = s / "acts.h5";
+  fs::copy_file(lpemu::test::source_path("data/models/stories260K/activations.h5"), acts);
+  {
+    lpemu::io::H5File f = lpemu::io::H5File::open_rw(acts);
+    lpemu::io::Tensor t = f.read_floats("layers/0/attention/qkv_input");
+    t.data[3] = std::numeric_limits<float>::quiet_NaN();
+    f.write_floats("layers/0/attention/qkv_input", t.shape, t.data.data());
+    f.close();
+  }
+  const Run r = run_lpemu("replay --plan fp8_e4m3 --json --activations '" + acts.string() + "'");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& row = j["rows"][0];
+  REQUIRE(row["input"] == "layers/0/attention/qkv_input");
+  CHECK(row["output_error"]["max_abs"].is_null());
+  CHECK(row["output_error"]["sqnr_db"].is_null());
+  CHECK(row["input_error"]["max_abs"].is_null());
 }
