@@ -262,9 +262,12 @@ def test_user_directories_hold_every_record_kind(tmp_path):
         lpemu.cost(target="my_h100", **request)
 
 
+@pytest.mark.xfail(strict=True, reason="open: libhdf5 1.10's exit handler (H5close) crashes on the file "
+                   "whose flush failed (docs/robustness.md, 'Failed runs exit without exit handlers')")
 def test_interpreter_exits_cleanly_after_a_failed_h5_write(tmp_path):
-    """A .h5 write stopped by the file-size limit raises an error; the interpreter then exits with
-    status 0 (libhdf5's exit handler used to crash on the file whose close had failed)."""
+    """A .h5 write stopped by the file-size limit raises an error; the interpreter should then exit
+    with status 0. It still crashes in libhdf5's exit handler (H5F__close_cb under H5close) on the
+    file whose close failed: strict xfail, so the fix turns this test into a failure to update."""
     script = (
         "import resource, signal, sys\n"
         "import lpemu\n"
