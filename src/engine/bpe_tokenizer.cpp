@@ -420,7 +420,7 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
       const std::string t = p.value("type", "");
       if (t == "ByteLevel") continue;  // only adjusts offsets
       if (t != "TemplateProcessing")
-        im->fail("post_processor.type", p["type"], "TemplateProcessing or ByteLevel");
+        im->fail("post_processor.type", p.value("type", json()), "TemplateProcessing or ByteLevel");
       bool seen = false;
       for (const auto& item : p.at("single")) {
         if (item.contains("Sequence")) {
