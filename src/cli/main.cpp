@@ -14,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/io/output.hpp"
+#include "lpemu/io/output_transaction.hpp"
 
 namespace {
 
@@ -59,8 +60,12 @@ int run(int argc, char** argv) {
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
   try {
+    // Every file the command writes stays only if its result reached stdout: a run whose report
+    // was lost (`--json > /dev/full`) or that failed half way leaves what was there before.
+    lpemu::io::OutputTransaction outputs;
     app.parse(args);
     lpemu::io::flush_stdout();  // output that did not reach stdout is a failure, not a success
+    outputs.commit();
   } catch (const CLI::RuntimeError& e) {
     // A command's own non-zero status (`proposal verify` found differences: 1); it printed why,
     // unless that report could not be written (exit 2, saying so).

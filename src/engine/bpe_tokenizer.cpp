@@ -321,7 +321,8 @@ struct BpeTokenizer::Impl {
 BpeTokenizer::BpeTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 BpeTokenizer::~BpeTokenizer() = default;
 
-std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text, const std::string& origin) {
+std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text, const std::string& origin,
+                                                        int vocab_size) {
   auto im = std::make_unique<Impl>();
   im->origin = origin;
   json j;
@@ -337,11 +338,18 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
     // published vocabularies have about 2^18 entries), and never past 32 bits (an id would wrap
     // onto another piece).
     constexpr std::int64_t kMaxId = (std::int64_t{1} << 21) - 1;
+    // With a model, every id must name one of its embedding rows (an id past them would index
+    // outside the embedding table).
+    const std::int64_t max_id = vocab_size > 0 ? std::int64_t{vocab_size} - 1 : kMaxId;
+    const std::string range = vocab_size > 0
+                                  ? "a token id in 0.." + std::to_string(max_id) +
+                                        " (the model's vocab_size is " + std::to_string(vocab_size) + ")"
+                                  : "a token id in 0.." + std::to_string(kMaxId);
     const auto token_id = [&](const std::string& field, const json& id) {
       if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
-          (id.is_number_unsigned() && id.get<std::uint64_t>() > std::uint64_t(kMaxId)) ||
-          id.get<std::int64_t>() > kMaxId) {
-        im->fail(field, id, "a token id in 0.." + std::to_string(kMaxId));
+          (id.is_number_unsigned() && id.get<std::uint64_t>() > std::uint64_t(max_id)) ||
+          id.get<std::int64_t>() > max_id) {
+        im->fail(field, id, range);
       }
       return static_cast<int>(id.get<std::int64_t>());
     };
@@ -412,7 +420,7 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse(const std::string& text,
       const std::string t = p.value("type", "");
       if (t == "ByteLevel") continue;  // only adjusts offsets
       if (t != "TemplateProcessing")
-        im->fail("post_processor.type", p["type"], "TemplateProcessing or ByteLevel");
+        im->fail("post_processor.type", p.value("type", json()), "TemplateProcessing or ByteLevel");
       bool seen = false;
       for (const auto& item : p.at("single")) {
         if (item.contains("Sequence")) {

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lpemu/engine/bpe_tokenizer.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
@@ -481,6 +482,9 @@ HfCheckpoint read_hf(const fs::path& dir, const LayerSink& sink) {
     const std::string text = read_text(tok);
     ck.files.emplace_back("tokenizer.json", io::sha256_hex(text));
     m.tokenizer = Tokenizer::from_hf_json(text, tok.string(), m.config.bos_id, m.config.eos_id);
+    // An id past the embedding rows: parsed again against the vocabulary to name its field.
+    if (m.tokenizer.size() > m.config.vocab_size)
+      BpeTokenizer::parse(text, tok.string(), m.config.vocab_size);
   }
   m.path = dir;
   m.validate(false);

@@ -13,6 +13,7 @@
 #include <span>
 #include <utility>
 
+#include "lpemu/engine/bpe_tokenizer.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
@@ -367,8 +368,11 @@ Model load_model(const fs::path& file) {
                         : 3;
     m.tokenizer = Tokenizer(pieces, scores.data, c.bos_id, c.eos_id, off);
   } else if (f.exists("tokenizer/hf_json")) {
-    m.tokenizer = Tokenizer::from_hf_json(f.read_strings("tokenizer/hf_json").at(0),
-                                          f.path().string() + ":/tokenizer/hf_json", c.bos_id, c.eos_id);
+    const std::string json = f.read_strings("tokenizer/hf_json").at(0);
+    const std::string origin = f.path().string() + ":/tokenizer/hf_json";
+    m.tokenizer = Tokenizer::from_hf_json(json, origin, c.bos_id, c.eos_id);
+    // An id past the embedding rows: parsed again against the vocabulary to name its field.
+    if (m.tokenizer.size() > c.vocab_size) BpeTokenizer::parse(json, origin, c.vocab_size);
   }
   m.validate();
   return m;

@@ -24,6 +24,7 @@
 #include "lpemu/experiment/pricing.hpp"
 #include "lpemu/io/hdf5.hpp"
 #include "lpemu/io/output.hpp"
+#include "lpemu/io/output_transaction.hpp"
 #include "lpemu/io/sha256.hpp"
 
 namespace lpemu::experiment {
@@ -46,6 +47,32 @@ struct Manifest {
   std::string name;
   std::string model;
   std::vector<std::string> labels;
+};
+
+// A results folder this run creates: removed again if the run fails before any plan result is in
+// it (a later failure keeps the folder with its results, which a rerun resumes from).
+class NewFolderGuard {
+ public:
+  explicit NewFolderGuard(fs::path dir) : dir_(std::move(dir)) {
+    std::error_code ec;
+    armed_ = !fs::exists(dir_, ec);
+  }
+  NewFolderGuard(const NewFolderGuard&) = delete;
+  NewFolderGuard& operator=(const NewFolderGuard&) = delete;
+  ~NewFolderGuard() {
+    if (!armed_) return;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir_ / "plans", ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().extension() == ".h5") return;
+    }
+    fs::remove_all(dir_, ec);
+  }
+  /// The run succeeded: keep the folder.
+  void release() { armed_ = false; }
+
+ private:
+  fs::path dir_;
+  bool armed_ = false;
 };
 
 void write_manifest(const fs::path& dir, const Manifest& m) {
@@ -584,8 +611,16 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
     throw SpecError("--shard " + std::to_string(opt.shard) + "/" + std::to_string(opt.shards) +
                     ": expected I/N with 0 <= I < N");
   }
+  // The whole experiment is checked before any plan runs or any file is written: every plan
+  // (its formats, datapaths and layers; a grid's generated datapaths) and the reference plan.
+  for (const auto& p : exp.plans) build_plan(p, tools, exp.origin);
+  engine::load_plan(exp.reference, *tools.quantizers, *tools.gemms, tools.search_dirs);
   const fs::path out = opt.out.empty() ? exp.out_dir : opt.out;
+  // The manifest and the plan results are checkpoints a rerun resumes from: kept when the run fails
+  // later (the summary files below are undone with the run).
+  std::optional<io::OutputTransaction::Pause> checkpoints(std::in_place);
   io::check_output_dir(out, kManifest);
+  NewFolderGuard fresh(out);
   fs::create_directories(out / "plans");
   if (!opt.datapath_files.empty()) fs::create_directories(out / "datapath");
   for (const auto& [name, text] : opt.datapath_files)
@@ -678,16 +713,19 @@ SweepFiles run_sweep(const Experiment& exp, const Toolbox& tools, const SweepOpt
     tbb::task_arena arena(opt.jobs);
     arena.execute([&] { tbb::parallel_for(std::size_t{0}, mine.size(), [&](std::size_t k) { one(k); }); });
   }
+  checkpoints.reset();
   for (std::size_t i = 0; i < exp.plans.size(); ++i) {
     if (!fs::exists(out / "plans" / plan_file_name(i))) {
       SweepFiles partial;
       partial.dir = out;
       partial.load_s = load_s;
+      fresh.release();
       return partial;  // a shard: the summary comes from `lpemu sweep merge`
     }
   }
   SweepFiles files = write_summary(out);
   files.load_s = load_s;
+  fresh.release();
   return files;
 }
 
@@ -700,29 +738,42 @@ SweepFiles merge_sweeps(const std::vector<fs::path>& dirs, const fs::path& out) 
     }
   }
   io::check_output_dir(out, kManifest);
-  fs::create_directories(out / "plans");
-  if (fs::exists(out / kManifest) && read_manifest(out).fingerprint != m.fingerprint) {
+  std::error_code ec;
+  if (fs::exists(out / kManifest, ec) && read_manifest(out).fingerprint != m.fingerprint) {
     throw IoError(out.string() + ": holds results of a different experiment");
   }
-  write_manifest(out, m);
+  // Every plan found and read before anything is written: a missing, corrupt or foreign plan
+  // leaves --out as it was.
+  std::vector<fs::path> sources(m.labels.size());
   for (std::size_t i = 0; i < m.labels.size(); ++i) {
     const std::string name = plan_file_name(i);
-    const fs::path target = out / "plans" / name;
-    std::string have = fs::exists(target) ? io::sha256_file(target) : "";
+    if (fs::exists(out / "plans" / name, ec)) sources[i] = out / "plans" / name;
     for (const auto& d : dirs) {
-      const fs::path src = d / "plans" / name;
-      if (!fs::exists(src) || fs::equivalent(d, out)) continue;
-      if (have.empty()) {
-        io::write_file_atomic(target, io::read_input(src), {});
-        have = io::sha256_file(target);
-      }
+      if (sources[i].empty() && fs::exists(d / "plans" / name, ec)) sources[i] = d / "plans" / name;
     }
-    if (have.empty()) {
+    if (sources[i].empty()) {
       throw IoError("sweep merge: plan " + std::to_string(i) + " ('" + m.labels[i] +
                     "') is in none of the directories");
     }
+    std::string fp;
+    const PlanResult r = load_plan_result(sources[i], &fp);
+    if (fp != m.fingerprint || r.label != m.labels[i]) {
+      throw IoError(sources[i].string() + ": made by a different experiment (or another plan) than " +
+                    dirs.front().string());
+    }
   }
-  return write_summary(out);
+  // One unit: a write that fails (a full disk) removes what this merge wrote and restores what it
+  // replaced.
+  io::OutputTransaction outputs;
+  io::create_output_dir(out / "plans");
+  write_manifest(out, m);
+  for (std::size_t i = 0; i < m.labels.size(); ++i) {
+    const fs::path target = out / "plans" / plan_file_name(i);
+    if (!fs::exists(target, ec)) io::write_file_atomic(target, io::read_input(sources[i]), {});
+  }
+  SweepFiles files = write_summary(out);
+  outputs.commit();
+  return files;
 }
 
 SweepFiles write_summary(const fs::path& dir) {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "lpemu/error.hpp"
+#include "lpemu/io/output_transaction.hpp"
 
 namespace lpemu::io {
 namespace fs = std::filesystem;
@@ -56,6 +57,59 @@ void check_output(const fs::path& target, const OutputPolicy& policy) {
     throw IoError(target.string() + ": output exists; pass --force to overwrite it");
   }
 }
+
+namespace {
+thread_local OutputTransaction* current_transaction = nullptr;
+
+// A free name beside `target` for its replaced copy (created empty; the rename replaces it).
+fs::path backup_name(const fs::path& target) {
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmpl = (dir / ("." + target.filename().string() + ".lpemu-old-XXXXXX")).string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) throw IoError(target.string() + ": cannot create a temporary file beside it: " + errno_text());
+  ::close(fd);
+  return tmpl;
+}
+}  // namespace
+
+OutputTransaction::OutputTransaction() : outer_(current_transaction) { current_transaction = this; }
+
+OutputTransaction::~OutputTransaction() {
+  current_transaction = outer_;
+  if (done_) return;
+  // Newest first: a file written twice gets its first version back, then the original.
+  std::error_code ec;
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    if (it->folder) {
+      fs::remove_all(it->target, ec);
+    } else if (it->backup.empty()) {
+      fs::remove(it->target, ec);
+    } else {
+      fs::rename(it->backup, it->target, ec);
+    }
+  }
+}
+
+void OutputTransaction::commit() {
+  done_ = true;
+  if (outer_ != nullptr) {
+    for (auto& e : entries_) outer_->record(std::move(e));
+  } else {
+    std::error_code ec;
+    for (const auto& e : entries_) {
+      if (!e.backup.empty()) fs::remove(e.backup, ec);
+    }
+  }
+  entries_.clear();
+}
+
+OutputTransaction::Pause::Pause() : saved_(current_transaction) { current_transaction = nullptr; }
+
+OutputTransaction::Pause::~Pause() { current_transaction = saved_; }
+
+OutputTransaction* OutputTransaction::current() { return current_transaction; }
+
+void OutputTransaction::record(Entry e) { entries_.push_back(std::move(e)); }
 
 AtomicFile::AtomicFile(fs::path target, const OutputPolicy& policy) : target_(std::move(target)) {
   check_output(target_, policy);
@@ -118,9 +172,24 @@ void AtomicFile::commit() {
   }
   fsync_path(temp_, false);
   std::error_code ec;
+  OutputTransaction* run = OutputTransaction::current();
+  OutputTransaction::Entry undo{target_, {}, false};
+  if (run != nullptr && fs::is_regular_file(target_, ec)) {
+    undo.backup = backup_name(target_);  // the replaced file, put back if the run fails
+    fs::rename(target_, undo.backup, ec);
+    if (ec) {
+      fs::remove(undo.backup, ec);
+      throw IoError(target_.string() + ": cannot set the replaced file aside: " + ec.message());
+    }
+  }
   fs::rename(temp_, target_, ec);
-  if (ec) throw IoError(target_.string() + ": cannot rename the finished file into place: " + ec.message());
+  if (ec) {
+    const std::string why = ec.message();
+    if (!undo.backup.empty()) fs::rename(undo.backup, target_, ec);
+    throw IoError(target_.string() + ": cannot rename the finished file into place: " + why);
+  }
   committed_ = true;
+  if (run != nullptr) run->record(std::move(undo));
   fsync_path(target_.has_parent_path() ? target_.parent_path() : fs::path("."), true);
 }
 
@@ -213,8 +282,18 @@ void create_output_dir(const std::filesystem::path& dir) {
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
     throw IoError(dir.string() + ": not a directory: expected a folder for the outputs (or a new name)");
   }
+  // The folders that do not exist yet, outermost first: the ones a failed run removes again.
+  std::vector<fs::path> made;
+  for (fs::path p = fs::absolute(dir, ec).lexically_normal(); !p.empty() && !fs::exists(p, ec);
+       p = p.parent_path()) {
+    made.insert(made.begin(), p);
+    if (p == p.parent_path()) break;
+  }
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(dir.string() + ": cannot create the output folder: " + ec.message());
+  if (OutputTransaction* run = OutputTransaction::current(); run != nullptr && !made.empty()) {
+    run->record({made.front(), {}, true});  // removing the outermost removes the rest
+  }
 }
 
 }  // namespace lpemu::io

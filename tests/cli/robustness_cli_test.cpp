@@ -2,10 +2,12 @@
 // on an input checked in under tests/regression/ (or made here from a shipped file) and checks
 // the exit status, the message and that no file was destroyed or left half-written.
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lpemu/io/hdf5.hpp"
+#include "lpemu/io/npy.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -629,4 +632,198 @@ TEST_CASE("a damaged attribute region of a model file is an error, never a crash
     CHECK((r.status == 0 || r.status == 2));
     if (r.status == 2) CHECK_THAT(r.err, Contains(p.filename().string()));
   }
+}
+
+namespace {
+
+// Every file under `dir` (relative path -> bytes): what a failed run must leave unchanged.
+std::map<std::string, std::string> tree(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  if (!fs::exists(dir)) return files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string rel = fs::relative(e.path(), dir).generic_string();
+    files[rel] = e.is_regular_file() ? slurp(e.path()) : std::string("<dir>");
+  }
+  return files;
+}
+
+// Runs `lpemu ARGS` with a file-size limit of 4 KiB (`ulimit -f 8`); the script lives in `sh`.
+Run run_limited(const fs::path& sh, const std::string& args) {
+  std::ofstream(sh / "limited.sh") << "ulimit -f 8\nexec " << lpemu::test::lpemu_binary() << " " << args
+                                   << "\n";
+  return lpemu::test::run_shell("sh '" + (sh / "limited.sh").string() + "'");
+}
+
+}  // namespace
+
+TEST_CASE("a result that cannot be reported leaves no output, and a replaced output comes back",
+          "[cli][regression]") {
+  // Each command printed its result to a full stdout (exit 2) after its output file was in place.
+  Scratch s("lost");
+  const fs::path in = s / "in" / "x.npy";
+  fs::create_directories(s / "in");
+  fs::copy_file(regression("npy_normal_64x64.npy"), in);
+  const fs::path out = s / "out";
+  fs::create_directories(out);
+  {
+    lpemu::io::H5File f = lpemu::io::H5File::open_rw(out / "have.h5");
+    const std::vector<float> v{1.0F, 2.0F};
+    f.write_floats("a", {2}, v.data());
+    f.close();
+  }
+  REQUIRE(run_lpemu("quantize --format fp8_e4m3 '" + in.string() + "' '" + (out / "q.npy").string() + "'")
+              .status == 0);
+  const auto before = tree(out);
+  const std::string x = "'" + in.string() + "' ";
+  for (const std::string& args :
+       {"quantize --json --format fp8_e4m3 " + x + "'" + (out / "new.npy").string() + "'",
+        "quantize --json --force --format fp4_e2m1 " + x + "'" + (out / "q.npy").string() + "'",
+        "quantize --json --format mxfp8_e4m3 " + x + "'" + (out / "have.h5").string() + ":/b'",
+        "quantize --json --format mxfp8_e4m3 " + x + "'" + (out / "new.h5").string() + ":/q' --packed '" +
+            (out / "p.bin").string() + "'",
+        "convert --json --from fp32 --to fp16 " + x + "'" + (out / "c.npy").string() + "'",
+        "proposal fp8_e4m3 --json --out '" + (out / "pkg").string() + "'",
+        "datapath-error --json --datapath ideal --k 16 --trials 2 --out '" + (out / "de").string() + "'",
+        "sweep merge --json '" + (out / "none").string() + "' --out '" + (out / "m").string() + "'"}) {
+    INFO(args);
+    const Run r = run_lpemu(args, "/dev/full");
+    INFO(r.err);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("lpemu: error: "));
+    CHECK(tree(out) == before);
+  }
+}
+
+TEST_CASE("sweep checks every plan before it computes or writes anything", "[cli][regression]") {
+  Scratch s("gridnope");
+  const Run r = run_lpemu("sweep '" + regression("experiment_grid_datapath_nope.toml") + "' --out '" +
+                          (s / "o").string() + "'");
+  INFO(r.err);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("nope"));
+  CHECK_FALSE(fs::exists(s / "o"));  // not even the folder: no plan was computed
+}
+
+TEST_CASE("a failed sweep merge leaves --out as it was", "[cli][regression]") {
+  Scratch s("mergefail");
+  const std::string exp = "'" + regression("experiment_two_plans.toml") + "'";
+  for (const char* shard : {"0", "1"}) {
+    const Run r = run_lpemu("sweep " + exp + " --shard " + std::string(shard) + "/2 --out '" +
+                            (s / ("s" + std::string(shard))).string() + "'");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+  }
+  const std::string both = "'" + (s / "s0").string() + "' '" + (s / "s1").string() + "'";
+  // A missing plan (shard 1 not given), a corrupt plan, a plan of another experiment, a full disk.
+  fs::copy(s / "s1", s / "bad", fs::copy_options::recursive);
+  fs::resize_file(s / "bad" / "plans" / "0001.h5", 100);
+  fs::copy(s / "s1", s / "foreign", fs::copy_options::recursive);
+  fs::copy_file(s / "s0" / "plans" / "0000.h5", s / "foreign" / "plans" / "0001.h5",
+                fs::copy_options::overwrite_existing);
+  Scratch sh("mergefail-sh");
+  struct Case {
+    std::string args;
+    const char* says;
+    bool limited;
+  };
+  for (const Case& c :
+       {Case{"'" + (s / "s0").string() + "'", "is in none of the directories", false},
+        Case{"'" + (s / "s0").string() + "' '" + (s / "bad").string() + "'", "0001.h5", false},
+        Case{"'" + (s / "s0").string() + "' '" + (s / "foreign").string() + "'",
+             "made by a different experiment", false},
+        Case{both, "lpemu: error: ", true}}) {
+    INFO(c.args);
+    const std::string args = "sweep merge " + c.args + " --out '" + (s / "m").string() + "'";
+    const Run r = c.limited ? run_limited(sh.dir, args) : run_lpemu(args);
+    INFO(r.err);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains(c.says));
+    CHECK_FALSE(fs::exists(s / "m"));
+    CHECK(tree(s.dir / "m").empty());
+  }
+  // Into an earlier merge's folder: a failure leaves it as it was.
+  REQUIRE(run_lpemu("sweep merge " + both + " --out '" + (s / "m").string() + "'").status == 0);
+  fs::remove(s / "m" / "plans" / "0001.h5");
+  const auto before = tree(s / "m");
+  const Run r = run_lpemu("sweep merge '" + (s / "s0").string() + "' '" + (s / "bad").string() + "' --out '" +
+                          (s / "m").string() + "'");
+  CHECK(r.status == 2);
+  CHECK(tree(s / "m") == before);
+  const Run lim = run_limited(sh.dir, "sweep merge " + both + " --out '" + (s / "m").string() + "'");
+  CHECK(lim.status == 2);
+  CHECK(tree(s / "m") == before);
+}
+
+TEST_CASE("a sweep stopped by the file-size limit names it and leaves no partial file", "[cli][regression]") {
+  Scratch s("sweepfsize");
+  Scratch sh("sweepfsize-sh");
+  const Run r = run_limited(
+      sh.dir, "sweep '" + regression("experiment_two_plans.toml") + "' --out '" + (s / "o").string() + "'");
+  INFO(r.err);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Contains("lpemu: error: ") && Contains((s / "o").string()));
+  // No plan result was completed: the folder this run created is gone with it.
+  CHECK_FALSE(fs::exists(s / "o"));
+}
+
+TEST_CASE("output paths that cannot be folders and sequences past the context exit 2, naming them",
+          "[cli][regression]") {
+  Scratch s("paths");
+  fs::create_symlink(s / "loop1", s / "loop2");
+  fs::create_symlink(s / "loop2", s / "loop1");
+  std::ofstream(s / "file") << "mine\n";
+  struct Case {
+    std::string args;
+    std::string says;
+  };
+  for (const Case& c :
+       {Case{"--formats-dir '" + (s / "loop1").string() + "' formats list", "loop1"},
+        Case{"datapath-error --k 16 --trials 2 --out /dev/full", "/dev/full: not a directory"},
+        Case{"datapath-error --k 16 --trials 2 --out '" + (s / "file").string() + "'",
+             "file: not a directory"},
+        Case{"proposal fp8_e4m3 --out /dev/null", "/dev/null: not a directory"},
+        Case{"cost --target h100_sxm --model stories260K --plan fp32 --plot /dev/full",
+             "/dev/full: not a directory"}}) {
+    INFO(c.args);
+    const Run r = run_lpemu(c.args);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("lpemu: error: ") && Contains(c.says));
+  }
+  CHECK(slurp(s / "file") == "mine\n");
+  // 600 tokens through a model of seq_len 512 with --logits-out: an error, not exit 0 without the file.
+  {
+    std::ofstream tok(s / "f.npy", std::ios::binary);
+    lpemu::io::write_npy_header(tok, "<i8", {600});
+    for (std::int64_t i = 0; i < 600; ++i) {
+      const std::int64_t id = i % 200;
+      tok.write(reinterpret_cast<const char*>(&id), sizeof id);
+    }
+  }
+  const Run e = run_lpemu("eval --model stories260K --plan fp32 --tokens '" + (s / "f.npy").string() +
+                          "' --logits-out '" + (s / "lo.npy").string() + "'");
+  CHECK(e.status == 2);
+  CHECK_THAT(e.err, Contains("logits_out needs one sequence within the model's context"));
+  CHECK_FALSE(fs::exists(s / "lo.npy"));
+}
+
+TEST_CASE("replay of a NaN activation reports NaN errors, never 0", "[cli][regression]") {
+  Scratch s("replaynan");
+  const fs::path acts = s / "acts.h5";
+  fs::copy_file(lpemu::test::source_path("data/models/stories260K/activations.h5"), acts);
+  {
+    lpemu::io::H5File f = lpemu::io::H5File::open_rw(acts);
+    lpemu::io::Tensor t = f.read_floats("layers/0/attention/qkv_input");
+    t.data[3] = std::numeric_limits<float>::quiet_NaN();
+    f.write_floats("layers/0/attention/qkv_input", t.shape, t.data.data());
+    f.close();
+  }
+  const Run r = run_lpemu("replay --plan fp8_e4m3 --json --activations '" + acts.string() + "'");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& row = j["rows"][0];
+  REQUIRE(row["input"] == "layers/0/attention/qkv_input");
+  CHECK(row["output_error"]["max_abs"].is_null());
+  CHECK(row["output_error"]["sqnr_db"].is_null());
+  CHECK(row["input_error"]["max_abs"].is_null());
 }

@@ -641,3 +641,66 @@ def test_import_refuses_bad_tokenizer_ids(tmp_path):
         tok = gpt2_byte_tokenizer_json()
         tok["added_tokens"].append({"id": bad, "content": "<x>", "special": True})
         _import_fails(tmp_path, f"t{i}", cfg, W, f"added_tokens[].id = {bad}: expected a token id in 0..", tokenizer=tok)
+
+
+def gpt2_258(seed):
+    """gpt2() with the 258 ids of gpt2_byte_tokenizer_json()."""
+    cfg, W = gpt2(seed)
+    cfg["vocab_size"] = 258
+    W["transformer.wte.weight"] = rnd(torch.Generator().manual_seed(seed), 258, 32, scale=1.0)
+    return cfg, W
+
+
+def test_import_refuses_tokenizer_ids_past_the_vocabulary(tmp_path):
+    """A tokenizer id at or past config.json's vocab_size names no embedding row: refused by the
+    tokenizer's file, field and the model's vocabulary (it used to be imported)."""
+    cfg, W = gpt2_258(31)
+    tok = gpt2_byte_tokenizer_json()
+    tok["added_tokens"].append({"id": 258, "content": "<x>", "special": True})
+    _import_fails(tmp_path, "a", cfg, W, "tokenizer.json: added_tokens[].id = 258: expected a token id in "
+                  "0..257 (the model's vocab_size is 258)", tokenizer=tok)
+    tok = gpt2_byte_tokenizer_json()
+    tok["model"]["vocab"]["zz"] = 300
+    _import_fails(tmp_path, "v", cfg, W, "tokenizer.json: model.vocab.zz = 300: expected a token id in 0..257",
+                  tokenizer=tok)
+    # The largest id, 257, is fine.
+    d = tmp_path / "ok"
+    save_checkpoint(d, cfg, W)
+    (d / "tokenizer.json").write_text(json.dumps(gpt2_byte_tokenizer_json()))
+    lpemu("import", str(d), str(tmp_path / "ok.h5"))
+
+
+def _limited_fsize():
+    import resource
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # `ulimit -f 8`
+
+
+def test_import_write_failures_leave_nothing(tmp_path):
+    """A file-size limit or a result lost on a full stdout: exit 2, the failure named, no model and
+    no temporary file left (the import used to crash in libhdf5 after the failed write)."""
+    cfg, W = gpt2_258(32)
+    d = tmp_path / "ck"
+    save_checkpoint(d, cfg, W)
+    (d / "tokenizer.json").write_text(json.dumps(gpt2_byte_tokenizer_json()))
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run([LPEMU, "import", str(d), str(out / "m.h5")], capture_output=True, text=True,
+                       preexec_fn=_limited_fsize)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "lpemu: error: " in r.stderr and "m.h5" in r.stderr, r.stderr
+    assert list(out.iterdir()) == []
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([LPEMU, "import", "--json", str(d), str(out / "m.h5")], stdout=full,
+                           stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 2 and "write failed" in r.stderr, r.stderr
+    assert list(out.iterdir()) == []
+    # An existing model replaced with --force comes back when the result is lost.
+    lpemu("import", str(d), str(out / "m.h5"))
+    before = (out / "m.h5").read_bytes()
+    cfg2, W2 = gpt2_258(33)
+    save_checkpoint(tmp_path / "ck2", cfg2, W2)
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([LPEMU, "import", "--json", "--force", str(tmp_path / "ck2"), str(out / "m.h5")],
+                           stdout=full, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 2, r.stderr
+    assert [p.name for p in out.iterdir()] == ["m.h5"] and (out / "m.h5").read_bytes() == before

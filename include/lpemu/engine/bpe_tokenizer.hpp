@@ -18,7 +18,10 @@ class BpeTokenizer {
   /// anything outside the supported subset (BPE model; normalizers Prepend, Replace, NFC, Sequence;
   /// pre-tokenizers ByteLevel, Split, Metaspace, Sequence; decoders ByteLevel, Replace,
   /// ByteFallback, Fuse, Strip, Metaspace, Sequence; post-processors TemplateProcessing, ByteLevel).
-  static std::shared_ptr<const BpeTokenizer> parse(const std::string& json, const std::string& origin);
+  /// Every id must lie below `vocab_size`, the vocabulary of the model the tokenizer belongs to
+  /// (0: no model known; ids then lie in 0..2^21-1).
+  static std::shared_ptr<const BpeTokenizer> parse(const std::string& json, const std::string& origin,
+                                                   int vocab_size = 0);
   ~BpeTokenizer();
 
   /// Token ids of `text` (added tokens matched first, then normalizer, pre-tokenizer, BPE);
