@@ -92,7 +92,7 @@ std::string validation_figure(const experiment::Experiment& exp, const experimen
   }
   plot.series = {lo, hi};
   std::ostringstream md;
-  md << "## Validation loss\n\nThe mean cross-entropy of the held-out windows (the last "
+  md << "## Validation loss\n\nThe mean cross-entropy of the held-out windows (the last ones, a share of "
      << num(t.val_fraction) << " of the token windows) every " << t.eval_every
      << " steps, before the step's update.\n\n![validation loss](train_val_loss.svg)\n\n"
      << "| plan | seed | last measured step | validation loss |\n|---|---|---|---|\n";
@@ -380,7 +380,7 @@ TrainSweepReport train_sweep(experiment::Context& ctx, const experiment::Experim
        << io::format_number(r.gap, io::NumberStyle::fixed, 4) << " | "
        << io::format_number(r.step_s, io::NumberStyle::significant, 4) << " | "
        << io::format_number(r.tokens_per_s, io::NumberStyle::significant, 4) << " |\n";
-  md << val_md << sqnr_md;
+  md << (val_md.empty() && sqnr_md.empty() ? "" : "\n") << val_md << sqnr_md;
   rep.report_md = rep.dir / "train_report.md";
   io::write_file_atomic(rep.report_md, md.str(), force);
   return rep;
