@@ -3,7 +3,7 @@
 if(LPEMU_BUILD_PYTHON)
   set(_py_env "PYTHONPATH=${PROJECT_BINARY_DIR}/python" "LPEMU_BINARY=$<TARGET_FILE:lpemu_cli>"
               "LPEMU_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
-  foreach(t IN ITEMS module engine torch torch_train app train train_scaling corpus train_experiment)
+  foreach(t IN ITEMS module engine torch torch_train app train train_scaling corpus train_experiment train_attention)
     add_test(NAME python/${t}
              COMMAND ${Python_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/python/test_${t}.py)
     set_tests_properties(python/${t} PROPERTIES LABELS python ENVIRONMENT "${_py_env}")

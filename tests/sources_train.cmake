@@ -1,4 +1,5 @@
 target_sources(lpemu_unit_tests PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/unit/train/attention_plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/train/backward_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/train/linear_plan_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit/train/hadamard_test.cpp

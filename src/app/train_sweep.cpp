@@ -63,6 +63,118 @@ double tail_mean(const std::vector<TrainStep>& log) {
 
 std::string num(double v) { return io::format_number(v); }
 
+// The validation-loss curves beside the training-loss ones: the reference's lowest and highest
+// validation loss over its seeds at each measured step, then every other plan's; writes
+// train_val_loss.svg and returns the report's section ("" when no run measured a validation loss).
+std::string validation_figure(const experiment::Experiment& exp, const experiment::TrainSetup& t,
+                              TrainSweepReport& rep) {
+  if (t.val_fraction <= 0) return "";
+  io::Plot plot;
+  plot.title = exp.name + ": validation loss";
+  plot.x_label = "step";
+  plot.y_label = "validation loss (nats/token)";
+  io::Series lo{t.reference + " min over seeds", {}, {}, true, true, {}};
+  io::Series hi{t.reference + " max over seeds", {}, {}, true, true, {}};
+  const std::size_t seeds = t.seeds.size();
+  for (std::size_t s = 0; s < rep.runs.front().result.log.size(); ++s) {
+    double a = std::numeric_limits<double>::infinity(), b = -a;
+    for (std::size_t i = 0; i < seeds; ++i) {
+      const double v = rep.runs[i].result.log[s].val_loss;
+      a = std::min(a, v);
+      b = std::max(b, v);
+    }
+    if (!std::isfinite(a) || !std::isfinite(b)) continue;
+    const double step = rep.runs.front().result.log[s].step;
+    lo.x.push_back(step);
+    lo.y.push_back(a);
+    hi.x.push_back(step);
+    hi.y.push_back(b);
+  }
+  plot.series = {lo, hi};
+  std::ostringstream md;
+  md << "## Validation loss\n\nThe mean cross-entropy of the held-out windows (the last ones, a share of "
+     << num(t.val_fraction) << " of the token windows) every " << t.eval_every
+     << " steps, before the step's update.\n\n![validation loss](train_val_loss.svg)\n\n"
+     << "| plan | seed | last measured step | validation loss |\n|---|---|---|---|\n";
+  for (std::size_t i = 0; i < rep.runs.size(); ++i) {
+    const TrainRun& r = rep.runs[i];
+    io::Series ser{r.label, {}, {}, true, true, {}};
+    int last = -1;
+    double last_v = std::nan("");
+    for (const auto& st : r.result.log) {
+      if (!std::isfinite(st.val_loss)) continue;
+      ser.x.push_back(st.step);
+      ser.y.push_back(st.val_loss);
+      last = st.step;
+      last_v = st.val_loss;
+    }
+    md << "| " << r.label << " | " << r.seed << " | " << last << " | "
+       << io::format_number(last_v, io::NumberStyle::fixed, 4) << " |\n";
+    if (i >= seeds) plot.series.push_back(std::move(ser));
+  }
+  rep.val_svg = rep.dir / "train_val_loss.svg";
+  io::write_svg(rep.val_svg, plot);
+  md << "\n";
+  return md.str();
+}
+
+// The per-block gradient SQNR of every plan but the reference at the last step that measured it,
+// as a heat map (plans x blocks, train_sqnr.svg) and a table (train_sqnr.csv and the report's
+// section); "" when no run measured it.
+std::string sqnr_figure(const experiment::Experiment& exp, const experiment::TrainSetup& t,
+                        TrainSweepReport& rep) {
+  if (t.sqnr_every <= 0) return "";
+  io::HeatMap map;
+  map.title = exp.name + ": gradient SQNR per block at the last measured step";
+  map.x_label = "block";
+  map.y_label = "plan";
+  map.value_label = "SQNR (dB)";
+  std::ostringstream csv, md;
+  csv << "label,seed,step,block,grad_sqnr_db\n";
+  md << "## Gradient SQNR\n\nPer block, the signal-to-quantisation-noise ratio (dB) of each plan's "
+        "gradient against the gradient of the same weights and batch with nothing quantised, at the "
+        "last step that measured it (every "
+     << t.sqnr_every << " steps).\n\n![gradient SQNR](train_sqnr.svg)\n\n";
+  std::size_t blocks = 0;
+  for (const auto& r : rep.runs)
+    for (const auto& st : r.result.log) blocks = std::max(blocks, st.grad_sqnr.size());
+  if (blocks == 0) return "";
+  for (std::size_t b = 0; b < blocks; ++b) map.cols.push_back(std::to_string(b));
+  md << "| plan | seed | step |";
+  for (std::size_t b = 0; b < blocks; ++b) md << " block " << b << " |";
+  md << "\n|---|---|---|";
+  for (std::size_t b = 0; b < blocks; ++b) md << "---|";
+  md << "\n";
+  bool infinite = false;
+  for (std::size_t i = t.seeds.size(); i < rep.runs.size(); ++i) {
+    const TrainRun& r = rep.runs[i];
+    const TrainStep* last = nullptr;
+    for (const auto& st : r.result.log)
+      if (st.grad_sqnr.size() == blocks &&
+          std::any_of(st.grad_sqnr.begin(), st.grad_sqnr.end(), [](double v) { return !std::isnan(v); }))
+        last = &st;
+    map.rows.push_back(r.label);
+    md << "| " << r.label << " | " << r.seed << " | " << (last != nullptr ? last->step : -1) << " |";
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const double v = last != nullptr ? last->grad_sqnr[b] : std::nan("");
+      infinite = infinite || std::isinf(v);
+      map.values.push_back(std::isfinite(v) ? v : std::nan(""));
+      md << " " << io::format_number(v, io::NumberStyle::fixed, 2) << " |";
+      if (last != nullptr)
+        csv << r.label << "," << r.seed << "," << last->step << "," << b << "," << num(v) << "\n";
+    }
+    md << "\n";
+  }
+  if (map.rows.empty()) return "";
+  if (infinite) map.notes.push_back("inf (a gradient equal to the unquantised one) is drawn as not measured");
+  rep.sqnr_svg = rep.dir / "train_sqnr.svg";
+  io::write_svg(rep.sqnr_svg, io::layout(map));
+  rep.sqnr_csv = rep.dir / "train_sqnr.csv";
+  io::write_file_atomic(rep.sqnr_csv, csv.str(), io::OutputPolicy{true, {}});
+  md << "\n";
+  return md.str();
+}
+
 }  // namespace
 
 engine::Model initial_model(const cost::ModelShape& s, std::uint64_t seed, const engine::Tokenizer& tokenizer,
@@ -175,6 +287,9 @@ TrainSweepReport train_sweep(experiment::Context& ctx, const experiment::Experim
     q.clip_norm = t.clip_norm;
     q.warmup = t.warmup;
     q.seed = seed;
+    q.val_fraction = t.val_fraction;
+    q.eval_every = t.eval_every;
+    q.sqnr_every = t.sqnr_every;
     q.out = rep.dir / "runs" / (label + (label == t.reference ? "_seed" + std::to_string(seed) : ""));
     r.result = train(ctx, q);
     r.final_loss = tail_mean(r.result.log);
@@ -208,14 +323,14 @@ TrainSweepReport train_sweep(experiment::Context& ctx, const experiment::Experim
   // results: one row per run; log: every step of every run.
   std::ostringstream csv, log;
   csv << "label,seed,plan,final_loss,loss_gap,step_s,tokens_per_s,mfu,memory_bytes,train_seconds\n";
-  log << "label,seed,step,loss,grad_norm,lr\n";
+  log << "label,seed,step,loss,grad_norm,lr,val_loss\n";
   for (const auto& r : rep.runs) {
     csv << r.label << "," << r.seed << "," << fs::relative(r.plan, rep.dir).generic_string() << ","
         << num(r.final_loss) << "," << num(r.gap) << "," << num(r.step_s) << "," << num(r.tokens_per_s) << ","
         << num(r.mfu) << "," << num(r.memory_bytes) << "," << num(r.result.seconds) << "\n";
     for (const auto& s : r.result.log)
       log << r.label << "," << r.seed << "," << s.step << "," << num(s.loss) << "," << num(s.grad_norm) << ","
-          << num(s.lr) << "\n";
+          << num(s.lr) << "," << num(s.val_loss) << "\n";
   }
   rep.results_csv = rep.dir / "train_results.csv";
   rep.log_csv = rep.dir / "train_log.csv";
@@ -252,6 +367,8 @@ TrainSweepReport train_sweep(experiment::Context& ctx, const experiment::Experim
   }
   rep.loss_svg = rep.dir / "train_loss.svg";
   io::write_svg(rep.loss_svg, plot);
+  const std::string val_md = validation_figure(exp, t, rep);
+  const std::string sqnr_md = sqnr_figure(exp, t, rep);
 
   std::ostringstream md;
   md << "# " << exp.name << ": training\n\n" << exp.description << "\n\n";
@@ -268,6 +385,7 @@ TrainSweepReport train_sweep(experiment::Context& ctx, const experiment::Experim
        << io::format_number(r.gap, io::NumberStyle::fixed, 4) << " | "
        << io::format_number(r.step_s, io::NumberStyle::significant, 4) << " | "
        << io::format_number(r.tokens_per_s, io::NumberStyle::significant, 4) << " |\n";
+  md << (val_md.empty() && sqnr_md.empty() ? "" : "\n") << val_md << sqnr_md;
   rep.report_md = rep.dir / "train_report.md";
   io::write_file_atomic(rep.report_md, md.str(), force);
   return rep;

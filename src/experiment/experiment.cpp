@@ -187,7 +187,7 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   if (top.has("train")) {
     const TableReader tr = top.sub("train");
     tr.only({"shape", "steps", "batch", "seq", "warmup", "optimizer", "lr", "clip_norm", "weight_decay",
-             "seeds", "reference"});
+             "seeds", "reference", "val_fraction", "eval_every", "sqnr_every"});
     TrainSetup ts;
     ts.shape = tr.required_str("shape");
     constexpr int kMaxInt = std::numeric_limits<int>::max();
@@ -204,6 +204,10 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
       ts.seeds = tr.integers<std::uint64_t>("seeds", 0, std::numeric_limits<std::int64_t>::max());
     if (ts.seeds.empty()) tr.fail("seeds", "a non-empty array of seeds");
     ts.reference = tr.str("reference", "fp32");
+    ts.val_fraction =
+        tr.number("val_fraction", ts.val_fraction, 0.0, 0.5, "a share of the windows in [0, 0.5]");
+    ts.eval_every = static_cast<int>(tr.integer("eval_every", ts.eval_every, 1, kMaxInt, "an integer >= 1"));
+    ts.sqnr_every = static_cast<int>(tr.integer("sqnr_every", ts.sqnr_every, 0, kMaxInt, "an integer >= 0"));
     if (x.tokens.empty())
       src.fail("tokens", "(none)", "source.tokens: the training tokens (.npy) of a [train] experiment");
     x.train = std::move(ts);

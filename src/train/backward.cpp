@@ -9,6 +9,7 @@
 #include "lpemu/engine/ops.hpp"
 #include "lpemu/engine/quantizer.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/train/attention_plan.hpp"
 #include "lpemu/train/linear_plan.hpp"
 
 namespace lpemu::train {
@@ -43,8 +44,29 @@ void gemm(const LinearPlan* plan, const LinearSite* site, GemmPass pass, Mat<T> 
   gp.layer = site->layer;
   gp.kind = site->kind;
   gp.tensor = site->tensor;
+  // The element formats the operands now lie on (what a datapath GEMM reads them as; the plan
+  // refuses block formats there).
+  const auto on = [](const std::shared_ptr<const engine::Quantizer>& q) -> std::string_view {
+    return q && q->block_format() == nullptr ? std::string_view(q->element_format().name)
+                                             : std::string_view();
+  };
+  gp.a_format = on(pass == GemmPass::forward ? site->input : site->grad_output);
+  gp.b_format = on(pass == GemmPass::wgrad ? site->input : site->weights);
   site->gemm[static_cast<std::size_t>(pass)]->nt(a, b, c, gp);
   quantize_result(*site, pass, plan->step(), c);
+}
+
+// C = A·Bᵀ for attention GEMM `g` of head `h` in block site `s` (A, B [rows, contraction]), the
+// backward GEMMs' operands and results quantised per the plan (attention_plan.hpp).
+template <class T>
+void attention_gemm(const BlockSite& s, AttentionGemm g, std::uint64_t step, int h, Mat<T> a, Mat<T> b,
+                    Mat<T>& c) {
+  quantize_attention_operands(s, g, step, h, a, b);
+  const auto i = static_cast<std::size_t>(g);
+  engine::GemmPoint gp{s.layer, engine::LayerKind::attention, attention_gemm_name(g), s.formats[i][0],
+                       s.formats[i][1]};
+  s.gemm->nt(a, b, c, gp);
+  quantize_attention_result(s, g, step, h, c);
 }
 
 // One linear layer y = x·Wᵀ + b, its forward input kept by the caller.
@@ -171,7 +193,8 @@ T activation_derivative(T z, Activation act) {
 template <class T>
 struct LayerCache {
   Mat<T> x_in, xn1, q, k, v, att, x_mid, xn2, h1, h3, hidden;
-  std::vector<Mat<T>> probs;  // [batch · n_heads] of [seq, seq]
+  Mat<T> qh, kh, vh;          // Q, K, V before their roles' quantisation (attention through its GEMMs)
+  std::vector<Mat<T>> probs;  // [batch · n_heads] of [seq, seq], before the probs role
 };
 
 }  // namespace
@@ -310,9 +333,12 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
   }
   std::vector<LayerCache<T>> cache(static_cast<std::size_t>(c.n_layers));
   Mat<T> tmp;
+  const std::uint64_t step = plan != nullptr ? plan->step() : 0;
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerParams<T>& w = p.layers[static_cast<std::size_t>(l)];
     LayerCache<T>& k = cache[static_cast<std::size_t>(l)];
+    const BlockSite* bs = plan != nullptr ? &plan->block(l) : nullptr;
+    const bool planned = bs != nullptr && bs->active;
     k.x_in = x;
     norm.forward(x, w.attention_norm, w.attention_norm_bias, k.xn1);
     lin(l, "wq").forward(k.xn1, w.wq, w.bq, k.q);
@@ -321,6 +347,12 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
     if (c.positions == PositionKind::rope) {
       rope_rows(k.q, c.n_heads, inv_freq);
       rope_rows(k.k, c.n_kv_heads, inv_freq);
+    }
+    if (planned) {
+      k.qh = k.q;
+      k.kh = k.k;
+      k.vh = k.v;
+      quantize_qkv(*bs, step, k.q, k.k, k.v);
     }
     k.att.resize(n, static_cast<Eigen::Index>(c.n_heads) * hd);
     k.probs.assign(static_cast<std::size_t>(batch * c.n_heads), Mat<T>());
@@ -331,6 +363,22 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
         const Eigen::Index ko = static_cast<Eigen::Index>(h / group) * hd;
         Mat<T>& s = k.probs[static_cast<std::size_t>(b * c.n_heads + h)];
         s = Mat<T>::Zero(seq, seq);
+        if (planned) {
+          // S = Q·Kᵀ and O = P·V on the attention datapath, the roles quantised as inference does.
+          Mat<T> raw;
+          attention_gemm<T>(*bs, AttentionGemm::qk, step, h, k.q.block(r0, qo, seq, hd),
+                            k.k.block(r0, ko, seq, hd), raw);
+          for (int i = 0; i < seq; ++i)
+            for (int t = 0; t <= i; ++t) s(i, t) = raw(i, t) * scale;
+          quantize_scores(*bs, step, h, false, s);
+          for (int i = 0; i < seq; ++i) engine::softmax_prefix(&s(i, 0), i + 1, seq);
+          Mat<T> pq = s;
+          quantize_scores(*bs, step, h, true, pq);
+          Mat<T> oh;
+          attention_gemm<T>(*bs, AttentionGemm::pv, step, h, pq, k.v.block(r0, ko, seq, hd).transpose(), oh);
+          k.att.block(r0, qo, seq, hd) = oh;
+          continue;
+        }
         for (int i = 0; i < seq; ++i) {
           for (int t = 0; t <= i; ++t) {
             T dot = 0;
@@ -342,8 +390,10 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
         k.att.block(r0, qo, seq, hd).noalias() = s * k.v.block(r0, ko, seq, hd);
       }
     }
+    if (bs != nullptr) quantize_attn_output(*bs, step, k.att);
     lin(l, "wo").forward(k.att, w.wo, w.bo, tmp);
     x += tmp;
+    if (bs != nullptr) quantize_residual(*bs, false, step, x);
     k.x_mid = x;
     norm.forward(x, w.ffn_norm, w.ffn_norm_bias, k.xn2);
     lin(l, "w1").forward(k.xn2, w.w1, w.b1, k.h1);
@@ -354,8 +404,10 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
     } else {
       engine::activate<T>(k.hidden, nullptr, c.activation);
     }
+    if (bs != nullptr) quantize_mlp_hidden(*bs, step, k.hidden);
     lin(l, "w2").forward(k.hidden, w.w2, w.b2, tmp);
     x += tmp;
+    if (bs != nullptr) quantize_residual(*bs, true, step, x);
   }
   const Mat<T> x_final = x;
   Mat<T> xf;
@@ -363,6 +415,7 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
   const Mat<T>& out_w = c.tied_embeddings ? p.tok_embeddings : p.output;
   Mat<T> logits;
   lin(-1, "output").forward(xf, out_w, none, logits);
+  if (plan != nullptr) quantize_logits(plan->logits(), step, logits);
 
   // Loss and its gradient at the logits: (softmax − onehot) / n.
   grads = zeros_like(p);
@@ -397,6 +450,8 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
     const LayerParams<T>& w = p.layers[static_cast<std::size_t>(l)];
     LayerParams<T>& g = grads.layers[static_cast<std::size_t>(l)];
     const LayerCache<T>& k = cache[static_cast<std::size_t>(l)];
+    const BlockSite* bs = plan != nullptr ? &plan->block(l) : nullptr;
+    const bool planned = bs != nullptr && bs->active;
     // Feed-forward: x_out = x_mid + w2(hidden).
     Mat<T> dhidden;
     lin(l, "w2").backward(k.hidden, w.w2, dx, dhidden, false, g.w2, g.b2);
@@ -436,6 +491,26 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
         const Eigen::Index ko = static_cast<Eigen::Index>(h / group) * hd;
         const Mat<T>& pr = k.probs[static_cast<std::size_t>(b * c.n_heads + h)];
         const Mat<T> dout = datt.block(r0, qo, seq, hd);
+        if (planned) {
+          // dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q on the attention datapath, each operand
+          // quantised along that GEMM's contraction axis (Q, K, V, P re-quantised from k.qh ...).
+          Mat<T> dp, gh;
+          attention_gemm<T>(*bs, AttentionGemm::dp, step, h, dout, k.vh.block(r0, ko, seq, hd), dp);
+          attention_gemm<T>(*bs, AttentionGemm::dv, step, h, pr.transpose(), dout.transpose(), gh);
+          dv.block(r0, ko, seq, hd) += gh;
+          Mat<T> ds(seq, seq);
+          for (int i = 0; i < seq; ++i) {
+            T dot = 0;
+            for (int t = 0; t <= i; ++t) dot += dp(i, t) * pr(i, t);
+            for (int t = 0; t < seq; ++t) ds(i, t) = t <= i ? pr(i, t) * (dp(i, t) - dot) * scale : T{0};
+          }
+          attention_gemm<T>(*bs, AttentionGemm::dq, step, h, ds, k.kh.block(r0, ko, seq, hd).transpose(), gh);
+          dq.block(r0, qo, seq, hd) += gh;
+          attention_gemm<T>(*bs, AttentionGemm::dk, step, h, ds.transpose(),
+                            k.qh.block(r0, qo, seq, hd).transpose(), gh);
+          dk.block(r0, ko, seq, hd) += gh;
+          continue;
+        }
         // O = P·V: dP = dO·Vᵀ, dV = Pᵀ·dO; softmax: dS = P ⊙ (dP − rowsum(dP ⊙ P)); S = scale·Q·Kᵀ.
         const Mat<T> dp = dout * k.v.block(r0, ko, seq, hd).transpose();
         dv.block(r0, ko, seq, hd) += pr.transpose() * dout;

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "lpemu/block/block_format.hpp"
+#include "lpemu/datapath/datapath.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
+#include "lpemu/format/registry.hpp"
 
 namespace lpemu::train {
 namespace {
@@ -25,11 +27,9 @@ std::uint64_t mix(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// The roles training reads: the linear layers' operands and the training roles.
-bool trained_role(Role r) {
-  return r == Role::weights || r == Role::linear_input || r == Role::lm_head || r == Role::lm_head_input ||
-         engine::is_training_role(r);
-}
+// The roles training reads: the linear layers' operands, the training roles and the attention and
+// activation roles of attention_plan.hpp (every role but the mixture-of-experts ones).
+bool trained_role(Role r) { return engine::fallback_role(r) == r && r != Role::router_logits; }
 
 // Delayed scaling of point `operand` at `step` (see the header comment); false when the current
 // scaling quantiser is to be used.
@@ -234,16 +234,12 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
   const auto refuse_role = [&](const engine::PrecisionPlan::Entry& e) {
     if (e.spec && !trained_role(e.role)) {
       throw SpecError(e.spec->origin + ": " + who + ": role " + std::string(engine::to_string(e.role)) +
-                      " is quantised, which training does not emulate yet (training reads weights, "
-                      "linear_input, lm_head, lm_head_input and the training roles); set it to \"none\"");
+                      " is quantised, which training does not emulate yet (mixture-of-experts "
+                      "blocks are not trainable); set it to \"none\"");
     }
   };
   const auto refuse_gemm = [&](const std::optional<engine::GemmChoice>& g, std::string_view key) {
     if (!g) return;
-    if (key == "attention_gemm" && g->datapath != "eigen") {
-      throw SpecError(g->origin + ": " + who +
-                      ": attention_gemm is set, which training does not emulate yet; remove it");
-    }
     if (g->convert) {
       throw SpecError(g->origin + ": " + who + ": " + std::string(key) +
                       " converts its operands, which training does not emulate yet; quantise the "
@@ -294,8 +290,36 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
     s.hadamard = plan.wgrad_hadamard;
     for (const GemmPass pass : {GemmPass::forward, GemmPass::dgrad, GemmPass::wgrad}) {
       const auto i = static_cast<std::size_t>(pass);
-      s.gemm_name[i] = plan.resolve_gemm_site(l, k, tensor, c.n_layers, pass).datapath;
+      const engine::GemmChoice choice = plan.resolve_gemm_site(l, k, tensor, c.n_layers, pass);
+      s.gemm_name[i] = choice.datapath;
       s.gemm[i] = gemms.make(s.gemm_name[i]);
+      const datapath::Datapath* dp = s.gemm[i]->datapath();
+      if (dp == nullptr) continue;
+      // A datapath GEMM reads its operands' element codes: each must be an element format it holds.
+      const char* in_role = head ? "lm_head_input" : "linear_input";
+      const char* w_role = head ? "lm_head" : "weights";
+      using Side = std::pair<const engine::Quantizer*, const char*>;
+      std::array<Side, 2> sides{Side{s.input.get(), in_role}, Side{s.weights.get(), w_role}};
+      if (pass == GemmPass::dgrad) sides[0] = Side{s.grad_output.get(), "grad_output"};
+      if (pass == GemmPass::wgrad)
+        sides = {Side{s.grad_output.get(), "grad_output"}, Side{s.input.get(), in_role}};
+      for (int side = 0; side < 2; ++side) {
+        const engine::Quantizer* q = sides[static_cast<std::size_t>(side)].first;
+        std::string why =
+            q != nullptr && q->block_format() != nullptr
+                ? "training hands a datapath element codes only, not block scales (use an element format "
+                  "or leave this GEMM on \"none\")"
+                : engine::datapath_entry_problem(
+                      *dp, side == 0,
+                      q != nullptr ? q->element_format() : format::Registry::builtin().get("fp32"), nullptr);
+        if (why.empty()) continue;
+        throw SpecError((choice.origin.empty() ? plan.origin : choice.origin) + ": " + who + ": " +
+                        std::string(pass_name(pass)) + " GEMM of '" + tensor + "' (layer " +
+                        std::to_string(l) + "): operand " + (side == 0 ? "A" : "B") + " (" +
+                        sides[static_cast<std::size_t>(side)].second + ") in format '" +
+                        (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" +
+                        dp->name + "' exactly: " + why);
+      }
     }
     s.stream = mix(static_cast<std::uint64_t>(l + 1) * 64 + sites_.size());
     s.counts = counts_;
@@ -306,6 +330,8 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
     for (const char* t : {"w1", "w2", "w3"}) add(l, LayerKind::mlp, t);
   }
   add(-1, LayerKind::head, "output");
+  blocks_ = block_sites(plan, quantizers, gemms, c);
+  logits_ = logits_quantizer(plan, quantizers, c);
   std::vector<bool> quantised(std::size(engine::kAllRoles), false);
   for (const LinearSite& site : sites_) {
     const std::pair<Role, const void*> points[] = {

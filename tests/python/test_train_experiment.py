@@ -23,7 +23,7 @@ def tiny_experiment(tmp_path):
         text = f.read()
     corpus = os.path.join(SOURCE, "data", "corpus", "stories260K_samples.npy")
     text = text.replace('"../data/corpus/stories260K_samples.npy"', json.dumps(corpus))
-    for key, value in [("steps", 2), ("batch", 2), ("seq", 8), ("warmup", 0)]:
+    for key, value in [("steps", 2), ("batch", 2), ("seq", 8), ("warmup", 0), ("val_fraction", 0.002)]:
         text = text.replace(f"\n{key} = ", f"\n{key} = {value}\n# was: {key} = ", 1)
     path = tmp_path / "train_tiny.toml"
     path.write_text(text)
@@ -116,3 +116,45 @@ def test_train_table_needs_tokens(tmp_path):
     r = run_cli("sweep", bad, "--out", tmp_path / "o", check=False)
     assert r.returncode == 2
     assert "tokens" in r.stderr
+
+
+def test_report_has_validation_curves_and_sqnr_heatmap_from_the_logs(sweep):
+    """The report's validation-loss figure and gradient-SQNR heat map hold the numbers each run's
+    log.h5 holds: the validation loss per step in train_log.csv and the report's table, the SQNR of
+    every block at the last measured step in train_sqnr.csv and the report's table."""
+    out, rows, log = sweep
+    report = (out / "train_report.md").read_text()
+    assert "![validation loss](train_val_loss.svg)" in report
+    assert "![gradient SQNR](train_sqnr.svg)" in report
+    for name in ["train_val_loss.svg", "train_sqnr.svg"]:
+        svg = (out / name).read_text()
+        assert "<svg" in svg
+        for r in rows:
+            if r["label"] != "fp32":
+                assert r["label"] in svg, (name, r["label"])
+    with open(out / "train_sqnr.csv") as f:
+        sqnr = list(csv.DictReader(f))
+    lines = report.splitlines()
+    for r in rows:
+        run = out / "runs" / (r["label"] + ("_seed" + r["seed"] if r["label"] == "fp32" else ""))
+        with h5py.File(run / "log.h5") as h:
+            val = h["val_loss"][()]
+            grad_sqnr = h["grad_sqnr"][()]
+            steps = h["step"][()]
+        mine = [s for s in log if (s["label"], s["seed"]) == (r["label"], r["seed"])]
+        np.testing.assert_array_equal([float(s["val_loss"]) for s in mine], val)
+        assert np.isfinite(val[0]) and val[0] > 0  # measured at step 0
+        measured = [i for i in range(len(steps)) if not np.all(np.isnan(grad_sqnr[i]))]
+        assert measured == [0]
+        last = grad_sqnr[measured[-1]]
+        assert len(last) == 4  # tiny1m's blocks
+        # The validation table: this run's last measured validation loss.
+        assert any(l.startswith(f"| {r['label']} | {r['seed']} | 0 | {val[0]:.4f} |") for l in lines), r
+        if r["label"] == "fp32":
+            assert not [s for s in sqnr if s["label"] == "fp32"]
+            continue
+        got = [float(s["grad_sqnr_db"]) for s in sqnr if s["label"] == r["label"]]
+        np.testing.assert_array_equal(got, last)
+        assert all(np.isfinite(last)) and all(v < 200 for v in last), r["label"]
+        cells = " | ".join(f"{v:.2f}" for v in last)
+        assert f"| {r['label']} | {r['seed']} | 0 | {cells} |" in report, r["label"]

@@ -42,6 +42,9 @@ struct TrainRun {
 /// What a training experiment wrote.
 struct TrainSweepReport {
   std::filesystem::path dir, results_csv, log_csv, report_md, loss_svg;
+  /// The validation-loss curves, the per-block gradient SQNR heat map and its table (empty paths
+  /// when the experiment measured no validation loss / no SQNR).
+  std::filesystem::path val_svg, sqnr_svg, sqnr_csv;
   std::vector<TrainRun> runs;  ///< reference seeds first, then the other plans from seeds[0]
 };
 

@@ -68,6 +68,9 @@ struct TrainSetup {
   double lr = 1e-3, clip_norm = 0.0, weight_decay = 0.0;
   std::vector<std::uint64_t> seeds = {0, 1, 2};  ///< fp32 runs, the noise band; seeds[0] also for every plan
   std::string reference = "fp32";                ///< the plan (label) trained from every seed
+  double val_fraction = 0;  ///< share of the token windows held out for the validation loss (0: none)
+  int eval_every = 10;      ///< validation loss at steps 0, eval_every, ...
+  int sqnr_every = 0;       ///< per-block gradient SQNR at steps 0, sqnr_every, ... (0: never)
 };
 
 /// A parsed experiment file.

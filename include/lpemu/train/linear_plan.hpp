@@ -40,6 +40,7 @@
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/quantizer.hpp"
+#include "lpemu/train/attention_plan.hpp"
 
 namespace lpemu::train {
 
@@ -117,14 +118,18 @@ struct LinearSite {
 /// Every linear site of a model under a plan, resolved once.
 class LinearPlan {
  public:
-  /// Resolves `plan` for a model with config `c`. Throws lpemu::Error naming the plan and role when
-  /// the plan quantises a role that training does not emulate yet (q, k, v, kv_cache, scores,
-  /// probs, attn_output, mlp_hidden, residual, logits, the mixture-of-experts roles), sets
-  /// attention_gemm, or asks a GEMM to convert its operands.
+  /// Resolves `plan` for a model with config `c`: every linear site, and every block's attention
+  /// and activation roles (attention_plan.hpp). Throws lpemu::Error naming the plan and role when
+  /// the plan quantises a role that training does not emulate yet (the mixture-of-experts roles),
+  /// or asks a GEMM to convert its operands.
   LinearPlan(const engine::PrecisionPlan& plan, const engine::QuantizerFactory& quantizers,
              const engine::GemmFactory& gemms, const engine::Config& c);
   /// The site of linear `tensor` ("wq" ... "w3") in block `layer`, or "output" (layer -1).
   const LinearSite& site(int layer, std::string_view tensor) const;
+  /// The attention and activation roles of block `layer`.
+  const BlockSite& block(int layer) const { return blocks_.at(static_cast<std::size_t>(layer)); }
+  /// The logits quantiser (nullptr when the plan leaves the logits alone).
+  const engine::Quantizer* logits() const { return logits_.get(); }
   /// The step whose stochastic rounding draws are made (mixed into every stream).
   void set_step(std::uint64_t step) { step_ = step; }
   /// The step set by set_step (0 at first).
@@ -146,6 +151,8 @@ class LinearPlan {
   std::vector<LinearSite> sites_;
   std::vector<engine::Role> roles_;
   std::shared_ptr<RoleCounts> counts_ = std::make_shared<RoleCounts>();
+  std::vector<BlockSite> blocks_;
+  std::shared_ptr<const engine::Quantizer> logits_;
   std::uint64_t step_ = 0;
   double loss_scale_ = 1;
 };
