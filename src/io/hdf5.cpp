@@ -30,10 +30,6 @@ std::recursive_mutex& h5_mutex() {
 
 void quiet() {
   static const bool once = [] {
-    // No exit handler: libhdf5 1.10's (H5close) crashes on a file whose close failed (a full disk
-    // or a file-size limit while writing), and every file lpemu opens is closed by its H5File.
-    // Takes effect where lpemu makes the process's first HDF5 call.
-    (void)H5dont_atexit();
     H5::Exception::dontPrint();
     return true;
   }();
