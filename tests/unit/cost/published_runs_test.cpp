@@ -146,7 +146,7 @@ double generation_seconds(const ModelShape& m, const PlanFormats& f, const Syste
 
 TEST_CASE("validation: TensorRT-LLM Llama-2-70B throughput and first-token latency (H100 FP8, A100 FP16)",
           "[cost][cluster][validation]") {
-  // NVIDIA/TensorRT-LLM docs/source/performance.md (v0.6.1 throughput, v0.5 latency; static
+  // NVIDIA/TensorRT-LLM's performance page (v0.6.1 throughput, v0.5 latency; static
   // batches, gptSessionBenchmark): H100 FP8 (FP8 weights, activations and KV cache) "LLaMA 70B"
   // (Llama-2-70B): batch 480, TP 4, 128 in / 2048 out: 1,486 output tokens/s per GPU; batch 64,
   // TP 2, 2048 / 2048: 547 per GPU. First-token latency at batch 1, TP 4, 2048 input tokens: H100
