@@ -5,6 +5,7 @@
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/registry.hpp"
+#include "train/mix.hpp"
 
 namespace lpemu::train {
 namespace {
@@ -12,13 +13,7 @@ namespace {
 using engine::LayerKind;
 using engine::Role;
 
-// SplitMix64's finaliser: distinct streams for distinct (block, step, point, head).
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using detail::mix;
 
 // The quantisation points of a block, each with its own stream.
 enum Point : std::uint64_t {

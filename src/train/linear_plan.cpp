@@ -11,6 +11,7 @@
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
+#include "train/mix.hpp"
 
 namespace lpemu::train {
 namespace {
@@ -19,13 +20,7 @@ using engine::GemmPass;
 using engine::LayerKind;
 using engine::Role;
 
-// SplitMix64's finaliser: distinct streams for distinct (site, step, operand).
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using detail::mix;
 
 // The roles training reads: the linear layers' operands, the training roles and the attention and
 // activation roles of attention_plan.hpp (every role but the mixture-of-experts ones).

@@ -1,8 +1,11 @@
 #include "support/tiny_model.hpp"
 
+#include <bit>
+#include <cstdint>
 #include <random>
 #include <span>
 
+#include "lpemu/block/quantize.hpp"
 #include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
 
@@ -109,6 +112,31 @@ const engine::GemmFactory& builtin_gemms() {
 
 engine::PrecisionPlan read_plan(const std::string& text, const std::string& origin) {
   return engine::parse_plan_toml(text, origin, builtin_quantizers(), builtin_gemms());
+}
+
+RowMatrix quantize_along(const block::BlockFormat& fmt, const RowMatrix& x, int axis) {
+  block::BlockFormat f = fmt;
+  RowMatrix in = x;
+  bool transposed = false;
+  if (f.granularity == block::Granularity::block) {
+    f.axis = axis;
+  } else if (axis == 0) {
+    in = x.transpose();
+    transposed = true;
+  }
+  const std::size_t shape[2] = {static_cast<std::size_t>(in.rows()), static_cast<std::size_t>(in.cols())};
+  RowMatrix out(in.rows(), in.cols());
+  block::quantize(f, std::span<const float>(in.data(), static_cast<std::size_t>(in.size())),
+                  std::span<float>(out.data(), static_cast<std::size_t>(out.size())), shape);
+  return transposed ? RowMatrix(out.transpose()) : out;
+}
+
+bool same_bits(const RowMatrix& a, const RowMatrix& b) {
+  if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
+  for (Eigen::Index i = 0; i < a.size(); ++i) {
+    if (std::bit_cast<std::uint32_t>(a.data()[i]) != std::bit_cast<std::uint32_t>(b.data()[i])) return false;
+  }
+  return true;
 }
 
 }  // namespace lpemu::test

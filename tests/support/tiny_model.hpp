@@ -4,6 +4,7 @@
 #include <random>
 #include <string>
 
+#include "lpemu/block/block_format.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
 
@@ -24,5 +25,12 @@ const engine::QuantizerFactory& builtin_quantizers();
 const engine::GemmFactory& builtin_gemms();
 /// The plan document `text` over the built-in formats and GEMMs; `origin` names it in errors.
 engine::PrecisionPlan read_plan(const std::string& text, const std::string& origin = "train.toml");
+
+/// block::quantize of `x` as a GEMM with contraction along `axis` (0: down the columns) sees it:
+/// block granularity gets its blocks along `axis`; other granularities take the operand as the
+/// GEMM holds it ([rows, contraction]).
+engine::RowMatrix quantize_along(const block::BlockFormat& fmt, const engine::RowMatrix& x, int axis);
+/// True if a and b have the same shape and the same float bits.
+bool same_bits(const engine::RowMatrix& a, const engine::RowMatrix& b);
 
 }  // namespace lpemu::test

@@ -25,10 +25,7 @@ using namespace lpemu::engine;
 using lpemu::test::random_matrix;
 using lpemu::test::tiny_model;
 
-bool same_bits(const RowMatrix& a, const RowMatrix& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() &&
-         std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.size()) * sizeof(float)) == 0;
-}
+using lpemu::test::same_bits;
 
 // Every weight matrix of `m`.
 std::vector<const WeightMatrix*> matrices(const Model& m) {

@@ -37,33 +37,6 @@ RowMatrix random(std::mt19937& g, int r, int c) {
   return m;
 }
 
-// block::quantize of `x` with its blocks along `axis` (0: down the columns) for block
-// granularity; other granularities take the operand as the GEMM holds it ([rows, contraction]).
-RowMatrix reference(const block::BlockFormat& fmt, const RowMatrix& x, int axis) {
-  block::BlockFormat f = fmt;
-  RowMatrix in = x;
-  bool transposed = false;
-  if (f.granularity == block::Granularity::block) {
-    f.axis = axis;
-  } else if (axis == 0) {
-    in = x.transpose();
-    transposed = true;
-  }
-  const std::size_t shape[2] = {static_cast<std::size_t>(in.rows()), static_cast<std::size_t>(in.cols())};
-  RowMatrix out(in.rows(), in.cols());
-  block::quantize(f, std::span<const float>(in.data(), static_cast<std::size_t>(in.size())),
-                  std::span<float>(out.data(), static_cast<std::size_t>(out.size())), shape);
-  return transposed ? RowMatrix(out.transpose()) : out;
-}
-
-bool same_bits(const RowMatrix& a, const RowMatrix& b) {
-  if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
-  for (Eigen::Index i = 0; i < a.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(a.data()[i]) != std::bit_cast<std::uint32_t>(b.data()[i])) return false;
-  }
-  return true;
-}
-
 RowMatrix t(const RowMatrix& x) { return x.transpose(); }
 
 std::vector<int> random_tokens(int batch, int seq, int vocab, unsigned seed) {
@@ -100,34 +73,34 @@ TEST_CASE("every backward attention GEMM operand equals block::quantize along it
     RowMatrix a = d_o;
     RowMatrix b = v;
     quantize_attention_operands(s, AttentionGemm::dp, 3, 0, a, b);
-    CHECK(same_bits(a, reference(fmt, d_o, 1)));
-    CHECK(same_bits(b, reference(fmt, v, 1)));
+    CHECK(test::same_bits(a, test::quantize_along(fmt, d_o, 1)));
+    CHECK(test::same_bits(b, test::quantize_along(fmt, v, 1)));
     // dV = Pᵀ·dO: Pᵀ and dOᵀ along i.
     a = t(p);
     b = t(d_o);
     quantize_attention_operands(s, AttentionGemm::dv, 3, 0, a, b);
-    CHECK(same_bits(a, t(reference(fmt, p, 0))));
-    CHECK(same_bits(b, t(reference(fmt, d_o, 0))));
+    CHECK(test::same_bits(a, t(test::quantize_along(fmt, p, 0))));
+    CHECK(test::same_bits(b, t(test::quantize_along(fmt, d_o, 0))));
     // dQ = dS·K: dS and Kᵀ along t.
     a = ds;
     b = t(k);
     quantize_attention_operands(s, AttentionGemm::dq, 3, 0, a, b);
-    CHECK(same_bits(a, reference(fmt, ds, 1)));
-    CHECK(same_bits(b, t(reference(fmt, k, 0))));
+    CHECK(test::same_bits(a, test::quantize_along(fmt, ds, 1)));
+    CHECK(test::same_bits(b, t(test::quantize_along(fmt, k, 0))));
     // dK = dSᵀ·Q: dSᵀ and Qᵀ along i.
     a = t(ds);
     b = t(q);
     quantize_attention_operands(s, AttentionGemm::dk, 3, 0, a, b);
-    CHECK(same_bits(a, t(reference(fmt, ds, 0))));
-    CHECK(same_bits(b, t(reference(fmt, q, 0))));
+    CHECK(test::same_bits(a, t(test::quantize_along(fmt, ds, 0))));
+    CHECK(test::same_bits(b, t(test::quantize_along(fmt, q, 0))));
     // The forward pass: Q by q, K and V by kv_cache, each along its features.
     RowMatrix fq = q;
     RowMatrix fk = k;
     RowMatrix fv = v;
     quantize_qkv(s, 3, fq, fk, fv);
-    CHECK(same_bits(fq, reference(fmt, q, 1)));
-    CHECK(same_bits(fk, reference(fmt, k, 1)));
-    CHECK(same_bits(fv, reference(fmt, v, 1)));
+    CHECK(test::same_bits(fq, test::quantize_along(fmt, q, 1)));
+    CHECK(test::same_bits(fk, test::quantize_along(fmt, k, 1)));
+    CHECK(test::same_bits(fv, test::quantize_along(fmt, v, 1)));
   }
 }
 

@@ -34,33 +34,6 @@ RowMatrix random(std::mt19937& g, int r, int c) {
   return m;
 }
 
-// block::quantize of `x` with its blocks along `axis` (0: down the columns) for block
-// granularity; other granularities take the operand as the GEMM holds it ([rows, contraction]).
-RowMatrix reference(const block::BlockFormat& fmt, const RowMatrix& x, int axis) {
-  block::BlockFormat f = fmt;
-  RowMatrix in = x;
-  bool transposed = false;
-  if (f.granularity == block::Granularity::block) {
-    f.axis = axis;
-  } else if (axis == 0) {
-    in = x.transpose();
-    transposed = true;
-  }
-  const std::size_t shape[2] = {static_cast<std::size_t>(in.rows()), static_cast<std::size_t>(in.cols())};
-  RowMatrix out(in.rows(), in.cols());
-  block::quantize(f, std::span<const float>(in.data(), static_cast<std::size_t>(in.size())),
-                  std::span<float>(out.data(), static_cast<std::size_t>(out.size())), shape);
-  return transposed ? RowMatrix(out.transpose()) : out;
-}
-
-bool same_bits(const RowMatrix& a, const RowMatrix& b) {
-  if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
-  for (Eigen::Index i = 0; i < a.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(a.data()[i]) != std::bit_cast<std::uint32_t>(b.data()[i])) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("every backward GEMM operand equals block::quantize along that GEMM's contraction axis",
@@ -86,8 +59,8 @@ TEST_CASE("every backward GEMM operand equals block::quantize along that GEMM's 
     RowMatrix a = x;
     RowMatrix b = w;
     quantize_operands(s, GemmPass::forward, 0, a, b);
-    CHECK(same_bits(a, reference(fmt, x, 1)));
-    CHECK(same_bits(b, reference(fmt, w, 1)));
+    CHECK(test::same_bits(a, test::quantize_along(fmt, x, 1)));
+    CHECK(test::same_bits(b, test::quantize_along(fmt, w, 1)));
     const RowMatrix w_forward = b;
     // dgrad: A = dY [M, N] along N, B = Wᵀ [K, N] along N (W re-quantised down its columns), or
     // for 2-D tiles the forward's quantised weight itself.
@@ -96,19 +69,19 @@ TEST_CASE("every backward GEMM operand equals block::quantize along that GEMM's 
     if (tiles) {
       RowMatrix wq = w;
       quantize_forward_weight(s, 0, wq);
-      CHECK(same_bits(wq, w_forward));
+      CHECK(test::same_bits(wq, w_forward));
       wt = wq.transpose();
     }
     quantize_operands(s, GemmPass::dgrad, 0, a, wt);
-    CHECK(same_bits(a, reference(fmt, dy, 1)));
-    CHECK(same_bits(wt,
-                    tiles ? RowMatrix(w_forward.transpose()) : RowMatrix(reference(fmt, w, 0).transpose())));
+    CHECK(test::same_bits(a, test::quantize_along(fmt, dy, 1)));
+    CHECK(test::same_bits(wt, tiles ? RowMatrix(w_forward.transpose())
+                                    : RowMatrix(test::quantize_along(fmt, w, 0).transpose())));
     // wgrad: A = dYᵀ [N, M] along M, B = Xᵀ [K, M] along M.
     a = dy.transpose();
     b = x.transpose();
     quantize_operands(s, GemmPass::wgrad, 0, a, b);
-    CHECK(same_bits(a, RowMatrix(reference(fmt, dy, 0).transpose())));
-    CHECK(same_bits(b, RowMatrix(reference(fmt, x, 0).transpose())));
+    CHECK(test::same_bits(a, RowMatrix(test::quantize_along(fmt, dy, 0).transpose())));
+    CHECK(test::same_bits(b, RowMatrix(test::quantize_along(fmt, x, 0).transpose())));
   }
 }
 
@@ -140,13 +113,13 @@ TEST_CASE("stochastic rounding of gradients is unbiased and reproducible per ste
   RowMatrix again = RowMatrix::Constant(n, n, static_cast<float>(exact));
   RowMatrix b2 = b;
   quantize_operands(s, GemmPass::dgrad, 0, again, b2);
-  CHECK(same_bits(a, again));
+  CHECK(test::same_bits(a, again));
   RowMatrix other = RowMatrix::Constant(n, n, static_cast<float>(exact));
   quantize_operands(s, GemmPass::dgrad, 1, other, b2);
-  CHECK_FALSE(same_bits(a, other));
+  CHECK_FALSE(test::same_bits(a, other));
   RowMatrix res = RowMatrix::Constant(n, n, static_cast<float>(exact));
   quantize_result(s, GemmPass::dgrad, 0, res);
-  CHECK_FALSE(same_bits(a, res));
+  CHECK_FALSE(test::same_bits(a, res));
 }
 
 TEST_CASE("training refuses plan entries it does not emulate, naming role and place", "[train][unit]") {

@@ -60,13 +60,7 @@ RowMatrix delayed_reference(const RowMatrix& x, double a, const std::string& ele
   return out;
 }
 
-bool same_bits(const RowMatrix& a, const RowMatrix& b) {
-  if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
-  for (Eigen::Index i = 0; i < a.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(a.data()[i]) != std::bit_cast<std::uint32_t>(b.data()[i])) return false;
-  }
-  return true;
-}
+using lpemu::test::same_bits;
 
 }  // namespace
 
