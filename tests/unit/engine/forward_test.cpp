@@ -210,7 +210,7 @@ TEST_CASE("decode with the KV cache agrees with one prefill pass", "[engine][uni
     steps.row(static_cast<Eigen::Index>(t)) = b.forward(std::span<const int>(&kTokens[t], 1)).row(0);
   }
   CHECK(b.position() == static_cast<int>(kTokens.size()));
-  const double e = (all.bottomRows(7) - steps.bottomRows(7)).cwiseAbs().maxCoeff();
+  const double e = static_cast<double>((all.bottomRows(7) - steps.bottomRows(7)).cwiseAbs().maxCoeff());
   CHECK(e < 1e-9);
   b.reset();
   CHECK(b.position() == 0);
