@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <utility>
 
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/detail/names.hpp"
@@ -43,6 +45,7 @@ struct Builder {
   Workload& w;
   double area_macs = 0, macs = 0;
   std::string where = "model";  // "layer N" while building block N, "LM head" after: errors name it
+  std::map<std::string, std::pair<double, double>> mac_of = {};  // datapath -> (pJ per MAC, area in FA)
 
   void push(Op op) {
     macs += op.flops / 2.0 * op.passes;
@@ -80,9 +83,15 @@ struct Builder {
     if (!op.rate_note.empty() && std::find(w.notes.begin(), w.notes.end(), op.rate_note) == w.notes.end()) {
       w.notes.push_back(op.rate_note);
     }
-    const MacCost mac = mac_cost(cat.datapath(op.datapath));
-    op.energy_per_mac_pj = mac.energy_pj_45nm();
-    op.mac_area_fa = mac.total_fa;
+    // One MAC model per datapath record and workload: every layer's ops share it, and building
+    // the model's formula strings dominated a parallelism search's time.
+    auto it = mac_of.find(op.datapath);
+    if (it == mac_of.end()) {
+      const MacCost mac = mac_cost(cat.datapath(op.datapath));
+      it = mac_of.emplace(op.datapath, std::pair{mac.energy_pj_45nm(), mac.total_fa}).first;
+    }
+    op.energy_per_mac_pj = it->second.first;
+    op.mac_area_fa = it->second.second;
   }
 
   // y[m, n] = x[m, k] . W[k, n]: 2mkn flops; reads W once (+ tensor scale) and x, writes y.
