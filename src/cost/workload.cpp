@@ -37,6 +37,12 @@ namespace {
 
 double bytes_of(const CostFormat& f, double elements) { return elements * f.bits_per_element() / 8.0; }
 
+// How one operand pair on one datapath name is priced (Builder::price).
+struct Priced {
+  std::string datapath, rate_class, rate_note;
+  double passes = 1, energy_per_mac_pj = 0, mac_area_fa = 0;
+};
+
 // Builds the ops of one phase; identical ops (same name, formats, datapath, flops and bytes) of
 // different blocks are one op with a count, so a uniform plan lists each op once with count = n_layers.
 struct Builder {
@@ -45,7 +51,8 @@ struct Builder {
   Workload& w;
   double area_macs = 0, macs = 0;
   std::string where = "model";  // "layer N" while building block N, "LM head" after: errors name it
-  std::map<std::string, std::pair<double, double>> mac_of = {};  // datapath -> (pJ per MAC, area in FA)
+  std::map<std::string, Priced> priced = {};       // operand formats and datapath name -> pricing
+  std::map<std::string, CostFormat> formats = {};  // format name -> record
 
   void push(Op op) {
     macs += op.flops / 2.0 * op.passes;
@@ -64,43 +71,62 @@ struct Builder {
   // plan's) or, if none, the target's datapath for the rate class the operands run on. A named
   // datapath computes in its own input formats, so those choose the rate class.
   void price(Op& op, const CostFormat& a, const CostFormat& b, const std::string& named) {
+    // One choice per operand pair and datapath name in a workload: every block of a model repeats
+    // them, and a parallelism search builds a workload per candidate.
+    const std::string key = a.name + '\n' + b.name + '\n' + named;
+    auto it = priced.find(key);
+    if (it == priced.end()) it = priced.emplace(key, choose(op.name, a, b, named)).first;
+    const Priced& p = it->second;
+    op.datapath = p.datapath;
+    op.rate_class = p.rate_class;
+    op.passes = p.passes;
+    op.rate_note = p.rate_note;
+    op.energy_per_mac_pj = p.energy_per_mac_pj;
+    op.mac_area_fa = p.mac_area_fa;
+  }
+
+  Priced choose(const std::string& op_name, const CostFormat& a, const CostFormat& b,
+                const std::string& named) {
+    Priced p;
     try {
       RateChoice rc;
       if (!named.empty() && named != "eigen") {
         const MacDatapath& dp = cat.datapath(named);  // (resolver)
         rc = choose_rate_class(dp.a.element, dp.b.element, target, dp.a.name, dp.b.name);
-        op.datapath = dp.name;
+        p.datapath = dp.name;
       } else {
         rc = choose_rate_class(a.element, b.element, target, a.name, b.name);
-        op.datapath = target.datapath_for(rc.rate_class);
+        p.datapath = target.datapath_for(rc.rate_class);
       }
-      op.rate_class = rc.rate_class;
-      op.passes = rc.passes;
-      op.rate_note = rc.note;
+      p.rate_class = rc.rate_class;
+      p.passes = rc.passes;
+      p.rate_note = rc.note;
     } catch (const SpecError& e) {
-      throw SpecError(where + " " + op.name + " (" + a.name + " x " + b.name + "): " + e.what());
+      throw SpecError(where + " " + op_name + " (" + a.name + " x " + b.name + "): " + e.what());
     }
-    if (!op.rate_note.empty() && std::find(w.notes.begin(), w.notes.end(), op.rate_note) == w.notes.end()) {
-      w.notes.push_back(op.rate_note);
+    if (!p.rate_note.empty() && std::find(w.notes.begin(), w.notes.end(), p.rate_note) == w.notes.end()) {
+      w.notes.push_back(p.rate_note);
     }
-    // One MAC model per datapath record and workload: every layer's ops share it, and building
-    // the model's formula strings dominated a parallelism search's time.
-    auto it = mac_of.find(op.datapath);
-    if (it == mac_of.end()) {
-      const MacCost mac = mac_cost(cat.datapath(op.datapath));
-      it = mac_of.emplace(op.datapath, std::pair{mac.energy_pj_45nm(), mac.total_fa}).first;
-    }
-    op.energy_per_mac_pj = it->second.first;
-    op.mac_area_fa = it->second.second;
+    const MacCost mac = mac_cost(cat.datapath(p.datapath));
+    p.energy_per_mac_pj = mac.energy_pj_45nm();
+    p.mac_area_fa = mac.total_fa;
+    return p;
+  }
+
+  // A format by name, resolved once per workload.
+  const CostFormat& format(const std::string& name) {
+    auto it = formats.find(name);
+    if (it == formats.end()) it = formats.emplace(name, cat.format(name)).first;
+    return it->second;
   }
 
   // y[m, n] = x[m, k] . W[k, n]: 2mkn flops; reads W once (+ tensor scale) and x, writes y.
   // `stored` weight matrices of this shape exist (experts), `read` of them are read (touched).
   void gemm(const std::string& name, double m, double k, double n, const GemmPlan& g,
             const std::string& out_format, double stored = 1, double read = 1) {
-    const CostFormat wf = cat.format(g.weights);
-    const CostFormat xf = cat.format(g.inputs);
-    const CostFormat of = cat.format(out_format);
+    const CostFormat& wf = format(g.weights);
+    const CostFormat& xf = format(g.inputs);
+    const CostFormat& of = format(out_format);
     Op op;
     op.name = name;
     op.kind = "gemm";
