@@ -101,12 +101,31 @@ Scratch::~Scratch() {
   fs::remove_all(dir, ec);
 }
 
+namespace {
+
+// The time limit guards against hangs; a command built with AddressSanitizer runs several times
+// slower (and slower still on a loaded machine), so its limit is five times as long.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kTimeScale = 5;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int kTimeScale = 5;
+#else
+constexpr int kTimeScale = 1;
+#endif
+#else
+constexpr int kTimeScale = 1;
+#endif
+
+}  // namespace
+
 Run run_shell(const std::string& command, const RunOptions& options) {
   const std::string base = (temp_root() / ("run-" + std::to_string(g_counter++))).string();
   const std::string out = options.stdout_to.empty() ? base + ".out" : options.stdout_to;
   const std::string err = base + ".err";
-  const std::string cmd = options.env + " timeout " + std::to_string(options.timeout_s) + " " + command +
-                          " >" + quoted(out) + (options.merge_stderr ? " 2>&1" : " 2>" + quoted(err));
+  const std::string cmd = options.env + " timeout " + std::to_string(options.timeout_s * kTimeScale) + " " +
+                          command + " >" + quoted(out) +
+                          (options.merge_stderr ? " 2>&1" : " 2>" + quoted(err));
   Run r;
   const int raw = std::system(cmd.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
