@@ -83,6 +83,9 @@ struct H5File::Impl {
   H5::H5File file;
   mutable std::set<haddr_t> attributes_checked;  // object headers whose attribute messages passed
   int fd = -1;  ///< the file opened again for raw reads (read-only files only; -1 otherwise)
+  /// For a file opened for writing (held in memory by HDF5's core driver): where close() puts it.
+  std::filesystem::path target;
+  bool in_memory = false;
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -122,7 +125,7 @@ struct H5File::Impl {
     }
     const std::size_t item = ds.getDataType().getSize();
     if (item != 0 && n > kMax / item) fail(name, "declared size overflows 64 bits (corrupt file?)");
-    const std::uintmax_t file_bytes = std::filesystem::file_size(path);
+    const std::uintmax_t file_bytes = size_in_bytes();
     const hsize_t stored = ds.getStorageSize();
     if (stored > file_bytes) {
       fail(name, "declares " + std::to_string(stored) + " stored bytes but the file holds " +
@@ -140,12 +143,20 @@ struct H5File::Impl {
     return n;
   }
 
+  // The file's size: on disk, or of the image in memory.
+  std::uintmax_t size_in_bytes() const {
+    if (!in_memory) return std::filesystem::file_size(path);
+    hsize_t n = 0;
+    if (H5Fget_filesize(file.getId(), &n) < 0) fail("/", "cannot tell the size of the file in memory");
+    return n;
+  }
+
   // Before libhdf5 follows the global-heap references of a variable-length string dataset (a
   // corrupt reference or heap makes it read out of bounds), checks each reference against the
   // file: a contiguous dataset whose references name existing objects of a well-formed "GCOL"
   // collection inside the file, each string no longer than its heap object.
   void check_vlen_strings(const H5::DataSet& ds, const std::string& name, std::size_t n) const {
-    if (n == 0) return;
+    if (n == 0 || in_memory) return;  // a file being written is lpemu's own
     if (ds.getCreatePlist().getLayout() != H5D_CONTIGUOUS) {
       fail(name, "variable-length strings not stored contiguously; expected a contiguous dataset");
     }
@@ -291,15 +302,39 @@ H5File H5File::open(const std::filesystem::path& file) {
 }
 
 H5File H5File::open_rw(const std::filesystem::path& file, const std::filesystem::path& shown) {
+  std::error_code ec;
+  return open_in_memory(file, shown, std::filesystem::is_regular_file(file, ec));
+}
+
+H5File H5File::open_in_memory(const std::filesystem::path& file, const std::filesystem::path& shown,
+                              bool load) {
+  // Read before taking the lock: the bytes of the existing file become the image HDF5 starts from.
+  const std::string bytes = load ? read_input(file, std::numeric_limits<std::size_t>::max()) : std::string();
   std::lock_guard lock(h5_mutex());
   quiet();
   auto impl = std::make_unique<Impl>();
   impl->path = shown.empty() ? file : shown;
+  impl->target = file;
+  impl->in_memory = true;
   try {
-    impl->file = std::filesystem::exists(file) ? H5::H5File(file.string(), H5F_ACC_RDWR)
-                                               : H5::H5File(file.string(), H5F_ACC_TRUNC);
+    // HDF5's core driver (HDF5 User's Guide, "File Drivers": H5FD_CORE) with no backing store:
+    // the file lives in memory, grown 1 MiB at a time, and libhdf5 never writes to disk, so a full
+    // disk can never fail one of its writes (libhdf5 1.10 leaves a file whose flush failed half
+    // closed, and its exit handler then crashes on it). close() puts the bytes on disk.
+    H5::FileAccPropList fapl;
+    fapl.setCore(std::size_t{1} << 20, false);
+    // The name is a label only: the file is created in memory or opened from the image.
+    const std::string label = "lpemu-in-memory:" + file.string();
+    if (load) {
+      if (H5Pset_file_image(fapl.getId(), const_cast<char*>(bytes.data()), bytes.size()) < 0)  // NOLINT
+        throw IoError(impl->path.string() + ": cannot load the file into memory for writing");
+      impl->file = H5::H5File(label, H5F_ACC_RDWR, H5::FileCreatPropList::DEFAULT, fapl);
+    } else {
+      impl->file = H5::H5File(label, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, fapl);
+    }
   } catch (const H5::Exception&) {
-    throw IoError(impl->path.string() + ": cannot open HDF5 file for writing");
+    throw IoError(impl->path.string() + (load ? ": not a readable HDF5 file; cannot add to it"
+                                              : ": cannot create an HDF5 file in memory"));
   }
   return H5File(std::move(impl));
 }
@@ -307,10 +342,27 @@ H5File H5File::open_rw(const std::filesystem::path& file, const std::filesystem:
 const std::filesystem::path& H5File::path() const { return impl_->path; }
 
 void H5File::close() {
+  if (impl_->in_memory) {
+    const std::string bytes = close_to_bytes();
+    write_file_atomic(impl_->target, bytes, OutputPolicy{true, {}});
+    return;
+  }
   std::lock_guard lock(h5_mutex());
-  impl_->guard("/", [&] {
+  impl_->guard("/", [&] { impl_->file.close(); });
+}
+
+std::string H5File::close_to_bytes() {
+  std::lock_guard lock(h5_mutex());
+  if (!impl_->in_memory) throw IoError(impl_->path.string() + ": not a file opened for writing");
+  return impl_->guard("/", [&] {
     impl_->file.flush(H5F_SCOPE_GLOBAL);
+    const ssize_t n = H5Fget_file_image(impl_->file.getId(), nullptr, 0);
+    std::string bytes(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+    if (n <= 0 || H5Fget_file_image(impl_->file.getId(), bytes.data(), bytes.size()) != n)
+      impl_->fail("/", "cannot take the file's image from memory");
     impl_->file.close();
+    impl_->in_memory = false;
+    return bytes;
   });
 }
 
@@ -703,21 +755,16 @@ Tensor read_tensor(const std::string& spec) {
 void write_h5_atomic(const std::filesystem::path& file, const OutputPolicy& policy, bool keep_existing,
                      const std::function<void(H5File&)>& fill) {
   AtomicFile out(file, policy);
-  out.close_stream();
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(out.temp_path(), ec)) {
-    throw IoError(file.string() + ": not a regular file; HDF5 output needs one");
-  }
-  std::filesystem::remove(out.temp_path());
-  if (keep_existing && std::filesystem::is_regular_file(file, ec)) {
-    std::filesystem::copy_file(file, out.temp_path(), ec);
-    if (ec) throw IoError(file.string() + ": cannot copy to a temporary file: " + ec.message());
-  }
+  std::string bytes;
   {
-    H5File f = H5File::open_rw(out.temp_path(), file);
+    H5File f =
+        H5File::open_in_memory(file, file, keep_existing && std::filesystem::is_regular_file(file, ec));
     fill(f);
-    f.close();
+    bytes = f.close_to_bytes();
   }
+  out.stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  bytes = std::string();  // free the image before commit's fsync
   out.commit();
 }
 
