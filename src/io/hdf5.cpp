@@ -1,12 +1,15 @@
 #include "lpemu/io/hdf5.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <ostream>
 #include <set>
 
 #include <fcntl.h>
@@ -51,6 +54,36 @@ std::vector<std::string> split_path(const std::string& name) {
   return parts;
 }
 
+// The memory of a file held by HDF5's core driver, taken over when the file closes instead of
+// freed, so that its bytes go to disk without a second copy (H5Pset_file_image_callbacks, HDF5
+// Reference Manual; the callbacks otherwise allocate, copy and free as the driver would).
+struct ImageCapture {
+  bool take = false;    ///< set just before the file is closed for its bytes
+  void* mem = nullptr;  ///< the taken buffer (malloc'ed), owned by the caller afterwards
+};
+
+void* image_malloc(std::size_t size, H5FD_file_image_op_t /*op*/, void* /*udata*/) {
+  return std::malloc(size);
+}
+void* image_memcpy(void* dest, const void* src, std::size_t size, H5FD_file_image_op_t /*op*/,
+                   void* /*udata*/) {
+  return std::memcpy(dest, src, size);
+}
+void* image_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t /*op*/, void* /*udata*/) {
+  return std::realloc(ptr, size);
+}
+herr_t image_free(void* ptr, H5FD_file_image_op_t op, void* udata) {
+  auto* capture = static_cast<ImageCapture*>(udata);
+  if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && capture->take && capture->mem == nullptr) {
+    capture->mem = ptr;
+  } else {
+    std::free(ptr);
+  }
+  return 0;
+}
+void* udata_copy(void* udata) { return udata; }  // one capture, shared by every copy of the list
+herr_t udata_free(void* /*udata*/) { return 0; }
+
 std::vector<std::size_t> dims_of(const H5::DataSpace& space) {
   const int rank = space.getSimpleExtentNdims();
   std::vector<hsize_t> d(static_cast<std::size_t>(rank));
@@ -86,6 +119,7 @@ struct H5File::Impl {
   /// For a file opened for writing (held in memory by HDF5's core driver): where close() puts it.
   std::filesystem::path target;
   bool in_memory = false;
+  ImageCapture capture;  ///< the core driver's buffer taken at close (in-memory files)
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -309,7 +343,7 @@ H5File H5File::open_rw(const std::filesystem::path& file, const std::filesystem:
 H5File H5File::open_in_memory(const std::filesystem::path& file, const std::filesystem::path& shown,
                               bool load) {
   // Read before taking the lock: the bytes of the existing file become the image HDF5 starts from.
-  const std::string bytes = load ? read_input(file, std::numeric_limits<std::size_t>::max()) : std::string();
+  std::string bytes = load ? read_input(file, std::numeric_limits<std::size_t>::max()) : std::string();
   std::lock_guard lock(h5_mutex());
   quiet();
   auto impl = std::make_unique<Impl>();
@@ -323,11 +357,16 @@ H5File H5File::open_in_memory(const std::filesystem::path& file, const std::file
     // closed, and its exit handler then crashes on it). close() puts the bytes on disk.
     H5::FileAccPropList fapl;
     fapl.setCore(std::size_t{1} << 20, false);
+    H5FD_file_image_callbacks_t callbacks{image_malloc, image_memcpy, image_realloc, image_free,
+                                          udata_copy,   udata_free,   &impl->capture};
+    if (H5Pset_file_image_callbacks(fapl.getId(), &callbacks) < 0)
+      throw IoError(impl->path.string() + ": cannot set up an HDF5 file in memory");
     // The name is a label only: the file is created in memory or opened from the image.
     const std::string label = "lpemu-in-memory:" + file.string();
     if (load) {
       if (H5Pset_file_image(fapl.getId(), const_cast<char*>(bytes.data()), bytes.size()) < 0)  // NOLINT
         throw IoError(impl->path.string() + ": cannot load the file into memory for writing");
+      bytes = std::string();  // the property list holds its own copy
       impl->file = H5::H5File(label, H5F_ACC_RDWR, H5::FileCreatPropList::DEFAULT, fapl);
     } else {
       impl->file = H5::H5File(label, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, fapl);
@@ -343,27 +382,39 @@ const std::filesystem::path& H5File::path() const { return impl_->path; }
 
 void H5File::close() {
   if (impl_->in_memory) {
-    const std::string bytes = close_to_bytes();
-    write_file_atomic(impl_->target, bytes, OutputPolicy{true, {}});
+    AtomicFile out(impl_->target, OutputPolicy{true, {}});
+    close_into(out.stream());
+    out.commit();
     return;
   }
   std::lock_guard lock(h5_mutex());
   impl_->guard("/", [&] { impl_->file.close(); });
 }
 
-std::string H5File::close_to_bytes() {
-  std::lock_guard lock(h5_mutex());
-  if (!impl_->in_memory) throw IoError(impl_->path.string() + ": not a file opened for writing");
-  return impl_->guard("/", [&] {
-    impl_->file.flush(H5F_SCOPE_GLOBAL);
-    const ssize_t n = H5Fget_file_image(impl_->file.getId(), nullptr, 0);
-    std::string bytes(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
-    if (n <= 0 || H5Fget_file_image(impl_->file.getId(), bytes.data(), bytes.size()) != n)
-      impl_->fail("/", "cannot take the file's image from memory");
-    impl_->file.close();
+void H5File::close_into(std::ostream& out) {
+  std::unique_ptr<char, decltype(&std::free)> mem(nullptr, &std::free);
+  std::size_t n = 0;
+  {
+    std::lock_guard lock(h5_mutex());
+    if (!impl_->in_memory) throw IoError(impl_->path.string() + ": not a file opened for writing");
+    impl_->guard("/", [&] {
+      // A flush releases the space aggregators, so the end of allocated space (the image's size,
+      // which H5Fget_file_image reports without copying) is final; closing then hands over the
+      // driver's buffer, whose first n bytes are the file.
+      impl_->file.flush(H5F_SCOPE_GLOBAL);
+      const ssize_t size = H5Fget_file_image(impl_->file.getId(), nullptr, 0);
+      if (size <= 0) impl_->fail("/", "cannot tell the size of the file in memory");
+      n = static_cast<std::size_t>(size);
+      impl_->capture.take = true;
+      impl_->file.close();
+    });
+    mem.reset(static_cast<char*>(impl_->capture.mem));
+    impl_->capture = ImageCapture{};
     impl_->in_memory = false;
-    return bytes;
-  });
+  }
+  if (mem == nullptr)
+    throw IoError(impl_->path.string() + ": HDF5 did not hand over the file's bytes at close");
+  out.write(mem.get(), static_cast<std::streamsize>(n));
 }
 
 bool H5File::exists(const std::string& name) const {
@@ -756,15 +807,12 @@ void write_h5_atomic(const std::filesystem::path& file, const OutputPolicy& poli
                      const std::function<void(H5File&)>& fill) {
   AtomicFile out(file, policy);
   std::error_code ec;
-  std::string bytes;
   {
     H5File f =
         H5File::open_in_memory(file, file, keep_existing && std::filesystem::is_regular_file(file, ec));
     fill(f);
-    bytes = f.close_to_bytes();
+    f.close_into(out.stream());
   }
-  out.stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  bytes = std::string();  // free the image before commit's fsync
   out.commit();
 }
 

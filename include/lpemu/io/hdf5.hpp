@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,8 +62,8 @@ class H5File {
   /// and IoError names it if that fails (e.g. disk full). The destructor of an unclosed file
   /// open for writing discards it.
   void close();
-  /// Closes a file open for writing and returns its bytes instead of writing them.
-  std::string close_to_bytes();
+  /// Closes a file open for writing and writes its bytes to `out` (without copying them in memory).
+  void close_into(std::ostream& out);
   /// The file's path.
   const std::filesystem::path& path() const;
   /// True if an object (group or dataset) exists at `name`, intermediate groups included.
