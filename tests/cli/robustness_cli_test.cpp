@@ -899,7 +899,7 @@ TEST_CASE("an empty HDF5 dataset is a named error or an empty result, never one 
                   fs::copy_options::overwrite_existing);
     write_empty_dataset(m, "layers/0/attention/wk",
                         null ? std::vector<hsize_t>{} : std::vector<hsize_t>{0, 64});
-    for (const std::string cmd :
+    for (const std::string& cmd :
          {"eval --plan fp8_e4m3 --text '" +
               lpemu::test::source_path("data/models/stories260K/paragraph.txt") + "' --model '",
           std::string("run --steps 2 --model '")}) {

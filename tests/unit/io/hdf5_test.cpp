@@ -30,6 +30,7 @@ TEST_CASE("HDF5 tensors and attributes round-trip", "[io][unit]") {
     f.set_attr("/a", "note", std::string("hello"));
     f.set_attr("/", "n", std::int64_t{7});
     f.write_strings("/s", {"one", "two"});
+    f.close();  // a file open for writing reaches the disk when closed
   }
   H5File f = H5File::open(file);
   const Tensor t = f.read_floats("/a/b/x");
@@ -59,6 +60,7 @@ TEST_CASE("16-bit float datasets write and read as their raw codes, in either by
                       codes.data(), kind);
     }
     f.write_floats("/f", {6}, v.data());
+    f.close();
   }
   {  // IEEE binary16, big-endian, as another writer may store it.
     H5::H5File raw(file.string(), H5F_ACC_RDWR);
@@ -132,6 +134,7 @@ TEST_CASE("an HDF5 dataset declaring more data than the file holds is refused be
   {
     H5File f = H5File::open_rw(file);
     f.write_floats("/x", {12345}, v.data());
+    f.close();
   }
   // Patch the dataspace (current and maximum size, 8-byte little endian) to 2^40 elements.
   std::string bytes = read_all(file);
@@ -159,6 +162,7 @@ TEST_CASE("read_floats_into reads every layout into the caller's buffer as read_
   {
     H5File f = H5File::open_rw(file);
     f.write_floats("/contiguous", {kRows, kCols}, v.data());  // the raw fast path
+    f.close();
   }
   {  // Layouts and types the raw path must leave to libhdf5: chunked + deflate, big-endian, float64, int.
     H5::H5File raw(file.string(), H5F_ACC_RDWR);
