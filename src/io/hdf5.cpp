@@ -58,8 +58,10 @@ std::vector<std::string> split_path(const std::string& name) {
 // freed, so that its bytes go to disk without a second copy (H5Pset_file_image_callbacks, HDF5
 // Reference Manual; the callbacks otherwise allocate, copy and free as the driver would).
 struct ImageCapture {
-  bool take = false;    ///< set just before the file is closed for its bytes
-  void* mem = nullptr;  ///< the taken buffer (malloc'ed), owned by the caller afterwards
+  bool take = false;         ///< set just before the file is closed for its bytes
+  void* mem = nullptr;       ///< the taken buffer (malloc'ed), owned by the caller afterwards
+  void* grown = nullptr;     ///< the buffer the driver grows,
+  std::size_t capacity = 0;  ///< and its allocated size (the driver's size, or more)
 };
 
 void* image_malloc(std::size_t size, H5FD_file_image_op_t /*op*/, void* /*udata*/) {
@@ -69,8 +71,19 @@ void* image_memcpy(void* dest, const void* src, std::size_t size, H5FD_file_imag
                    void* /*udata*/) {
   return std::memcpy(dest, src, size);
 }
-void* image_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t /*op*/, void* /*udata*/) {
-  return std::realloc(ptr, size);
+// The core driver grows its buffer by a fixed increment, each time by a realloc that may copy the
+// whole buffer (glibc copies blocks below its adaptive mmap threshold, up to 32 MiB). Allocating
+// half as much again as asked keeps the copies linear in the file's size.
+void* image_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t op, void* udata) {
+  auto* capture = static_cast<ImageCapture*>(udata);
+  if (op != H5FD_FILE_IMAGE_OP_FILE_RESIZE) return std::realloc(ptr, size);
+  if (ptr != nullptr && ptr == capture->grown && size <= capture->capacity) return ptr;
+  const std::size_t capacity = std::max(size, capture->capacity + capture->capacity / 2);
+  void* p = std::realloc(ptr, capacity);
+  if (p == nullptr) return nullptr;
+  capture->grown = p;
+  capture->capacity = capacity;
+  return p;
 }
 herr_t image_free(void* ptr, H5FD_file_image_op_t op, void* udata) {
   auto* capture = static_cast<ImageCapture*>(udata);
