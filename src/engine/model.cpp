@@ -380,11 +380,11 @@ Model load_model(const fs::path& file) {
 
 void save_model(const Model& model, const fs::path& file) {
   model.validate();
-  fs::remove(file);
-  io::H5File f = io::H5File::open_rw(file);
-  ModelWriter w(f, model.config);
-  for (std::size_t l = 0; l < model.layers.size(); ++l) w.write_layer(static_cast<int>(l), model.layers[l]);
-  w.finish(model);
+  io::write_h5_atomic(file, io::OutputPolicy{true, {}}, false, [&](io::H5File& f) {
+    ModelWriter w(f, model.config);
+    for (std::size_t l = 0; l < model.layers.size(); ++l) w.write_layer(static_cast<int>(l), model.layers[l]);
+    w.finish(model);
+  });
 }
 
 ModelWriter::ModelWriter(io::H5File& file, const Config& config) : file_(file), config_(config) {

@@ -224,6 +224,10 @@ std::vector<ReplayRow> replay(const std::filesystem::path& activations, const en
       throw ShapeError(activations.string() + ": dataset '" + name + "' is not [tokens, " +
                        std::to_string(cols) + "]");
     }
+    if (t.shape[0] == 0) {  // no token: every error of the replay would be of nothing
+      throw ShapeError(activations.string() + ": dataset '" + name +
+                       "' holds 0 tokens: expected at least one");
+    }
     RowMatrix m(static_cast<Eigen::Index>(t.shape[0]), cols);
     std::copy(t.data.begin(), t.data.end(), m.data());
     return m;

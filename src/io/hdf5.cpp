@@ -1,12 +1,15 @@
 #include "lpemu/io/hdf5.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <ostream>
 #include <set>
 
 #include <fcntl.h>
@@ -51,6 +54,49 @@ std::vector<std::string> split_path(const std::string& name) {
   return parts;
 }
 
+// The memory of a file held by HDF5's core driver, taken over when the file closes instead of
+// freed, so that its bytes go to disk without a second copy (H5Pset_file_image_callbacks, HDF5
+// Reference Manual; the callbacks otherwise allocate, copy and free as the driver would).
+struct ImageCapture {
+  bool take = false;         ///< set just before the file is closed for its bytes
+  void* mem = nullptr;       ///< the taken buffer (malloc'ed), owned by the caller afterwards
+  void* grown = nullptr;     ///< the buffer the driver grows,
+  std::size_t capacity = 0;  ///< and its allocated size (the driver's size, or more)
+};
+
+void* image_malloc(std::size_t size, H5FD_file_image_op_t /*op*/, void* /*udata*/) {
+  return std::malloc(size);
+}
+void* image_memcpy(void* dest, const void* src, std::size_t size, H5FD_file_image_op_t /*op*/,
+                   void* /*udata*/) {
+  return std::memcpy(dest, src, size);
+}
+// The core driver grows its buffer by a fixed increment, each time by a realloc that may copy the
+// whole buffer (glibc copies blocks below its adaptive mmap threshold, up to 32 MiB). Allocating
+// half as much again as asked keeps the copies linear in the file's size.
+void* image_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t op, void* udata) {
+  auto* capture = static_cast<ImageCapture*>(udata);
+  if (op != H5FD_FILE_IMAGE_OP_FILE_RESIZE) return std::realloc(ptr, size);
+  if (ptr != nullptr && ptr == capture->grown && size <= capture->capacity) return ptr;
+  const std::size_t capacity = std::max(size, capture->capacity + capture->capacity / 2);
+  void* p = std::realloc(ptr, capacity);
+  if (p == nullptr) return nullptr;
+  capture->grown = p;
+  capture->capacity = capacity;
+  return p;
+}
+herr_t image_free(void* ptr, H5FD_file_image_op_t op, void* udata) {
+  auto* capture = static_cast<ImageCapture*>(udata);
+  if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && capture->take && capture->mem == nullptr) {
+    capture->mem = ptr;
+  } else {
+    std::free(ptr);
+  }
+  return 0;
+}
+void* udata_copy(void* udata) { return udata; }  // one capture, shared by every copy of the list
+herr_t udata_free(void* /*udata*/) { return 0; }
+
 std::vector<std::size_t> dims_of(const H5::DataSpace& space) {
   const int rank = space.getSimpleExtentNdims();
   std::vector<hsize_t> d(static_cast<std::size_t>(rank));
@@ -83,6 +129,10 @@ struct H5File::Impl {
   H5::H5File file;
   mutable std::set<haddr_t> attributes_checked;  // object headers whose attribute messages passed
   int fd = -1;  ///< the file opened again for raw reads (read-only files only; -1 otherwise)
+  /// For a file opened for writing (held in memory by HDF5's core driver): where close() puts it.
+  std::filesystem::path target;
+  bool in_memory = false;
+  ImageCapture capture;  ///< the core driver's buffer taken at close (in-memory files)
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -122,7 +172,7 @@ struct H5File::Impl {
     }
     const std::size_t item = ds.getDataType().getSize();
     if (item != 0 && n > kMax / item) fail(name, "declared size overflows 64 bits (corrupt file?)");
-    const std::uintmax_t file_bytes = std::filesystem::file_size(path);
+    const std::uintmax_t file_bytes = size_in_bytes();
     const hsize_t stored = ds.getStorageSize();
     if (stored > file_bytes) {
       fail(name, "declares " + std::to_string(stored) + " stored bytes but the file holds " +
@@ -140,12 +190,20 @@ struct H5File::Impl {
     return n;
   }
 
+  // The file's size: on disk, or of the image in memory.
+  std::uintmax_t size_in_bytes() const {
+    if (!in_memory) return std::filesystem::file_size(path);
+    hsize_t n = 0;
+    if (H5Fget_filesize(file.getId(), &n) < 0) fail("/", "cannot tell the size of the file in memory");
+    return n;
+  }
+
   // Before libhdf5 follows the global-heap references of a variable-length string dataset (a
   // corrupt reference or heap makes it read out of bounds), checks each reference against the
   // file: a contiguous dataset whose references name existing objects of a well-formed "GCOL"
   // collection inside the file, each string no longer than its heap object.
   void check_vlen_strings(const H5::DataSet& ds, const std::string& name, std::size_t n) const {
-    if (n == 0) return;
+    if (n == 0 || in_memory) return;  // a file being written is lpemu's own
     if (ds.getCreatePlist().getLayout() != H5D_CONTIGUOUS) {
       fail(name, "variable-length strings not stored contiguously; expected a contiguous dataset");
     }
@@ -291,15 +349,44 @@ H5File H5File::open(const std::filesystem::path& file) {
 }
 
 H5File H5File::open_rw(const std::filesystem::path& file, const std::filesystem::path& shown) {
+  std::error_code ec;
+  return open_in_memory(file, shown, std::filesystem::is_regular_file(file, ec));
+}
+
+H5File H5File::open_in_memory(const std::filesystem::path& file, const std::filesystem::path& shown,
+                              bool load) {
+  // Read before taking the lock: the bytes of the existing file become the image HDF5 starts from.
+  std::string bytes = load ? read_input(file, std::numeric_limits<std::size_t>::max()) : std::string();
   std::lock_guard lock(h5_mutex());
   quiet();
   auto impl = std::make_unique<Impl>();
   impl->path = shown.empty() ? file : shown;
+  impl->target = file;
+  impl->in_memory = true;
   try {
-    impl->file = std::filesystem::exists(file) ? H5::H5File(file.string(), H5F_ACC_RDWR)
-                                               : H5::H5File(file.string(), H5F_ACC_TRUNC);
+    // HDF5's core driver (HDF5 User's Guide, "File Drivers": H5FD_CORE) with no backing store:
+    // the file lives in memory, grown 1 MiB at a time, and libhdf5 never writes to disk, so a full
+    // disk can never fail one of its writes (libhdf5 1.10 leaves a file whose flush failed half
+    // closed, and its exit handler then crashes on it). close() puts the bytes on disk.
+    H5::FileAccPropList fapl;
+    fapl.setCore(std::size_t{1} << 20, false);
+    H5FD_file_image_callbacks_t callbacks{image_malloc, image_memcpy, image_realloc, image_free,
+                                          udata_copy,   udata_free,   &impl->capture};
+    if (H5Pset_file_image_callbacks(fapl.getId(), &callbacks) < 0)
+      throw IoError(impl->path.string() + ": cannot set up an HDF5 file in memory");
+    // The name is a label only: the file is created in memory or opened from the image.
+    const std::string label = "lpemu-in-memory:" + file.string();
+    if (load) {
+      if (H5Pset_file_image(fapl.getId(), const_cast<char*>(bytes.data()), bytes.size()) < 0)  // NOLINT
+        throw IoError(impl->path.string() + ": cannot load the file into memory for writing");
+      bytes = std::string();  // the property list holds its own copy
+      impl->file = H5::H5File(label, H5F_ACC_RDWR, H5::FileCreatPropList::DEFAULT, fapl);
+    } else {
+      impl->file = H5::H5File(label, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, fapl);
+    }
   } catch (const H5::Exception&) {
-    throw IoError(impl->path.string() + ": cannot open HDF5 file for writing");
+    throw IoError(impl->path.string() + (load ? ": not a readable HDF5 file; cannot add to it"
+                                              : ": cannot create an HDF5 file in memory"));
   }
   return H5File(std::move(impl));
 }
@@ -307,11 +394,40 @@ H5File H5File::open_rw(const std::filesystem::path& file, const std::filesystem:
 const std::filesystem::path& H5File::path() const { return impl_->path; }
 
 void H5File::close() {
+  if (impl_->in_memory) {
+    AtomicFile out(impl_->target, OutputPolicy{true, {}});
+    close_into(out.stream());
+    out.commit();
+    return;
+  }
   std::lock_guard lock(h5_mutex());
-  impl_->guard("/", [&] {
-    impl_->file.flush(H5F_SCOPE_GLOBAL);
-    impl_->file.close();
-  });
+  impl_->guard("/", [&] { impl_->file.close(); });
+}
+
+void H5File::close_into(std::ostream& out) {
+  std::unique_ptr<char, decltype(&std::free)> mem(nullptr, &std::free);
+  std::size_t n = 0;
+  {
+    std::lock_guard lock(h5_mutex());
+    if (!impl_->in_memory) throw IoError(impl_->path.string() + ": not a file opened for writing");
+    impl_->guard("/", [&] {
+      // A flush releases the space aggregators, so the end of allocated space (the image's size,
+      // which H5Fget_file_image reports without copying) is final; closing then hands over the
+      // driver's buffer, whose first n bytes are the file.
+      impl_->file.flush(H5F_SCOPE_GLOBAL);
+      const ssize_t size = H5Fget_file_image(impl_->file.getId(), nullptr, 0);
+      if (size <= 0) impl_->fail("/", "cannot tell the size of the file in memory");
+      n = static_cast<std::size_t>(size);
+      impl_->capture.take = true;
+      impl_->file.close();
+    });
+    mem.reset(static_cast<char*>(impl_->capture.mem));
+    impl_->capture = ImageCapture{};
+    impl_->in_memory = false;
+  }
+  if (mem == nullptr)
+    throw IoError(impl_->path.string() + ": HDF5 did not hand over the file's bytes at close");
+  out.write(mem.get(), static_cast<std::streamsize>(n));
 }
 
 bool H5File::exists(const std::string& name) const {
@@ -703,20 +819,12 @@ Tensor read_tensor(const std::string& spec) {
 void write_h5_atomic(const std::filesystem::path& file, const OutputPolicy& policy, bool keep_existing,
                      const std::function<void(H5File&)>& fill) {
   AtomicFile out(file, policy);
-  out.close_stream();
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(out.temp_path(), ec)) {
-    throw IoError(file.string() + ": not a regular file; HDF5 output needs one");
-  }
-  std::filesystem::remove(out.temp_path());
-  if (keep_existing && std::filesystem::is_regular_file(file, ec)) {
-    std::filesystem::copy_file(file, out.temp_path(), ec);
-    if (ec) throw IoError(file.string() + ": cannot copy to a temporary file: " + ec.message());
-  }
   {
-    H5File f = H5File::open_rw(out.temp_path(), file);
+    H5File f =
+        H5File::open_in_memory(file, file, keep_existing && std::filesystem::is_regular_file(file, ec));
     fill(f);
-    f.close();
+    f.close_into(out.stream());
   }
   out.commit();
 }

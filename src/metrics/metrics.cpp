@@ -27,9 +27,12 @@ double max_nan(double a, double b) {
   return std::max(a, b);
 }
 
-double QuantizationStats::mse() const { return count != 0 ? noise / static_cast<double>(count) : 0.0; }
+double QuantizationStats::mse() const {
+  return count != 0 ? noise / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+}
 
 double QuantizationStats::sqnr_db() const {
+  if (count == 0) return std::numeric_limits<double>::quiet_NaN();
   return noise > 0 ? 10.0 * std::log10(signal / noise) : std::numeric_limits<double>::infinity();
 }
 
@@ -68,6 +71,8 @@ QuantizationStats quantization_stats(std::span<const float> x, std::span<const f
     if (at_max[i] != 0 && qv != 0.0) ++s.saturated;
     if (xv != 0.0 && qv == 0.0) ++s.flushed;
   }
+  // No finite input (an empty tensor, or all NaN/Inf): the errors are unknown, not zero.
+  if (s.count == 0) s.max_abs = s.max_rel = std::numeric_limits<double>::quiet_NaN();
   return s;
 }
 
@@ -110,7 +115,11 @@ ErrorStats compare(std::span<const float> ref, std::span<const float> test) {
     err += d * d;
     s.max_abs = max_nan(s.max_abs, std::abs(d));
   }
-  const double n = ref.empty() ? 1.0 : static_cast<double>(ref.size());
+  if (ref.empty()) {  // no element: nothing was measured, so every error is unknown (NaN), not 0
+    s.mse = s.max_abs = s.ref_rms = s.sqnr_db = std::numeric_limits<double>::quiet_NaN();
+    return s;
+  }
+  const double n = static_cast<double>(ref.size());
   s.mse = err / n;
   s.ref_rms = std::sqrt(sig / n);
   s.sqnr_db = err == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(sig / err);

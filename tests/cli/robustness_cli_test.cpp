@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <hdf5.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -826,4 +827,87 @@ TEST_CASE("replay of a NaN activation reports NaN errors, never 0", "[cli][regre
   CHECK(row["output_error"]["max_abs"].is_null());
   CHECK(row["output_error"]["sqnr_db"].is_null());
   CHECK(row["input_error"]["max_abs"].is_null());
+}
+
+namespace {
+
+// Replaces (or adds) dataset `name` of `file` by an empty float32 one through the HDF5 C API: a null
+// dataspace when `dims` is empty, else a simple dataspace of `dims` (one of them 0).
+void write_empty_dataset(const fs::path& file, const std::string& name, const std::vector<hsize_t>& dims) {
+  const hid_t f = fs::exists(file) ? H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)
+                                   : H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  if (H5Lexists(f, name.c_str(), H5P_DEFAULT) > 0) REQUIRE(H5Ldelete(f, name.c_str(), H5P_DEFAULT) >= 0);
+  const hid_t space = dims.empty() ? H5Screate(H5S_NULL)
+                                   : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t ds = H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  REQUIRE(ds >= 0);
+  REQUIRE(H5Dclose(ds) >= 0);
+  REQUIRE(H5Sclose(space) >= 0);
+  REQUIRE(H5Fclose(f) >= 0);
+}
+
+}  // namespace
+
+TEST_CASE("an empty HDF5 dataset is a named error or an empty result, never one element",
+          "[cli][regression]") {
+  Scratch s("emptyh5");
+  // quantize: a null dataspace is refused by name; a zero-size array quantizes to an empty array of
+  // its shape, whose error statistics are unknown (null), not perfect.
+  const fs::path in = s / "e.h5";
+  write_empty_dataset(in, "null", {});
+  write_empty_dataset(in, "zero", {0, 32});
+  const Run q =
+      run_lpemu("quantize --format fp8_e4m3 '" + in.string() + ":/null' '" + (s / "q.npy").string() + "'");
+  CHECK(q.status == 2);
+  CHECK_THAT(q.err, Contains("e.h5:/null: is empty (a null dataspace): expected an array"));
+  CHECK_FALSE(fs::exists(s / "q.npy"));
+  for (const char* fmt : {"fp8_e4m3", "mxfp4"}) {
+    INFO(fmt);
+    const Run z = run_lpemu("quantize --force --stats --json --format " + std::string(fmt) + " '" +
+                            in.string() + ":/zero' '" + (s / "z.npy").string() + "'");
+    INFO(z.err);
+    REQUIRE(z.status == 0);
+    const auto j = nlohmann::json::parse(z.out);
+    CHECK(j["elements"] == 0);
+    CHECK(j["stats"]["mse"].is_null());
+    CHECK(j["stats"]["sqnr_db"].is_null());
+    CHECK(j["stats"]["max_abs_error"].is_null());
+    std::vector<std::size_t> shape;
+    CHECK(lpemu::io::read_npy_floats(s / "z.npy", shape).empty());
+    CHECK(shape == std::vector<std::size_t>{0, 32});
+  }
+  // replay: an activation of no token (null or [0, 64]) is refused by name.
+  for (const bool null : {true, false}) {
+    INFO("null dataspace: " << null);
+    const fs::path acts = s / "acts.h5";
+    fs::copy_file(lpemu::test::source_path("data/models/stories260K/activations.h5"), acts,
+                  fs::copy_options::overwrite_existing);
+    write_empty_dataset(acts, "layers/0/attention/qkv_input",
+                        null ? std::vector<hsize_t>{} : std::vector<hsize_t>{0, 64});
+    const Run r = run_lpemu("replay --plan fp8_e4m3 --json --activations '" + acts.string() + "'");
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("acts.h5") && Contains("layers/0/attention/qkv_input"));
+    CHECK_THAT(r.err,
+               Contains(null ? "is empty (a null dataspace)" : "holds 0 tokens: expected at least one"));
+  }
+  // a model whose weight is empty: eval and run refuse it, naming the dataset and its expected shape.
+  for (const bool null : {true, false}) {
+    INFO("null dataspace: " << null);
+    const fs::path m = s / "model.h5";
+    fs::copy_file(lpemu::test::source_path("data/models/stories260K/model.h5"), m,
+                  fs::copy_options::overwrite_existing);
+    write_empty_dataset(m, "layers/0/attention/wk",
+                        null ? std::vector<hsize_t>{} : std::vector<hsize_t>{0, 64});
+    for (const std::string& cmd :
+         {"eval --plan fp8_e4m3 --text '" +
+              lpemu::test::source_path("data/models/stories260K/paragraph.txt") + "' --model '",
+          std::string("run --steps 2 --model '")}) {
+      const Run r = run_lpemu(cmd + m.string() + "'");
+      INFO(cmd);
+      CHECK(r.status == 2);
+      CHECK_THAT(r.err,
+                 Contains("model.h5") && Contains("layers/0/attention/wk") && Contains("expected [32, 64]"));
+    }
+  }
 }

@@ -271,24 +271,33 @@ def test_user_directories_hold_every_record_kind(tmp_path):
         lpemu.cost(target="my_h100", **request)
 
 
-@pytest.mark.xfail(strict=True, reason="open: libhdf5 1.10's exit handler (H5close) crashes on the file "
-                   "whose flush failed (docs/robustness.md, 'Failed runs exit without exit handlers')")
 def test_interpreter_exits_cleanly_after_a_failed_h5_write(tmp_path):
-    """A .h5 write stopped by the file-size limit raises an error; the interpreter should then exit
-    with status 0. It still crashes in libhdf5's exit handler (H5F__close_cb under H5close) on the
-    file whose close failed: strict xfail, so the fix turns this test into a failure to update."""
+    """.h5 writes stopped by the file-size limit (a quantized dataset, then a training run's
+    state.h5) raise an error naming the file, leave no file, and the interpreter then exits with
+    status 0 (libhdf5's exit handler, H5close, used to crash with SIGSEGV on a file whose flush had
+    failed; HDF5 now writes in memory and lpemu puts the bytes on disk)."""
+    paragraph = os.path.join(SOURCE, "data", "models", "stories260K", "paragraph.txt")
+    plan = os.path.join(SOURCE, "experiments", "plans", "fp32.toml")
     script = (
         "import resource, signal, sys\n"
         "import lpemu\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
-        "try:\n"
-        f"    lpemu.call('quantize', format='mxfp8_e4m3', input={NORMAL!r}, output={str(tmp_path / 'q.h5')!r} + ':/q')\n"
-        "except lpemu.Error as e:\n"
-        "    print('refused:', e)\n"
-        "else:\n"
-        "    sys.exit(5)\n")
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        "calls = [\n"
+        f"    dict(command='quantize', format='mxfp8_e4m3', input={NORMAL!r}, output={str(tmp_path / 'q.h5')!r} + ':/q'),\n"
+        f"    dict(command='train', plan={plan!r}, texts=[{paragraph!r}], steps=2, batch=2, seq=16,\n"
+        f"         out={str(tmp_path / 'run')!r}),\n"
+        "]\n"
+        "for c in calls:\n"
+        "    try:\n"
+        "        lpemu.call(c.pop('command'), **c)\n"
+        "    except lpemu.Error as e:\n"
+        "        print('refused:', e)\n"
+        "    else:\n"
+        "        sys.exit(5)\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
-    assert "refused:" in r.stdout and "q.h5" in r.stdout, r.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2, r.stdout
+    assert "q.h5: write failed" in lines[0] and ".h5: write failed" in lines[1], r.stdout
+    assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,17 +47,23 @@ class H5File {
  public:
   /// Opens an existing file read-only; throws IoError if missing or not HDF5.
   static H5File open(const std::filesystem::path& file);
-  /// Opens a file for writing: creates it, or opens it read-write when it exists; errors name
-  /// `shown` when given (the final name of a temporary file).
+  /// Opens a file for writing, held in memory (HDF5's core driver): a copy of `file` when it
+  /// exists, else empty; nothing reaches the disk until close(); errors name `shown` when given.
   static H5File open_rw(const std::filesystem::path& file, const std::filesystem::path& shown = {});
+  /// Opens a file for writing in memory: a copy of `file` when `load`, else an empty file.
+  static H5File open_in_memory(const std::filesystem::path& file, const std::filesystem::path& shown,
+                               bool load);
 
   H5File(H5File&&) noexcept;
   H5File& operator=(H5File&&) noexcept;
   ~H5File();
 
-  /// Flushes and closes the file; throws IoError if HDF5 cannot write it (e.g. disk full). Writers
-  /// call it before committing, since the destructor cannot report errors.
+  /// Closes the file; one open for writing is put on disk atomically (io/output.hpp) from memory,
+  /// and IoError names it if that fails (e.g. disk full). The destructor of an unclosed file
+  /// open for writing discards it.
   void close();
+  /// Closes a file open for writing and writes its bytes to `out` (without copying them in memory).
+  void close_into(std::ostream& out);
   /// The file's path.
   const std::filesystem::path& path() const;
   /// True if an object (group or dataset) exists at `name`, intermediate groups included.
@@ -130,8 +137,9 @@ class H5File {
 
 /// Reads a float tensor from `FILE.npy` or `FILE.h5:/dataset`.
 Tensor read_tensor(const std::string& spec);
-/// Writes an HDF5 file atomically: `fill` writes into a temporary file (a copy of `file` when
-/// `keep_existing` and it exists), which is closed with errors checked and renamed onto `file`.
+/// Writes an HDF5 file atomically: `fill` writes into a file in memory (a copy of `file` when
+/// `keep_existing` and it exists), whose bytes go to a temporary file renamed onto `file`
+/// (AtomicFile). libhdf5 never writes to disk, so a full disk is an IoError from lpemu's writer.
 void write_h5_atomic(const std::filesystem::path& file, const OutputPolicy& policy, bool keep_existing,
                      const std::function<void(H5File&)>& fill);
 /// The file part of a tensor spec (`FILE.npy` or `FILE.h5:/dataset`).

@@ -30,12 +30,12 @@ struct QuantizationStats {
   std::size_t flushed = 0;            ///< non-zero inputs that came out zero
   double signal = 0;                  ///< Σx²
   double noise = 0;                   ///< Σ(x−q)² (+inf once an output is non-finite)
-  double max_abs = 0;                 ///< largest |x − q|
-  double max_rel = 0;                 ///< largest |x − q| / |x| over x ≠ 0
+  double max_abs = 0;                 ///< largest |x − q| (NaN without finite inputs)
+  double max_rel = 0;                 ///< largest |x − q| / |x| over x ≠ 0 (NaN without finite inputs)
 
-  /// Mean squared error over the finite inputs (0 when there are none).
+  /// Mean squared error over the finite inputs (NaN when there are none).
   double mse() const;
-  /// 10·log10(signal / noise): +inf without noise, −inf with unbounded noise.
+  /// 10·log10(signal / noise): +inf without noise, −inf with unbounded noise, NaN without finite inputs.
   double sqnr_db() const;
   /// `n` as a fraction of the finite inputs.
   double fraction(std::size_t n) const;
@@ -57,7 +57,8 @@ QuantizationStats quantization_stats(const format::Format& f, std::span<const fl
 /// The larger of `a` and `b`, NaN if either is NaN (std::max(a, NaN) is a, which would hide it).
 double max_nan(double a, double b);
 /// Error statistics of `test` against `ref` (NaN where an element pair is not comparable, e.g. a NaN
-/// on either side or +Inf against +Inf); throws ShapeError if sizes differ.
+/// on either side or +Inf against +Inf; every statistic NaN for empty spans); throws ShapeError if
+/// sizes differ.
 ErrorStats compare(std::span<const float> ref, std::span<const float> test);
 /// Signal-to-quantisation-noise ratio in dB (+inf for identical inputs).
 double sqnr_db(std::span<const float> ref, std::span<const float> test);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -29,6 +30,7 @@ TEST_CASE("HDF5 tensors and attributes round-trip", "[io][unit]") {
     f.set_attr("/a", "note", std::string("hello"));
     f.set_attr("/", "n", std::int64_t{7});
     f.write_strings("/s", {"one", "two"});
+    f.close();  // a file open for writing reaches the disk when closed
   }
   H5File f = H5File::open(file);
   const Tensor t = f.read_floats("/a/b/x");
@@ -58,6 +60,7 @@ TEST_CASE("16-bit float datasets write and read as their raw codes, in either by
                       codes.data(), kind);
     }
     f.write_floats("/f", {6}, v.data());
+    f.close();
   }
   {  // IEEE binary16, big-endian, as another writer may store it.
     H5::H5File raw(file.string(), H5F_ACC_RDWR);
@@ -131,6 +134,7 @@ TEST_CASE("an HDF5 dataset declaring more data than the file holds is refused be
   {
     H5File f = H5File::open_rw(file);
     f.write_floats("/x", {12345}, v.data());
+    f.close();
   }
   // Patch the dataspace (current and maximum size, 8-byte little endian) to 2^40 elements.
   std::string bytes = read_all(file);
@@ -158,6 +162,7 @@ TEST_CASE("read_floats_into reads every layout into the caller's buffer as read_
   {
     H5File f = H5File::open_rw(file);
     f.write_floats("/contiguous", {kRows, kCols}, v.data());  // the raw fast path
+    f.close();
   }
   {  // Layouts and types the raw path must leave to libhdf5: chunked + deflate, big-endian, float64, int.
     H5::H5File raw(file.string(), H5F_ACC_RDWR);
@@ -201,4 +206,72 @@ TEST_CASE("read_floats_into reads every layout into the caller's buffer as read_
   CHECK_THROWS_WITH(f.read_floats_into("/contiguous", short_buffer),
                     Catch::Contains("t.h5:/contiguous: holds 1961 elements, expected 1960"));
   CHECK_THROWS_WITH(f.read_floats_into("/missing", got), Catch::Contains("t.h5:/missing: no such dataset"));
+}
+
+namespace {
+
+std::vector<std::string> files_in(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("an .h5 file built in memory reads back through libhdf5's disk driver, whole", "[io][unit]") {
+  const lpemu::test::Scratch scratch("io_mem");
+  const auto file = scratch.dir / "m.h5";
+  // 3 Mi floats (12 MiB) cross many of the core driver's 1 MiB increments.
+  std::vector<float> big(std::size_t{3} << 20);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i) * 0.25F - 7.0F;
+  const std::vector<std::int64_t> ints{-5, 0, 1LL << 40};
+  const std::vector<std::string> strs{"a", "", "üñí"};
+  write_h5_atomic(file, OutputPolicy{false, {}}, false, [&](H5File& f) {
+    f.write_floats("/g/big", {big.size() / 4, 4}, big.data());
+    f.write_ints("/ints", {3}, ints.data());
+    f.write_strings("/s", strs);
+    f.set_attr("/g", "note", std::string("hello"));
+    f.set_attr("/", "x", 2.5);
+  });
+  CHECK(files_in(scratch.dir) == std::vector<std::string>{"m.h5"});
+  {
+    // The bytes on disk are the whole file: libhdf5 opens it with its disk (sec2) driver and its
+    // end of allocated space is the file's size.
+    H5::H5File raw(file.string(), H5F_ACC_RDONLY);
+    CHECK(raw.getFileSize() == std::filesystem::file_size(file));
+  }
+  {
+    const H5File f = H5File::open(file);
+    const Tensor t = f.read_floats("/g/big");
+    CHECK(t.shape == std::vector<std::size_t>{big.size() / 4, 4});
+    CHECK(t.data == big);
+    CHECK(f.read_ints("/ints") == ints);
+    CHECK(f.read_strings("/s") == strs);
+    CHECK(f.attr_string("/g", "note") == "hello");
+    CHECK(f.attr_double("/", "x") == 2.5);
+  }
+  // keep_existing: a dataset added to the file in memory; everything before stays.
+  const std::vector<float> more{1.0F, -0.0F};
+  write_h5_atomic(file, OutputPolicy{true, {}}, true,
+                  [&](H5File& f) { f.write_floats("/more", {2}, more.data()); });
+  {
+    const H5File f = H5File::open(file);
+    CHECK(f.read_floats("/more").data == more);
+    CHECK(f.read_floats("/g/big").data == big);
+    CHECK(f.read_strings("/s") == strs);
+  }
+  // A fill that fails leaves the file as it was and nothing else; an unclosed file writes nothing.
+  const auto before = std::filesystem::file_size(file);
+  CHECK_THROWS_AS(write_h5_atomic(file, OutputPolicy{true, {}}, true,
+                                  [&](H5File& f) {
+                                    f.write_floats("/other", {2}, more.data());
+                                    throw lpemu::IoError("stop");
+                                  }),
+                  lpemu::IoError);
+  CHECK(files_in(scratch.dir) == std::vector<std::string>{"m.h5"});
+  CHECK(std::filesystem::file_size(file) == before);
+  { H5File f = H5File::open_rw(scratch.dir / "never.h5"); }
+  CHECK(files_in(scratch.dir) == std::vector<std::string>{"m.h5"});
 }
