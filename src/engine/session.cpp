@@ -584,11 +584,17 @@ class ImplT final : public Session::Impl {
     }
     RowMatrix buffer;
     if constexpr (std::is_same_v<T, float>) {
-      if (const Quantizer* qz = find(role, l, k); qz != nullptr && !opts_.on_quant) {
-        // Quantised from the stored values straight into the matrix kept: no copy before.
+      if (const Quantizer* qz = find(role, l, k); qz != nullptr) {
+        // Quantised from the stored values straight into the matrix kept: no copy before (the
+        // hook sees the stored values as the point's input).
         const RowMatrix& v = src.view(buffer);
         auto x = std::make_shared<Mat<T>>();
-        qz->apply(v, *x, point(role, l, k, name, -1, 1, v.cols(), 0));
+        const QuantPoint p = point(role, l, k, name, -1, 1, v.cols(), 0);
+        qz->apply(v, *x, p);
+        if (opts_.on_quant) {
+          const std::lock_guard<std::mutex> lock(hook_mutex_);
+          opts_.on_quant(p, v, *x);
+        }
         out.values = std::move(x);
         return out;
       }

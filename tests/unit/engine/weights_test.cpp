@@ -189,8 +189,9 @@ TEST_CASE(
 
 TEST_CASE("sessions prepare weights in one pass with the bits of the step-by-step preparation",
           "[engine][unit][weights]") {
-  // A quantisation hook makes the session keep each step's values (the step-by-step path); without
-  // one, weights are quantised or encoded straight from their storage.
+  // A quantisation hook makes the session keep each step's values of a datapath weight (the
+  // step-by-step path); without one, it is encoded straight from its storage. Fake-quantised
+  // weights take the one pass either way, the hook seeing their stored values as input.
   const std::vector<int> tokens{1, 5, 9, 2, 33, 17, 4, 8};
   const std::vector<std::string> plans{
       "[roles]\nweights = \"mxfp8_e4m3\"\nlinear_input = \"mxfp8_e4m3\"\nlm_head = \"mxfp8_e4m3\"\n",
