@@ -18,6 +18,11 @@
 // of the same weights, and a 256-token prefill under fp32, h100_e4m3 and mxfp8 beside the
 // engine's float GEMM (linear()) on every weight for the same tokens. These report the process's
 // CPU time (all threads), the figure to read on a shared machine.
+// With LPEMU_BENCH_8B=1 a random Llama-3-8B-shaped BF16 checkpoint written into LPEMU_BENCH_DIR
+// and removed after: its load time and peak RSS, and a 16-token prefill under fp32 and h100_e4m3
+// beside the engine's float GEMM on every weight for the same tokens (each where memory allows;
+// LPEMU_BENCH_8B_LAYERS=N keeps the first N of its 32 layers).
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -25,6 +30,7 @@
 #include <memory>
 #include <numeric>
 #include <span>
+#include <string>
 
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
@@ -34,6 +40,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -654,6 +661,192 @@ void read_file_155m(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(1e-9 * c.bytes() * n, benchmark::Counter::kIsRate);
 }
 
+// Llama-3-8B shape (meta-llama/Meta-Llama-3-8B config.json: hidden 4096, 32 layers, 32 heads,
+// 8 KV heads, intermediate 14336, vocab 128256, untied classifier, rope_theta 500000) with random
+// BF16 weights: 8.03e9 parameters, a 16.1 GB model file. LPEMU_BENCH_8B_LAYERS=N keeps the first N
+// of the 32 layers (same layer shape, same embedding and classifier), for machines it does not fit.
+int layers_8b() {
+  const char* e = std::getenv("LPEMU_BENCH_8B_LAYERS");
+  const int n = e != nullptr ? std::atoi(e) : 32;
+  return n >= 1 && n <= 32 ? n : 32;
+}
+
+constexpr int kPrefill8b = 16;
+
+// The process's resident set now (/proc/self/statm), in GB.
+double rss_gb() {
+  std::ifstream in("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  in >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGE_SIZE)) * 1e-9;
+}
+
+// Memory the system could still give (MemAvailable), in GB.
+double available_gb() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::size_t kb = 0;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return static_cast<double>(kb) * 1024.0 * 1e-9;
+  }
+  return 0;
+}
+
+// The 8B-shaped BF16 checkpoint, written by the benchmark into LPEMU_BENCH_DIR (default: the
+// system's temporary directory) and removed after; the model generated for it is freed before
+// anything is timed.
+class Checkpoint8b {
+ public:
+  Checkpoint8b() {
+    const char* d = std::getenv("LPEMU_BENCH_DIR");
+    dir_ = std::filesystem::path(d != nullptr ? d : std::filesystem::temp_directory_path().string()) /
+           ("lpemu_bench_8b_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    file_ = dir_ / "llama3_8b_bf16.h5";
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      Model x;
+      Config& c = x.config;
+      c.name = "llama3-8b-shape";
+      c.dim = 4096;
+      c.n_layers = layers_8b();
+      c.n_heads = 32;
+      c.n_kv_heads = 8;
+      c.head_dim = 128;
+      c.hidden_dim = 14336;
+      c.vocab_size = 128256;
+      c.seq_len = 256;
+      c.rope_theta = 500000.0;
+      c.rope_style = RopeStyle::half;
+      std::uint64_t s = 0x9E3779B97F4A7C15ULL;
+      // bf16 codes of random weights (the float's upper half: exactly a bf16 value).
+      auto fill = [&s](WeightMatrix& w, Eigen::Index r, Eigen::Index k) {
+        std::vector<std::uint16_t> codes(static_cast<std::size_t>(r * k));
+        for (auto& code : codes)
+          code = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(random_weight(s)) >> 16);
+        w = WeightMatrix::from_codes(WeightStorage::bf16, r, k, std::move(codes));
+      };
+      fill(x.tok_embeddings, c.vocab_size, c.dim);
+      fill(x.output, c.vocab_size, c.dim);
+      for (int l = 0; l < c.n_layers; ++l) x.layers.push_back(random_layer(fill, 4096, 1024, 14336));
+      x.norm = Vec<float>::Ones(4096);
+      x.validate();
+      params_ = static_cast<double>(x.weight_bytes()) / 2;  // matrices in 2 bytes; norms are few
+      save_model(x, file_);
+    }
+    ::malloc_trim(0);  // the generated model's memory back to the system before the load
+    write_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    bytes_ = static_cast<double>(std::filesystem::file_size(file_));
+  }
+  Checkpoint8b(const Checkpoint8b&) = delete;
+  Checkpoint8b& operator=(const Checkpoint8b&) = delete;
+  ~Checkpoint8b() { std::filesystem::remove_all(dir_); }
+  const std::filesystem::path& file() const { return file_; }
+  double bytes() const { return bytes_; }
+  double params() const { return params_; }
+  double write_s() const { return write_s_; }
+
+ private:
+  std::filesystem::path dir_, file_;
+  double bytes_ = 0, params_ = 0, write_s_ = 0;
+};
+
+// The loaded 8B model, kept for the prefill benchmarks; the checkpoint is removed once loaded.
+std::unique_ptr<Model>& model_8b() {
+  static std::unique_ptr<Model> m;
+  return m;
+}
+
+// load_model of the 8B checkpoint (once: its bf16 matrices are held as they are, 16 GB).
+void load_8b(benchmark::State& state) {
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 2);
+  double bytes = 0, params = 0, write_s = 0;
+  {
+    const Checkpoint8b c;
+    bytes = c.bytes();
+    params = c.params();
+    write_s = c.write_s();
+    for (auto _ : state) {
+      model_8b().reset();
+      model_8b() = std::make_unique<Model>(load_model(c.file()));
+    }
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(1e-9 * bytes * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["file_GB"] = 1e-9 * bytes;
+  state.counters["params"] = params;
+  state.counters["write_s"] = write_s;
+  state.counters["rss_GB"] = rss_gb();
+  state.counters["peak_rss_GB"] = peak_rss_gb();
+}
+
+// Baseline of prefill_8b: the engine's float GEMM (linear() on the bf16-held weights, decoded
+// panel by panel as the fp32 plan's GEMMs read them) on every weight, the same tokens.
+void linear_8b(benchmark::State& state) {
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 2);
+  if (!model_8b()) {
+    state.SkipWithError("the 8B model was not loaded (run load/llama3_8b_bf16 first)");
+    return;
+  }
+  const Model& m = *model_8b();
+  std::uint64_t seed = 11;
+  RowMatrix x(kPrefill8b, m.config.dim), xh(kPrefill8b, m.config.hidden_dim), y;
+  for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = random_weight(seed);
+  for (Eigen::Index i = 0; i < xh.size(); ++i) xh.data()[i] = random_weight(seed);
+  for (auto _ : state) {
+    for (const auto& w : m.layers) {
+      for (const WeightMatrix* wt : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w1, &w.w3}) {
+        linear(x, *wt, Vec<float>(), y);
+        benchmark::DoNotOptimize(y.data());
+      }
+      linear(xh, w.w2, Vec<float>(), y);
+      benchmark::DoNotOptimize(y.data());
+    }
+    linear(x, m.output, Vec<float>(), y);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double n = kPrefill8b * static_cast<double>(state.iterations());
+  state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+}
+
+// Prefill of kPrefill8b tokens of the 8B model under a plan, its session built (and timed as
+// prepare_s) before; skipped, saying why, where the session's weights would not fit in memory.
+void prefill_8b(benchmark::State& state, const std::string& plan_name) {
+  const tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 2);
+  if (!model_8b()) {
+    state.SkipWithError("the 8B model was not loaded (run load/llama3_8b_bf16 first)");
+    return;
+  }
+  const Model& m = *model_8b();
+  // A datapath plan keeps every multiplied weight as 1-byte codes (packed copies only within
+  // LPEMU_PACKED_WEIGHTS_MB); the fp32 plan reads the bf16 weights as they are.
+  // Beside them: the float32 copy of the weight being prepared (the classifier's: 2.1 GB).
+  const double need = plan_name == "fp32" ? 1.0 : 1e-9 * gemm_macs_per_token(m) + 3.0;
+  if (const double avail = available_gb(); avail < need) {
+    state.SkipWithError(("needs about " + std::to_string(need) + " GB more memory, " + std::to_string(avail) +
+                         " GB available: fewer layers (LPEMU_BENCH_8B_LAYERS) fit")
+                            .c_str());
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  Session s(m, *plan(plan_name));
+  const auto t = tokens(kPrefill8b, m.config.vocab_size);
+  (void)s.forward(std::span<const int>(t.data(), 1));  // one token: weights prepared before timing
+  state.counters["prepare_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto _ : state) {
+    s.reset();
+    benchmark::DoNotOptimize(s.forward(t));
+  }
+  const double n = kPrefill8b * static_cast<double>(state.iterations());
+  state.counters["tokens/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2e-9 * gemm_macs_per_token(m) * n, benchmark::Counter::kIsRate);
+  state.counters["rss_GB"] = rss_gb();
+  state.counters["peak_rss_GB"] = peak_rss_gb();
+}
+
 }  // namespace
 
 // Our own main (it takes precedence over benchmark_main's) so registration can depend on plans.
@@ -713,6 +906,29 @@ int main(int argc, char** argv) {
                                    [t](benchmark::State& st) { load_155m(st, t); })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
+    }
+  }
+  if (const char* e = std::getenv("LPEMU_BENCH_8B"); e != nullptr && std::string(e) == "1") {
+    // In this order: the load keeps the model for the prefills.
+    benchmark::RegisterBenchmark("load/llama3_8b_bf16/load_model/threads:2", load_8b)
+        ->Unit(benchmark::kSecond)
+        ->UseRealTime()
+        ->MeasureProcessCPUTime()
+        ->Iterations(1);
+    const std::string n = "prefill" + std::to_string(kPrefill8b) + "/llama3_8b_bf16/";
+    benchmark::RegisterBenchmark((n + "linear_gemms_baseline/threads:2").c_str(), linear_8b)
+        ->Unit(benchmark::kSecond)
+        ->UseRealTime()
+        ->MeasureProcessCPUTime()
+        ->Iterations(1);
+    for (const std::string p : {"fp32", "h100_e4m3"}) {
+      if (plan(p) == nullptr) continue;
+      benchmark::RegisterBenchmark((n + p + "/threads:2").c_str(),
+                                   [p](benchmark::State& st) { prefill_8b(st, p); })
+          ->Unit(benchmark::kSecond)
+          ->UseRealTime()
+          ->MeasureProcessCPUTime()
+          ->Iterations(1);
     }
   }
   benchmark::Initialize(&argc, argv);

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -11,6 +13,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include "lpemu/detail/names.hpp"
@@ -27,10 +30,12 @@ namespace {
 // Elements encoded (and decoded) per task, small enough to stay in cache between the two.
 constexpr std::size_t kEncodePiece = std::size_t{1} << 14;
 
-// The encoding of matrix x in `element` with its codes still to be written.
-EncodedOperand empty_encoding(const RowMatrix& x, const format::Format& element, std::string_view what) {
-  if (element.bits > 32)
-    throw Error(std::string(what) + ": '" + element.name + "' codes are wider than 32 bits");
+// Rows of a weight encoded per task of encode_transposed8: their codes (rows × K bytes) stay in
+// cache while they are written out transposed, a whole cache line per column of the tile.
+constexpr std::size_t kTransposeRows = 64;
+
+// The encoding of matrix x in `element` without its codes.
+EncodedOperand encoding_without_codes(const RowMatrix& x, const format::Format& element) {
   EncodedOperand e;
   e.format = element.name;
   e.element = element;
@@ -39,6 +44,14 @@ EncodedOperand empty_encoding(const RowMatrix& x, const format::Format& element,
   e.tensor.layout.rows = static_cast<std::size_t>(x.rows());
   e.tensor.layout.cols = static_cast<std::size_t>(x.cols());
   e.tensor.layout.block_cols = std::max<std::size_t>(e.tensor.layout.cols, 1);
+  return e;
+}
+
+// The encoding of matrix x in `element` with its codes still to be written.
+EncodedOperand empty_encoding(const RowMatrix& x, const format::Format& element, std::string_view what) {
+  if (element.bits > 32)
+    throw Error(std::string(what) + ": '" + element.name + "' codes are wider than 32 bits");
+  EncodedOperand e = encoding_without_codes(x, element);
   e.tensor.codes.resize(static_cast<std::size_t>(x.size()));
   return e;
 }
@@ -53,6 +66,53 @@ class ElementQuantizer final : public Quantizer {
   const format::Format& element_format() const override { return fmt_; }
   void apply(RowMatrix& x, const QuantPoint& p) const override { run(x, p); }
   void apply(RowMatrixD& x, const QuantPoint& p) const override { run(x, p); }
+  void apply(const RowMatrix& in, RowMatrix& out, const QuantPoint& p) const override {
+    out.resize(in.rows(), in.cols());
+    const auto n = static_cast<std::size_t>(in.size());
+    format::quantize(fmt_, std::span<const float>(in.data(), n), std::span<float>(out.data(), n), options(p));
+  }
+  // Each task encodes kTransposeRows rows (element index r·K + c, as encode()) into a tile in
+  // cache, then writes the tile's columns as rows of codes_kn.
+  bool encode_transposed8(const RowMatrix& x, const QuantPoint& p, EncodedOperand& out,
+                          std::vector<std::uint8_t>& codes_kn) const override {
+    if (fmt_.bits > 8) return false;
+    out = encoding_without_codes(x, fmt_);
+    const auto rows = static_cast<std::size_t>(x.rows()), k = static_cast<std::size_t>(x.cols());
+    codes_kn.resize(rows * k);
+    const format::ConvertOptions o = options(p);
+    const std::size_t blocks = (rows + kTransposeRows - 1) / kTransposeRows;
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, blocks),
+                      [&](const tbb::blocked_range<std::size_t>& br) {
+                        std::vector<std::uint8_t> tile(kTransposeRows * k);
+                        for (std::size_t b = br.begin(); b != br.end(); ++b) {
+                          const std::size_t r0 = b * kTransposeRows, h = std::min(kTransposeRows, rows - r0);
+                          for (std::size_t i = 0; i < h; ++i) {
+                            format::ConvertOptions po = o;
+                            po.index_offset += (r0 + i) * k;
+                            format::encode(fmt_, std::span<const float>(x.data() + (r0 + i) * k, k),
+                                           std::span<std::uint8_t>(tile.data() + i * k, k), po);
+                          }
+                          std::size_t c = 0;
+                          if constexpr (std::endian::native == std::endian::little) {
+                            // Eight codes of a row per load, each to its own column's row of codes_kn.
+                            for (; c + 8 <= k; c += 8) {
+                              std::uint8_t* to = codes_kn.data() + c * rows + r0;
+                              for (std::size_t i = 0; i < h; ++i) {
+                                std::uint64_t w = 0;
+                                std::memcpy(&w, tile.data() + i * k + c, sizeof w);
+                                for (std::size_t j = 0; j < 8; ++j)
+                                  to[j * rows + i] = static_cast<std::uint8_t>(w >> (8 * j));
+                              }
+                            }
+                          }
+                          for (; c < k; ++c) {
+                            std::uint8_t* to = codes_kn.data() + c * rows + r0;
+                            for (std::size_t i = 0; i < h; ++i) to[i] = tile[i * k + c];
+                          }
+                        }
+                      });
+    return true;
+  }
   // The codes of x's rounding, then x set to their values: one rounding pass and one decode
   // instead of quantize, encode and a check (quantize(x) = decode(encode(x)), the same rounding
   // with the same options and stochastic indices).
@@ -109,6 +169,16 @@ class BlockQuantizer final : public Quantizer {
     e.tensor = block::encode(f, std::span<const float>(s), shape);
     block::decode(f, e.tensor, s);
     return e;
+  }
+  void apply(const RowMatrix& in, RowMatrix& out, const QuantPoint& p) const override {
+    if (p.axis != 1) {
+      Quantizer::apply(in, out, p);
+      return;
+    }
+    out.resize(in.rows(), in.cols());
+    const std::size_t shape[2] = {static_cast<std::size_t>(in.rows()), static_cast<std::size_t>(in.cols())};
+    const auto n = static_cast<std::size_t>(in.size());
+    block::quantize(at(p), std::span<const float>(in.data(), n), std::span<float>(out.data(), n), shape);
   }
   void apply(RowMatrix& x, const QuantPoint& p) const override {
     const block::BlockFormat f = at(p);
@@ -173,6 +243,17 @@ EncodedOperand encode_values(const RowMatrix& x, const format::Format& element, 
                 ") is not a value of '" + element.name + "'; quantise the operand to it first");
   }
   return e;
+}
+
+void Quantizer::apply(const RowMatrix& in, RowMatrix& out, const QuantPoint& p) const {
+  out = in;
+  apply(out, p);
+}
+
+bool Quantizer::encode_transposed8(const RowMatrix& x, const QuantPoint& p, EncodedOperand& out,
+                                   std::vector<std::uint8_t>& codes_kn) const {
+  (void)x, (void)p, (void)out, (void)codes_kn;
+  return false;
 }
 
 void Quantizer::apply(RowMatrixD& x, const QuantPoint& p) const {

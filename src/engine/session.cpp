@@ -526,6 +526,30 @@ class ImplT final : public Session::Impl {
         // reads, the codes are released (the prepared form is then the weight's only copy).
         // The float copy goes into one buffer kept while the weights are prepared: weights of one
         // shape reuse its pages instead of faulting in fresh ones for every matrix.
+        const Quantizer* qz = find(role, l, k);
+        if (qz != nullptr && !site.convert[1] && !opts_.on_quant) {
+          // One pass from the stored values (16-bit storage decoded into the buffer first) to the
+          // codes in B's layout, taken over by the prepared form: no float copy, no 32-bit codes.
+          const RowMatrix& v = src.view(weight_scratch_);
+          auto e = std::make_shared<EncodedOperand>();
+          std::vector<std::uint8_t> codes_kn;
+          if (qz->encode_transposed8(v, point(role, l, k, name, -1, 1, v.cols(), 0), *e, codes_kn)) {
+            const auto rows = static_cast<std::size_t>(src.rows()),
+                       cols = static_cast<std::size_t>(src.cols());
+            encoded = e;
+            out.values = std::make_shared<Mat<T>>();
+            if (site.gemm->prepare_weight8(*e, codes_kn, rows, cols, site_name)) return out;
+            // The strategy prepares from the operand's own codes: [rows, K], 32 bits each.
+            e->tensor.codes.resize(rows * cols);
+            for (std::size_t r = 0; r < rows; ++r) {
+              for (std::size_t c = 0; c < cols; ++c) e->tensor.codes[r * cols + c] = codes_kn[c * rows + r];
+            }
+            if (site.gemm->prepare_weight(*e, rows, cols, site_name)) {
+              std::vector<std::uint32_t>().swap(e->tensor.codes);
+            }
+            return out;
+          }
+        }
         Mat<T>& x = weight_scratch_;
         if (src.storage() == WeightStorage::fp32) {
           RowMatrix none;
@@ -559,6 +583,22 @@ class ImplT final : public Session::Impl {
       }
     }
     RowMatrix buffer;
+    if constexpr (std::is_same_v<T, float>) {
+      if (const Quantizer* qz = find(role, l, k); qz != nullptr) {
+        // Quantised from the stored values straight into the matrix kept: no copy before (the
+        // hook sees the stored values as the point's input).
+        const RowMatrix& v = src.view(buffer);
+        auto x = std::make_shared<Mat<T>>();
+        const QuantPoint p = point(role, l, k, name, -1, 1, v.cols(), 0);
+        qz->apply(v, *x, p);
+        if (opts_.on_quant) {
+          const std::lock_guard<std::mutex> lock(hook_mutex_);
+          opts_.on_quant(p, v, *x);
+        }
+        out.values = std::move(x);
+        return out;
+      }
+    }
     auto x = std::make_shared<Mat<T>>(to_t<T>(src.view(buffer)));
     quant(*x, role, l, k, name, -1, 1);
     out.values = std::move(x);

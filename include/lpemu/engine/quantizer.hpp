@@ -186,6 +186,15 @@ class Quantizer {
   virtual EncodedOperand encode(RowMatrix& x, const QuantPoint& p) const = 0;
   /// Quantises a float tensor in place.
   virtual void apply(RowMatrix& x, const QuantPoint& p) const = 0;
+  /// Quantises `in` into `out` (resized; the bits of apply() on a copy of `in`), one pass over
+  /// `in` with no intermediate copy where the quantiser allows (default: copy, then apply()).
+  virtual void apply(const RowMatrix& in, RowMatrix& out, const QuantPoint& p) const;
+  /// The encoding of `x` (a GEMM operand [rows, K], point axis 1) without its codes, which go to
+  /// `codes_kn` instead, one byte each and transposed ([K, rows]: B's layout of a datapath GEMM),
+  /// in one pass over `x` (left unchanged): the codes encode() gives. False (nothing written) where
+  /// the quantiser has no such pass (default; block formats, codes over 8 bits).
+  virtual bool encode_transposed8(const RowMatrix& x, const QuantPoint& p, EncodedOperand& out,
+                                  std::vector<std::uint8_t>& codes_kn) const;
   /// Quantises a double tensor in place (default: through float, exact for formats within fp32).
   virtual void apply(RowMatrixD& x, const QuantPoint& p) const;
 };
@@ -268,6 +277,15 @@ class Gemm {
   virtual bool prepare_weight(const EncodedOperand& b, std::size_t rows, std::size_t k,
                               std::string_view site) const {
     (void)b, (void)rows, (void)k, (void)site;
+    return false;
+  }
+  /// As prepare_weight for an operand whose codes are given apart, as bytes transposed to [K, rows]
+  /// (Quantizer::encode_transposed8; `b.tensor.codes` empty) and taken over when it returns true:
+  /// the prepared form then holds all the strategy reads. False (codes untouched) where the
+  /// strategy does not prepare from such codes (default).
+  virtual bool prepare_weight8(const EncodedOperand& b, std::vector<std::uint8_t>& codes_kn, std::size_t rows,
+                               std::size_t k, std::string_view site) const {
+    (void)b, (void)codes_kn, (void)rows, (void)k, (void)site;
     return false;
   }
 };

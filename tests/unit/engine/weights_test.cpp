@@ -137,3 +137,94 @@ TEST_CASE("a BF16 / F16 model file is held in 16 bits and gives the logits of it
     }
   }
 }
+
+TEST_CASE(
+    "a weight quantised in one pass from its stored values has the bits of quantise-in-place and encode",
+    "[engine][unit][weights]") {
+  const auto& reg = lpemu::format::Registry::builtin();
+  const QuantizerFactory qf = QuantizerFactory::standard(reg);
+  std::mt19937 g(5);
+  QuantPoint p;
+  p.index_offset = 7;
+  p.stream = 3;
+  for (const char* spec : {"fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "bf16", "mxfp8_e4m3", "nvfp4"}) {
+    for (const auto rounding :
+         {lpemu::format::RoundingMode::nearest_even, lpemu::format::RoundingMode::stochastic}) {
+      QuantSpec s;
+      s.format = spec;
+      s.options.rounding = rounding;
+      s.options.seed = 17;
+      const auto q = qf.make(s);
+      for (const auto& [rows, cols] :
+           {std::pair{130, 37}, std::pair{64, 96}, std::pair{1, 5}, std::pair{200, 64}}) {
+        INFO(spec << " " << rows << "x" << cols << " rounding " << static_cast<int>(rounding));
+        RowMatrix x = random_matrix(g, rows, cols, 3.0F, "fp32");
+        x(0, 0) = 1e9F;  // saturates or overflows as the format says
+        RowMatrix copy = x, out;
+        q->apply(copy, p);
+        q->apply(x, out, p);
+        CHECK(same_bits(out, copy));
+        // The codes of encode(), transposed to [K, rows] bytes, x untouched.
+        RowMatrix y = x;
+        EncodedOperand e, ref = q->encode(y, p);
+        std::vector<std::uint8_t> kn;
+        const bool fused = q->encode_transposed8(x, p, e, kn);
+        CHECK(fused == (q->block_format() == nullptr && q->element_format().bits <= 8));
+        if (!fused) continue;
+        CHECK(e.tensor.codes.empty());
+        CHECK(e.tensor.layout.shape == ref.tensor.layout.shape);
+        CHECK(e.element.name == ref.element.name);
+        REQUIRE(kn.size() == ref.tensor.codes.size());
+        std::size_t differ = 0;
+        for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
+          for (std::size_t c = 0; c < static_cast<std::size_t>(cols); ++c) {
+            differ += kn[c * rows + r] != ref.tensor.codes[r * cols + c] ? 1 : 0;
+          }
+        }
+        CHECK(differ == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("sessions prepare weights in one pass with the bits of the step-by-step preparation",
+          "[engine][unit][weights]") {
+  // A quantisation hook makes the session keep each step's values of a datapath weight (the
+  // step-by-step path); without one, it is encoded straight from its storage. Fake-quantised
+  // weights take the one pass either way, the hook seeing their stored values as input.
+  const std::vector<int> tokens{1, 5, 9, 2, 33, 17, 4, 8};
+  const std::vector<std::string> plans{
+      "[roles]\nweights = \"mxfp8_e4m3\"\nlinear_input = \"mxfp8_e4m3\"\nlm_head = \"mxfp8_e4m3\"\n",
+      "[roles]\nweights = { format = \"fp8_e4m3\", rounding = \"stochastic\", seed = 4 }\nlm_head = "
+      "\"nvfp4\"\n",
+      "[roles]\ngemm = \"h100_e4m3_fp32\"\nweights = \"fp8_e4m3\"\nlinear_input = \"fp8_e4m3\"\n"
+      "lm_head = \"fp8_e4m3\"\nlm_head_input = \"fp8_e4m3\"\n",
+      "[roles]\ngemm = \"h100_e4m3_fp32\"\nweights = { format = \"fp8_e4m3\", rounding = \"stochastic\", "
+      "seed = 4 }\n"
+      "linear_input = \"fp8_e4m3\"\nlm_head = \"fp8_e4m3\"\nlm_head_input = \"fp8_e4m3\"\n",
+      "[roles]\ngemm = \"h100_e5m2_fp32\"\nweights = \"fp8_e5m2\"\nlinear_input = \"fp8_e5m2\"\n"
+      "lm_head = \"fp8_e5m2\"\nlm_head_input = \"fp8_e5m2\"\n"};
+  const lpemu::test::Scratch scratch("weights_fused");
+  for (const char* family : {"llama", "mixtral"}) {
+    const Model wide = tiny_model(family, "bf16", false);
+    const auto file = scratch / (std::string("fused_") + family + ".h5");
+    save_model(wide, file);
+    const Model narrow = load_model(file);  // held as bf16
+    for (const Model* m : {&wide, &narrow}) {
+      for (const auto& text : plans) {
+        INFO(family << " " << (m == &wide ? "fp32" : "bf16") << " storage\n" << text);
+        const PrecisionPlan pl = plan("name = \"p\"\n" + text);
+        std::size_t points = 0;
+        SessionOptions hooked;
+        hooked.on_quant = [&points](const QuantPoint&, const RowMatrix&, const RowMatrix&) { ++points; };
+        Session fused(*m, pl);
+        Session steps(*m, pl, hooked);
+        CHECK(points > 0);
+        CHECK(same_bits(fused.forward(std::span<const int>(tokens.data(), 6)),
+                        steps.forward(std::span<const int>(tokens.data(), 6))));
+        CHECK(same_bits(fused.forward(std::span<const int>(tokens.data() + 6, 1)),
+                        steps.forward(std::span<const int>(tokens.data() + 6, 1))));
+      }
+    }
+  }
+}
