@@ -3,6 +3,7 @@
 // M so that partial sums stay on chip (against the fold formulas worked by hand), and `lpemu cost
 // --core`, whose GEMM times are the core model's cycles / clock.
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,6 +14,7 @@
 
 #include "lpemu/app/core.hpp"
 #include "lpemu/app/price.hpp"
+#include "lpemu/app/proposal.hpp"
 #include "lpemu/core/core.hpp"
 #include "lpemu/core/model.hpp"
 #include "lpemu/datapath/datapath.hpp"
@@ -328,6 +330,40 @@ TEST_CASE("a sweep's [cost] core: each plan's core columns equal lpemu cost --co
   const auto badfiles = experiment::run_sweep(bad, ctx.toolbox(), opt);
   CHECK_THAT(badfiles.plans[0].cost.note, Catch::Contains("unknown core 'no_such_core'"));
   CHECK(std::isnan(badfiles.plans[0].cost.core_cycles));
+}
+
+TEST_CASE("a proposal with a core adds its core columns to summary.md, from the sweep's results",
+          "[core][experiment]") {
+  test::Scratch scratch("lpemu_core_proposal");
+  experiment::Context ctx;
+  ctx.data_dirs = {test::source_path("")};
+  app::ProposalRequest q;
+  q.format = "fp6_e2m3";
+  q.out = (scratch.dir / "p").string();
+  q.model = "stories260K";
+  q.max_tokens = 16;
+  q.core = "example_fp8";
+  app::proposal(ctx, q);
+  const std::string summary = slurp(scratch.dir / "p" / "summary.md");
+  CHECK_THAT(summary, Catch::Contains("| core cycles | core util | core energy J |"));
+  CHECK_THAT(summary, Catch::Contains("GEMMs timed on the core `example_fp8`"));
+  CHECK_THAT(slurp(scratch.dir / "p" / "accuracy" / "experiment.toml"),
+             Catch::Contains("core = \"example_fp8\""));
+  // The bf16 row's core cycles are the sweep's, printed to 6 digits.
+  const experiment::PlanResult bf16 =
+      experiment::load_plan_result(scratch.dir / "p" / "accuracy" / "plans" / "0001.h5");
+  REQUIRE(bf16.label == "bf16");
+  char cycles[64];
+  std::snprintf(cycles, sizeof cycles, "%.6g", bf16.cost.core_cycles);
+  CHECK_THAT(summary, Catch::Contains("| bf16 | ") && Catch::Contains(std::string("| ") + cycles + " |"));
+  // Without a core, no core columns.
+  q.core.clear();
+  q.out = (scratch.dir / "plain").string();
+  app::proposal(ctx, q);
+  CHECK_THAT(slurp(scratch.dir / "plain" / "summary.md"), !Catch::Contains("core cycles"));
+  q.core = "no_such_core";
+  q.out = (scratch.dir / "bad").string();
+  REQUIRE_THROWS_AS(app::proposal(ctx, q), UnknownNameError);
 }
 
 }  // namespace
