@@ -1,11 +1,30 @@
 #include "lpemu/app/core.hpp"
 
+#include <algorithm>
+#include <utility>
+
 #include "lpemu/error.hpp"
 
 namespace lpemu::app {
 
+namespace {
+
+// Attention's query blocks in `phase`: (first query position, positions) per block; one block of
+// every position when decoding or when the causal mask is not exploited.
+std::vector<std::pair<long long, long long>> query_blocks(cost::Phase phase, long long context,
+                                                          long long causal_block) {
+  if (phase == cost::Phase::decode) return {{context - 1, 1}};
+  if (causal_block <= 0) return {{0, context}};
+  std::vector<std::pair<long long, long long>> out;
+  for (long long first = 0; first < context; first += causal_block)
+    out.emplace_back(first, std::min(causal_block, context - first));
+  return out;
+}
+
+}  // namespace
+
 std::vector<core::Gemm> shape_gemms(const cost::ModelShape& s, std::string_view scope, cost::Phase phase,
-                                    long long batch, long long context) {
+                                    long long batch, long long context, long long causal_block) {
   if (scope != "layer" && scope != "step") {
     throw SpecError("core: scope '" + std::string(scope) + "': expected \"layer\" or \"step\"");
   }
@@ -17,11 +36,17 @@ std::vector<core::Gemm> shape_gemms(const cost::ModelShape& s, std::string_view 
   g.push_back({"q_proj", tokens, s.dim, s.dim, 1});
   g.push_back({"k_proj", tokens, s.kv_dim(), s.dim, 1});
   g.push_back({"v_proj", tokens, s.kv_dim(), s.dim, 1});
-  // Attention per sequence and K/V head: the group's queries against the cached keys (decode: one
-  // position each; prefill: the whole square, the causal mask not exploited).
-  const long long q_rows = (decode ? 1 : context) * group;
-  g.push_back({"qk", q_rows, context, s.head_dim(), batch * s.n_kv_heads});  // shape_softmax follows it
-  g.push_back({"pv", q_rows, s.head_dim(), context, batch * s.n_kv_heads});
+  // Attention per sequence and K/V head: the group's queries against the keys they see (decode:
+  // one position against the whole cache; prefill: per block of query positions, the keys up to
+  // the block's last position, or the whole square without a causal block).
+  const auto blocks = query_blocks(phase, context, causal_block);
+  for (std::size_t j = 0; j < blocks.size(); ++j) {
+    const long long rows = blocks[j].second * group;
+    const long long keys = decode ? context : blocks[j].first + blocks[j].second;
+    const std::string tag = blocks.size() > 1 ? "[" + std::to_string(j) + "]" : "";
+    g.push_back({"qk" + tag, rows, keys, s.head_dim(), batch * s.n_kv_heads});  // shape_softmax follows it
+    g.push_back({"pv" + tag, rows, s.head_dim(), keys, batch * s.n_kv_heads});
+  }
   g.push_back({"o_proj", tokens, s.dim, s.dim, 1});
   const long long mlps = s.mlps_per_token();  // each token's rows pass through top_k experts
   if (s.gated_mlp) g.push_back({"gate", tokens, s.hidden_dim, s.dim, mlps});
@@ -34,14 +59,21 @@ std::vector<core::Gemm> shape_gemms(const cost::ModelShape& s, std::string_view 
   return g;
 }
 
-core::SoftmaxCycles shape_softmax(const core::Core& c, const cost::ModelShape& s, std::string_view scope,
-                                  cost::Phase phase, long long batch, long long context) {
-  // The scores of shape_gemms' "qk": (decode: 1, prefill: context) x group rows of `context`
-  // columns per sequence and K/V head, once per block (every block with scope "step").
+std::vector<core::SoftmaxCycles> shape_softmax(const core::Core& c, const cost::ModelShape& s,
+                                               std::string_view scope, cost::Phase phase, long long batch,
+                                               long long context, long long causal_block) {
+  // The scores of shape_gemms' "qk" runs: per query block, its positions x group rows by the keys
+  // they see, per sequence and K/V head, once per block (every block with scope "step").
   const long long group = s.n_heads / s.n_kv_heads;
-  const long long rows = (phase == cost::Phase::decode ? 1 : context) * group;
-  return core::simulate_softmax(c, "softmax", rows, context,
-                                batch * s.n_kv_heads * (scope == "step" ? s.n_layers : 1));
+  const auto blocks = query_blocks(phase, context, causal_block);
+  std::vector<core::SoftmaxCycles> out;
+  for (std::size_t j = 0; j < blocks.size(); ++j) {
+    const long long keys = phase == cost::Phase::decode ? context : blocks[j].first + blocks[j].second;
+    out.push_back(core::simulate_softmax(
+        c, blocks.size() > 1 ? "softmax[" + std::to_string(j) + "]" : "softmax", blocks[j].second * group,
+        keys, batch * s.n_kv_heads * (scope == "step" ? s.n_layers : 1)));
+  }
+  return out;
 }
 
 CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& q) {
@@ -61,9 +93,13 @@ CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& q) {
       throw SpecError("core: give either m, n and k or a model, not both");
     const cost::ModelShape& shape = ctx.costs().shape(q.model);
     const cost::Phase phase = cost::parse_phase(q.phase);
-    gemms = shape_gemms(shape, q.scope, phase, q.batch, q.context);
+    if (q.causal_block < 0) {
+      throw SpecError("core: causal_block = " + std::to_string(q.causal_block) +
+                      ": expected query positions per block (>= 1) or 0 (the mask not exploited)");
+    }
+    gemms = shape_gemms(shape, q.scope, phase, q.batch, q.context, q.causal_block);
     if (r.core.softmax.elements_per_cycle > 0)
-      r.softmax.push_back(shape_softmax(r.core, shape, q.scope, phase, q.batch, q.context));
+      r.softmax = shape_softmax(r.core, shape, q.scope, phase, q.batch, q.context, q.causal_block);
   } else {
     if (q.m < 1 || q.n < 1 || q.k < 1) {
       throw SpecError("core: m = " + std::to_string(q.m) + ", n = " + std::to_string(q.n) +
@@ -111,9 +147,11 @@ Fields fields(const CoreResult& r) {
                      {"b", traffic(g.b)},
                      {"c", traffic(g.c)},
                      {"dram_bytes", g.dram_bytes},
+                     {"l2_bytes", g.l2_bytes},
                      {"energy_pj", g.energy_pj},
                      {"mac_energy_pj", g.mac_energy_pj},
                      {"sram_energy_pj", g.sram_energy_pj},
+                     {"l2_energy_pj", g.l2_energy_pj},
                      {"dram_energy_pj", g.dram_energy_pj}});
   }
   Fields softmax = Fields::array();
@@ -123,7 +161,8 @@ Fields fields(const CoreResult& r) {
                        {"cols", s.cols},
                        {"count", s.count},
                        {"cycles", s.cycles},
-                       {"seconds", s.seconds}});
+                       {"seconds", s.seconds},
+                       {"energy_pj", s.energy_pj}});
   }
   const core::GemmTotals& t = r.totals;
   return {{"core", r.core.name},
@@ -153,7 +192,9 @@ Fields fields(const CoreResult& r) {
             {"compute_cycles", t.compute_cycles},
             {"seconds", t.seconds},
             {"dram_bytes", t.dram_bytes},
+            {"l2_bytes", t.l2_bytes},
             {"energy_pj", t.energy_pj},
+            {"softmax_energy_pj", t.softmax_energy_pj},
             {"utilization", t.utilization}}}};
 }
 
@@ -174,6 +215,7 @@ CoreRequest core_request(const Fields& f) {
   in.read("phase", r.phase);
   in.read("batch", r.batch);
   in.read("context", r.context);
+  in.read("causal_block", r.causal_block);
   in.finish();
   if (r.core.empty()) throw SpecError("core: core (a core name or a .toml file) is required");
   return r;

@@ -1,7 +1,5 @@
 #include "lpemu/app/price.hpp"
 
-#include "lpemu/core/core.hpp"
-
 #include <algorithm>
 #include <iostream>
 
@@ -41,18 +39,29 @@ Fields phase_fields(const experiment::Pricing& p) {
   const cost::Roofline& r = p.roofline;
   Fields ops = Fields::array();
   for (const auto& op : w.ops) ops.push_back(op_fields(op));
-  return {{"phase", phase_name(w.phase)},
-          {"batch", w.batch},
-          {"context", w.context},
-          {"tokens", w.tokens},
-          {"time_s", r.time_s},
-          {"time_per_token_s", r.time_per_token()},
-          {"tokens_per_s", r.tokens_per_s()},
-          {"energy_j", r.energy_j},
-          {"joules_per_token", r.energy_per_token()},
-          {"compute_bound_time_s", r.compute_bound_time_s},
-          {"notes", w.notes},
-          {"ops", ops}};
+  Fields f = {{"phase", phase_name(w.phase)},
+              {"batch", w.batch},
+              {"context", w.context},
+              {"tokens", w.tokens},
+              {"time_s", r.time_s},
+              {"time_per_token_s", r.time_per_token()},
+              {"tokens_per_s", r.tokens_per_s()},
+              {"energy_j", r.energy_j},
+              {"joules_per_token", r.energy_per_token()},
+              {"compute_bound_time_s", r.compute_bound_time_s},
+              {"notes", w.notes},
+              {"ops", ops}};
+  // With --core: what the GEMM ops take on the core (experiment::core_totals).
+  if (p.core) {
+    f["core_gemms"] = {{"name", p.core->core},
+                       {"cycles", p.core->cycles},
+                       {"seconds", p.core->seconds},
+                       {"macs", p.core->macs},
+                       {"utilization", p.core->utilization},
+                       {"energy_j", p.core->energy_j},
+                       {"dram_bytes", p.core->dram_bytes}};
+  }
+  return f;
 }
 
 Fields train_fields(const cost::TrainResult& r) {
@@ -195,15 +204,18 @@ PriceResult price(experiment::Context& ctx, const PriceRequest& a) {
   out.plan = plan.name;
   out.plan_origin = plan.origin;
   cost::GemmTimer gemm_time;
+  std::optional<core::Core> on_core;
   if (!a.core.empty()) {
-    const core::Core c = core::load_core(a.core, ctx.formats_dirs);
-    out.core = c.name;
-    gemm_time = experiment::core_gemm_timer(c, ctx.datapaths());
+    on_core = core::load_core(a.core, ctx.formats_dirs);
+    out.core = on_core->name;
+    gemm_time = experiment::core_gemm_timer(*on_core, ctx.datapaths());
   }
   for (const auto ph : {cost::Phase::prefill, cost::Phase::decode}) {
     if (a.setup.phase != "both" && a.setup.phase != phase_name(ph)) continue;
     out.phases.push_back(experiment::price_plan(plan, out.model, out.target, cat, ph, a.setup.batch,
                                                 a.setup.context, gemm_time));
+    if (on_core)
+      out.phases.back().core = experiment::core_totals(*on_core, ctx.datapaths(), out.phases.back().workload);
   }
   if (!a.plot_dir.empty()) {
     io::create_output_dir(a.plot_dir);

@@ -1,5 +1,6 @@
 #include "lpemu/app/proposal.hpp"
 
+#include "lpemu/core/core.hpp"
 #include "lpemu/cost/catalog.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/error.hpp"
@@ -34,6 +35,7 @@ ProposalResult proposal(experiment::Context& ctx, const ProposalRequest& a) {
     }
     acc.cost.target = a.target;
     acc.cost.shape = a.shape;
+    acc.cost.core = a.core;
     acc.cost.cluster.phase = a.phase;
     acc.cost.cluster.batch = a.batch;
     acc.cost.cluster.context = a.context;
@@ -41,6 +43,7 @@ ProposalResult proposal(experiment::Context& ctx, const ProposalRequest& a) {
     if (!a.target.empty()) {
       ctx.costs().target(a.target);  // unknown names throw here, listing the closest ones
       ctx.costs().shape(a.shape);
+      if (!a.core.empty()) core::load_core(a.core, ctx.formats_dirs);  // as is an unknown core
     }
     acc.tools = &ctx.toolbox();
     acc.on_progress = a.progress;
@@ -74,6 +77,7 @@ ProposalRequest proposal_request(const Fields& f) {
   in.read("model", r.model);
   in.read("text", r.text);
   in.read("target", r.target);
+  in.read("core", r.core);
   in.read("shape", r.shape);
   in.read("phase", r.phase);
   in.read("batch", r.batch);

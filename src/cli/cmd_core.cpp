@@ -1,7 +1,7 @@
 // `lpemu core`: parses into app::CoreRequest, runs app::simulate_core (GEMM cycles on a configured
 // compute core), prints a table or the result's fields.
 #include <cstdio>
-#include <iostream>
+#include <string>
 
 #include "cli/commands.hpp"
 #include "lpemu/app/core.hpp"
@@ -9,15 +9,36 @@
 namespace lpemu::cli {
 namespace {
 
-struct CoreArgs {
-  app::CoreRequest req;
-  bool json = false;
-};
+void print_table(const app::CoreResult& r) {
+  if (r.core.kind == core::ArrayKind::dot) {
+    std::printf("core %s: %d dot units of %d terms, %dx%d output tiles at %.3g GHz", r.core.name.c_str(),
+                r.core.dot_units, r.core.dot_terms, r.core.rows, r.core.cols, r.core.clock_ghz);
+  } else {
+    std::printf("core %s: %dx%d %s at %.3g GHz", r.core.name.c_str(), r.core.rows, r.core.cols,
+                std::string(core::to_string(r.core.dataflow)).c_str(), r.core.clock_ghz);
+  }
+  std::printf(", lane %s (%d products/cycle, pipeline %d)\n", r.datapath.c_str(), r.lane.pack,
+              r.lane.pipeline_depth);
+  std::printf("%-11s %7s %7s %7s %6s %12s %12s %7s %6s %10s\n", "gemm", "m", "n", "k", "count", "compute_cyc",
+              "total_cyc", "util%", "bound", "dram_MB");
+  for (const core::GemmCycles& g : r.gemms) {
+    std::printf("%-11s %7lld %7lld %7lld %6lld %12lld %12lld %7.2f %6s %10.3f\n", g.gemm.name.c_str(),
+                g.gemm.m, g.gemm.n, g.gemm.k, g.gemm.count, g.compute_cycles, g.total_cycles,
+                100 * g.utilization, g.compute_bound ? "comp" : "dram", g.dram_bytes / 1e6);
+  }
+  for (const core::SoftmaxCycles& s : r.softmax) {
+    std::printf("%-11s %7lld %7lld %7s %6lld %12lld %12lld\n", s.name.c_str(), s.rows, s.cols, "-", s.count,
+                s.cycles, s.cycles);
+  }
+  const core::GemmTotals& t = r.totals;
+  std::printf("total: %.6g cycles (%.4g us), utilization %.2f%%, DRAM %.4g MB, energy %.4g uJ\n",
+              t.total_cycles, t.seconds * 1e6, 100 * t.utilization, t.dram_bytes / 1e6, t.energy_pj / 1e6);
+}
 
 }  // namespace
 
 void register_core(CLI::App& app, Context& ctx) {
-  static CoreArgs args;
+  static RequestArgs<app::CoreRequest> args;
   app::CoreRequest& q = args.req;
   auto* sub = app.add_subcommand(
       "core",
@@ -36,37 +57,12 @@ void register_core(CLI::App& app, Context& ctx) {
   sub->add_option("--phase", q.phase, "with --model: prefill or decode");
   sub->add_option("--batch", q.batch, "with --model: sequences");
   sub->add_option("--context", q.context, "with --model: tokens per sequence (prompt or cache)");
-  sub->add_flag("--json", args.json, "print JSON instead of a table");
-  sub->callback([&ctx] {
-    const app::CoreResult r = app::simulate_core(ctx, args.req);
-    if (args.json) {
-      print_json(app::fields(r));
-      return;
-    }
-    if (r.core.kind == core::ArrayKind::dot) {
-      std::printf("core %s: %d dot units of %d terms, %dx%d output tiles at %.3g GHz", r.core.name.c_str(),
-                  r.core.dot_units, r.core.dot_terms, r.core.rows, r.core.cols, r.core.clock_ghz);
-    } else {
-      std::printf("core %s: %dx%d %s at %.3g GHz", r.core.name.c_str(), r.core.rows, r.core.cols,
-                  std::string(core::to_string(r.core.dataflow)).c_str(), r.core.clock_ghz);
-    }
-    std::printf(", lane %s (%d products/cycle, pipeline %d)\n", r.datapath.c_str(), r.lane.pack,
-                r.lane.pipeline_depth);
-    std::printf("%-8s %7s %7s %7s %6s %12s %12s %7s %6s %10s\n", "gemm", "m", "n", "k", "count",
-                "compute_cyc", "total_cyc", "util%", "bound", "dram_MB");
-    for (const core::GemmCycles& g : r.gemms) {
-      std::printf("%-8s %7lld %7lld %7lld %6lld %12lld %12lld %7.2f %6s %10.3f\n", g.gemm.name.c_str(),
-                  g.gemm.m, g.gemm.n, g.gemm.k, g.gemm.count, g.compute_cycles, g.total_cycles,
-                  100 * g.utilization, g.compute_bound ? "comp" : "dram", g.dram_bytes / 1e6);
-    }
-    for (const core::SoftmaxCycles& s : r.softmax) {
-      std::printf("%-8s %7lld %7lld %7s %6lld %12lld %12lld\n", s.name.c_str(), s.rows, s.cols, "-", s.count,
-                  s.cycles, s.cycles);
-    }
-    const core::GemmTotals& t = r.totals;
-    std::printf("total: %.6g cycles (%.4g us), utilization %.2f%%, DRAM %.4g MB, energy %.4g uJ\n",
-                t.total_cycles, t.seconds * 1e6, 100 * t.utilization, t.dram_bytes / 1e6, t.energy_pj / 1e6);
-  });
+  sub->add_option("--causal-block", q.causal_block,
+                  "with --model, prefill: query positions per causal attention block (0: the full square)")
+      ->capture_default_str();
+  json_or_text(
+      sub, args, "a table", [&ctx](const app::CoreRequest& r) { return app::simulate_core(ctx, r); },
+      print_table);
 }
 
 }  // namespace lpemu::cli

@@ -5,17 +5,9 @@
 #include "lpemu/app/gemm.hpp"
 
 namespace lpemu::cli {
-namespace {
-
-struct GemmArgs {
-  app::GemmRequest req;
-  bool json = false;
-};
-
-}  // namespace
 
 void register_gemm(CLI::App& app, Context& ctx) {
-  static GemmArgs args;
+  static RequestArgs<app::GemmRequest> args;
   app::GemmRequest& g = args.req;
   auto* sub = app.add_subcommand(
       "gemm", "C = A·Bᵀ on a datapath (A [M, K], B [N, K]), operands as the engine feeds them");
@@ -31,19 +23,19 @@ void register_gemm(CLI::App& app, Context& ctx) {
   sub->add_option("--a-tensor-scale", g.a_tensor_scale, "with --codes: A's FP32 tensor scale (NVFP4)");
   sub->add_option("--b-tensor-scale", g.b_tensor_scale, "with --codes: B's FP32 tensor scale (NVFP4)");
   sub->add_flag("--force", g.force, "overwrite OUT if it exists");
-  sub->add_flag("--json", args.json, "print JSON instead of a line");
   sub->add_option("A", g.a, "A [M, K]: FILE.npy or FILE.h5:/path/dataset")->required();
   sub->add_option("B", g.b, "B [N, K]: FILE.npy or FILE.h5:/path/dataset")->required();
   sub->add_option("OUT", g.out, "C [M, N] float32: FILE.npy or FILE.h5:/path/dataset")->required();
-  sub->callback([&ctx] {
-    ctx.apply_threads();
-    const app::GemmResult r = app::gemm(ctx, args.req);
-    if (args.json) {
-      print_json(app::fields(r));
-      return;
-    }
-    std::cout << "wrote [" << r.rows << ", " << r.cols << "] float32 to " << r.out << " (" << r.gemm << ")\n";
-  });
+  json_or_text(
+      sub, args, "a line",
+      [&ctx](const app::GemmRequest& r) {
+        ctx.apply_threads();
+        return app::gemm(ctx, r);
+      },
+      [](const app::GemmResult& r) {
+        std::cout << "wrote [" << r.rows << ", " << r.cols << "] float32 to " << r.out << " (" << r.gemm
+                  << ")\n";
+      });
 }
 
 }  // namespace lpemu::cli

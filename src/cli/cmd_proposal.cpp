@@ -71,6 +71,7 @@ void register_proposal(CLI::App& app, Context& ctx) {
   sub->add_option("--text", r.text, "text to score (default: paragraph.txt beside the model)")
       ->check(CLI::ExistingFile);
   sub->add_option("--target", r.target, "cost-model hardware target (\"\" for none)")->capture_default_str();
+  sub->add_option("--core", r.core, "also run the plans' GEMMs on this compute core (docs/core-model.md)");
   sub->add_option("--shape", r.shape, "cost-model model shape")->capture_default_str();
   sub->add_option("--phase", r.phase, "decode | prefill")
       ->capture_default_str()

@@ -1,11 +1,36 @@
 // Each file cmd_<verb>.cpp adds its subcommands to the `lpemu` app.
 #pragma once
 
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 #include "cli/common.hpp"
 
 namespace lpemu::cli {
+
+/// A command's application-layer request and its `--json` flag: what the command's callback reads
+/// (one static instance per command, bound to its options).
+template <class Request>
+struct RequestArgs {
+  Request req;
+  bool json = false;
+};
+
+/// Adds `--json` to `sub` and its callback: runs `run(args.req)` (one application function) and
+/// prints the result's fields as JSON with `--json`, else prints it as text with `print(result)`.
+template <class Request, class Run, class Print>
+void json_or_text(CLI::App* sub, RequestArgs<Request>& args, const char* text_is, Run run, Print print) {
+  sub->add_flag("--json", args.json, std::string("print JSON instead of ") + text_is);
+  sub->callback([&args, run, print] {
+    const auto result = run(args.req);
+    if (args.json) {
+      print_json(fields(result));  // app::fields, found by argument-dependent lookup
+      return;
+    }
+    print(result);
+  });
+}
 
 /// `lpemu formats list|show`, `lpemu encode`, `lpemu decode`.
 void register_formats(CLI::App& app, Context& ctx);

@@ -1,13 +1,11 @@
 #include "lpemu/core/core.hpp"
 
-#include <map>
 #include <utility>
 
 #include "core/embedded_data.hpp"
+#include "io/record_files.hpp"
 #include "io/toml.hpp"
-
 #include "io/toml_util.hpp"
-#include "lpemu/detail/named_registry.hpp"
 #include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 
@@ -45,25 +43,13 @@ void write_pad(io::detail::TomlWriter& w, std::string_view header, const Scratch
       .integer("words_per_cycle", s.words_per_cycle);
 }
 
-// Every core file by name: built-ins first, then DIR/cores/*.toml for each DIR; a name defined twice
-// is an error.
-std::map<std::string, std::pair<std::string, std::string>> all_files(
-    const std::vector<std::filesystem::path>& dirs) {
-  std::map<std::string, std::pair<std::string, std::string>> out;
-  auto add = [&](const std::string& text, const std::string& origin) {
-    const toml::table t = io::detail::parse(text, origin);
-    const std::string name = TableReader(t, origin).required_str("name");
-    if (const auto it = out.find(name); it != out.end()) {
-      throw SpecError(origin + ": name = \"" + name + "\": the core '" + name + "' is already defined by " +
-                      it->second.second + "; expected a name of its own");
-    }
-    out[name] = {text, origin};
-  };
-  for (const auto& f : detail::embedded_core_data()) add(f.text, "builtin:data/" + std::string(f.path));
-  for (const auto& dir : dirs) {
-    for (const auto& file : lpemu::detail::toml_files_in(dir / "cores"))
-      add(lpemu::detail::read_spec_file(file, "core"), file.string());
-  }
+// The built-in cores (data/cores/*.toml, embedded) and where users add theirs (DIR/cores/*.toml).
+constexpr io::detail::RecordKind kCoreRecords{"core", "cores", ""};
+
+std::vector<io::detail::RecordFile> builtin_cores() {
+  std::vector<io::detail::RecordFile> out;
+  for (const auto& f : detail::embedded_core_data())
+    out.push_back({f.text, "builtin:data/" + std::string(f.path)});
   return out;
 }
 
@@ -86,7 +72,7 @@ Dataflow parse_dataflow(std::string_view text) {
 Core parse_core_toml(std::string_view text, std::string_view origin) {
   const toml::table t = io::detail::parse(text, origin);
   const TableReader r(t, origin);
-  r.only({"name", "description", "source", "clock_ghz", "array", "sram", "dram", "softmax", "energy"});
+  r.only({"name", "description", "source", "clock_ghz", "array", "sram", "dram", "l2", "softmax", "energy"});
   Core c;
   c.name = r.required_str("name");
   c.description = r.str("description");
@@ -145,11 +131,21 @@ Core parse_core_toml(std::string_view text, std::string_view origin) {
 
   if (r.has("softmax")) {
     const TableReader sm = r.required_sub("softmax");
-    sm.only({"elements_per_cycle", "latency_cycles"});
+    sm.only({"elements_per_cycle", "latency_cycles", "pj_per_element"});
     c.softmax.elements_per_cycle =
         sm.required_number("elements_per_cycle", 1e-9, 1e12, "scores per cycle (> 0)");
     c.softmax.latency_cycles =
         static_cast<int>(sm.integer("latency_cycles", 0, 0, 1 << 30, "a latency in cycles (>= 0)"));
+    c.softmax.pj_per_element = sm.number("pj_per_element", 0, 0, 1e9, "an energy in pJ (>= 0)");
+  }
+
+  if (r.has("l2")) {
+    const TableReader l2 = r.required_sub("l2");
+    l2.only({"kib", "bytes_per_cycle", "pj_per_byte"});
+    c.l2.kib = l2.required_number("kib", 1.0 / 1024, 1e12, "a capacity in KiB (> 0)");
+    c.l2.bytes_per_cycle =
+        l2.required_number("bytes_per_cycle", 1e-9, 1e12, "a bandwidth in bytes per cycle (> 0)");
+    c.l2.pj_per_byte = l2.number("pj_per_byte", 0, 0, 1e9, "an energy in pJ (>= 0)");
   }
 
   const TableReader e = r.sub("energy");
@@ -181,10 +177,17 @@ std::string to_toml(const Core& c) {
       .number("bytes_per_cycle", c.dram_bytes_per_cycle)
       .integer("latency_cycles", c.dram_latency_cycles);
   w.str("first_fill", to_string(c.first_fill));
+  if (c.l2.kib > 0) {
+    w.table("l2")
+        .number("kib", c.l2.kib)
+        .number("bytes_per_cycle", c.l2.bytes_per_cycle)
+        .number("pj_per_byte", c.l2.pj_per_byte);
+  }
   if (c.softmax.elements_per_cycle > 0) {
     w.table("softmax")
         .number("elements_per_cycle", c.softmax.elements_per_cycle)
-        .integer("latency_cycles", c.softmax.latency_cycles);
+        .integer("latency_cycles", c.softmax.latency_cycles)
+        .number("pj_per_element", c.softmax.pj_per_element);
   }
   w.table("energy").number("mac_pj", c.mac_pj).number("sram_read_pj_per_byte", c.sram_read_pj_per_byte);
   w.number("sram_write_pj_per_byte", c.sram_write_pj_per_byte).number("dram_pj_per_byte", c.dram_pj_per_byte);
@@ -192,24 +195,12 @@ std::string to_toml(const Core& c) {
 }
 
 Core load_core(std::string_view name, const std::vector<std::filesystem::path>& dirs) {
-  if (name.size() > 5 && name.substr(name.size() - 5) == ".toml") {
-    return parse_core_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "core"), name);
-  }
-  const auto files = all_files(dirs);
-  const auto it = files.find(std::string(name));
-  if (it == files.end()) {
-    std::vector<std::string> known;
-    for (const auto& f : files) known.push_back(f.first);
-    throw UnknownNameError("unknown core '" + std::string(name) + "'" +
-                           lpemu::detail::closest_names_hint(name, known));
-  }
-  return parse_core_toml(it->second.first, it->second.second);
+  const io::detail::RecordFile f = io::detail::find_record(kCoreRecords, name, builtin_cores(), dirs);
+  return parse_core_toml(f.text, f.origin);
 }
 
 std::vector<std::string> core_names(const std::vector<std::filesystem::path>& dirs) {
-  std::vector<std::string> out;
-  for (const auto& f : all_files(dirs)) out.push_back(f.first);
-  return out;
+  return io::detail::record_names(kCoreRecords, builtin_cores(), dirs);
 }
 
 Core with_name(Core c, std::string name, std::string description) {

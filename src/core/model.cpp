@@ -132,14 +132,28 @@ GemmCycles run_mapping(const Core& core, const datapath::Datapath& lane_dp, cons
     const double supply = static_cast<double>(s.banks) * s.words_per_cycle * per_word;
     return std::max(1.0, static_cast<double>(lanes * lane.pack) / supply);
   };
-  // Not modelled for dot units (their operands come through registers; docs/core-model.md).
   double factor = 1;
-  if (!dot && core.dataflow != Dataflow::is) factor = std::max(factor, port_factor(core.a, lane.a_bits, R));
-  if (!dot && core.dataflow != Dataflow::ws) {
-    factor = std::max(factor, port_factor(core.b, lane.b_bits, core.dataflow == Dataflow::os ? C : R));
+  if (dot) {
+    // Dot units: a fold (one R x C output tile) reads its R x K slice of A and K x C slice of B
+    // from the scratchpads once (the counts above, per fold) over its cycles_per_fold issue cycles;
+    // a scratchpad delivering fewer elements per cycle stretches the fold by the ratio.
+    const auto demand = [&](const Scratchpad& s, int bits, double reads) {
+      if (s.words_per_cycle == 0) return 1.0;
+      const double per_word = std::max(1.0, std::floor(static_cast<double>(core.word_bits) / bits));
+      const double supply = static_cast<double>(s.banks) * s.words_per_cycle * per_word;
+      const double per_cycle = reads / static_cast<double>(folds) / static_cast<double>(r.cycles_per_fold);
+      return std::max(1.0, per_cycle / supply);
+    };
+    factor =
+        std::max(demand(core.a, lane.a_bits, r.a.sram_reads), demand(core.b, lane.b_bits, r.b.sram_reads));
+  } else {
+    if (core.dataflow != Dataflow::is) factor = std::max(factor, port_factor(core.a, lane.a_bits, R));
+    if (core.dataflow != Dataflow::ws) {
+      factor = std::max(factor, port_factor(core.b, lane.b_bits, core.dataflow == Dataflow::os ? C : R));
+    }
   }
-  r.sram_stall_cycles =
-      static_cast<long long>(std::ceil(static_cast<double>(r.compute_cycles) * (factor - 1)));
+  r.sram_stall_cycles = static_cast<long long>(
+      std::ceil(static_cast<double>(r.compute_cycles - r.latency_cycles) * (factor - 1)));
 
   // DRAM traffic: the reuse model of docs/core-model.md. Each operand moves once unless its
   // scratchpad (half of it when double buffered) cannot hold what the loop order keeps for reuse;
@@ -203,9 +217,25 @@ GemmCycles run_mapping(const Core& core, const datapath::Datapath& lane_dp, cons
   const bool row = row_outer.total() < col_outer.total();
   const Order& o = row ? row_outer : col_outer;
   r.loop_order = row ? "row_outer" : "col_outer";
-  r.a.dram_bytes = o.a, r.b.dram_bytes = o.b, r.c.dram_bytes = o.c;
   r.a.sram_writes = o.a / a_bytes, r.b.sram_writes = o.b / b_bytes;
-  r.dram_bytes = o.total();
+  // An L2 between the scratchpads and DRAM: every fill and output passes through it (l2_bytes);
+  // an operand the order re-reads comes from DRAM once when it fits the L2, taken greedily, the
+  // larger saving first. Partial sums and outputs go on to DRAM.
+  Order mem = o;
+  if (core.l2.kib > 0) {
+    r.l2_bytes = o.total();
+    double room = core.l2.kib * 1024;
+    const auto keep = [&room](double& moved, double once) {
+      if (moved > once && once <= room) moved = once, room -= once;
+    };
+    if (o.a - A >= o.b - B) {
+      keep(mem.a, A), keep(mem.b, B);
+    } else {
+      keep(mem.b, B), keep(mem.a, A);
+    }
+  }
+  r.a.dram_bytes = mem.a, r.b.dram_bytes = mem.b, r.c.dram_bytes = mem.c;
+  r.dram_bytes = mem.total();
 
   // Stalls: with double buffering the next fold's operands load while this one computes, so a run
   // takes the longer of compute and DRAM time; without it they add up. The first fill is either
@@ -219,7 +249,10 @@ GemmCycles run_mapping(const Core& core, const datapath::Datapath& lane_dp, cons
     r.preloaded_bytes = std::min({first_a, o.a, cap_a}) + std::min({first_b, o.b, cap_b});
     prologue = core.dram_latency_cycles + r.preloaded_bytes / bw;
   }
-  const double dram_run = (r.dram_bytes - r.preloaded_bytes) / bw;
+  double dram_run = std::max(0.0, r.dram_bytes - r.preloaded_bytes) / bw;
+  if (core.l2.kib > 0) {
+    dram_run = std::max(dram_run, std::max(0.0, r.l2_bytes - r.preloaded_bytes) / core.l2.bytes_per_cycle);
+  }
   const auto busy = static_cast<double>(r.compute_cycles + r.sram_stall_cycles);
   const double run = core.double_buffered ? std::max(busy, dram_run) : busy + dram_run;
   r.total_cycles = static_cast<long long>(std::ceil(prologue + run));
@@ -236,8 +269,9 @@ GemmCycles run_mapping(const Core& core, const datapath::Datapath& lane_dp, cons
   r.mac_energy_pj = r.macs * core.mac_pj;
   r.sram_energy_pj =
       sram_read_bytes * core.sram_read_pj_per_byte + sram_write_bytes * core.sram_write_pj_per_byte;
+  r.l2_energy_pj = r.l2_bytes * core.l2.pj_per_byte;
   r.dram_energy_pj = r.dram_bytes * core.dram_pj_per_byte;
-  r.energy_pj = r.mac_energy_pj + r.sram_energy_pj + r.dram_energy_pj;
+  r.energy_pj = r.mac_energy_pj + r.sram_energy_pj + r.l2_energy_pj + r.dram_energy_pj;
   return r;
 }
 
@@ -282,6 +316,7 @@ SoftmaxCycles simulate_softmax(const Core& core, std::string name, long long row
   s.cycles = core.softmax.latency_cycles +
              static_cast<long long>(std::ceil(elements / core.softmax.elements_per_cycle));
   s.seconds = static_cast<double>(s.cycles) / (core.clock_ghz * 1e9);
+  s.energy_pj = elements * core.softmax.pj_per_element;
   return s;
 }
 
@@ -293,6 +328,8 @@ GemmTotals totals(const Core& core, const Lane& lane, const std::vector<GemmCycl
     t.softmax_cycles += static_cast<double>(s.cycles) * n;
     t.total_cycles += static_cast<double>(s.cycles) * n;
     t.seconds += s.seconds * n;
+    t.softmax_energy_pj += s.energy_pj * n;
+    t.energy_pj += s.energy_pj * n;
   }
   for (const GemmCycles& r : runs) {
     const auto n = static_cast<double>(r.gemm.count);
@@ -302,6 +339,7 @@ GemmTotals totals(const Core& core, const Lane& lane, const std::vector<GemmCycl
     t.seconds += r.seconds * n;
     t.dram_bytes += r.dram_bytes * n;
     t.energy_pj += r.energy_pj * n;
+    t.l2_bytes += r.l2_bytes * n;
     t.latency_cycles += static_cast<double>(r.latency_cycles) * n;
   }
   const double busy = t.total_cycles - t.latency_cycles;

@@ -77,6 +77,7 @@ const Toolbox& Context::toolbox() {
     t.quantizers = &quantizers();
     t.gemms = &gemms();
     t.costs = &costs();
+    t.datapaths = &datapaths();
     for (const auto& d : data_dirs) t.search_dirs.push_back(d.string());
     toolbox_ = std::move(t);
   }

@@ -44,6 +44,7 @@ std::string Experiment::fingerprint() const {
   std::ostringstream s;
   s << "cost=" << cost.target << "|" << cost.shape << "|" << cost.cluster.phase << "|" << cost.cluster.batch
     << "|" << cost.cluster.context;
+  if (!cost.core.empty()) s << "|core=" << cost.core;
   if (const ClusterSetup& c = cost.cluster; !c.system.empty()) {
     s << "|" << c.system << "|" << c.devices << "|" << c.parallel << "|" << c.search << "|" << c.global_batch
       << "|" << c.micro_batch << "|" << c.recompute << "|" << c.gradients << "|" << c.optimizer_states << "|"
@@ -123,7 +124,7 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
   }
   if (top.has("cost")) {
     const TableReader c = top.sub("cost");
-    c.only({"target", "shape", "phase", "batch", "context", "system", "devices", "parallel", "search",
+    c.only({"target", "shape", "core", "phase", "batch", "context", "system", "devices", "parallel", "search",
             "global_batch", "micro_batch", "recompute", "gradients", "optimizer_states", "master_weights",
             "comm"});
     ClusterSetup& cl = x.cost.cluster;
@@ -131,6 +132,7 @@ Experiment parse_experiment_toml(std::string_view text, const fs::path& origin) 
     // With a system, its device is the target unless one is named.
     x.cost.target = cl.system.empty() ? c.required_str("target") : c.str("target");
     x.cost.shape = c.str("shape", x.model);
+    x.cost.core = c.str("core");
     cl.phase = c.str("phase", "decode");
     const auto job_phase = [](const std::string& name) -> std::optional<cost::JobPhase> {
       try {

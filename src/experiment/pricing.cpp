@@ -292,6 +292,33 @@ cost::KernelEstimate core_gemm_kernel(const core::Core& c, const datapath::Datap
   return e;
 }
 
+CoreTotals core_totals(const core::Core& c, const datapath::DatapathRegistry& datapaths,
+                       const cost::Workload& workload) {
+  CoreTotals t;
+  t.core = c.name;
+  double peak_cycles = 0;  // sum of count x peak MACs per cycle x busy cycles
+  for (const cost::Op& op : workload.ops) {
+    if (op.kind != "gemm") continue;
+    if (op.datapath.empty()) {
+      throw SpecError("core '" + c.name + "': GEMM op '" + op.name +
+                      "' names no datapath record for the lane");
+    }
+    const auto dim = [](double v) { return static_cast<long long>(std::llround(v)); };
+    const datapath::Datapath& lane = datapaths.get(op.datapath);
+    const core::GemmCycles r = core::simulate_gemm(c, lane, {op.name, dim(op.m), dim(op.n), dim(op.k), 1});
+    const auto n = static_cast<double>(op.count);
+    t.cycles += static_cast<double>(r.total_cycles) * n;
+    t.seconds += r.seconds * n;
+    t.macs += r.macs * n;
+    t.energy_j += r.energy_pj * 1e-12 * n;
+    t.dram_bytes += r.dram_bytes * n;
+    peak_cycles += core::peak_macs_per_cycle(c, core::lane_of(c, lane)) *
+                   static_cast<double>(r.total_cycles - r.latency_cycles) * n;
+  }
+  t.utilization = peak_cycles > 0 ? t.macs / peak_cycles : 0;
+  return t;
+}
+
 cost::GemmTimer core_gemm_timer(const core::Core& c, const datapath::DatapathRegistry& datapaths) {
   return [c, &datapaths](cost::Op& op) {
     if (op.datapath.empty()) {

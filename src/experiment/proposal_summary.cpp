@@ -72,6 +72,7 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
   if (!acc.cost.target.empty()) {
     t << "[cost]\ntarget = " << quoted(acc.cost.target) << "\n";
     if (!acc.cost.shape.empty()) t << "shape = " << quoted(acc.cost.shape) << "\n";
+    if (!acc.cost.core.empty()) t << "core = " << quoted(acc.cost.core) << "\n";
     t << "phase = " << quoted(acc.cost.cluster.phase) << "\nbatch = " << acc.cost.cluster.batch
       << "\ncontext = " << acc.cost.cluster.context << "\n";
   }
@@ -115,6 +116,10 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
       << acc.cost.cluster.phase << " at batch " << acc.cost.cluster.batch << ", context "
       << acc.cost.cluster.context
       << " (lpemu cost model: roofline time and energy per token, MAC area relative to a bf16 MAC).";
+    if (!acc.cost.core.empty()) {
+      s << " GEMMs timed on the core `" << acc.cost.core
+        << "` (lpemu core model: the step's GEMM cycles, utilisation and energy on it).";
+    }
   }
   if (!acc.gemm.empty()) {
     s << " Plans `+" << acc.gemm
@@ -123,14 +128,22 @@ std::vector<fs::path> write_accuracy(const fs::path& dir, const ProposalRequest&
          "so "
       << "formats with non-power-of-two scales (per-tensor FP32) are re-rounded once on the way in.";
   }
+  const bool on_core = !acc.cost.target.empty() && !acc.cost.core.empty();
   s << "\n\n| plan | bits/weight | mean KL vs fp32 | Δ NLL (nats/token) | perplexity | top-1 agreement | "
        "tokens/s | "
-       "J/token | MAC area vs bf16 |\n|---|---|---|---|---|---|---|---|---|\n";
+       "J/token | MAC area vs bf16 |"
+    << (on_core ? " core cycles | core util | core energy J |" : "")
+    << "\n|---|---|---|---|---|---|---|---|---|" << (on_core ? "---|---|---|" : "") << "\n";
   for (const auto& r : results) {
     s << "| " << r.label << " | " << num(r.weight_bits, "%.3g") << " | " << num(r.eval.mean_kl) << " | "
       << num(r.eval.mean_nll - r.eval.ref_mean_nll, "%+.4g") << " | " << num(r.eval.perplexity) << " | "
       << num(100 * r.eval.top1_agreement, "%.1f%%") << " | " << num(r.cost.tokens_per_s, "%.0f") << " | "
-      << num(r.cost.joules_per_token, "%.3g") << " | " << num(r.cost.mac_area_rel_bf16, "%.3g") << " |\n";
+      << num(r.cost.joules_per_token, "%.3g") << " | " << num(r.cost.mac_area_rel_bf16, "%.3g") << " |";
+    if (on_core) {
+      s << " " << num(r.cost.core_cycles, "%.6g") << " | " << num(100 * r.cost.core_utilization, "%.1f%%")
+        << " | " << num(r.cost.core_energy_j, "%.3g") << " |";
+    }
+    s << "\n";
   }
   s << "\n## Against the baselines\n\n| proposal | vs | KL ratio | bits/weight ratio | tokens/s ratio | "
        "J/token ratio | "

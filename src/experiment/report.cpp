@@ -101,6 +101,14 @@ std::vector<Column> ranked_columns(const std::vector<PlanResult>& plans) {
                  [](const PlanResult&, std::size_t, bool on) { return std::string(on ? "★" : ""); },
                  nullptr});
   }
+  if (std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.cost.core.empty(); })) {
+    c.push_back(number(
+        "core cycles", [](const PlanResult& p) { return p.cost.core_cycles; }, 5));
+    c.push_back(number(
+        "core util", [](const PlanResult& p) { return p.cost.core_utilization; }, 3, 100, "%"));
+    c.push_back(number(
+        "core energy J", [](const PlanResult& p) { return p.cost.core_energy_j; }, 4));
+  }
   const bool cluster =
       std::any_of(plans.begin(), plans.end(), [](const auto& p) { return !p.cost.cluster_system.empty(); });
   if (cluster) {
@@ -153,6 +161,12 @@ std::vector<std::pair<std::string, double>> plan_metrics(const PlanResult& r) {
     m.emplace_back("cost_joules_per_token", r.cost.joules_per_token);
     m.emplace_back("cost_mac_area_rel_bf16", r.cost.mac_area_rel_bf16);
     m.emplace_back("cost_mac_energy_pj", r.cost.mac_energy_pj);
+  }
+  if (!r.cost.core.empty()) {
+    m.emplace_back("core_cycles", r.cost.core_cycles);
+    m.emplace_back("core_seconds", r.cost.core_seconds);
+    m.emplace_back("core_utilization", r.cost.core_utilization);
+    m.emplace_back("core_energy_j", r.cost.core_energy_j);
   }
   if (!r.cost.cluster_system.empty()) {
     m.emplace_back("cluster_step_s", r.cost.cluster_step_s);

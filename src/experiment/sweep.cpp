@@ -15,9 +15,11 @@
 
 #include "experiment/proposal_detail.hpp"
 #include "experiment/sweep_detail.hpp"
+#include "lpemu/core/core.hpp"
 #include "lpemu/cost/mac_model.hpp"
 #include "lpemu/cost/system.hpp"
 #include "lpemu/cost/workload.hpp"
+#include "lpemu/datapath/datapath.hpp"
 #include "lpemu/detail/named_registry.hpp"
 #include "lpemu/engine/model.hpp"
 #include "lpemu/error.hpp"
@@ -197,10 +199,27 @@ SweepCost price_for_sweep(const engine::PrecisionPlan& plan, const Experiment& e
   try {
     // Single device: the phase priced (training: the forward pass of one micro-batch, as a prefill).
     const cost::JobPhase job = cost::parse_job_phase(exp.cost.cluster.phase);
+    // With a [cost] core, the GEMMs are timed on it (as `lpemu cost --core` does) and their cycles,
+    // utilisation and energy on it are columns of their own.
+    std::optional<core::Core> on_core;
+    const datapath::DatapathRegistry& records =
+        tools.datapaths != nullptr ? *tools.datapaths : datapath::DatapathRegistry::builtin();
+    if (!exp.cost.core.empty()) {
+      c.core = exp.cost.core;
+      on_core = core::load_core(exp.cost.core, cat.user_dirs());
+      c.core = on_core->name;
+    }
     const Pricing p = experiment::price_plan(
         plan, cat.shape(exp.cost.shape), cat.target(c.target), cat, cost::device_phase(job),
         job == cost::JobPhase::train ? exp.cost.cluster.micro_batch : exp.cost.cluster.batch,
-        exp.cost.cluster.context);
+        exp.cost.cluster.context, on_core ? core_gemm_timer(*on_core, records) : cost::GemmTimer{});
+    if (on_core) {
+      const CoreTotals t = core_totals(*on_core, records, p.workload);
+      c.core_cycles = t.cycles;
+      c.core_seconds = t.seconds;
+      c.core_utilization = t.utilization;
+      c.core_energy_j = t.energy_j;
+    }
     c.datapath = p.datapath;
     c.computed = p.computed;
     c.bits_per_weight = p.workload.bits_per_weight;
@@ -367,6 +386,13 @@ void write_plan_into(io::H5File& f, const std::string& prefix, const PlanResult&
     f.set_attr(g, "cost_joules_per_token", r.cost.joules_per_token);
     f.set_attr(g, "cost_mac_area_rel_bf16", r.cost.mac_area_rel_bf16);
     f.set_attr(g, "cost_mac_energy_pj", r.cost.mac_energy_pj);
+    if (!r.cost.core.empty()) {
+      f.set_attr(g, "core", r.cost.core);
+      f.set_attr(g, "core_cycles", r.cost.core_cycles);
+      f.set_attr(g, "core_seconds", r.cost.core_seconds);
+      f.set_attr(g, "core_utilization", r.cost.core_utilization);
+      f.set_attr(g, "core_energy_j", r.cost.core_energy_j);
+    }
     if (!r.cost.cluster_system.empty()) {
       f.set_attr(g, "cluster_system", r.cost.cluster_system);
       f.set_attr(g, "cluster_parallel", r.cost.cluster_parallel);
@@ -495,6 +521,13 @@ PlanResult load_plan_result(const fs::path& file, std::string* fingerprint) {
   r.cost.joules_per_token = f.attr_double("/", "cost_joules_per_token");
   r.cost.mac_area_rel_bf16 = f.attr_double("/", "cost_mac_area_rel_bf16");
   r.cost.mac_energy_pj = f.attr_double("/", "cost_mac_energy_pj");
+  if (f.has_attr("/", "core")) {
+    r.cost.core = f.attr_string("/", "core");
+    r.cost.core_cycles = f.attr_double("/", "core_cycles");
+    r.cost.core_seconds = f.attr_double("/", "core_seconds");
+    r.cost.core_utilization = f.attr_double("/", "core_utilization");
+    r.cost.core_energy_j = f.attr_double("/", "core_energy_j");
+  }
   if (f.has_attr("/", "cluster_system")) {
     r.cost.cluster_system = f.attr_string("/", "cluster_system");
     r.cost.cluster_parallel = f.attr_string("/", "cluster_parallel");

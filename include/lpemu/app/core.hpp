@@ -24,6 +24,10 @@ struct CoreRequest {
   std::string scope = "layer";  ///< with a model: "layer" (one block) or "step" (every block and the LM head)
   std::string phase = "decode";  ///< prefill or decode
   long long batch = 1, context = 1024;
+  /// Prefill: query positions per block of causal attention; block j's QK^T, softmax and PV run
+  /// over the keys up to its last position (FlashAttention-2 skips fully masked blocks the same way,
+  /// with blocks of 64 or 128 rows). 0: the full context x context square, the mask not exploited.
+  long long causal_block = 128;
 };
 
 /// Every GEMM simulated and the totals.
@@ -41,17 +45,20 @@ CoreResult simulate_core(experiment::Context& ctx, const CoreRequest& request);
 /// The result's one serialised form (`lpemu core --json`).
 Fields fields(const CoreResult& r);
 /// A request from named fields (core, datapath, dataflow, rows, cols, sram_scale, m, n, k, model, scope,
-/// phase, batch, context).
+/// phase, batch, context, causal_block).
 CoreRequest core_request(const Fields& f);
 /// The GEMMs of one block of `shape` (scope "layer") or of a whole step (every block, and the LM
-/// head on the batch's last positions) in `phase` at `batch` and `context`.
+/// head on the batch's last positions) in `phase` at `batch` and `context`; in prefill with
+/// `causal_block` > 0, attention's QK^T and PV per block of that many query positions, each over
+/// the keys up to the block's last position (see CoreRequest::causal_block).
 std::vector<core::Gemm> shape_gemms(const cost::ModelShape& shape, std::string_view scope, cost::Phase phase,
-                                    long long batch, long long context);
+                                    long long batch, long long context, long long causal_block = 0);
 
 /// The softmax of one block's attention (scope "layer") or of every block's (scope "step"): per
-/// sequence and K/V head, the group's query rows by the context's keys, as shape_gemms' QK^T.
-core::SoftmaxCycles shape_softmax(const core::Core& core, const cost::ModelShape& shape,
-                                  std::string_view scope, cost::Phase phase, long long batch,
-                                  long long context);
+/// sequence and K/V head, the group's query rows by the keys they see, one run per QK^T of
+/// shape_gemms with the same arguments.
+std::vector<core::SoftmaxCycles> shape_softmax(const core::Core& core, const cost::ModelShape& shape,
+                                               std::string_view scope, cost::Phase phase, long long batch,
+                                               long long context, long long causal_block = 0);
 
 }  // namespace lpemu::app

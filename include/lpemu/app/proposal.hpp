@@ -25,6 +25,7 @@ struct ProposalRequest {
   std::string model;                    ///< model name or path: accuracy and cost in summary.md ("" for none)
   std::string text;                     ///< text to score (default: paragraph.txt beside the model)
   std::string target = "h100_sxm";      ///< cost-model hardware target ("" for none)
+  std::string core;                     ///< a compute core the plans' GEMMs also run on ("" for none)
   std::string shape = "llama3_8b";      ///< cost-model model shape
   std::string phase = "decode";         ///< decode | prefill
   long long batch = 8, context = 4096;  ///< cost-model batch and context length
@@ -44,7 +45,7 @@ struct ProposalResult {
 ProposalResult proposal(experiment::Context& ctx, const ProposalRequest& request);
 /// The result's one serialised form (`lpemu proposal --json`; files relative to out).
 Fields fields(const ProposalResult& r);
-/// A request from named fields (format, out, force, seed, datapath, model, text, target, shape,
+/// A request from named fields (format, out, force, seed, datapath, model, text, target, core, shape,
 /// phase, batch, context, max_tokens).
 ProposalRequest proposal_request(const Fields& f);
 

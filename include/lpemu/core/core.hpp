@@ -62,7 +62,17 @@ enum class Tiling : std::uint8_t {
 struct SoftmaxUnit {
   double elements_per_cycle = 0;  ///< scores normalised per cycle; 0 = no softmax unit modelled
   int latency_cycles = 0;         ///< pipeline latency, paid once per attention instance
+  double pj_per_element = 0;      ///< energy per score (maximum, exponential, sum, normalisation)
   friend bool operator==(const SoftmaxUnit&, const SoftmaxUnit&) = default;
+};
+
+/// A cache between the scratchpads and DRAM (a GPU's L2): scratchpad fills pass through it, and an
+/// operand the reuse model re-reads is served from it when it fits.
+struct L2Cache {
+  double kib = 0;              ///< capacity in KiB; 0 = no L2 (scratchpads fill straight from DRAM)
+  double bytes_per_cycle = 0;  ///< bandwidth to the scratchpads in bytes per core cycle
+  double pj_per_byte = 0;      ///< energy per byte read from it
+  friend bool operator==(const L2Cache&, const L2Cache&) = default;
 };
 
 /// A compute core: every parameter the cycle model reads.
@@ -88,6 +98,7 @@ struct Core {
   double dram_bytes_per_cycle = 0;  ///< DRAM bandwidth in bytes per core cycle
   int dram_latency_cycles = 0;
   FirstFill first_fill = FirstFill::exposed;
+  L2Cache l2;           ///< [l2]
   SoftmaxUnit softmax;  ///< [softmax]
   // [energy] picojoules
   double mac_pj = 0;  ///< per multiply-accumulate

@@ -56,7 +56,8 @@ struct GemmCycles {
   std::string loop_order;  ///< "col_outer" (SCALE-Sim's) or "row_outer": the one with less DRAM traffic
   Traffic a, b, c;
   double dram_bytes = 0, preloaded_bytes = 0;
-  double energy_pj = 0, mac_energy_pj = 0, sram_energy_pj = 0, dram_energy_pj = 0;
+  double l2_bytes = 0;  ///< bytes between the L2 and the scratchpads (0 without an [l2])
+  double energy_pj = 0, mac_energy_pj = 0, sram_energy_pj = 0, l2_energy_pj = 0, dram_energy_pj = 0;
   bool compute_bound = true;  ///< compute cycles >= the DRAM-limited cycles
 };
 
@@ -76,6 +77,7 @@ struct SoftmaxCycles {
   long long rows = 1, cols = 1, count = 1;
   long long cycles = 0;  ///< per instance: latency + ceil(rows x cols / elements per cycle)
   double seconds = 0;    ///< per instance
+  double energy_pj = 0;  ///< per instance: rows x cols x the unit's pJ per element
 };
 /// Cycles of one softmax instance on `core`'s softmax unit. Throws SpecError if the core has none
 /// (`[softmax]` absent) and ShapeError for a dimension below 1.
@@ -86,9 +88,11 @@ SoftmaxCycles simulate_softmax(const Core& core, std::string name, long long row
 /// between QK^T and PV, which wait for it, so its cycles add to the GEMMs' (serialised).
 struct GemmTotals {
   double macs = 0, total_cycles = 0, compute_cycles = 0, seconds = 0, dram_bytes = 0, energy_pj = 0;
-  double softmax_cycles = 0;  ///< included in total_cycles and seconds
-  double latency_cycles = 0;  ///< dot units' pipeline latencies, included in total_cycles
-  double utilization = 0;     ///< macs / (peak_macs_per_cycle x (total_cycles - latency_cycles))
+  double softmax_cycles = 0;     ///< included in total_cycles and seconds
+  double softmax_energy_pj = 0;  ///< included in energy_pj
+  double l2_bytes = 0;           ///< bytes between the L2 and the scratchpads
+  double latency_cycles = 0;     ///< dot units' pipeline latencies, included in total_cycles
+  double utilization = 0;        ///< macs / (peak_macs_per_cycle x (total_cycles - latency_cycles))
 };
 /// Sums `runs` and `softmax` (each one's count included) on `core`.
 GemmTotals totals(const Core& core, const Lane& lane, const std::vector<GemmCycles>& runs,

@@ -26,6 +26,9 @@ struct PlanSpec {
 struct CostSetup {
   std::string target;  ///< data/hardware name, e.g. "h100_sxm"
   std::string shape;   ///< data/shapes name; default: the experiment's model name
+  /// A compute core (data/cores name or .toml): each plan's GEMMs are also run on it, with their
+  /// datapath records as the lane, and timed from it (as `lpemu cost --core`); "": the roofline only.
+  std::string core;
   /// The job: phase ("decode" or "prefill"; "train" with a system), batch and context (512 in an
   /// experiment); with cluster.system set, each plan is also priced on that cluster, as
   /// `lpemu cost --system` does.

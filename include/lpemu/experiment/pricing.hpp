@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,15 +32,29 @@ namespace lpemu::experiment {
 /// ("fp64" for plans that compute in double).
 cost::LayerwisePlan layerwise_plan(const engine::PrecisionPlan& plan, long long n_layers);
 
+/// What the GEMM ops of a priced workload take on a configured compute core: each GEMM op (one
+/// instance of m x k x n, times its count) run through core::simulate_gemm with the op's datapath
+/// record as the lane (attention and memory ops are not run on the core).
+struct CoreTotals {
+  std::string core;        ///< the core's name
+  double cycles = 0;       ///< sum over GEMM ops of count x total cycles
+  double seconds = 0;      ///< sum over GEMM ops of count x total cycles / clock
+  double macs = 0;         ///< sum over GEMM ops of count x m x k x n
+  double utilization = 0;  ///< macs / sum of count x peak MACs per cycle of the op's lane x busy cycles
+  double energy_j = 0;     ///< the core model's MAC, scratchpad, L2 and DRAM energy
+  double dram_bytes = 0;   ///< the core model's DRAM traffic
+};
+
 /// A plan priced on one target, model shape, phase, batch and context.
 struct Pricing {
   cost::LayerwisePlan plan;
   cost::Workload workload;
   cost::Roofline roofline;
-  double mac_area_rel_bf16 = 0;  ///< MAC lane area of `datapath` / the target's bf16 MAC lane
-  double mac_energy_pj = 0;      ///< MAC-weighted mean energy per MAC (45 nm Horowitz constants)
-  std::string datapath;          ///< the datapath record carrying the most MACs
-  std::string computed;          ///< "A x B on D (share of MACs); ..." for every operand pair and datapath
+  double mac_area_rel_bf16 = 0;    ///< MAC lane area of `datapath` / the target's bf16 MAC lane
+  double mac_energy_pj = 0;        ///< MAC-weighted mean energy per MAC (45 nm Horowitz constants)
+  std::string datapath;            ///< the datapath record carrying the most MACs
+  std::string computed;            ///< "A x B on D (share of MACs); ..." for every operand pair and datapath
+  std::optional<CoreTotals> core;  ///< the GEMMs on a configured core (core_totals), when one was named
 };
 
 /// Prices `plan` (layerwise_plan over `shape`'s layers, then the workload and its roofline; with
@@ -58,6 +73,11 @@ cost::KernelEstimate core_gemm_kernel(const core::Core& core, const datapath::Da
 /// datapath record (found in `datapaths`) as the lane: the time is core_gemm_kernel's, that is the
 /// core model's total cycles / clock.
 cost::GemmTimer core_gemm_timer(const core::Core& core, const datapath::DatapathRegistry& datapaths);
+
+/// The GEMM ops of `workload` on `core`, each with its own datapath record (found in
+/// `datapaths`) as the lane; the same simulations core_gemm_timer times the ops with.
+CoreTotals core_totals(const core::Core& core, const datapath::DatapathRegistry& datapaths,
+                       const cost::Workload& workload);
 
 /// A plan priced at cluster level: the system, the job and the formats the cluster models take
 /// (`lpemu cost --system ...` and a sweep's [cost] table with `system` both fill it).

@@ -27,6 +27,8 @@ struct Toolbox {
   std::vector<std::string> search_dirs;  ///< where plan and model names are looked up
   /// The cost model's data, for experiments with a [cost] table (nullptr: no cost columns).
   cost::Catalog* costs = nullptr;
+  /// The datapath records a [cost] core's lanes run (nullptr: the built-in presets).
+  const datapath::DatapathRegistry* datapaths = nullptr;
 };
 
 /// What a plan costs on the experiment's target (NaN where the model cannot price it).
@@ -40,6 +42,12 @@ struct SweepCost {
   double joules_per_token = std::nan("");
   double mac_area_rel_bf16 = std::nan("");  ///< lane area of `datapath` relative to the target's bf16 MAC
   double mac_energy_pj = std::nan("");      ///< per MAC at 45 nm (Horowitz constants)
+  // Core level ([cost] core): the plan's GEMMs on a configured core (experiment::core_totals).
+  std::string core;                        ///< "" when no core was named
+  double core_cycles = std::nan("");       ///< every GEMM of the priced phase, counts included
+  double core_seconds = std::nan("");      ///< core_cycles / the core's clock
+  double core_utilization = std::nan("");  ///< MACs / (peak MACs per cycle x busy cycles)
+  double core_energy_j = std::nan("");     ///< MAC, scratchpad, L2 and DRAM energy of those GEMMs
   // Cluster level ([cost] system): as `lpemu cost --system` prices the plan.
   std::string cluster_system;    ///< "" when not priced at cluster level
   std::string cluster_parallel;  ///< the configuration priced (the search's best)

@@ -140,6 +140,13 @@ core::Core random_dot_core(std::mt19937_64& rng) {
   c.a.kib = std::uniform_real_distribution<double>(0.5, 512)(rng);
   c.b.kib = std::uniform_real_distribution<double>(0.5, 512)(rng);
   c.dram_bytes_per_cycle = (rng() % 2) == 0 ? 1e9 : std::uniform_real_distribution<double>(0.5, 64)(rng);
+  // A third without an L2; the others with one of random size, 1 to 4 times DRAM's bandwidth.
+  if (rng() % 3 == 0) {
+    c.l2 = {};
+  } else {
+    c.l2.kib = std::uniform_real_distribution<double>(64, 65536)(rng);
+    c.l2.bytes_per_cycle = c.dram_bytes_per_cycle * std::uniform_real_distribution<double>(1, 4)(rng);
+  }
   c.double_buffered = (rng() & 1) != 0;
   c.dram_latency_cycles = 0;
   // Hidden: the first buffer-full is resident at cycle 0, so that a run can go without a stall.
@@ -173,6 +180,12 @@ TEST_CASE(
     const double after_start =
         r.dram_bytes - (c.first_fill == core::FirstFill::hidden ? r.preloaded_bytes : 0.0);
     CHECK(static_cast<double>(r.total_cycles) >= after_start / c.dram_bytes_per_cycle);
+    if (c.l2.kib > 0) {  // nor below L2 bytes / L2 bandwidth; DRAM never moves more than the L2
+      const double l2_after =
+          r.l2_bytes - (c.first_fill == core::FirstFill::hidden ? r.preloaded_bytes : 0.0);
+      CHECK(static_cast<double>(r.total_cycles) >= l2_after / c.l2.bytes_per_cycle);
+      CHECK(r.dram_bytes <= r.l2_bytes);
+    }
     CHECK(r.total_cycles == r.compute_cycles + r.sram_stall_cycles + r.dram_stall_cycles);
     CHECK(r.latency_cycles == l.pipeline_depth - 1);
     CHECK(r.utilization <= 1.0);
@@ -196,6 +209,7 @@ TEST_CASE("dot units with FP4 at 4x the FP16 products: 4x fewer issue cycles, th
   REQUIRE(core::lane_of(narrow, fp4).pack == 1);
   core::Core wide_fast = wide, narrow_fast = narrow;
   wide_fast.dram_bytes_per_cycle = narrow_fast.dram_bytes_per_cycle = 1e9;
+  wide_fast.l2.bytes_per_cycle = narrow_fast.l2.bytes_per_cycle = 1e9;
   wide_fast.first_fill = narrow_fast.first_fill = core::FirstFill::hidden;  // no stall at all
   const core::Gemm big{"big", 1024, 1024, 8192, 1};
   const core::GemmCycles w = core::simulate_gemm(wide_fast, fp4, big);

@@ -10,6 +10,10 @@
 // skinny 8x1000x700 and 33x17x45, none of which tiles the arrays. Columns: config, dataflow,
 // layer, M, N, K, SCALE-Sim's total cycles (with InterfaceBandwidth = CALC it reports no stalls),
 // its ifmap SRAM reads and its filter SRAM reads.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -20,6 +24,7 @@
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/pricing.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -267,3 +272,94 @@ TEST_CASE("core records: bad fields are errors naming file, field and expectatio
 }
 
 }  // namespace
+
+namespace {
+
+// A small dot-unit core: 16 units of 4 terms into a 16 x 16 output tile, 8-bit scratchpad words,
+// ample DRAM, the first fill resident; A's scratchpad delivers `a_words` words per cycle.
+core::Core dot_core(int a_words) {
+  return core::parse_core_toml(
+      "name = \"dot_ports\"\nsource = \"test\"\nclock_ghz = 1\n"
+      "[array]\nkind = \"dot\"\nrows = 16\ncols = 16\nunits = 16\nterms = 4\ndataflow = \"os\"\n"
+      "lane = \"generic_fp8\"\nport_bits = 8\n"
+      "[sram]\nword_bits = 8\n[sram.a]\nkib = 64\nwords_per_cycle = " +
+          std::to_string(a_words) +
+          "\n[sram.b]\nkib = 64\n[sram.c]\nkib = 64\n"
+          "[dram]\nbytes_per_cycle = 1000\nfirst_fill = \"hidden\"\n",
+      "dot_ports.toml");
+}
+
+}  // namespace
+
+TEST_CASE("dot units: scratchpad words per cycle limit operand delivery", "[core]") {
+  const auto& fp8 = lpemu::datapath::DatapathRegistry::builtin().get("generic_fp8");
+  const core::Gemm g{"g", 16, 16, 64, 1};
+  // One 16 x 16 tile over K = 64 at 4 terms: 16 x 16 x 16 dot steps on 16 units = 256 issue cycles;
+  // the tile reads its 16 x 64 = 1024 elements of A in them, 4 per cycle.
+  const core::GemmCycles free = core::simulate_gemm(dot_core(0), fp8, g);
+  CHECK(free.cycles_per_fold == 256);
+  CHECK(free.compute_cycles == 256 + free.latency_cycles);
+  CHECK(free.a.sram_reads == 1024);
+  CHECK(free.sram_stall_cycles == 0);
+  CHECK(core::simulate_gemm(dot_core(4), fp8, g).sram_stall_cycles == 0);  // 4 one-byte words: enough
+  const core::GemmCycles half = core::simulate_gemm(dot_core(2), fp8, g);  // 2 per cycle: twice as long
+  CHECK(half.sram_stall_cycles == 256);
+  CHECK(half.total_cycles == free.total_cycles + 256);
+  const core::GemmCycles quarter = core::simulate_gemm(dot_core(1), fp8, g);
+  CHECK(quarter.sram_stall_cycles == 3 * 256);
+}
+
+TEST_CASE("an L2 serves the re-reads of an operand that fits it; its bandwidth can bound", "[core]") {
+  const auto& fp8 = lpemu::datapath::DatapathRegistry::builtin().get("generic_fp8");
+  const core::Core l2 = core::load_core("h100_sm_like");  // [l2] 50 MiB at 22.77 bytes per cycle
+  REQUIRE(l2.l2.kib == 51200);
+  core::Core none = l2;
+  none.l2 = {};
+  // 1024 x 256 x 8192 in FP8 on 128 x 256 tiles: 8 row folds; neither A's 128-row slice (1 MiB) nor
+  // B's 8192 x 256 (2 MiB) fits 57 KiB of working scratchpad, so B is re-read per row fold.
+  const core::Gemm g{"g", 1024, 256, 8192, 1};
+  const core::GemmCycles a = core::simulate_gemm(none, fp8, g);
+  const core::GemmCycles b = core::simulate_gemm(l2, fp8, g);
+  const double A = 1024.0 * 8192, B = 8192.0 * 256, C = 1024.0 * 256 * 2;
+  CHECK(a.dram_bytes == A + 8 * B + C);
+  CHECK(a.l2_bytes == 0);
+  CHECK(b.l2_bytes == A + 8 * B + C);  // every fill passes through the L2
+  CHECK(b.dram_bytes == A + B + C);    // B comes from DRAM once
+  CHECK(b.b.dram_bytes == B);
+  // Exposed first fill: 600 cycles of latency and each operand's 57 KiB working half.
+  const double pre = 2 * 114 * 1024 * 0.5;
+  CHECK(a.preloaded_bytes == pre);
+  CHECK(a.total_cycles ==
+        static_cast<long long>(std::ceil(600 + pre / 13.87 + (A + 8 * B + C - pre) / 13.87)));
+  // With the L2, its 22.77 bytes per cycle bound the run (DRAM alone would take fewer cycles).
+  CHECK((A + B + C - pre) / 13.87 < (A + 8 * B + C - pre) / 22.77);
+  CHECK(b.total_cycles ==
+        static_cast<long long>(std::ceil(600 + pre / 13.87 + (A + 8 * B + C - pre) / 22.77)));
+  CHECK(b.total_cycles < a.total_cycles);
+  // An L2 too small for B (1 MiB) changes no DRAM byte, only adds its own bandwidth limit.
+  core::Core small = l2;
+  small.l2.kib = 1024;
+  CHECK(core::simulate_gemm(small, fp8, g).dram_bytes == a.dram_bytes);
+}
+
+TEST_CASE("user cores load from DIR/cores by name or as a .toml file; a taken name is an error", "[core]") {
+  lpemu::test::Scratch scratch("lpemu_core_records");
+  std::filesystem::create_directories(scratch.dir / "cores");
+  core::Core mine = core::with_name(core::load_core("example_fp8"), "my_core", "a copy");
+  std::ofstream(scratch.dir / "cores" / "my_core.toml") << core::to_toml(mine);
+  const core::Core back = core::load_core("my_core", {scratch.dir});
+  CHECK(back.name == "my_core");
+  CHECK(back.rows == 128);
+  CHECK(core::load_core((scratch.dir / "cores" / "my_core.toml").string()) == back);
+  const auto names = core::core_names({scratch.dir});
+  CHECK(std::find(names.begin(), names.end(), "my_core") != names.end());
+  CHECK(std::is_sorted(names.begin(), names.end()));
+  REQUIRE_THROWS_WITH(core::load_core("my_cor", {scratch.dir}),
+                      Catch::Contains("unknown core 'my_cor'") && Catch::Contains("my_core"));
+  // A user file reusing a built-in name.
+  std::ofstream(scratch.dir / "cores" / "dup.toml") << core::to_toml(core::load_core("example_fp8"));
+  REQUIRE_THROWS_WITH(core::load_core("my_core", {scratch.dir}),
+                      (scratch.dir / "cores" / "dup.toml").string() +
+                          ": name = \"example_fp8\": the core 'example_fp8' is already defined by "
+                          "builtin:data/cores/example_fp8.toml; expected a name of its own");
+}
