@@ -23,7 +23,7 @@ constexpr double kFrameworkReserveBytes = 2e9;
 // Host time to launch one kernel, eagerly (no CUDA Graph): "Usually, the launch time on the CPU
 // side is between 5-20 microseconds. In some cases the GPU execution time is lower than the launch
 // time itself" (Meta's Holistic Trace Analysis docs, "CUDA Kernel Launch Statistics",
-// github.com/facebookresearch/HolisticTraceAnalysis, docs/source/features/cuda_kernel_launch_stats.rst).
+// github.com/facebookresearch/HolisticTraceAnalysis).
 // The low end of that range. A kernel that runs shorter than this leaves the device idle until the
 // host has issued the next; CUDA Graphs launch a captured sequence at once and remove most of it
 // (no per-kernel figure for them was found, so they are not modelled).
