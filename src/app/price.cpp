@@ -132,6 +132,7 @@ Fields cluster_fields(const experiment::ClusterReport& c, int top) {
                     {"memory_s", r.memory_s},
                     {"tp_s", r.tp_s},
                     {"pp_s", r.pp_s},
+                    {"launch_s", r.launch_s},
                     {"tokens_per_s", r.tokens_per_s},
                     {"bytes_per_device", r.weight_bytes + r.kv_bytes},
                     {"fits", r.fits},

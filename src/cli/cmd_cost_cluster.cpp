@@ -154,14 +154,15 @@ void print_cost_cluster(const app::PriceResult& res, const app::PriceRequest& re
   for (const auto& r : c.inference) {
     if (static_cast<int>(r.phase) != shown) {
       shown = static_cast<int>(r.phase);
-      std::printf("\n%s, context %lld\n%7s %10s %12s %14s %8s %8s %8s %9s\n",
+      std::printf("\n%s, context %lld\n%7s %10s %12s %14s %8s %8s %8s %8s %9s\n",
                   r.phase == cost::Phase::prefill ? "prefill" : "decode", setup.context, "batch", "step ms",
-                  "tokens/s", "tokens/s/dev", "compute", "memory", "TP", "GB/dev");
+                  "tokens/s", "tokens/s/dev", "compute", "memory", "TP", "launch", "GB/dev");
     }
-    std::printf("%7lld %10.3f %12.1f %14.1f %7.1f%% %7.1f%% %7.1f%% %9.1f%s\n", r.batch, r.step_s * 1e3,
-                r.tokens_per_s, r.tokens_per_s / static_cast<double>(par.devices()),
+    std::printf("%7lld %10.3f %12.1f %14.1f %7.1f%% %7.1f%% %7.1f%% %7.1f%% %9.1f%s\n", r.batch,
+                r.step_s * 1e3, r.tokens_per_s, r.tokens_per_s / static_cast<double>(par.devices()),
                 100 * r.compute_s / r.step_s, 100 * r.memory_s / r.step_s, 100 * r.tp_s / r.step_s,
-                (r.weight_bytes + r.kv_bytes) / 1e9, r.fits ? "" : "  does not fit");
+                100 * r.launch_s / r.step_s, (r.weight_bytes + r.kv_bytes) / 1e9,
+                r.fits ? "" : "  does not fit");
   }
   if (!c.inference.empty()) {
     for (const auto& w : c.inference.back().warnings) std::cout << "warning  " << w << "\n";

@@ -20,6 +20,15 @@ namespace {
 // occupied). The upper end of that range; allocator fragmentation is not modelled.
 constexpr double kFrameworkReserveBytes = 2e9;
 
+// Host time to launch one kernel, eagerly (no CUDA Graph): "Usually, the launch time on the CPU
+// side is between 5-20 microseconds. In some cases the GPU execution time is lower than the launch
+// time itself" (Meta's Holistic Trace Analysis docs, "CUDA Kernel Launch Statistics",
+// github.com/facebookresearch/HolisticTraceAnalysis).
+// The low end of that range. A kernel that runs shorter than this leaves the device idle until the
+// host has issued the next; CUDA Graphs launch a captured sequence at once and remove most of it
+// (no per-kernel figure for them was found, so they are not modelled).
+constexpr double kKernelLaunchS = 5e-6;
+
 double byte_of(const CostFormat& f) { return f.bits_per_element() / 8.0; }
 double dbl(long long v) { return static_cast<double>(v); }
 
@@ -492,7 +501,15 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
         gather += collective(sys, Collective::all_gather, wbytes, group, stride).time_s;
       }
     }
-    double exposed = c.overlap_dp ? std::max(0.0, reduce - (2 * fwd_c + 2 * fwd_m)) : reduce;
+    // ZeRO-2/3 keep only their shard of the gradients, so every micro-batch's backward
+    // reduce-scatters its gradients before the next one accumulates ("gradient reduction is required
+    // after every backward because of gradient partitioning. Each rank retains only the accumulated
+    // gradients of its partition": DeepSpeed maintainers, github.com/deepspeedai/DeepSpeed/issues/2252);
+    // each overlaps at most its own micro-batch's backward. ZeRO-0/1 hold a full gradient buffer
+    // (Megatron-Core's distributed optimizer: "6 + 12/d" bytes per parameter, the 4-byte FP32
+    // gradient unsharded; docs.nvidia.com/megatron-core, "Distributed Optimizer") and reduce once.
+    const double reductions = p.zero >= 2 ? dbl(m) : 1.0;
+    double exposed = reductions * (c.overlap_dp ? std::max(0.0, reduce - (2 * fwd_c + 2 * fwd_m)) : reduce);
     exposed += gather;
     if (p.zero == 3) {
       const double regather = 2.0 * dbl(m) * gather;
@@ -687,7 +704,7 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
   Workload w = build_workload(s, f, target, mac, phase, batch, context);
   const double t = dbl(par.tp), bw = target.bandwidth_gb_s * 1e9 * target.memory_efficiency();
   const double layers = dbl(s.n_layers) / dbl(par.pp);
-  double layer_c = 0, layer_m = 0, head_c = 0, head_m = 0;
+  double layer_c = 0, layer_m = 0, head_c = 0, head_m = 0, layer_launch = 0, head_launch = 0;
   for (const auto& op : w.ops) {
     const bool per_layer = op.count == s.n_layers;
     double c = 0, mem = 0;
@@ -715,6 +732,9 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
     }
     (per_layer ? layer_c : head_c) += c;
     (per_layer ? layer_m : head_m) += mem;
+    // Each op is one kernel the host launches: a kernel shorter than the launch leaves the device
+    // waiting for the next one (see kKernelLaunchS).
+    (per_layer ? layer_launch : head_launch) += std::max(0.0, kKernelLaunchS - (c + mem));
   }
   // Two all-reduces of the layer's activations per layer (after attention and after the MLP).
   const double act = w.tokens * dbl(s.dim) * byte_of(f.activations);
@@ -724,7 +744,8 @@ InferenceResult inference_step(const ModelShape& s, const PlanFormats& f, const 
   r.memory_s = dbl(par.pp) * layers * layer_m + head_m;
   r.tp_s = dbl(par.pp) * layers * 2 * ar;
   r.pp_s = par.pp > 1 ? dbl(par.pp - 1) * send_recv(sys, act, par.tp).time_s : 0.0;
-  r.step_s = r.compute_s + r.memory_s + r.tp_s + r.pp_s;
+  r.launch_s = dbl(par.pp) * layers * layer_launch + head_launch;
+  r.step_s = r.compute_s + r.memory_s + r.tp_s + r.pp_s + r.launch_s;
   r.tokens_per_s = (phase == Phase::decode ? dbl(batch) : w.tokens) / r.step_s;
   const auto [wb, kvb] = inference_bytes(s, f, par, batch, context);
   r.weight_bytes = wb;

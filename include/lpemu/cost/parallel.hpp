@@ -142,6 +142,9 @@ struct InferenceResult {
   Phase phase = Phase::decode;
   long long batch = 0, context = 0;
   double step_s = 0, compute_s = 0, memory_s = 0, tp_s = 0, pp_s = 0;
+  /// Device time lost waiting for the host: per kernel, the eager launch time (5 us) less the
+  /// kernel's own time where that is shorter (decode at small batch).
+  double launch_s = 0;
   double tokens_per_s = 0;
   double weight_bytes = 0, kv_bytes = 0, capacity = 0;  ///< per device
   bool fits = true;
