@@ -4,11 +4,10 @@
 #include <map>
 
 #include "cost/embedded_data.hpp"
+#include "io/record_files.hpp"
 #include "io/toml.hpp"
 
 #include "io/toml_util.hpp"
-#include "lpemu/detail/named_registry.hpp"
-#include "lpemu/detail/names.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/registry.hpp"
 
@@ -33,29 +32,16 @@ Link read_link(const TableReader& r) {
   return l;
 }
 
-// Every system file by name: built-ins first, then DIR/systems/*.toml for each DIR in order; a name defined
-// twice (a user file reusing a built-in name) is an error.
-std::map<std::string, std::pair<std::string, std::string>> all_files(
-    const std::vector<std::filesystem::path>& dirs) {
-  std::map<std::string, std::pair<std::string, std::string>> out;
-  auto add = [&](const std::string& text, const std::string& origin) {
-    const toml::table t = io::detail::parse(text, origin);
-    const std::string name = TableReader(t, origin).required_str("name");
-    if (const auto it = out.find(name); it != out.end()) {
-      throw SpecError(
-          origin + ": name = \"" + name + "\": the system '" + name + "' is already defined by " +
-          it->second.second +
-          "; expected a name of its own (to change a built-in one, copy its file under a new name)");
-    }
-    out[name] = {text, origin};
-  };
+constexpr io::detail::RecordKind kSystemRecords{
+    "system", "systems", " (to change a built-in one, copy its file under a new name)"};
+
+// The built-in system files (data/systems/*.toml, embedded at build time).
+std::vector<io::detail::RecordFile> builtin_systems() {
+  std::vector<io::detail::RecordFile> out;
   for (const auto& f : cost::detail::embedded_cost_data()) {
     const std::string_view path = f.path;
-    if (path.rfind("systems/", 0) == 0) add(f.text, "builtin:data/" + std::string(path));
-  }
-  for (const auto& dir : dirs) {
-    for (const auto& file : lpemu::detail::toml_files_in(dir / "systems"))
-      add(lpemu::detail::read_spec_file(file, "system"), file.string());
+    if (path.rfind("systems/", 0) == 0)
+      out.push_back({std::string(f.text), "builtin:data/" + std::string(path)});
   }
   return out;
 }
@@ -140,24 +126,12 @@ std::string to_toml(const System& s) {
 }
 
 System load_system(std::string_view name, const std::vector<std::filesystem::path>& dirs) {
-  if (name.size() > 5 && name.substr(name.size() - 5) == ".toml") {
-    return parse_system_toml(lpemu::detail::read_spec_file(std::filesystem::path(name), "system"), name);
-  }
-  const auto files = all_files(dirs);
-  const auto it = files.find(std::string(name));
-  if (it == files.end()) {
-    std::vector<std::string> known;
-    for (const auto& [k, v] : files) known.push_back(k);
-    throw UnknownNameError("unknown system '" + std::string(name) + "'" +
-                           lpemu::detail::closest_names_hint(name, known));
-  }
-  return parse_system_toml(it->second.first, it->second.second);
+  const io::detail::RecordFile f = io::detail::find_record(kSystemRecords, name, builtin_systems(), dirs);
+  return parse_system_toml(f.text, f.origin);
 }
 
 std::vector<std::string> system_names(const std::vector<std::filesystem::path>& dirs) {
-  std::vector<std::string> out;
-  for (const auto& [k, v] : all_files(dirs)) out.push_back(k);
-  return out;
+  return io::detail::record_names(kSystemRecords, builtin_systems(), dirs);
 }
 
 }  // namespace lpemu::cost
