@@ -26,6 +26,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -94,6 +95,7 @@ RangeCounts range_counts(const T* x, const T* q, std::size_t n, const Limit& lim
 struct RoleCounts {
   std::array<RangeCounts, std::size(engine::kAllRoles)> by_role;
   std::mutex mutex;
+  std::atomic<bool> enabled{true};  ///< false: quantisers do not count (LinearPlan::set_counting)
 };
 
 /// The operand formats and GEMMs of one linear layer under a plan.
@@ -141,6 +143,9 @@ class LinearPlan {
   /// The roles some linear site quantises (weights, linear_input, lm_head, lm_head_input and the
   /// gradient roles), in declaration order: the roles range_counts() reports.
   const std::vector<engine::Role>& quantised_roles() const { return roles_; }
+  /// Turns range counting on (the default) or off: a pass whose counts nobody reads (validation)
+  /// skips the counting work. Counting never changes the quantised values.
+  void set_counting(bool on);
   /// Zeroes the range counts.
   void reset_counts();
   /// Per role of quantised_roles(), the range counts of every tensor of that role quantised since
