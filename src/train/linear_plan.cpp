@@ -54,6 +54,7 @@ bool delayed(const engine::Quantizer& q, DelayedScaling& d, std::uint64_t step, 
       if (it->first >= step) continue;
       a = std::max(a, it->second);
       ++taken;
+      if (pt.algo == engine::AmaxAlgo::most_recent) break;  // the latest earlier step's amax alone
     }
     if (finite) {
       if (!pt.history.empty() && pt.history.back().first == step) {
@@ -65,7 +66,7 @@ bool delayed(const engine::Quantizer& q, DelayedScaling& d, std::uint64_t step, 
     }
   }
   const format::Format& e = q.element_format();
-  const double scale = static_cast<double>(static_cast<float>(a / e.max_finite));
+  const double scale = static_cast<double>(static_cast<float>(std::ldexp(a, pt.margin) / e.max_finite));
   if (!finite || !std::isfinite(scale) || scale <= 0) return false;
   format::ConvertOptions o = pt.options;
   o.seed = format::mix64(o.seed ^ format::mix64(p.stream));
@@ -452,6 +453,8 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
       if (!s.delayed) s.delayed = std::make_shared<DelayedScaling>();
       for (const int i : points) {
         s.delayed->points[static_cast<std::size_t>(i)].length = spec->amax_history;
+        s.delayed->points[static_cast<std::size_t>(i)].margin = spec->margin;
+        s.delayed->points[static_cast<std::size_t>(i)].algo = spec->amax_algo;
         s.delayed->points[static_cast<std::size_t>(i)].options = spec->options;
       }
       spec->scaling = engine::Scaling::current;
@@ -488,21 +491,15 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
       if (pass == GemmPass::wgrad)
         sides = {Side{s.grad_output.get(), "grad_output"}, Side{s.input.get(), in_role}};
       for (int side = 0; side < 2; ++side) {
-        const engine::Quantizer* q = sides[static_cast<std::size_t>(side)].first;
-        std::string why =
-            q != nullptr && q->block_format() != nullptr
-                ? "training hands a datapath element codes only, not block scales (use an element format "
-                  "or leave this GEMM on \"none\")"
-                : engine::datapath_entry_problem(
-                      *dp, side == 0,
-                      q != nullptr ? q->element_format() : format::Registry::builtin().get("fp32"), nullptr);
+        const auto [q, role] = sides[static_cast<std::size_t>(side)];
+        const std::string why = engine::datapath_operand_problem(
+            *dp, side == 0, q, role,
+            "training hands a datapath element codes only, not block scales (use an element format "
+            "or leave this GEMM on \"none\")");
         if (why.empty()) continue;
         throw SpecError((choice.origin.empty() ? plan.origin : choice.origin) + ": " + who + ": " +
                         std::string(pass_name(pass)) + " GEMM of '" + tensor + "' (layer " +
-                        std::to_string(l) + "): operand " + (side == 0 ? "A" : "B") + " (" +
-                        sides[static_cast<std::size_t>(side)].second + ") in format '" +
-                        (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" +
-                        dp->name + "' exactly: " + why);
+                        std::to_string(l) + "): " + why);
       }
     }
     s.stream = mix(static_cast<std::uint64_t>(l + 1) * 64 + sites_.size());
