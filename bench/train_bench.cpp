@@ -2,7 +2,9 @@
 // stories260K, batch 4 × seq 64, under emulated plans beside the fp32 plan in the same run
 // (baseline: fp32, every GEMM on lpemu's float GEMM, nothing quantised). Plans: bf16 operands and
 // gradients; MXFP8 (E4M3 forward operands, E5M2 output gradients); NVFP4 operands with
-// stochastically rounded NVFP4 output gradients.
+// stochastically rounded NVFP4 output gradients. One thread (tbb::global_control), so that the
+// time per step is its CPU time. `range_counts` off: the same steps without the overflow and
+// underflow counts `lpemu train` logs (LinearPlan::set_counting(false)).
 #include <filesystem>
 #include <map>
 #include <random>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <tbb/global_control.h>
 
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
@@ -45,14 +48,16 @@ const std::map<std::string, std::string>& plan_texts() {
   return p;
 }
 
-void train_step(benchmark::State& state, const std::string& plan_name) {
+void train_step(benchmark::State& state, const std::string& plan_name, bool counting) {
+  const tbb::global_control one_thread(tbb::global_control::max_allowed_parallelism, 1);
   const engine::Model& m = stories();
   static const auto q = engine::QuantizerFactory::standard(format::Registry::builtin());
   static const auto g = engine::GemmFactory::builtin();
   const std::string& text = plan_texts().at(plan_name);
   const engine::PrecisionPlan plan =
       text.empty() ? engine::builtin_plan("fp32") : engine::parse_plan_toml(text, plan_name + ".toml", q, g);
-  const train::LinearPlan lp(plan, q, g, m.config);
+  train::LinearPlan lp(plan, q, g, m.config);
+  lp.set_counting(counting);
   const int batch = 4;
   const int seq = 64;
   std::mt19937 rng(1);
@@ -73,10 +78,21 @@ void train_step(benchmark::State& state, const std::string& plan_name) {
                          benchmark::Counter::kIsRate);
 }
 
-BENCHMARK_CAPTURE(train_step, fp32, std::string("fp32"))->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(train_step, bf16, std::string("bf16"))->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(train_step, mxfp8, std::string("mxfp8"))->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(train_step, nvfp4_sr, std::string("nvfp4_sr"))
+BENCHMARK_CAPTURE(train_step, fp32, std::string("fp32"), true)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(train_step, bf16, std::string("bf16"), true)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(train_step, bf16_no_range_counts, std::string("bf16"), false)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(train_step, mxfp8, std::string("mxfp8"), true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(train_step, mxfp8_no_range_counts, std::string("mxfp8"), false)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(train_step, nvfp4_sr, std::string("nvfp4_sr"), true)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(train_step, nvfp4_sr_no_range_counts, std::string("nvfp4_sr"), false)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

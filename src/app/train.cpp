@@ -257,7 +257,9 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
     TrainStep st;
     st.step = s;
     if (r.val_windows > 0 && s % a.eval_every == 0) {
+      lp.set_counting(false);  // the log counts the training pass only
       st.val_loss = windows_loss(c, p, tokens, r.windows - r.val_windows, r.val_windows, a.batch, a.seq, &lp);
+      lp.set_counting(true);
     }
     lp.set_loss_scale(scaler.scale());
     st.loss_scale = scaler.scale();

@@ -404,6 +404,20 @@ std::string datapath_entry_problem(const datapath::Datapath& dp, bool a_side, co
   return {};
 }
 
+std::string datapath_operand_problem(const datapath::Datapath& dp, bool a_side, const Quantizer* q,
+                                     std::string_view role, std::string_view block_refusal) {
+  const format::Format& element =
+      q != nullptr ? q->element_format() : format::Registry::builtin().get("fp32");
+  const block::BlockFormat* block = q != nullptr ? q->block_format() : nullptr;
+  std::string why = datapath_entry_problem(dp, a_side, element, block_refusal.empty() ? block : nullptr);
+  if (why.empty() && block != nullptr && !block_refusal.empty()) why = block_refusal;
+  if (why.empty()) return why;
+  return std::string("operand ") + (a_side ? "A" : "B") +
+         (role.empty() ? "" : " (" + std::string(role) + ")") + " in format '" +
+         (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" + dp.name +
+         "' exactly: " + why;
+}
+
 block::BlockFormat conversion_format(const datapath::Datapath& dp, bool a_side) {
   const format::Registry& reg = format::Registry::builtin();
   block::BlockFormat f;

@@ -27,6 +27,8 @@ constexpr lpemu::detail::EnumName<Compute> kComputeNames[] = {{"fp32", Compute::
                                                               {"fp64", Compute::fp64}};
 constexpr lpemu::detail::EnumName<Scaling> kScalingNames[] = {
     {"none", Scaling::none}, {"current", Scaling::current}, {"delayed", Scaling::delayed}};
+constexpr lpemu::detail::EnumName<AmaxAlgo> kAmaxAlgoNames[] = {{"max", AmaxAlgo::max},
+                                                                {"most_recent", AmaxAlgo::most_recent}};
 
 // Entries as a set: a plan table names each role once, so order carries no meaning.
 std::vector<PrecisionPlan::Entry> sorted(std::vector<PrecisionPlan::Entry> es) {
@@ -51,7 +53,12 @@ std::string spec_text(const std::optional<QuantSpec>& spec) {
   if (o.flush_subnormal_outputs) kv.emplace_back("ftz", "true");
   if (o.flush_subnormal_inputs) kv.emplace_back("daz", "true");
   if (spec->scaling != Scaling::none) kv.emplace_back("scaling", TomlWriter::quote(to_string(spec->scaling)));
-  if (spec->scaling == Scaling::delayed) kv.emplace_back("amax_history", std::to_string(spec->amax_history));
+  if (spec->scaling == Scaling::delayed) {
+    kv.emplace_back("amax_history", std::to_string(spec->amax_history));
+    if (spec->margin != 0) kv.emplace_back("margin", std::to_string(spec->margin));
+    if (spec->amax_algo != AmaxAlgo::max)
+      kv.emplace_back("amax_compute_algo", TomlWriter::quote(to_string(spec->amax_algo)));
+  }
   return TomlWriter::inline_table(kv);
 }
 
@@ -93,7 +100,8 @@ struct Parser {
   // Conversion options (rounding, overflow, ...) of a table; `allow_format` for a role's own table.
   static void read_options(const TableReader& r, format::ConvertOptions& o, bool allow_format) {
     if (allow_format) {
-      r.only({"format", "rounding", "overflow", "seed", "sr_bits", "ftz", "daz", "scaling", "amax_history"});
+      r.only({"format", "rounding", "overflow", "seed", "sr_bits", "ftz", "daz", "scaling", "amax_history",
+              "margin", "amax_compute_algo"});
     } else {
       r.only({"rounding", "overflow", "seed", "sr_bits", "ftz", "daz"});
     }
@@ -142,6 +150,16 @@ struct Parser {
     if (const auto h = t.opt_integer("amax_history", 1, 1024)) {
       if (s.scaling != Scaling::delayed) t.fail("amax_history", "absent unless scaling = \"delayed\"");
       s.amax_history = static_cast<int>(*h);
+    }
+    // Transformer Engine's DelayedScaling margin and amax_compute_algo (transformer_engine/common/
+    // recipe/delayed_scaling.cu): delayed scaling only.
+    if (const auto m = t.opt_integer("margin", 0, 32)) {
+      if (s.scaling != Scaling::delayed) t.fail("margin", "absent unless scaling = \"delayed\"");
+      s.margin = static_cast<int>(*m);
+    }
+    if (const auto a = t.opt_choice("amax_compute_algo", kAmaxAlgoNames)) {
+      if (s.scaling != Scaling::delayed) t.fail("amax_compute_algo", "absent unless scaling = \"delayed\"");
+      s.amax_algo = *a;
     }
     if (s.scaling == Scaling::none) return;
     QuantSpec plain = s;

@@ -318,6 +318,8 @@ std::string_view to_string(Scaling s) {
   }
 }
 
+std::string_view to_string(AmaxAlgo a) { return a == AmaxAlgo::most_recent ? "most_recent" : "max"; }
+
 block::BlockFormat per_tensor_format(const format::Format& element) {
   block::BlockFormat f;
   f.name = element.name + "_per_tensor";

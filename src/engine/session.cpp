@@ -142,17 +142,11 @@ class ImplT final : public Session::Impl {
       if (dp != nullptr) {
         const Quantizer* qs[2] = {find(st.roles[0], l, k), find(st.roles[1], l, k)};
         for (int side = 0; side < 2; ++side) {
-          const Quantizer* q = qs[side];
-          const std::string why =
-              datapath_entry_problem(*dp, side == 0, q != nullptr ? q->element_format() : fp32(),
-                                     q != nullptr ? q->block_format() : nullptr);
+          const std::string why = datapath_operand_problem(*dp, side == 0, qs[side], "");
           if (why.empty()) continue;
           if (!choice.convert) {
             throw Error((choice.origin.empty() ? plan_.origin : choice.origin) + ": GEMM '" +
-                        std::string(tensor) + "' (layer " + std::to_string(l) + "): operand " +
-                        (side == 0 ? "A" : "B") + " in format '" +
-                        (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" +
-                        dp->name + "' exactly: " + why +
+                        std::string(tensor) + "' (layer " + std::to_string(l) + "): " + why +
                         "; quantise it to a format the datapath takes, or ask for a conversion "
                         "with gemm = { datapath = \"" +
                         dp->name + "\", convert = true }");
@@ -178,16 +172,11 @@ class ImplT final : public Session::Impl {
         const Role roles[2] = {tensor == "qk" ? Role::q : Role::probs, tensor == "qk" ? Role::k : Role::v};
         for (int side = 0; side < 2; ++side) {
           const Quantizer* q = role_q(roles[side]);
-          std::string why =
-              datapath_entry_problem(*dp, side == 0, q != nullptr ? q->element_format() : fp32(), nullptr);
-          if (why.empty() && q != nullptr && q->block_format() != nullptr)
-            why = "attention operands take element formats";
+          const std::string why =
+              datapath_operand_problem(*dp, side == 0, q, "", "attention operands take element formats");
           if (!why.empty()) {
             throw Error((choice.origin.empty() ? plan_.origin : choice.origin) + ": attention GEMM '" +
-                        std::string(tensor) + "' (layer " + std::to_string(l) + "): operand " +
-                        (side == 0 ? "A" : "B") + " in format '" +
-                        (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" +
-                        dp->name + "' exactly: " + why);
+                        std::string(tensor) + "' (layer " + std::to_string(l) + "): " + why);
           }
           st.formats[side] = q != nullptr ? q->element_format().name : std::string("fp32");
         }

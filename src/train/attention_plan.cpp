@@ -164,20 +164,15 @@ std::vector<BlockSite> block_sites(const engine::PrecisionPlan& plan,
           {{{dq, "grad_output"}, {kq, "k / kv_cache"}}},
           {{{dq, "grad_output"}, {s.q.get(), "q"}}},
       }};
-      const format::Format& fp32 = format::Registry::builtin().get("fp32");
       for (std::size_t g = 0; g < 6; ++g) {
         for (int side = 0; side < 2; ++side) {
           const auto [q, role] = sides[g][static_cast<std::size_t>(side)];
-          std::string why = engine::datapath_entry_problem(
-              *dp, side == 0, q != nullptr ? q->element_format() : fp32, nullptr);
-          if (why.empty() && q != nullptr && q->block_format() != nullptr)
-            why = "attention operands take element formats";
+          const std::string why = engine::datapath_operand_problem(*dp, side == 0, q, role,
+                                                                   "attention operands take element formats");
           if (!why.empty()) {
             throw SpecError((choice.origin.empty() ? plan.origin : choice.origin) + ": " + who +
                             ": attention GEMM '" + attention_gemm_name(static_cast<AttentionGemm>(g)) +
-                            "' (layer " + std::to_string(l) + "): operand " + (side == 0 ? "A" : "B") + " (" +
-                            role + ") in format '" + (q != nullptr ? q->name() : std::string("fp32")) +
-                            "' cannot enter datapath '" + dp->name + "' exactly: " + why);
+                            "' (layer " + std::to_string(l) + "): " + why);
           }
           s.formats[g][static_cast<std::size_t>(side)] = q != nullptr ? q->element_format().name : "fp32";
         }

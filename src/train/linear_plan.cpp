@@ -1,12 +1,16 @@
 #include "lpemu/train/linear_plan.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "lpemu/block/block_format.hpp"
+#include "lpemu/block/quantize.hpp"
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/error.hpp"
 #include "lpemu/format/codec.hpp"
@@ -30,7 +34,7 @@ bool trained_role(Role r) { return engine::fallback_role(r) == r && r != Role::r
 // scaling quantiser is to be used.
 template <class M>
 bool delayed(const engine::Quantizer& q, DelayedScaling& d, std::uint64_t step, std::uint64_t operand,
-             const engine::QuantPoint& p, M& x, double& used_scale) {
+             const engine::QuantPoint& p, M& x, RangeCounts* counts) {
   DelayedScaling::Point& pt = d.points[operand];
   if (pt.length == 0) return false;
   using T = typename M::Scalar;
@@ -50,6 +54,7 @@ bool delayed(const engine::Quantizer& q, DelayedScaling& d, std::uint64_t step, 
       if (it->first >= step) continue;
       a = std::max(a, it->second);
       ++taken;
+      if (pt.algo == engine::AmaxAlgo::most_recent) break;  // the latest earlier step's amax alone
     }
     if (finite) {
       if (!pt.history.empty() && pt.history.back().first == step) {
@@ -61,20 +66,26 @@ bool delayed(const engine::Quantizer& q, DelayedScaling& d, std::uint64_t step, 
     }
   }
   const format::Format& e = q.element_format();
-  const double scale = static_cast<double>(static_cast<float>(a / e.max_finite));
+  const double scale = static_cast<double>(static_cast<float>(std::ldexp(a, pt.margin) / e.max_finite));
   if (!finite || !std::isfinite(scale) || scale <= 0) return false;
-  used_scale = scale;
   format::ConvertOptions o = pt.options;
   o.seed = format::mix64(o.seed ^ format::mix64(p.stream));
   o.overflow = format::Overflow::saturate;
   o.index_offset = 0;
   o.flush_subnormal_inputs = false;
   o.flush_subnormal_outputs = false;
+  // Every element is finite here; its range counts are taken in the same pass (limit max_elem · S).
+  const double limit = e.max_finite * scale;
+  std::uint64_t over = 0, under = 0;
   for (Eigen::Index i = 0; i < x.size(); ++i) {
-    const double y = static_cast<double>(x.data()[i]) / scale;
-    x.data()[i] =
-        static_cast<T>(format::quantize(e, y, o, p.index_offset + static_cast<std::uint64_t>(i)) * scale);
+    const double v = static_cast<double>(x.data()[i]);
+    const T r = static_cast<T>(
+        format::quantize(e, v / scale, o, p.index_offset + static_cast<std::uint64_t>(i)) * scale);
+    x.data()[i] = r;
+    over += !std::isfinite(static_cast<double>(r)) || std::abs(v) > limit ? 1 : 0;
+    under += v != 0.0 && r == T(0) ? 1 : 0;
   }
+  if (counts != nullptr) *counts += RangeCounts{static_cast<std::uint64_t>(x.size()), over, under};
   return true;
 }
 
@@ -95,7 +106,7 @@ Role point_role(const LinearSite& s, std::uint64_t operand) {
 
 // Quantises `x` by block quantiser `q` through its encoding (decode(encode) is apply() bit for bit)
 // and returns each element's limit: the element format's largest finite value times the element's
-// block scale and the tensor scale.
+// block scale and the tensor scale. The slow, general way (any scale rule, non-finite inputs).
 template <class M>
 std::vector<double> encode_with_limits(const engine::Quantizer& q, const engine::QuantPoint& p, M& x) {
   engine::EncodedOperand e;
@@ -121,6 +132,182 @@ std::vector<double> encode_with_limits(const engine::Quantizer& q, const engine:
   return limit;
 }
 
+// Calls f(block, first element, count) for every run of consecutive elements of one block of a
+// row-major tensor cut by layout L (a view [outer, rows, cols], blocks of block_rows × block_cols).
+template <class F>
+void for_block_runs(const block::BlockLayout& L, const F& f) {
+  const std::size_t gc = L.grid_cols();
+  std::size_t row_block = 0;  // the first block of row r: (a · grid_rows + r / block_rows) · grid_cols
+  std::size_t first = 0;      // the first element of row r
+  for (std::size_t a = 0; a < L.outer; ++a) {
+    for (std::size_t r = 0, in_block = 0; r < L.rows; ++r, first += L.cols) {
+      std::size_t b = row_block;
+      for (std::size_t c0 = 0; c0 < L.cols; c0 += L.block_cols, ++b)
+        f(b, first + c0, std::min(L.block_cols, L.cols - c0));
+      if (++in_block == L.block_rows || r + 1 == L.rows) in_block = 0, row_block += gc;
+    }
+  }
+}
+
+// The magnitude bits of float x (its bits without the sign) as a non-negative int32: for two
+// non-NaN floats, |x| < |y| if and only if abs_bits(x) < abs_bits(y); ≥ 0x7f800000 for ±Inf and
+// NaN. Signed 32-bit compares vectorise on every x86-64 target.
+inline std::int32_t abs_bits(float x) {
+  return static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x) & 0x7fffffffU);
+}
+constexpr std::int32_t kInfBits = 0x7f800000;
+
+// The magnitude bits of the largest float ≤ limit (limit ≥ 0, not NaN): for finite float x,
+// |x| > limit if and only if abs_bits(x) > limit_bits(limit).
+std::int32_t limit_bits(double limit) {
+  if (limit >= static_cast<double>(std::numeric_limits<float>::max()))
+    return abs_bits(std::numeric_limits<float>::max());
+  float f = static_cast<float>(limit);
+  if (static_cast<double>(f) > limit) f = std::nextafter(f, 0.0F);
+  return abs_bits(f);
+}
+
+// Elements counted per inner loop: 32-bit counters that cannot wrap, so the loops vectorise.
+constexpr std::size_t kCountChunk = std::size_t{1} << 24;
+
+// Finite-element counts of x before quantisation: elements above `limit` (for float, given as
+// limit_bits(limit)), and zeros.
+template <class T, class Limit>
+void count_before(const T* x, std::size_t n, Limit limit, std::uint64_t& over, std::uint64_t& zeros) {
+  if constexpr (std::is_same_v<T, float>) {
+    for (std::size_t lo = 0; lo < n; lo += kCountChunk) {
+      std::uint32_t o = 0, z = 0;
+      const std::size_t hi = std::min(n, lo + kCountChunk);
+      for (std::size_t i = lo; i < hi; ++i) {
+        const std::int32_t a = abs_bits(x[i]);
+        o += a > limit ? 1U : 0U;
+        z += a == 0 ? 1U : 0U;
+      }
+      over += o, zeros += z;
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      const double a = std::abs(static_cast<double>(x[i]));
+      over += a > limit ? 1U : 0U;
+      zeros += a == 0.0 ? 1U : 0U;
+    }
+  }
+}
+
+// The zeros of x.
+template <class T>
+std::uint64_t count_zeros(const T* x, std::size_t n) {
+  std::uint64_t z = 0;
+  for (std::size_t lo = 0; lo < n; lo += kCountChunk) {
+    std::uint32_t c = 0;
+    const std::size_t hi = std::min(n, lo + kCountChunk);
+    if constexpr (std::is_same_v<T, float>) {
+      for (std::size_t i = lo; i < hi; ++i) c += abs_bits(x[i]) == 0 ? 1U : 0U;
+    } else {
+      for (std::size_t i = lo; i < hi; ++i) c += x[i] == T(0) ? 1U : 0U;
+    }
+    z += c;
+  }
+  return z;
+}
+
+// True when every element of x is finite (for double: also as a float, as the quantiser sees it).
+template <class T>
+bool all_finite(const T* x, std::size_t n) {
+  std::int32_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t a = abs_bits(static_cast<float>(x[i]));
+    m = a > m ? a : m;
+  }
+  if constexpr (!std::is_same_v<T, float>) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (!std::isfinite(x[i])) return false;
+  }
+  return m < kInfBits;
+}
+
+// Quantises finite `x` by block quantiser `q` (its fast apply) and adds the range counts to `n`
+// without a copy of x. Every scale rule but `search` picks a block's scale from the block's amax
+// alone (and the tensor scale from the tensor's amax), so the scales are those of a probe tensor
+// holding one amax per block, encoded with blocks of one element; each block's limit is the element
+// format's largest finite value times that scale and the tensor scale. Overflow (|x| above the limit;
+// every element of a NaN-scale block) is counted before quantising, underflow as the zeros the
+// quantisation added (a finite zero stays zero outside NaN-scale blocks). False, with x unchanged,
+// for the `search` rule or a non-finite input: the caller then counts the slow, general way.
+template <class M>
+bool block_counts(const engine::Quantizer& q, const engine::QuantPoint& p, M& x, RangeCounts& n) {
+  const block::BlockFormat& f = *q.block_format();
+  if (f.rule == block::ScaleRule::search || p.axis != 1) return false;
+  const std::size_t shape[2] = {static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols())};
+  const block::BlockLayout L = block::make_layout(f, shape);
+  if (L.element_count() != static_cast<std::size_t>(x.size())) return false;
+  const auto* v = x.data();
+  if (!all_finite(v, static_cast<std::size_t>(x.size()))) return false;
+  // Each block's amax as the quantiser sees it (double rounded to float first).
+  std::vector<float> amax(L.block_count(), 0.0F);
+  for_block_runs(L, [&](std::size_t b, std::size_t first, std::size_t len) {
+    float m = amax[b];
+    for (std::size_t i = first; i < first + len; ++i) {
+      const float a = std::abs(static_cast<float>(v[i]));
+      m = a > m ? a : m;
+    }
+    amax[b] = m;
+  });
+  block::BlockFormat probe = f;
+  probe.granularity = block::Granularity::block;
+  probe.block_size = 1;
+  probe.axis = -1;
+  const std::size_t probe_shape[1] = {amax.size()};
+  const block::BlockTensor t = block::encode(probe, amax, probe_shape);
+  // Each block's limit (for float as limit_bits); NaN for a NaN block, where every element decodes to NaN.
+  using T = typename M::Scalar;
+  using Limit = std::conditional_t<std::is_same_v<T, float>, std::int32_t, double>;
+  std::vector<Limit> limit(amax.size());
+  std::vector<bool> nan_block(amax.size());
+  for (std::size_t b = 0; b < limit.size(); ++b) {
+    const double l =
+        f.element.max_finite * block::scale_value(probe, t.scales[b]) * static_cast<double>(t.tensor_scale);
+    nan_block[b] = std::isnan(l);
+    if constexpr (std::is_same_v<T, float>) {
+      limit[b] = nan_block[b] ? 0 : limit_bits(l);
+    } else {
+      limit[b] = l;
+    }
+  }
+  std::uint64_t over = 0, zeros = 0;
+  for_block_runs(L, [&](std::size_t b, std::size_t first, std::size_t len) {
+    if (nan_block[b]) {
+      over += len;
+    } else {
+      count_before(v + first, len, limit[b], over, zeros);
+    }
+  });
+  q.apply(x, p);
+  const std::uint64_t added = count_zeros(x.data(), static_cast<std::size_t>(x.size())) - zeros;
+  n += RangeCounts{static_cast<std::uint64_t>(x.size()), over, added};
+  return true;
+}
+
+// Quantises finite `x` by element quantiser `q` and adds the range counts to `n` without a copy:
+// overflow is |x| above the format's largest finite value (counted before), underflow the zeros the
+// quantisation added (a finite zero stays zero, and no finite value becomes NaN). False, with x
+// unchanged, when x holds a non-finite value.
+template <class M>
+bool element_counts(const engine::Quantizer& q, const engine::QuantPoint& p, M& x, RangeCounts& n) {
+  const auto size = static_cast<std::size_t>(x.size());
+  if (!all_finite(x.data(), size)) return false;
+  std::uint64_t over = 0, zeros = 0;
+  const double limit = q.element_format().max_finite;
+  if constexpr (std::is_same_v<typename M::Scalar, float>) {
+    count_before(x.data(), size, limit_bits(limit), over, zeros);
+  } else {
+    count_before(x.data(), size, limit, over, zeros);
+  }
+  q.apply(x, p);
+  n += RangeCounts{size, over, count_zeros(x.data(), size) - zeros};
+  return true;
+}
+
 template <class M>
 void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSite& s, std::string_view what,
               std::uint64_t step, std::uint64_t operand, M& x) {
@@ -131,24 +318,27 @@ void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSit
   p.tensor = what;
   p.axis = 1;
   p.stream = mix(s.stream ^ mix(step * 8 + operand));
-  const bool count = s.counts != nullptr;
-  M before;
-  if (count) before = x;
-  double limit = q->element_format().max_finite, scale = 1;
-  std::vector<double> limits;
-  if (s.delayed && delayed(*q, *s.delayed, step, operand, p, x, scale)) {
-    limit *= scale;
-  } else if (count && q->block_format() != nullptr) {
-    limits = encode_with_limits(*q, p, x);
-  } else {
+  const bool count = s.counts != nullptr && s.counts->enabled.load(std::memory_order_relaxed);
+  RangeCounts c;
+  if (s.delayed && delayed(*q, *s.delayed, step, operand, p, x, count ? &c : nullptr)) {
+    // counted in its pass
+  } else if (!count) {
     q->apply(x, p);
+    return;
+  } else if (!(q->block_format() != nullptr ? block_counts(*q, p, x, c) : element_counts(*q, p, x, c))) {
+    // Non-finite inputs (or the search scale rule): compare with a copy of the input.
+    const M before = x;
+    const auto n = static_cast<std::size_t>(x.size());
+    if (q->block_format() != nullptr) {
+      const std::vector<double> limits = encode_with_limits(*q, p, x);
+      c = range_counts(before.data(), x.data(), n, [&limits](std::size_t i) { return limits[i]; });
+    } else {
+      q->apply(x, p);
+      const double limit = q->element_format().max_finite;
+      c = range_counts(before.data(), x.data(), n, [limit](std::size_t) { return limit; });
+    }
   }
   if (!count) return;
-  const auto n = static_cast<std::size_t>(x.size());
-  const RangeCounts c =
-      limits.empty()
-          ? range_counts(before.data(), x.data(), n, [limit](std::size_t) { return limit; })
-          : range_counts(before.data(), x.data(), n, [&limits](std::size_t i) { return limits[i]; });
   const std::lock_guard<std::mutex> lock(s.counts->mutex);
   s.counts->by_role[static_cast<std::size_t>(point_role(s, operand))] += c;
 }
@@ -263,6 +453,8 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
       if (!s.delayed) s.delayed = std::make_shared<DelayedScaling>();
       for (const int i : points) {
         s.delayed->points[static_cast<std::size_t>(i)].length = spec->amax_history;
+        s.delayed->points[static_cast<std::size_t>(i)].margin = spec->margin;
+        s.delayed->points[static_cast<std::size_t>(i)].algo = spec->amax_algo;
         s.delayed->points[static_cast<std::size_t>(i)].options = spec->options;
       }
       spec->scaling = engine::Scaling::current;
@@ -299,21 +491,15 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
       if (pass == GemmPass::wgrad)
         sides = {Side{s.grad_output.get(), "grad_output"}, Side{s.input.get(), in_role}};
       for (int side = 0; side < 2; ++side) {
-        const engine::Quantizer* q = sides[static_cast<std::size_t>(side)].first;
-        std::string why =
-            q != nullptr && q->block_format() != nullptr
-                ? "training hands a datapath element codes only, not block scales (use an element format "
-                  "or leave this GEMM on \"none\")"
-                : engine::datapath_entry_problem(
-                      *dp, side == 0,
-                      q != nullptr ? q->element_format() : format::Registry::builtin().get("fp32"), nullptr);
+        const auto [q, role] = sides[static_cast<std::size_t>(side)];
+        const std::string why = engine::datapath_operand_problem(
+            *dp, side == 0, q, role,
+            "training hands a datapath element codes only, not block scales (use an element format "
+            "or leave this GEMM on \"none\")");
         if (why.empty()) continue;
         throw SpecError((choice.origin.empty() ? plan.origin : choice.origin) + ": " + who + ": " +
                         std::string(pass_name(pass)) + " GEMM of '" + tensor + "' (layer " +
-                        std::to_string(l) + "): operand " + (side == 0 ? "A" : "B") + " (" +
-                        sides[static_cast<std::size_t>(side)].second + ") in format '" +
-                        (q != nullptr ? q->name() : std::string("fp32")) + "' cannot enter datapath '" +
-                        dp->name + "' exactly: " + why);
+                        std::to_string(l) + "): " + why);
       }
     }
     s.stream = mix(static_cast<std::uint64_t>(l + 1) * 64 + sites_.size());
@@ -341,6 +527,8 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
   for (const Role r : engine::kAllRoles)
     if (quantised[static_cast<std::size_t>(r)]) roles_.push_back(r);
 }
+
+void LinearPlan::set_counting(bool on) { counts_->enabled.store(on, std::memory_order_relaxed); }
 
 void LinearPlan::reset_counts() {
   const std::lock_guard<std::mutex> lock(counts_->mutex);

@@ -133,6 +133,11 @@ struct QuantPoint {
 /// with the amax replaced by the largest of the last `amax_history` amaxes of this quantisation
 /// point, updated after use; training only).
 enum class Scaling : std::uint8_t { none, current, delayed };
+/// Which amax of the history delayed scaling uses (Transformer Engine's DelayedScaling
+/// `amax_compute_algo`): the largest of the window, or the one recorded at the latest earlier step.
+enum class AmaxAlgo : std::uint8_t { max, most_recent };
+/// The plan-file spelling of an AmaxAlgo ("max", "most_recent").
+std::string_view to_string(AmaxAlgo a);
 /// The plan-file spelling of a Scaling ("none", "current", "delayed").
 std::string_view to_string(Scaling s);
 
@@ -143,11 +148,16 @@ struct QuantSpec {
   std::string origin;               ///< file:line of the entry, for messages
   Scaling scaling = Scaling::none;  ///< per-tensor scaling recipe (element formats only)
   int amax_history = 16;            ///< delayed scaling: amaxes kept per quantisation point (1..1024)
+  /// Delayed scaling: the scale leaves 2^margin of headroom, S = fp32(amax · 2^margin / max_elem)
+  /// (Transformer Engine's DelayedScaling `margin`; 0..32).
+  int margin = 0;
+  AmaxAlgo amax_algo = AmaxAlgo::max;  ///< delayed scaling: which amax of the history sets the scale
 
   /// Same format, options and scaling (`origin`, where the spec was written, is not compared).
   friend bool operator==(const QuantSpec& a, const QuantSpec& b) {
     return a.format == b.format && a.options == b.options && a.scaling == b.scaling &&
-           (a.scaling != Scaling::delayed || a.amax_history == b.amax_history);
+           (a.scaling != Scaling::delayed ||
+            (a.amax_history == b.amax_history && a.margin == b.margin && a.amax_algo == b.amax_algo));
   }
 };
 
@@ -251,6 +261,15 @@ struct GemmPoint {
 /// per-tensor / per-row FP32 scales and an FP32 tensor scale (applied after accumulation).
 std::string datapath_entry_problem(const datapath::Datapath& dp, bool a_side, const format::Format& element,
                                    const block::BlockFormat* block);
+/// The one datapath-entry check of a quantised GEMM operand (inference sessions and training): why
+/// the operand of side a (`a_side`) or b of `dp`, quantised by `q` (nullptr: unquantised fp32
+/// values), cannot enter it exactly, as "operand A (ROLE) in format 'F' cannot enter datapath 'D'
+/// exactly: WHY" (" (ROLE)" only for a non-empty `role`); "" when it can. With an empty
+/// `block_refusal`, a block format's scales are checked against the datapath's
+/// (datapath_entry_problem); otherwise the caller hands the datapath element codes only, and a block
+/// format whose element format could enter is refused with WHY = `block_refusal`.
+std::string datapath_operand_problem(const datapath::Datapath& dp, bool a_side, const Quantizer* q,
+                                     std::string_view role, std::string_view block_refusal = {});
 /// The format an explicit conversion to side a/b of `dp` quantises to: the datapath's block format
 /// (input element, scale format and block size) on block-scaled datapaths, else the input element
 /// format with an FP32 per-tensor scale (applied after accumulation).

@@ -19,13 +19,17 @@
 // last whole block are left as they are.
 //
 // A role with scaling = "delayed" quantises each of its points at step s with the per-tensor FP32
-// scale S = fp32(A / max_elem), A the largest finite amax that point saw at earlier steps (at most
-// amax_history of them), elements fmt(x / S) saturated, times S; it then records this tensor's amax
-// for step s. While the history is empty or A is 0, and for a tensor holding NaN or ±Inf (whose amax
-// is not recorded), it quantises with current scaling.
+// scale S = fp32(A · 2^margin / max_elem), A the largest finite amax that point saw at earlier steps
+// (at most amax_history of them; with amax_compute_algo = "most_recent", the amax of the latest of
+// them), elements fmt(x / S) saturated, times S; it then records this tensor's amax for step s.
+// margin and amax_compute_algo are those of Transformer Engine's DelayedScaling recipe
+// (transformer_engine/common/recipe/delayed_scaling.cu: scale = fp8_max · 2^−margin / amax). While the
+// history is empty or A is 0, and for a tensor holding NaN or ±Inf (whose amax is not recorded), it quantises
+// with current scaling.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +54,8 @@ namespace lpemu::train {
 struct DelayedScaling {
   struct Point {
     int length = 0;
+    int margin = 0;                                 ///< S = fp32(amax · 2^margin / max_elem)
+    engine::AmaxAlgo algo = engine::AmaxAlgo::max;  ///< the window's largest amax, or the latest
     format::ConvertOptions options;
     std::vector<std::pair<std::uint64_t, double>> history;  ///< (step, amax), oldest first, length + 1
   };
@@ -94,6 +100,7 @@ RangeCounts range_counts(const T* x, const T* q, std::size_t n, const Limit& lim
 struct RoleCounts {
   std::array<RangeCounts, std::size(engine::kAllRoles)> by_role;
   std::mutex mutex;
+  std::atomic<bool> enabled{true};  ///< false: quantisers do not count (LinearPlan::set_counting)
 };
 
 /// The operand formats and GEMMs of one linear layer under a plan.
@@ -141,6 +148,9 @@ class LinearPlan {
   /// The roles some linear site quantises (weights, linear_input, lm_head, lm_head_input and the
   /// gradient roles), in declaration order: the roles range_counts() reports.
   const std::vector<engine::Role>& quantised_roles() const { return roles_; }
+  /// Turns range counting on (the default) or off: a pass whose counts nobody reads (validation)
+  /// skips the counting work. Counting never changes the quantised values.
+  void set_counting(bool on);
   /// Zeroes the range counts.
   void reset_counts();
   /// Per role of quantised_roles(), the range counts of every tensor of that role quantised since

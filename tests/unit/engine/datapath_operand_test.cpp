@@ -432,3 +432,35 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("datapath_operand_problem: the one entry check's message, with and without a role",
+          "[engine][datapath]") {
+  const auto& reg = dpn::DatapathRegistry::builtin();
+  const auto& h100 = reg.get("h100_e4m3_fp32");
+  const auto q = QuantizerFactory::standard(fmt::Registry::builtin());
+  QuantSpec e4, bf, mx, nv;
+  e4.format = "fp8_e4m3";
+  bf.format = "bf16";
+  mx.format = "mxfp8_e4m3";
+  nv.format = "nvfp4";
+  const auto qe4 = q.make(e4), qbf = q.make(bf), qmx = q.make(mx), qnv = q.make(nv);
+  CHECK(datapath_operand_problem(h100, true, qe4.get(), "").empty());
+  CHECK(datapath_operand_problem(h100, false, qe4.get(), "weights", "no blocks").empty());
+  // The message names side, role, format and datapath, then the datapath_entry_problem reason.
+  CHECK(datapath_operand_problem(h100, true, qbf.get(), "linear_input") ==
+        "operand A (linear_input) in format 'bf16' cannot enter datapath 'h100_e4m3_fp32' exactly: " +
+            datapath_entry_problem(h100, true, fmt::Registry::builtin().get("bf16"), nullptr));
+  // Unquantised operands are fp32 values; no role, no parentheses.
+  CHECK(datapath_operand_problem(h100, false, nullptr, "") ==
+        "operand B in format 'fp32' cannot enter datapath 'h100_e4m3_fp32' exactly: " +
+            datapath_entry_problem(h100, false, fmt::Registry::builtin().get("fp32"), nullptr));
+  // Block scales: checked against the datapath's, or refused by the caller's reason.
+  CHECK(datapath_operand_problem(h100, true, qmx.get(), "") ==
+        "operand A in format 'mxfp8_e4m3' cannot enter datapath 'h100_e4m3_fp32' exactly: " +
+            datapath_entry_problem(h100, true, qmx->element_format(), qmx->block_format()));
+  const auto& b200 = reg.get("b200_nvfp4_fp32");
+  CHECK(datapath_operand_problem(b200, true, qnv.get(), "q").empty());
+  CHECK(
+      datapath_operand_problem(b200, true, qnv.get(), "q", "element codes only") ==
+      "operand A (q) in format 'nvfp4' cannot enter datapath 'b200_nvfp4_fp32' exactly: element codes only");
+}

@@ -8,11 +8,14 @@
 #include <random>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "lpemu/block/block_format.hpp"
+#include "lpemu/block/quantize.hpp"
 #include "lpemu/engine/plan.hpp"
+#include "lpemu/format/registry.hpp"
 #include "lpemu/metrics/metrics.hpp"
 #include "lpemu/train/linear_plan.hpp"
 #include "support/tiny_model.hpp"
@@ -150,4 +153,106 @@ TEST_CASE("delayed scaling: overflow above 448 times the history's scale", "[tra
   CHECK(over > 0);
   CHECK(counts_of(lp, Role::weights).overflow == over);
   CHECK(counts_of(lp, Role::weights).elements == static_cast<std::uint64_t>(w1.size()));
+}
+
+namespace {
+
+// The brute-force range counts of quantising x by block format f (nearest rounding): limits from
+// block::encode's scales, element by element, then train::range_counts on x and its quantisation.
+RangeCounts brute_block_counts(const block::BlockFormat& f, const RowMatrix& x) {
+  const std::size_t shape[2] = {static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols())};
+  const std::span<const float> in(x.data(), static_cast<std::size_t>(x.size()));
+  const block::BlockTensor t = block::encode(f, in, shape);
+  std::vector<float> q(in.size());
+  block::quantize(f, in, q, shape);
+  const block::BlockLayout& L = t.layout;
+  std::vector<double> limit(in.size());
+  for (std::size_t i = 0; i < limit.size(); ++i) {
+    const std::size_t a = i / (L.rows * L.cols), r = (i / L.cols) % L.rows, c = i % L.cols;
+    const std::size_t b = (a * L.grid_rows() + r / L.block_rows) * L.grid_cols() + c / L.block_cols;
+    limit[i] =
+        f.element.max_finite * block::scale_value(f, t.scales[b]) * static_cast<double>(t.tensor_scale);
+  }
+  return range_counts(x.data(), q.data(), q.size(), [&limit](std::size_t i) { return limit[i]; });
+}
+
+}  // namespace
+
+TEST_CASE("range counts of every shipped block format equal a brute-force count, float and double",
+          "[train][unit]") {
+  const engine::Config c = test::tiny_model("llama", "fp32", false).config;
+  const auto& blocks = block::BlockRegistry::builtin();
+  for (const char* name :
+       {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp4", "mxint8", "nvfp4", "nvfp4_tile16",
+        "fp8_e4m3_per_tensor", "fp8_e4m3_tile128", "int8_per_channel", "int8_per_token"}) {
+    CAPTURE(name);
+    const block::BlockFormat& f = blocks.get(name);
+    LinearPlan lp(test::read_plan(std::string("[roles]\ngrad_output = \"") + name + "\"\n"),
+                  test::builtin_quantizers(), test::builtin_gemms(), c);
+    std::mt19937 g(7);
+    std::normal_distribution<float> d(0.0F, 1.0F);
+    RowMatrix x(24, 160);  // partial blocks at each row's end (160 = 5·32 = 10·16; 160 % 128 = 32)
+    for (Eigen::Index i = 0; i < x.size(); ++i)
+      x.data()[i] = i % 13 == 0 ? 0.0F : d(g) * std::exp2(static_cast<float>(i % 7) * 6.0F - 30.0F);
+    const RangeCounts want = brute_block_counts(f, x);
+    RowMatrix q = x;
+    RowMatrix b = RowMatrix::Ones(4, 160);
+    quantize_operands(lp.site(0, "w1"), GemmPass::dgrad, 0, q, b);
+    RangeCounts n = counts_of(lp, Role::grad_output);
+    CHECK(n.elements == want.elements);
+    CHECK(n.overflow == want.overflow);
+    CHECK(n.underflow == want.underflow);
+    // The same tensor in double (the quantiser rounds it to float first).
+    lp.reset_counts();
+    engine::RowMatrixD xd = x.cast<double>();
+    engine::RowMatrixD bd = engine::RowMatrixD::Ones(4, 160);
+    quantize_operands(lp.site(0, "w1"), GemmPass::dgrad, 0, xd, bd);
+    n = counts_of(lp, Role::grad_output);
+    CHECK(n.overflow == want.overflow);
+    CHECK(n.underflow == want.underflow);
+    // A NaN makes its block NaN (OCP MX) or is ignored: either way the general path counts it.
+    lp.reset_counts();
+    RowMatrix xn = x;
+    xn(3, 5) = std::numeric_limits<float>::quiet_NaN();
+    const RangeCounts want_nan = brute_block_counts(f, xn);
+    quantize_operands(lp.site(0, "w1"), GemmPass::dgrad, 0, xn, b);
+    n = counts_of(lp, Role::grad_output);
+    CHECK(n.elements == want_nan.elements);
+    CHECK(n.overflow == want_nan.overflow);
+    CHECK(n.underflow == want_nan.underflow);
+  }
+  // Element formats: counted without a copy; limit the format's largest finite value.
+  for (const char* name : {"bf16", "fp8_e4m3", "fp8_e5m2", "fp16"}) {
+    CAPTURE(name);
+    LinearPlan lp(test::read_plan(std::string("[roles]\ngrad_output = \"") + name + "\"\n"),
+                  test::builtin_quantizers(), test::builtin_gemms(), c);
+    std::mt19937 g(8);
+    RowMatrix x = wide(g, 10, 48);
+    RowMatrix q = x;
+    RowMatrix b = RowMatrix::Ones(4, 48);
+    quantize_operands(lp.site(0, "w2"), GemmPass::dgrad, 0, q, b);
+    const format::Format& f = format::Registry::builtin().get(name);
+    const RangeCounts want = range_counts(x.data(), q.data(), static_cast<std::size_t>(x.size()),
+                                          [&f](std::size_t) { return f.max_finite; });
+    const RangeCounts n = counts_of(lp, Role::grad_output);
+    CHECK(n.elements == want.elements);
+    CHECK(n.overflow == want.overflow);
+    CHECK(n.underflow == want.underflow);
+  }
+}
+
+TEST_CASE("set_counting(false) skips the counts and leaves the quantised values alone", "[train][unit]") {
+  const engine::Config c = test::tiny_model("llama", "fp32", false).config;
+  LinearPlan lp(test::read_plan("[roles]\ngrad_output = \"mxfp8_e5m2\"\n"), test::builtin_quantizers(),
+                test::builtin_gemms(), c);
+  std::mt19937 g(9);
+  const RowMatrix x = wide(g, 8, 64);
+  RowMatrix on = x, off = x;
+  RowMatrix b = RowMatrix::Ones(4, 64);
+  quantize_operands(lp.site(0, "w1"), GemmPass::dgrad, 0, on, b);
+  CHECK(counts_of(lp, Role::grad_output).elements == static_cast<std::uint64_t>(x.size()));
+  lp.set_counting(false);
+  quantize_operands(lp.site(0, "w1"), GemmPass::dgrad, 0, off, b);
+  CHECK(counts_of(lp, Role::grad_output).elements == static_cast<std::uint64_t>(x.size()));
+  CHECK(test::same_bits(on, off));
 }

@@ -8,6 +8,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -160,4 +161,82 @@ TEST_CASE("delayed scaling takes the largest amax of the last amax_history steps
   RowMatrix twice = dyt;
   quantize_operands(s, GemmPass::wgrad, 8, twice, b);
   CHECK(same_bits(twice, per_tensor("fp8_e4m3_per_tensor", dyt)));
+}
+
+namespace {
+
+// Transformer Engine's delayed-scaling update, transcribed from
+// transformer_engine/common/recipe/delayed_scaling.cu (amax_and_scale_update): the history buffer
+// of `length` entries holds at [0] the amax the latest cast recorded; the update reads the amax
+// (the largest entry for "max", entry [0] for "most_recent"), then rolls the buffer by −1 and zeroes
+// [0] for the next cast. The scale is fp8_max · 2^−margin / amax (applied as x · scale); lpemu
+// writes it as S = fp32(amax · 2^margin / fp8_max) applied as x / S, so this returns the amax times
+// 2^margin that lpemu's S is formed from.
+struct TeHistory {
+  std::vector<float> h;
+  bool most_recent = false;
+  int margin = 0;
+  double update() {
+    const float last = h[0];
+    float m = 0;
+    std::vector<float> rolled(h.size());
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      const float a = i + 1 < h.size() ? h[i + 1] : last;
+      m = std::max(m, a);
+      rolled[i] = i > 0 ? a : 0.0F;
+    }
+    h = rolled;
+    return std::ldexp(static_cast<double>(most_recent ? last : m), margin);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("delayed scaling's margin and amax_compute_algo follow Transformer Engine's update",
+          "[train][unit]") {
+  const engine::Config c = test::tiny_model("llama", "fp32", false).config;
+  for (const bool most_recent : {false, true}) {
+    for (const int margin : {0, 1, 3}) {
+      CAPTURE(most_recent, margin);
+      const std::string text =
+          "[roles]\ngrad_output = { format = \"fp8_e4m3\", scaling = \"delayed\", "
+          "amax_history = 3, margin = " +
+          std::to_string(margin) + ", amax_compute_algo = \"" + (most_recent ? "most_recent" : "max") +
+          "\" }\n";
+      const LinearPlan lp(read(text), test::builtin_quantizers(), test::builtin_gemms(), c);
+      const LinearSite& s = lp.site(1, "wq");
+      TeHistory te{std::vector<float>(3, 0.0F), most_recent, margin};
+      std::mt19937 g(11);
+      const float scales[] = {8.0F, 1.0F, 0.5F, 2.0F, 0.25F, 3.0F, 0.1F};
+      for (std::uint64_t step = 0; step < 7; ++step) {
+        const RowMatrix dy = random(g, 12, 48, scales[step]);
+        RowMatrix a = dy;
+        RowMatrix b = RowMatrix::Ones(4, 48);
+        quantize_operands(s, GemmPass::dgrad, step, a, b);
+        if (step == 0) {
+          CHECK(same_bits(a, per_tensor("fp8_e4m3_per_tensor", dy)));  // lpemu: current scaling first
+        } else {
+          CHECK(same_bits(a, delayed_reference(dy, te.update(), "fp8_e4m3")));
+        }
+        te.h[0] = amax(dy);  // the cast records its tensor's amax
+      }
+    }
+  }
+  // The keys parse, round-trip through the plan writer and are delayed-only.
+  const engine::PrecisionPlan p = read(
+      "[roles]\nweights = { format = \"fp8_e4m3\", scaling = \"delayed\", margin = 2, "
+      "amax_compute_algo = \"most_recent\" }\n");
+  const auto w = p.resolve(engine::Role::weights, 0, engine::LayerKind::mlp, 2);
+  REQUIRE(w);
+  CHECK(w->margin == 2);
+  CHECK(w->amax_algo == engine::AmaxAlgo::most_recent);
+  CHECK(read(engine::to_toml(p)).resolve(engine::Role::weights, 0, engine::LayerKind::mlp, 2) == w);
+  CHECK_THROWS_WITH(read("[roles]\nweights = { format = \"fp8_e4m3\", scaling = \"current\", margin = 1 }\n"),
+                    Catch::Contains("margin") && Catch::Contains("delayed"));
+  CHECK_THROWS_WITH(read("[roles]\nweights = { format = \"fp8_e4m3\", scaling = \"delayed\", "
+                         "amax_compute_algo = \"mean\" }\n"),
+                    Catch::Contains("amax_compute_algo") && Catch::Contains("most_recent"));
+  CHECK_THROWS_WITH(
+      read("[roles]\nweights = { format = \"fp8_e4m3\", scaling = \"delayed\", margin = 40 }\n"),
+      Catch::Contains("margin"));
 }
