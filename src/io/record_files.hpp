@@ -11,7 +11,7 @@
 
 namespace lpemu::io::detail {
 
-/// One record's TOML text and where it came from ("builtin:data/cores/x.toml" or a file path).
+/// One record's TOML text and where it came from ("builtin:data/cores/<name>.toml" or a file path).
 struct RecordFile {
   std::string text, origin;
 };
