@@ -15,9 +15,9 @@
 namespace lpemu::cli {
 namespace {
 
-std::string num(double v, int digits) { return io::format_number(v, io::NumberStyle::fixed, digits); }
+std::string fixed_num(double v, int digits) { return io::format_number(v, io::NumberStyle::fixed, digits); }
 
-std::string pct(double part, double whole) { return num(100.0 * part / whole, 1) + "%"; }
+std::string pct(double part, double whole) { return fixed_num(100.0 * part / whole, 1) + "%"; }
 
 void print_train(const cost::TrainResult& r, const cost::Target& t) {
   const auto& s = r.time;
@@ -25,23 +25,25 @@ void print_train(const cost::TrainResult& r, const cost::Target& t) {
   std::cout << "parallel " << r.config.par.str() << "; micro-batch " << r.config.micro_batch << ", "
             << r.microbatches << " micro-batches per pipeline; recompute "
             << cost::recompute_name(r.config.recompute) << "\n";
-  std::cout << "step     " << num(s.step_s, 3) << " s, " << num(r.tokens_per_s, 0) << " tokens/s, "
-            << num(r.tflops_per_device, 1) << " model TFLOP/s per device, MFU " << num(100 * r.mfu, 1)
-            << "% of " << r.rate_class << " peak (" << num(t.peak_ops(r.rate_class) / 1e12, 1)
-            << " TFLOP/s)\n";
-  std::cout << "time     compute " << num(s.compute_s, 3) << " s (" << pct(s.compute_s, s.step_s)
-            << "), memory-bound " << num(s.memory_s, 3) << " (" << pct(s.memory_s, s.step_s) << "), TP comm "
-            << num(s.tp_s, 3) << " (" << pct(s.tp_s, s.step_s) << "), CP comm " << num(s.cp_s, 3) << " ("
-            << pct(s.cp_s, s.step_s) << "), EP all-to-all " << num(s.ep_s, 3) << " (" << pct(s.ep_s, s.step_s)
-            << "), PP comm " << num(s.pp_s, 3) << " (" << pct(s.pp_s, s.step_s) << "), DP comm "
-            << num(s.dp_s, 3) << " (" << pct(s.dp_s, s.step_s) << "), bubble " << num(s.bubble_s, 3) << " ("
-            << pct(s.bubble_s, s.step_s) << "), optimizer " << num(s.optimizer_s, 3) << " ("
+  std::cout << "step     " << fixed_num(s.step_s, 3) << " s, " << fixed_num(r.tokens_per_s, 0)
+            << " tokens/s, " << fixed_num(r.tflops_per_device, 1) << " model TFLOP/s per device, MFU "
+            << fixed_num(100 * r.mfu, 1) << "% of " << r.rate_class << " peak ("
+            << fixed_num(t.peak_ops(r.rate_class) / 1e12, 1) << " TFLOP/s)\n";
+  std::cout << "time     compute " << fixed_num(s.compute_s, 3) << " s (" << pct(s.compute_s, s.step_s)
+            << "), memory-bound " << fixed_num(s.memory_s, 3) << " (" << pct(s.memory_s, s.step_s)
+            << "), TP comm " << fixed_num(s.tp_s, 3) << " (" << pct(s.tp_s, s.step_s) << "), CP comm "
+            << fixed_num(s.cp_s, 3) << " (" << pct(s.cp_s, s.step_s) << "), EP all-to-all "
+            << fixed_num(s.ep_s, 3) << " (" << pct(s.ep_s, s.step_s) << "), PP comm " << fixed_num(s.pp_s, 3)
+            << " (" << pct(s.pp_s, s.step_s) << "), DP comm " << fixed_num(s.dp_s, 3) << " ("
+            << pct(s.dp_s, s.step_s) << "), bubble " << fixed_num(s.bubble_s, 3) << " ("
+            << pct(s.bubble_s, s.step_s) << "), optimizer " << fixed_num(s.optimizer_s, 3) << " ("
             << pct(s.optimizer_s, s.step_s) << ")\n";
-  std::cout << "memory   per device: weights " << num(m.weights / 1e9, 1) << " GB, gradients "
-            << num(m.gradients / 1e9, 1) << ", optimizer " << num(m.optimizer / 1e9, 1) << ", activations "
-            << num(m.activations / 1e9, 1) << ", framework reserve " << num(m.reserve / 1e9, 1) << " = "
-            << num(m.total / 1e9, 1) << " of " << num(m.capacity / 1e9, 0) << " GB"
-            << (m.fits ? " (fits)" : " -- DOES NOT FIT: " + m.why) << "\n";
+  std::cout << "memory   per device: weights " << fixed_num(m.weights / 1e9, 1) << " GB, gradients "
+            << fixed_num(m.gradients / 1e9, 1) << ", optimizer " << fixed_num(m.optimizer / 1e9, 1)
+            << ", activations " << fixed_num(m.activations / 1e9, 1) << ", framework reserve "
+            << fixed_num(m.reserve / 1e9, 1) << " = " << fixed_num(m.total / 1e9, 1) << " of "
+            << fixed_num(m.capacity / 1e9, 0) << " GB" << (m.fits ? " (fits)" : " -- DOES NOT FIT: " + m.why)
+            << "\n";
   for (const auto& w : r.warnings) std::cout << "warning  " << w << "\n";
 }
 
@@ -108,7 +110,7 @@ void print_cost_cluster(const app::PriceResult& res, const app::PriceRequest& re
             << sys.scale_up_kind << " of " << sys.scale_up_size << " at " << sys.scale_up.bandwidth_gb_s
             << " GB/s" << (sys.scale_up_kind == "torus" ? " per link" : " per device") << ", scale-out "
             << sys.scale_out.bandwidth_gb_s << " GB/s per device\n";
-  std::cout << "model    " << m.name << " (" << num(static_cast<double>(m.parameters()) / 1e9, 2)
+  std::cout << "model    " << m.name << " (" << fixed_num(static_cast<double>(m.parameters()) / 1e9, 2)
             << " G parameters)\n";
   for (const auto& note : c.formats.notes) std::cout << "note     " << note << "\n";
   if (!c.train.empty()) {
@@ -124,7 +126,7 @@ void print_cost_cluster(const app::PriceResult& res, const app::PriceRequest& re
       return;
     }
     if (c.fewest_devices > 0) {
-      std::cout << "fewest devices meeting a step of " << num(setup.step_time, 3)
+      std::cout << "fewest devices meeting a step of " << fixed_num(setup.step_time, 3)
                 << " s: " << c.fewest_devices << "\n";
     }
     std::printf("%4s %-34s %3s %-9s %8s %10s %6s %7s %6s %6s %6s %6s %6s %6s %6s %7s\n", "rank", "parallel",

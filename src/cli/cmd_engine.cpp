@@ -65,7 +65,7 @@ struct ReplayArgs {
   bool json = false;
 };
 
-std::string num(double v, int digits = 6) {
+std::string significant_num(double v, int digits = 6) {
   return io::format_number(v, io::NumberStyle::significant, digits);
 }
 
@@ -117,7 +117,7 @@ void register_engine(CLI::App& app, Context& ctx) {
       std::cout << r.text << std::endl;
     }
     std::cerr << "lpemu: " << r.model << " under plan " << r.plan << ": " << r.tokens.size() << " tokens, "
-              << num(static_cast<double>(r.positions) / r.seconds, 4) << " positions/s\n";
+              << significant_num(static_cast<double>(r.positions) / r.seconds, 4) << " positions/s\n";
   });
 
   // ---- train ----
@@ -170,9 +170,10 @@ void register_engine(CLI::App& app, Context& ctx) {
     req.model = ta.model.model;
     req.plan = ta.model.plan;
     req.progress = [](const app::Progress& p) {
-      std::cerr << "\rlpemu: " << p.what << ": step " << p.done << "/" << p.total << ", " << num(p.seconds, 3)
-                << " s, about " << num(p.seconds * double(p.total - p.done) / double(p.done), 3)
-                << " s left   " << (p.done == p.total ? "\n" : "") << std::flush;
+      std::cerr << "\rlpemu: " << p.what << ": step " << p.done << "/" << p.total << ", "
+                << significant_num(p.seconds, 3) << " s, about "
+                << significant_num(p.seconds * double(p.total - p.done) / double(p.done), 3) << " s left   "
+                << (p.done == p.total ? "\n" : "") << std::flush;
     };
     const app::TrainResult r = app::train(ctx, req);
     if (ta.json) {
@@ -180,13 +181,13 @@ void register_engine(CLI::App& app, Context& ctx) {
     } else {
       std::cout << "step,loss,val_loss,grad_norm,lr\n";
       for (const auto& s : r.log) {
-        std::cout << s.step << "," << num(s.loss, 8) << "," << num(s.val_loss, 8) << ","
-                  << num(s.grad_norm, 6) << "," << num(s.lr, 6) << "\n";
+        std::cout << s.step << "," << significant_num(s.loss, 8) << "," << significant_num(s.val_loss, 8)
+                  << "," << significant_num(s.grad_norm, 6) << "," << significant_num(s.lr, 6) << "\n";
       }
       std::cout << "wrote " << r.model_out << ", " << r.log_out << " and " << r.log_h5 << std::endl;
     }
     std::cerr << "lpemu: trained " << r.model << " under plan " << r.plan << ": " << r.log.size()
-              << " steps in " << num(r.seconds, 3) << " s\n";
+              << " steps in " << significant_num(r.seconds, 3) << " s\n";
   });
 
   // ---- eval ----
@@ -226,9 +227,9 @@ void register_engine(CLI::App& app, Context& ctx) {
     req.plan = ea.model.plan;
     req.progress = [](const app::Progress& p) {
       std::cerr << "\rlpemu: " << p.what << ": " << p.done << "/" << p.total << " tokens, "
-                << num(p.seconds, 3) << " s, about "
-                << num(p.seconds * double(p.total - p.done) / double(p.done), 3) << " s left for this plan   "
-                << (p.done == p.total ? "\n" : "") << std::flush;
+                << significant_num(p.seconds, 3) << " s, about "
+                << significant_num(p.seconds * double(p.total - p.done) / double(p.done), 3)
+                << " s left for this plan   " << (p.done == p.total ? "\n" : "") << std::flush;
     };
     const app::EvalReport rep = app::evaluate(ctx, req);
     if (ea.verbose) print_timing("eval", app::fields(rep)["timing"]);
@@ -244,38 +245,43 @@ void register_engine(CLI::App& app, Context& ctx) {
         sum += d.plan.mean_nll * double(d.plan.nll.size());
         ref_sum += d.reference.mean_nll * double(d.reference.nll.size());
         std::cout << d.name << ": " << d.tokens << " tokens, " << d.plan.windows << " windows, perplexity "
-                  << num(d.plan.perplexity) << " (reference " << num(d.reference.perplexity) << ")\n";
+                  << significant_num(d.plan.perplexity) << " (reference "
+                  << significant_num(d.reference.perplexity) << ")\n";
       }
       const double mean = sum / double(total), ref_mean = ref_sum / double(total);
       std::cout << "model " << rep.model << ", plan " << rep.plan << " vs " << rep.reference << ": " << total
-                << " tokens scored, NLL " << num(mean) << ", perplexity " << num(std::exp(mean))
-                << " (reference " << num(ref_mean) << ", " << num(std::exp(ref_mean)) << ")\n";
+                << " tokens scored, NLL " << significant_num(mean) << ", perplexity "
+                << significant_num(std::exp(mean)) << " (reference " << significant_num(ref_mean) << ", "
+                << significant_num(std::exp(ref_mean)) << ")\n";
       return;
     }
     const experiment::EvalResult& r = *rep.single;
     std::cout << "model " << rep.model << ", plan " << rep.plan << " vs " << rep.reference << ", "
               << r.nll.size() << " tokens scored\n"
-              << "  NLL (nats/token) " << num(r.mean_nll) << "  perplexity " << num(r.perplexity)
-              << "   (reference: " << num(r.ref_mean_nll) << ", " << num(r.ref_perplexity) << ")\n"
-              << "  KL(ref||plan)    mean " << num(r.mean_kl) << "  max " << num(r.max_kl) << "\n"
-              << "  top-1 agreement  " << num(100.0 * r.top1_agreement, 4) << " %\n"
-              << "  logits           SQNR " << num(r.logits.sqnr_db, 4) << " dB, max |err| "
-              << num(r.logits.max_abs, 4) << "\n"
+              << "  NLL (nats/token) " << significant_num(r.mean_nll) << "  perplexity "
+              << significant_num(r.perplexity) << "   (reference: " << significant_num(r.ref_mean_nll) << ", "
+              << significant_num(r.ref_perplexity) << ")\n"
+              << "  KL(ref||plan)    mean " << significant_num(r.mean_kl) << "  max "
+              << significant_num(r.max_kl) << "\n"
+              << "  top-1 agreement  " << significant_num(100.0 * r.top1_agreement, 4) << " %\n"
+              << "  logits           SQNR " << significant_num(r.logits.sqnr_db, 4) << " dB, max |err| "
+              << significant_num(r.logits.max_abs, 4) << "\n"
               << "  residual stream SQNR (dB):\n";
     for (const auto& [name, st] : r.residual)
-      std::cout << "    " << name << "  " << num(st.sqnr_db, 4) << "\n";
+      std::cout << "    " << name << "  " << significant_num(st.sqnr_db, 4) << "\n";
     if (ea.points) {
       std::cout << "  quantisation points (layer/role/tensor: SQNR dB, max |err|):\n";
       for (const auto& [name, st] : r.points) {
-        std::cout << "    " << name << "  " << num(st.sqnr_db, 4) << "  " << num(st.max_abs, 3) << "\n";
+        std::cout << "    " << name << "  " << significant_num(st.sqnr_db, 4) << "  "
+                  << significant_num(st.max_abs, 3) << "\n";
       }
     }
     if (ea.per_token) {
       std::cout << "  t  token  piece  nll  ref_nll  kl  top1\n";
       for (std::size_t t = 0; t < r.nll.size(); ++t) {
         std::cout << "  " << t << "  " << r.tokens[t + 1] << "  " << quoted(rep.pieces[t]) << "  "
-                  << num(r.nll[t]) << "  " << num(r.ref_nll[t]) << "  " << num(r.kl[t]) << "  "
-                  << r.top1_agree[t] << "\n";
+                  << significant_num(r.nll[t]) << "  " << significant_num(r.ref_nll[t]) << "  "
+                  << significant_num(r.kl[t]) << "  " << r.top1_agree[t] << "\n";
       }
     }
   });
@@ -305,9 +311,11 @@ void register_engine(CLI::App& app, Context& ctx) {
     for (const auto& r : rep.rows) {
       std::printf("%5s %-7s %-13s %-10s %-10s %10s %10s %10s %12s\n",
                   r.layer < 0 ? "head" : std::to_string(r.layer).c_str(), r.tensor.c_str(), r.role.c_str(),
-                  r.input_format.c_str(), r.weight_format.c_str(), num(r.input_error.sqnr_db, 4).c_str(),
-                  num(r.weight_error.sqnr_db, 4).c_str(), num(r.output_error.sqnr_db, 4).c_str(),
-                  num(r.output_error.max_abs, 3).c_str());
+                  r.input_format.c_str(), r.weight_format.c_str(),
+                  significant_num(r.input_error.sqnr_db, 4).c_str(),
+                  significant_num(r.weight_error.sqnr_db, 4).c_str(),
+                  significant_num(r.output_error.sqnr_db, 4).c_str(),
+                  significant_num(r.output_error.max_abs, 3).c_str());
     }
   });
 }

@@ -97,6 +97,9 @@ TEST_CASE(
     ++rows;
   }
   CHECK(rows == 5);
+  // The sanitizer stage stops here: Chromium is not the code under test, and the release stage
+  // loads the same page.
+  if (lpemu::test::kSanitized) return;
 
   const fs::path png = work / "report.png";
   const std::string log = load_in_chromium(html, png, work);

@@ -105,17 +105,7 @@ namespace {
 
 // The time limit guards against hangs; a command built with AddressSanitizer runs several times
 // slower (and slower still on a loaded machine), so its limit is five times as long.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kTimeScale = 5;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr int kTimeScale = 5;
-#else
-constexpr int kTimeScale = 1;
-#endif
-#else
-constexpr int kTimeScale = 1;
-#endif
+constexpr int kTimeScale = kSanitized ? 5 : 1;
 
 }  // namespace
 

@@ -8,6 +8,20 @@
 
 namespace lpemu::test {
 
+/// True in a build with AddressSanitizer (the sanitizer stage): tests whose repetitions add no
+/// memory or UB coverage (finite differences over every parameter) sample instead there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 /// Path of a file in the source tree (tests must not depend on the working directory).
 std::string source_path(const std::string& relative);
 /// Shell command (quoted) that runs the built `lpemu`; in a cross build, under its emulator.

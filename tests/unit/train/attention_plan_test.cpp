@@ -135,8 +135,9 @@ TEST_CASE("fp64 gradients with attention through its planned GEMMs equal finite 
     if (n.find("/wq") != std::string::npos || n.find("/wk") != std::string::npos ||
         n.find("/wv") != std::string::npos || n.find("/wo") != std::string::npos ||
         n.find("attention_norm") != std::string::npos || n == "tok_embeddings") {
-      Eigen::VectorXd fd(x.size());
-      for (Eigen::Index j = 0; j < x.size(); ++j) {
+      // Under the sanitizers every 8th element (the release build checks every one).
+      Eigen::VectorXd fd = analytic[i];
+      for (Eigen::Index j = 0; j < x.size(); j += test::kSanitized ? 8 : 1) {
         const double keep = x.data()[j];
         Params<double> unused;
         x.data()[j] = keep + h;
