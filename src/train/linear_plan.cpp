@@ -104,19 +104,27 @@ Role point_role(const LinearSite& s, std::uint64_t operand) {
   }
 }
 
-// Quantises `x` by block quantiser `q` through its encoding (decode(encode) is apply() bit for bit)
-// and returns each element's limit: the element format's largest finite value times the element's
-// block scale and the tensor scale. The slow, general way (any scale rule, non-finite inputs).
+// Encodes `x` by block quantiser `q` (decode(encode) is apply() bit for bit), leaving the decoded
+// values in x: for double through float, as Quantizer::apply does.
 template <class M>
-std::vector<double> encode_with_limits(const engine::Quantizer& q, const engine::QuantPoint& p, M& x) {
-  engine::EncodedOperand e;
+engine::EncodedOperand encode_operand(const engine::Quantizer& q, const engine::QuantPoint& p, M& x) {
   if constexpr (std::is_same_v<typename M::Scalar, float>) {
-    e = q.encode(x, p);
-  } else {  // as Quantizer::apply does for double: through float
+    return q.encode(x, p);
+  } else {
     engine::RowMatrix f = x.template cast<float>();
-    e = q.encode(f, p);
+    engine::EncodedOperand e = q.encode(f, p);
     x = f.template cast<double>();
+    return e;
   }
+}
+
+// Quantises `x` by block quantiser `q` through its encoding `e` and returns each element's limit:
+// the element format's largest finite value times the element's block scale and the tensor scale.
+// The slow, general way (any scale rule, non-finite inputs).
+template <class M>
+std::vector<double> encode_with_limits(const engine::Quantizer& q, const engine::QuantPoint& p, M& x,
+                                       engine::EncodedOperand& e) {
+  e = encode_operand(q, p, x);
   const block::BlockFormat& f = *e.block;
   const block::BlockLayout& L = e.tensor.layout;
   std::vector<double> per_block(e.tensor.scales.size());
@@ -308,9 +316,11 @@ bool element_counts(const engine::Quantizer& q, const engine::QuantPoint& p, M& 
   return true;
 }
 
+// Quantises operand `x` of site `s` in place by `q` (nothing for nullptr). With `enc` (an operand of
+// a datapath GEMM) a block format's encoding goes there too: the codes and scales the datapath reads.
 template <class M>
 void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSite& s, std::string_view what,
-              std::uint64_t step, std::uint64_t operand, M& x) {
+              std::uint64_t step, std::uint64_t operand, M& x, engine::EncodedOperand* enc = nullptr) {
   if (!q) return;
   engine::QuantPoint p;
   p.layer = s.layer;
@@ -320,7 +330,17 @@ void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSit
   p.stream = mix(s.stream ^ mix(step * 8 + operand));
   const bool count = s.counts != nullptr && s.counts->enabled.load(std::memory_order_relaxed);
   RangeCounts c;
-  if (s.delayed && delayed(*q, *s.delayed, step, operand, p, x, count ? &c : nullptr)) {
+  if (enc != nullptr && q->block_format() != nullptr) {
+    // Delayed scaling never reaches a datapath GEMM (LinearPlan refuses it there).
+    if (!count) {
+      *enc = encode_operand(*q, p, x);
+      return;
+    }
+    const M before = x;
+    const std::vector<double> limits = encode_with_limits(*q, p, x, *enc);
+    c = range_counts(before.data(), x.data(), static_cast<std::size_t>(x.size()),
+                     [&limits](std::size_t i) { return limits[i]; });
+  } else if (s.delayed && delayed(*q, *s.delayed, step, operand, p, x, count ? &c : nullptr)) {
     // counted in its pass
   } else if (!count) {
     q->apply(x, p);
@@ -330,7 +350,8 @@ void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSit
     const M before = x;
     const auto n = static_cast<std::size_t>(x.size());
     if (q->block_format() != nullptr) {
-      const std::vector<double> limits = encode_with_limits(*q, p, x);
+      engine::EncodedOperand e;
+      const std::vector<double> limits = encode_with_limits(*q, p, x, e);
       c = range_counts(before.data(), x.data(), n, [&limits](std::size_t i) { return limits[i]; });
     } else {
       q->apply(x, p);
@@ -374,21 +395,23 @@ void hadamard(int block, std::uint64_t seed, M& a, M& b) {
   }
 }
 
+// The operands of `pass` quantised in place; with `ea` / `eb`, block formats encoded there too.
 template <class M>
-void operands(const LinearSite& s, GemmPass pass, std::uint64_t step, M& a, M& b) {
+void operands(const LinearSite& s, GemmPass pass, std::uint64_t step, M& a, M& b,
+              engine::EncodedOperand* ea = nullptr, engine::EncodedOperand* eb = nullptr) {
   switch (pass) {
     case GemmPass::forward:
-      quantize(s.input, s, "input", step, 0, a);
-      quantize(s.weights, s, "weights", step, 1, b);
+      quantize(s.input, s, "input", step, 0, a, ea);
+      quantize(s.weights, s, "weights", step, 1, b, eb);
       break;
     case GemmPass::dgrad:
-      quantize(s.grad_output, s, "grad_output", step, 2, a);
-      if (!s.shared_weight) quantize(s.weights, s, "weights_t", step, 3, b);
+      quantize(s.grad_output, s, "grad_output", step, 2, a, ea);
+      if (!s.shared_weight) quantize(s.weights, s, "weights_t", step, 3, b, eb);
       break;
     case GemmPass::wgrad:
       hadamard(s.hadamard, mix(mix(s.stream ^ mix(step * 8 + 4)) + 0x48616461ULL), a, b);
-      quantize(s.grad_output, s, "grad_output_t", step, 4, a);
-      quantize(s.input, s, "input_t", step, 5, b);
+      quantize(s.grad_output, s, "grad_output_t", step, 4, a, ea);
+      quantize(s.input, s, "input_t", step, 5, b, eb);
       break;
   }
 }
@@ -492,14 +515,19 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
         sides = {Side{s.grad_output.get(), "grad_output"}, Side{s.input.get(), in_role}};
       for (int side = 0; side < 2; ++side) {
         const auto [q, role] = sides[static_cast<std::size_t>(side)];
-        const std::string why = engine::datapath_operand_problem(
-            *dp, side == 0, q, role,
-            "training hands a datapath element codes only, not block scales (use an element format "
-            "or leave this GEMM on \"none\")");
-        if (why.empty()) continue;
-        throw SpecError((choice.origin.empty() ? plan.origin : choice.origin) + ": " + who + ": " +
-                        std::string(pass_name(pass)) + " GEMM of '" + tensor + "' (layer " +
-                        std::to_string(l) + "): " + why);
+        const std::string where = (choice.origin.empty() ? plan.origin : choice.origin) + ": " + who + ": " +
+                                  std::string(pass_name(pass)) + " GEMM of '" + tensor + "' (layer " +
+                                  std::to_string(l) + "): ";
+        // Block formats enter with their scales along this GEMM's contraction axis, as inference's do.
+        const std::string why = engine::datapath_operand_problem(*dp, side == 0, q, role);
+        if (!why.empty()) throw SpecError(where + why);
+        const std::size_t point = 2 * i + static_cast<std::size_t>(side);  // see DelayedScaling
+        if (s.delayed && s.delayed->points[point].length > 0) {
+          throw SpecError(where + "operand " + (side == 0 ? "A" : "B") + " (" + role +
+                          ") asks for delayed scaling, which training does not hand a datapath (its "
+                          "scale comes from the amax history); use scaling = \"current\" or leave this "
+                          "GEMM on \"none\"");
+        }
       }
     }
     s.stream = mix(static_cast<std::uint64_t>(l + 1) * 64 + sites_.size());
@@ -560,6 +588,16 @@ void quantize_operands(const LinearSite& site, GemmPass pass, std::uint64_t step
 void quantize_operands(const LinearSite& site, GemmPass pass, std::uint64_t step, engine::RowMatrixD& a,
                        engine::RowMatrixD& b) {
   operands(site, pass, step, a, b);
+}
+
+void encode_operands(const LinearSite& site, GemmPass pass, std::uint64_t step, engine::RowMatrix& a,
+                     engine::RowMatrix& b, engine::EncodedOperand& ea, engine::EncodedOperand& eb) {
+  operands(site, pass, step, a, b, &ea, &eb);
+}
+
+void encode_operands(const LinearSite& site, GemmPass pass, std::uint64_t step, engine::RowMatrixD& a,
+                     engine::RowMatrixD& b, engine::EncodedOperand& ea, engine::EncodedOperand& eb) {
+  operands(site, pass, step, a, b, &ea, &eb);
 }
 
 void hadamard_columns(int block, std::uint64_t seed, engine::RowMatrix& a, engine::RowMatrix& b) {

@@ -128,7 +128,9 @@ class LinearPlan {
   /// Resolves `plan` for a model with config `c`: every linear site, and every block's attention
   /// and activation roles (attention_plan.hpp). Throws lpemu::Error naming the plan and role when
   /// the plan quantises a role that training does not emulate yet (the mixture-of-experts roles),
-  /// or asks a GEMM to convert its operands.
+  /// asks a GEMM to convert its operands, or puts on a datapath GEMM an operand that cannot enter it
+  /// exactly (engine::datapath_operand_problem, with block scales along that GEMM's contraction
+  /// axis) or that asks for delayed scaling.
   LinearPlan(const engine::PrecisionPlan& plan, const engine::QuantizerFactory& quantizers,
              const engine::GemmFactory& gemms, const engine::Config& c);
   /// The site of linear `tensor` ("wq" ... "w3") in block `layer`, or "output" (layer -1).
@@ -185,6 +187,15 @@ void quantize_operands(const LinearSite& site, engine::GemmPass pass, std::uint6
 /// The same in double.
 void quantize_operands(const LinearSite& site, engine::GemmPass pass, std::uint64_t step,
                        engine::RowMatrixD& a, engine::RowMatrixD& b);
+/// As quantize_operands, for a GEMM on a datapath: an operand in a block format is also encoded into
+/// `ea` / `eb` (element codes, block scales along the contraction axis, tensor scale: what the
+/// datapath reads; the values left in `a` / `b` are their decoding); an operand in an element format
+/// or unquantised leaves its encoding empty (the datapath reads its values).
+void encode_operands(const LinearSite& site, engine::GemmPass pass, std::uint64_t step, engine::RowMatrix& a,
+                     engine::RowMatrix& b, engine::EncodedOperand& ea, engine::EncodedOperand& eb);
+/// The same in double (encoded through float, as Quantizer::apply quantises double).
+void encode_operands(const LinearSite& site, engine::GemmPass pass, std::uint64_t step, engine::RowMatrixD& a,
+                     engine::RowMatrixD& b, engine::EncodedOperand& ea, engine::EncodedOperand& eb);
 /// Quantises weight `w` [N, K] in place as the forward GEMM of `site` at `step` does (the dgrad
 /// GEMM's weight too, transposed, when `site.shared_weight`).
 void quantize_forward_weight(const LinearSite& site, std::uint64_t step, engine::RowMatrix& w);
