@@ -423,7 +423,7 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
   const Mat<T>& out_w = c.tied_embeddings ? p.tok_embeddings : p.output;
   Mat<T> logits;
   lin(-1, "output").forward(xf, out_w, none, logits);
-  if (plan != nullptr) quantize_logits(plan->logits(), step, logits);
+  if (plan != nullptr) quantize_logits(plan->logits(), step, logits, plan->counts());
 
   // Loss and its gradient at the logits: (softmax − onehot) / n.
   grads = zeros_like(p);

@@ -345,23 +345,34 @@ void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSit
   } else if (!count) {
     q->apply(x, p);
     return;
-  } else if (!(q->block_format() != nullptr ? block_counts(*q, p, x, c) : element_counts(*q, p, x, c))) {
-    // Non-finite inputs (or the search scale rule): compare with a copy of the input.
-    const M before = x;
-    const auto n = static_cast<std::size_t>(x.size());
-    if (q->block_format() != nullptr) {
-      engine::EncodedOperand e;
-      const std::vector<double> limits = encode_with_limits(*q, p, x, e);
-      c = range_counts(before.data(), x.data(), n, [&limits](std::size_t i) { return limits[i]; });
-    } else {
-      q->apply(x, p);
-      const double limit = q->element_format().max_finite;
-      c = range_counts(before.data(), x.data(), n, [limit](std::size_t) { return limit; });
-    }
+  } else {
+    apply_counted(*q, p, x, c);
   }
   if (!count) return;
   const std::lock_guard<std::mutex> lock(s.counts->mutex);
   s.counts->by_role[static_cast<std::size_t>(point_role(s, operand))] += c;
+}
+
+// apply_counted: the fast ways where they apply, else a copy of the input compared after.
+template <class M>
+void counted(const engine::Quantizer& q, const engine::QuantPoint& p, M& x, RangeCounts& c) {
+  RangeCounts n;
+  if (q.block_format() != nullptr ? block_counts(q, p, x, n) : element_counts(q, p, x, n)) {
+    c += n;
+    return;
+  }
+  // Non-finite inputs (or the search scale rule): compare with a copy of the input.
+  const M before = x;
+  const auto size = static_cast<std::size_t>(x.size());
+  if (q.block_format() != nullptr) {
+    engine::EncodedOperand e;
+    const std::vector<double> limits = encode_with_limits(q, p, x, e);
+    c += range_counts(before.data(), x.data(), size, [&limits](std::size_t i) { return limits[i]; });
+  } else {
+    q.apply(x, p);
+    const double limit = q.element_format().max_finite;
+    c += range_counts(before.data(), x.data(), size, [limit](std::size_t) { return limit; });
+  }
 }
 
 // Q = blocks of H·D/√B on the columns of a and b: the fast Walsh–Hadamard transform per row.
@@ -423,6 +434,16 @@ void result(const LinearSite& s, GemmPass pass, std::uint64_t step, M& c) {
 }
 
 }  // namespace
+
+void apply_counted(const engine::Quantizer& q, const engine::QuantPoint& p, engine::RowMatrix& x,
+                   RangeCounts& c) {
+  counted(q, p, x, c);
+}
+
+void apply_counted(const engine::Quantizer& q, const engine::QuantPoint& p, engine::RowMatrixD& x,
+                   RangeCounts& c) {
+  counted(q, p, x, c);
+}
 
 std::string_view pass_name(GemmPass pass) {
   switch (pass) {
@@ -540,6 +561,7 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
   }
   add(-1, LayerKind::head, "output");
   blocks_ = block_sites(plan, quantizers, gemms, c);
+  for (BlockSite& b : blocks_) b.counts = counts_;
   logits_ = logits_quantizer(plan, quantizers, c);
   std::vector<bool> quantised(std::size(engine::kAllRoles), false);
   for (const LinearSite& site : sites_) {
@@ -552,6 +574,24 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
     for (const auto& [role, q] : points)
       if (q != nullptr) quantised[static_cast<std::size_t>(role)] = true;
   }
+  for (const BlockSite& b : blocks_) {
+    // Attention's gradient quantisers exist only where attention runs through its GEMMs.
+    const std::pair<Role, const void*> points[] = {{Role::q, b.q.get()},
+                                                   {Role::k, b.k.get()},
+                                                   {Role::v, b.v.get()},
+                                                   {Role::kv_cache, b.kv_cache.get()},
+                                                   {Role::scores, b.scores.get()},
+                                                   {Role::probs, b.probs.get()},
+                                                   {Role::attn_output, b.attn_output.get()},
+                                                   {Role::residual, b.residual_attention.get()},
+                                                   {Role::residual, b.residual_mlp.get()},
+                                                   {Role::mlp_hidden, b.mlp_hidden.get()},
+                                                   {Role::grad_output, b.grad_output.get()},
+                                                   {Role::grad_activation, b.grad_activation.get()}};
+    for (const auto& [role, q] : points)
+      if (q != nullptr) quantised[static_cast<std::size_t>(role)] = true;
+  }
+  if (logits_) quantised[static_cast<std::size_t>(Role::logits)] = true;
   for (const Role r : engine::kAllRoles)
     if (quantised[static_cast<std::size_t>(r)]) roles_.push_back(r);
 }
