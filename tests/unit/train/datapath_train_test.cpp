@@ -174,6 +174,24 @@ TEST_CASE("training under block formats on datapath GEMMs gives the inference lo
   }
 }
 
+TEST_CASE("per-tensor current scaling on an FP8 datapath: the training loss is the engine's",
+          "[train][unit]") {
+  const engine::Model m = test::tiny_model("llama", "fp32", false);
+  const int seq = 8;
+  const auto tokens = random_tokens(1, seq, m.config.vocab_size, 23);
+  const engine::PrecisionPlan plan = test::read_plan(
+      "[roles]\nweights = { format = \"fp8_e4m3\", scaling = \"current\" }\n"
+      "linear_input = { format = \"fp8_e4m3\", scaling = \"current\" }\ngemm = \"h100_e4m3_fp32\"\n"
+      "[[override]]\nkind = \"head\"\ngemm = \"none\"\n");
+  const LinearPlan lp(plan, test::builtin_quantizers(), test::builtin_gemms(), m.config);
+  CHECK(lp.site(0, "w1").gemm_name[0] == "h100_e4m3_fp32");
+  engine::Session s(m, plan);
+  const double ref = cross_entropy(s.forward(std::span<const int>(tokens.data(), seq)), tokens);
+  Params<float> g;
+  CHECK(loss_and_gradients(m.config, params_from_model<float>(m), tokens, 1, seq, g, &lp) ==
+        Approx(ref).epsilon(1e-6));
+}
+
 TEST_CASE("training refuses datapath operands that cannot enter, naming GEMM, operand and role",
           "[train][unit]") {
   const engine::Config c = test::tiny_model("llama", "fp32", false).config;
