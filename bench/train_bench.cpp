@@ -2,9 +2,10 @@
 // stories260K, batch 4 × seq 64, under emulated plans beside the fp32 plan in the same run
 // (baseline: fp32, every GEMM on lpemu's float GEMM, nothing quantised). Plans: bf16 operands and
 // gradients; MXFP8 (E4M3 forward operands, E5M2 output gradients); NVFP4 operands with
-// stochastically rounded NVFP4 output gradients. One thread (tbb::global_control), so that the
-// time per step is its CPU time. `range_counts` off: the same steps without the overflow and
-// underflow counts `lpemu train` logs (LinearPlan::set_counting(false)).
+// stochastically rounded NVFP4 output gradients; NVFP4 operands and gradients on the B200 NVFP4
+// datapath (bit-exact tensor-core emulation) in all three GEMMs of every block. One thread
+// (tbb::global_control), so that the time per step is its CPU time. `range_counts` off: the same steps
+// without the overflow and underflow counts `lpemu train` logs (LinearPlan::set_counting(false)).
 #include <filesystem>
 #include <map>
 #include <random>
@@ -44,6 +45,11 @@ const std::map<std::string, std::string>& plan_texts() {
       {"nvfp4_sr",
        "[roles]\nweights = \"nvfp4\"\nlinear_input = \"nvfp4\"\n"
        "grad_output = { format = \"nvfp4\", rounding = \"stochastic\" }\n"},
+      // NVFP4 operands and gradients on the B200 NVFP4 datapath in all three GEMMs of every block.
+      {"nvfp4_b200",
+       "[roles]\nweights = \"nvfp4\"\nlinear_input = \"nvfp4\"\ngrad_output = \"nvfp4\"\n"
+       "gemm = \"b200_nvfp4_fp32\"\ndgrad_gemm = \"b200_nvfp4_fp32\"\nwgrad_gemm = \"b200_nvfp4_fp32\"\n"
+       "[[override]]\nkind = \"head\"\ngemm = \"none\"\ndgrad_gemm = \"none\"\nwgrad_gemm = \"none\"\n"},
   };
   return p;
 }
@@ -93,6 +99,9 @@ BENCHMARK_CAPTURE(train_step, nvfp4_sr, std::string("nvfp4_sr"), true)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK_CAPTURE(train_step, nvfp4_sr_no_range_counts, std::string("nvfp4_sr"), false)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(train_step, nvfp4_b200, std::string("nvfp4_b200"), true)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -211,6 +211,7 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
   o.warmup_steps = a.warmup;
   o.decay_steps = a.schedule == "cosine" ? std::max(a.steps - a.warmup, 1) : 0;
   train::Optimizer<T> opt(o, p, &plan, &ctx.quantizers(), c.n_layers);
+  for (const engine::Role role : opt.quantised_roles()) r.count_roles.emplace_back(engine::to_string(role));
   train::LossScaler scaler(plan.loss_scale);
   const bool scaled = plan.loss_scale.kind != engine::LossScale::Kind::none;
   const fs::path state_file = a.out / "state.h5";
@@ -276,7 +277,12 @@ void run(experiment::Context& ctx, const TrainRequest& a, engine::Model& model,
     }
     st.lr = train::learning_rate(o, s);
     st.skipped = scaler.update(found_inf);
+    opt.reset_counts();
     st.grad_norm = st.skipped ? train::global_norm(g) : opt.step(p, g, st.lr);
+    for (const train::RangeCounts& n : opt.range_counts()) {  // zero on a skipped step
+      st.overflow.push_back(n.overflow);
+      st.underflow.push_back(n.underflow);
+    }
     r.log.push_back(st);
     if (a.progress) {
       a.progress({r.first_step > 0 ? "train (resumed at step " + std::to_string(r.first_step) + ")" : "train",

@@ -1,5 +1,6 @@
 #include "lpemu/train/attention_plan.hpp"
 
+#include <mutex>
 #include <string_view>
 
 #include "lpemu/datapath/datapath.hpp"
@@ -33,6 +34,20 @@ enum Point : std::uint64_t {
   kLogits = kResults + 6,
 };
 
+// q.apply(x, p), adding the range counts to role `role` of `counts` when given and enabled.
+template <class M>
+void apply_counting(const engine::Quantizer& q, const engine::QuantPoint& p, Role role, RoleCounts* counts,
+                    M& x) {
+  if (counts == nullptr || !counts->enabled.load(std::memory_order_relaxed)) {
+    q.apply(x, p);
+    return;
+  }
+  RangeCounts c;
+  apply_counted(q, p, x, c);
+  const std::lock_guard<std::mutex> lock(counts->mutex);
+  counts->by_role[static_cast<std::size_t>(role)] += c;
+}
+
 template <class M>
 void quantize(const std::shared_ptr<const engine::Quantizer>& q, const BlockSite& s, Role role,
               LayerKind kind, std::string_view what, std::uint64_t step, std::uint64_t point, int head,
@@ -46,7 +61,7 @@ void quantize(const std::shared_ptr<const engine::Quantizer>& q, const BlockSite
   p.head = head;
   p.axis = 1;
   p.stream = mix(mix(s.stream ^ mix(step * 64 + point)) + static_cast<std::uint64_t>(head + 1));
-  q->apply(x, p);
+  apply_counting(*q, p, role, s.counts.get(), x);
 }
 
 // Q, K or V of the backward GEMMs re-quantised by its forward roles: K and V by k / v then kv_cache.
@@ -272,23 +287,25 @@ void quantize_mlp_hidden(const BlockSite& s, std::uint64_t step, engine::RowMatr
 
 namespace {
 template <class M>
-void logits(const engine::Quantizer* q, std::uint64_t step, M& x) {
+void logits(const engine::Quantizer* q, std::uint64_t step, M& x, RoleCounts* counts) {
   if (q == nullptr) return;
   engine::QuantPoint p;
   p.role = Role::logits;
   p.tensor = "logits";
   p.axis = 1;
   p.stream = mix(mix(0x6c6f67697473ULL ^ mix(step * 64 + kLogits)));
-  q->apply(x, p);
+  apply_counting(*q, p, Role::logits, counts, x);
 }
 }  // namespace
 
-void quantize_logits(const engine::Quantizer* q, std::uint64_t step, engine::RowMatrix& x) {
-  logits(q, step, x);
+void quantize_logits(const engine::Quantizer* q, std::uint64_t step, engine::RowMatrix& x,
+                     RoleCounts* counts) {
+  logits(q, step, x, counts);
 }
 
-void quantize_logits(const engine::Quantizer* q, std::uint64_t step, engine::RowMatrixD& x) {
-  logits(q, step, x);
+void quantize_logits(const engine::Quantizer* q, std::uint64_t step, engine::RowMatrixD& x,
+                     RoleCounts* counts) {
+  logits(q, step, x, counts);
 }
 
 }  // namespace lpemu::train

@@ -39,20 +39,28 @@ void gemm(const LinearPlan* plan, const LinearSite* site, GemmPass pass, Mat<T> 
     engine::eigen_gemm().nt(a, b, c, engine::GemmPoint{});
     return;
   }
-  quantize_operands(*site, pass, plan->step(), a, b);
+  const engine::Gemm& g = *site->gemm[static_cast<std::size_t>(pass)];
+  engine::EncodedOperand ea, eb;
+  if (g.datapath() != nullptr) {
+    encode_operands(*site, pass, plan->step(), a, b, ea, eb);
+  } else {
+    quantize_operands(*site, pass, plan->step(), a, b);
+  }
   engine::GemmPoint gp;
   gp.layer = site->layer;
   gp.kind = site->kind;
   gp.tensor = site->tensor;
-  // The element formats the operands now lie on (what a datapath GEMM reads them as; the plan
-  // refuses block formats there).
+  // What a datapath GEMM reads: a block-format operand's codes and scales, else the element format
+  // the operand's values lie on.
   const auto on = [](const std::shared_ptr<const engine::Quantizer>& q) -> std::string_view {
     return q && q->block_format() == nullptr ? std::string_view(q->element_format().name)
                                              : std::string_view();
   };
   gp.a_format = on(pass == GemmPass::forward ? site->input : site->grad_output);
   gp.b_format = on(pass == GemmPass::wgrad ? site->input : site->weights);
-  site->gemm[static_cast<std::size_t>(pass)]->nt(a, b, c, gp);
+  if (ea.block) gp.a_operand = &ea;
+  if (eb.block) gp.b_operand = &eb;
+  g.nt(a, b, c, gp);
   quantize_result(*site, pass, plan->step(), c);
 }
 
@@ -415,7 +423,7 @@ double loss_and_gradients(const Config& c, const Params<T>& p, std::span<const i
   const Mat<T>& out_w = c.tied_embeddings ? p.tok_embeddings : p.output;
   Mat<T> logits;
   lin(-1, "output").forward(xf, out_w, none, logits);
-  if (plan != nullptr) quantize_logits(plan->logits(), step, logits);
+  if (plan != nullptr) quantize_logits(plan->logits(), step, logits, plan->counts());
 
   // Loss and its gradient at the logits: (softmax − onehot) / n.
   grads = zeros_like(p);

@@ -104,19 +104,27 @@ Role point_role(const LinearSite& s, std::uint64_t operand) {
   }
 }
 
-// Quantises `x` by block quantiser `q` through its encoding (decode(encode) is apply() bit for bit)
-// and returns each element's limit: the element format's largest finite value times the element's
-// block scale and the tensor scale. The slow, general way (any scale rule, non-finite inputs).
+// Encodes `x` by block quantiser `q` (decode(encode) is apply() bit for bit), leaving the decoded
+// values in x: for double through float, as Quantizer::apply does.
 template <class M>
-std::vector<double> encode_with_limits(const engine::Quantizer& q, const engine::QuantPoint& p, M& x) {
-  engine::EncodedOperand e;
+engine::EncodedOperand encode_operand(const engine::Quantizer& q, const engine::QuantPoint& p, M& x) {
   if constexpr (std::is_same_v<typename M::Scalar, float>) {
-    e = q.encode(x, p);
-  } else {  // as Quantizer::apply does for double: through float
+    return q.encode(x, p);
+  } else {
     engine::RowMatrix f = x.template cast<float>();
-    e = q.encode(f, p);
+    engine::EncodedOperand e = q.encode(f, p);
     x = f.template cast<double>();
+    return e;
   }
+}
+
+// Quantises `x` by block quantiser `q` through its encoding `e` and returns each element's limit:
+// the element format's largest finite value times the element's block scale and the tensor scale.
+// The slow, general way (any scale rule, non-finite inputs).
+template <class M>
+std::vector<double> encode_with_limits(const engine::Quantizer& q, const engine::QuantPoint& p, M& x,
+                                       engine::EncodedOperand& e) {
+  e = encode_operand(q, p, x);
   const block::BlockFormat& f = *e.block;
   const block::BlockLayout& L = e.tensor.layout;
   std::vector<double> per_block(e.tensor.scales.size());
@@ -308,9 +316,11 @@ bool element_counts(const engine::Quantizer& q, const engine::QuantPoint& p, M& 
   return true;
 }
 
+// Quantises operand `x` of site `s` in place by `q` (nothing for nullptr). With `enc` (an operand of
+// a datapath GEMM) a block format's encoding goes there too: the codes and scales the datapath reads.
 template <class M>
 void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSite& s, std::string_view what,
-              std::uint64_t step, std::uint64_t operand, M& x) {
+              std::uint64_t step, std::uint64_t operand, M& x, engine::EncodedOperand* enc = nullptr) {
   if (!q) return;
   engine::QuantPoint p;
   p.layer = s.layer;
@@ -320,27 +330,49 @@ void quantize(const std::shared_ptr<const engine::Quantizer>& q, const LinearSit
   p.stream = mix(s.stream ^ mix(step * 8 + operand));
   const bool count = s.counts != nullptr && s.counts->enabled.load(std::memory_order_relaxed);
   RangeCounts c;
-  if (s.delayed && delayed(*q, *s.delayed, step, operand, p, x, count ? &c : nullptr)) {
+  if (enc != nullptr && q->block_format() != nullptr) {
+    // Delayed scaling never reaches a datapath GEMM (LinearPlan refuses it there).
+    if (!count) {
+      *enc = encode_operand(*q, p, x);
+      return;
+    }
+    const M before = x;
+    const std::vector<double> limits = encode_with_limits(*q, p, x, *enc);
+    c = range_counts(before.data(), x.data(), static_cast<std::size_t>(x.size()),
+                     [&limits](std::size_t i) { return limits[i]; });
+  } else if (s.delayed && delayed(*q, *s.delayed, step, operand, p, x, count ? &c : nullptr)) {
     // counted in its pass
   } else if (!count) {
     q->apply(x, p);
     return;
-  } else if (!(q->block_format() != nullptr ? block_counts(*q, p, x, c) : element_counts(*q, p, x, c))) {
-    // Non-finite inputs (or the search scale rule): compare with a copy of the input.
-    const M before = x;
-    const auto n = static_cast<std::size_t>(x.size());
-    if (q->block_format() != nullptr) {
-      const std::vector<double> limits = encode_with_limits(*q, p, x);
-      c = range_counts(before.data(), x.data(), n, [&limits](std::size_t i) { return limits[i]; });
-    } else {
-      q->apply(x, p);
-      const double limit = q->element_format().max_finite;
-      c = range_counts(before.data(), x.data(), n, [limit](std::size_t) { return limit; });
-    }
+  } else {
+    apply_counted(*q, p, x, c);
   }
   if (!count) return;
   const std::lock_guard<std::mutex> lock(s.counts->mutex);
   s.counts->by_role[static_cast<std::size_t>(point_role(s, operand))] += c;
+}
+
+// apply_counted: the fast ways where they apply, else a copy of the input compared after.
+template <class M>
+void counted(const engine::Quantizer& q, const engine::QuantPoint& p, M& x, RangeCounts& c) {
+  RangeCounts n;
+  if (q.block_format() != nullptr ? block_counts(q, p, x, n) : element_counts(q, p, x, n)) {
+    c += n;
+    return;
+  }
+  // Non-finite inputs (or the search scale rule): compare with a copy of the input.
+  const M before = x;
+  const auto size = static_cast<std::size_t>(x.size());
+  if (q.block_format() != nullptr) {
+    engine::EncodedOperand e;
+    const std::vector<double> limits = encode_with_limits(q, p, x, e);
+    c += range_counts(before.data(), x.data(), size, [&limits](std::size_t i) { return limits[i]; });
+  } else {
+    q.apply(x, p);
+    const double limit = q.element_format().max_finite;
+    c += range_counts(before.data(), x.data(), size, [limit](std::size_t) { return limit; });
+  }
 }
 
 // Q = blocks of H·D/√B on the columns of a and b: the fast Walsh–Hadamard transform per row.
@@ -374,21 +406,23 @@ void hadamard(int block, std::uint64_t seed, M& a, M& b) {
   }
 }
 
+// The operands of `pass` quantised in place; with `ea` / `eb`, block formats encoded there too.
 template <class M>
-void operands(const LinearSite& s, GemmPass pass, std::uint64_t step, M& a, M& b) {
+void operands(const LinearSite& s, GemmPass pass, std::uint64_t step, M& a, M& b,
+              engine::EncodedOperand* ea = nullptr, engine::EncodedOperand* eb = nullptr) {
   switch (pass) {
     case GemmPass::forward:
-      quantize(s.input, s, "input", step, 0, a);
-      quantize(s.weights, s, "weights", step, 1, b);
+      quantize(s.input, s, "input", step, 0, a, ea);
+      quantize(s.weights, s, "weights", step, 1, b, eb);
       break;
     case GemmPass::dgrad:
-      quantize(s.grad_output, s, "grad_output", step, 2, a);
-      if (!s.shared_weight) quantize(s.weights, s, "weights_t", step, 3, b);
+      quantize(s.grad_output, s, "grad_output", step, 2, a, ea);
+      if (!s.shared_weight) quantize(s.weights, s, "weights_t", step, 3, b, eb);
       break;
     case GemmPass::wgrad:
       hadamard(s.hadamard, mix(mix(s.stream ^ mix(step * 8 + 4)) + 0x48616461ULL), a, b);
-      quantize(s.grad_output, s, "grad_output_t", step, 4, a);
-      quantize(s.input, s, "input_t", step, 5, b);
+      quantize(s.grad_output, s, "grad_output_t", step, 4, a, ea);
+      quantize(s.input, s, "input_t", step, 5, b, eb);
       break;
   }
 }
@@ -400,6 +434,16 @@ void result(const LinearSite& s, GemmPass pass, std::uint64_t step, M& c) {
 }
 
 }  // namespace
+
+void apply_counted(const engine::Quantizer& q, const engine::QuantPoint& p, engine::RowMatrix& x,
+                   RangeCounts& c) {
+  counted(q, p, x, c);
+}
+
+void apply_counted(const engine::Quantizer& q, const engine::QuantPoint& p, engine::RowMatrixD& x,
+                   RangeCounts& c) {
+  counted(q, p, x, c);
+}
 
 std::string_view pass_name(GemmPass pass) {
   switch (pass) {
@@ -492,14 +536,19 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
         sides = {Side{s.grad_output.get(), "grad_output"}, Side{s.input.get(), in_role}};
       for (int side = 0; side < 2; ++side) {
         const auto [q, role] = sides[static_cast<std::size_t>(side)];
-        const std::string why = engine::datapath_operand_problem(
-            *dp, side == 0, q, role,
-            "training hands a datapath element codes only, not block scales (use an element format "
-            "or leave this GEMM on \"none\")");
-        if (why.empty()) continue;
-        throw SpecError((choice.origin.empty() ? plan.origin : choice.origin) + ": " + who + ": " +
-                        std::string(pass_name(pass)) + " GEMM of '" + tensor + "' (layer " +
-                        std::to_string(l) + "): " + why);
+        const std::string where = (choice.origin.empty() ? plan.origin : choice.origin) + ": " + who + ": " +
+                                  std::string(pass_name(pass)) + " GEMM of '" + tensor + "' (layer " +
+                                  std::to_string(l) + "): ";
+        // Block formats enter with their scales along this GEMM's contraction axis, as inference's do.
+        const std::string why = engine::datapath_operand_problem(*dp, side == 0, q, role);
+        if (!why.empty()) throw SpecError(where + why);
+        const std::size_t point = 2 * i + static_cast<std::size_t>(side);  // see DelayedScaling
+        if (s.delayed && s.delayed->points[point].length > 0) {
+          throw SpecError(where + "operand " + (side == 0 ? "A" : "B") + " (" + role +
+                          ") asks for delayed scaling, which training does not hand a datapath (its "
+                          "scale comes from the amax history); use scaling = \"current\" or leave this "
+                          "GEMM on \"none\"");
+        }
       }
     }
     s.stream = mix(static_cast<std::uint64_t>(l + 1) * 64 + sites_.size());
@@ -512,6 +561,7 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
   }
   add(-1, LayerKind::head, "output");
   blocks_ = block_sites(plan, quantizers, gemms, c);
+  for (BlockSite& b : blocks_) b.counts = counts_;
   logits_ = logits_quantizer(plan, quantizers, c);
   std::vector<bool> quantised(std::size(engine::kAllRoles), false);
   for (const LinearSite& site : sites_) {
@@ -524,6 +574,24 @@ LinearPlan::LinearPlan(const engine::PrecisionPlan& plan, const engine::Quantize
     for (const auto& [role, q] : points)
       if (q != nullptr) quantised[static_cast<std::size_t>(role)] = true;
   }
+  for (const BlockSite& b : blocks_) {
+    // Attention's gradient quantisers exist only where attention runs through its GEMMs.
+    const std::pair<Role, const void*> points[] = {{Role::q, b.q.get()},
+                                                   {Role::k, b.k.get()},
+                                                   {Role::v, b.v.get()},
+                                                   {Role::kv_cache, b.kv_cache.get()},
+                                                   {Role::scores, b.scores.get()},
+                                                   {Role::probs, b.probs.get()},
+                                                   {Role::attn_output, b.attn_output.get()},
+                                                   {Role::residual, b.residual_attention.get()},
+                                                   {Role::residual, b.residual_mlp.get()},
+                                                   {Role::mlp_hidden, b.mlp_hidden.get()},
+                                                   {Role::grad_output, b.grad_output.get()},
+                                                   {Role::grad_activation, b.grad_activation.get()}};
+    for (const auto& [role, q] : points)
+      if (q != nullptr) quantised[static_cast<std::size_t>(role)] = true;
+  }
+  if (logits_) quantised[static_cast<std::size_t>(Role::logits)] = true;
   for (const Role r : engine::kAllRoles)
     if (quantised[static_cast<std::size_t>(r)]) roles_.push_back(r);
 }
@@ -560,6 +628,16 @@ void quantize_operands(const LinearSite& site, GemmPass pass, std::uint64_t step
 void quantize_operands(const LinearSite& site, GemmPass pass, std::uint64_t step, engine::RowMatrixD& a,
                        engine::RowMatrixD& b) {
   operands(site, pass, step, a, b);
+}
+
+void encode_operands(const LinearSite& site, GemmPass pass, std::uint64_t step, engine::RowMatrix& a,
+                     engine::RowMatrix& b, engine::EncodedOperand& ea, engine::EncodedOperand& eb) {
+  operands(site, pass, step, a, b, &ea, &eb);
+}
+
+void encode_operands(const LinearSite& site, GemmPass pass, std::uint64_t step, engine::RowMatrixD& a,
+                     engine::RowMatrixD& b, engine::EncodedOperand& ea, engine::EncodedOperand& eb) {
+  operands(site, pass, step, a, b, &ea, &eb);
 }
 
 void hadamard_columns(int block, std::uint64_t seed, engine::RowMatrix& a, engine::RowMatrix& b) {

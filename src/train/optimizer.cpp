@@ -1,6 +1,8 @@
 #include "lpemu/train/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <numbers>
 #include <vector>
 
@@ -47,16 +49,24 @@ std::vector<Flat<T>> flat(Params<T>& p) {
   return out;
 }
 
-// Quantises a flat tensor in place (rows as GEMM operands hold them: scales along each row).
+// Quantises a flat tensor in place (rows as GEMM operands hold them: scales along each row) as role
+// `role`, adding the range counts to `counts`.
 template <class T>
-void quantize_flat(const engine::Quantizer& q, std::string_view what, const Flat<T>& f) {
+void quantize_flat(const engine::Quantizer& q, engine::Role role, const Flat<T>& f, RoleCounts& counts) {
   Eigen::Map<Mat<T>> view(f.data, f.rows, f.cols);
   Mat<T> m = view;
   engine::QuantPoint p;
-  p.tensor = what;
-  q.apply(m, p);
+  p.role = role;
+  p.tensor = engine::to_string(role);
+  RangeCounts c;
+  apply_counted(q, p, m, c);
   view = m;
+  const std::lock_guard<std::mutex> lock(counts.mutex);
+  counts.by_role[static_cast<std::size_t>(role)] += c;
 }
+
+constexpr engine::Role kOptimizerRoles[] = {engine::Role::master_weights, engine::Role::optimizer_state,
+                                            engine::Role::weight_update};
 
 }  // namespace
 
@@ -94,6 +104,8 @@ struct Optimizer<T>::Impl {
     std::shared_ptr<const engine::Quantizer> master, state, update;
   };
   std::vector<Formats> formats;
+  std::vector<engine::Role> roles;  // the roles some tensor's formats quantise, in declaration order
+  RoleCounts counts;
 };
 
 template <class T>
@@ -127,6 +139,34 @@ Optimizer<T>::Optimizer(const OptimizerOptions& o, const Params<T>& like, const 
     }
     impl_->formats.push_back(std::move(f));
   });
+  for (const engine::Role r : kOptimizerRoles) {
+    const bool used =
+        std::any_of(impl_->formats.begin(), impl_->formats.end(), [r](const typename Impl::Formats& f) {
+          return (r == engine::Role::master_weights    ? f.master
+                  : r == engine::Role::optimizer_state ? f.state
+                                                       : f.update) != nullptr;
+        });
+    if (used) impl_->roles.push_back(r);
+  }
+}
+
+template <class T>
+const std::vector<engine::Role>& Optimizer<T>::quantised_roles() const {
+  return impl_->roles;
+}
+
+template <class T>
+std::vector<RangeCounts> Optimizer<T>::range_counts() const {
+  const std::lock_guard<std::mutex> lock(impl_->counts.mutex);
+  std::vector<RangeCounts> out;
+  for (const engine::Role r : impl_->roles) out.push_back(impl_->counts.by_role[static_cast<std::size_t>(r)]);
+  return out;
+}
+
+template <class T>
+void Optimizer<T>::reset_counts() {
+  const std::lock_guard<std::mutex> lock(impl_->counts.mutex);
+  impl_->counts.by_role.fill(RangeCounts{});
 }
 
 template <class T>
@@ -184,7 +224,7 @@ double Optimizer<T>::step(Params<T>& p, Params<T>& g, double lr) {
       // torch.optim.SGD (dampening 0): b ← μ b + g, b = g at the first step; p ← p − lr b.
       for (Eigen::Index j = 0; j < n; ++j)
         mi[j] = s.t == 1 ? gi[j] : static_cast<T>(o.momentum) * mi[j] + gi[j];
-      if (f.state) quantize_flat(*f.state, "optimizer_state", mf[i]);
+      if (f.state) quantize_flat(*f.state, engine::Role::optimizer_state, mf[i], s.counts);
       for (Eigen::Index j = 0; j < n; ++j) update[static_cast<std::size_t>(j)] = -lr_t * mi[j];
     } else {
       // Decoupled weight decay first (p ← p (1 − lr wd)), then m ← β1 m + (1 − β1) g,
@@ -198,17 +238,20 @@ double Optimizer<T>::step(Params<T>& p, Params<T>& g, double lr) {
         vi[j] = static_cast<T>(o.beta2) * vi[j] + static_cast<T>(1 - o.beta2) * gi[j] * gi[j];
       }
       if (f.state) {
-        quantize_flat(*f.state, "optimizer_state", mf[i]);
-        quantize_flat(*f.state, "optimizer_state", vf[i]);
+        quantize_flat(*f.state, engine::Role::optimizer_state, mf[i], s.counts);
+        quantize_flat(*f.state, engine::Role::optimizer_state, vf[i], s.counts);
       }
       for (Eigen::Index j = 0; j < n; ++j) {
         update[static_cast<std::size_t>(j)] =
             -step_size * mi[j] / (std::sqrt(vi[j]) / bc2_sqrt + static_cast<T>(o.eps));
       }
     }
-    if (f.update) quantize_flat(*f.update, "weight_update", Flat<T>{update.data(), pf[i].rows, pf[i].cols});
+    if (f.update) {
+      quantize_flat(*f.update, engine::Role::weight_update, Flat<T>{update.data(), pf[i].rows, pf[i].cols},
+                    s.counts);
+    }
     for (Eigen::Index j = 0; j < n; ++j) w[j] += update[static_cast<std::size_t>(j)];
-    if (f.master) quantize_flat(*f.master, "master_weights", pf[i]);
+    if (f.master) quantize_flat(*f.master, engine::Role::master_weights, pf[i], s.counts);
   }
   return norm;
 }

@@ -1,6 +1,7 @@
 """Every shipped inference plan (experiments/plans/*.toml), attention roles and activation roles
-included, trains a few steps (but nvfp4_b200.toml, refused by name: a block format on a datapath) of the shipped stories260K model under `lpemu train` with finite
-losses; a plan setting attention roles trains differently from one without them; an attention
+included, trains a few steps of the shipped stories260K model under `lpemu train` with finite
+losses (nvfp4_b200.toml with its NVFP4 operands on the B200 datapath, block scales included, and with
+NVFP4 gradients on that datapath in the backward GEMMs too); a plan setting attention roles trains differently from one without them; an attention
 datapath without gradient formats it takes is refused with exit 2, naming the GEMM and role."""
 
 import csv
@@ -26,22 +27,28 @@ def losses(out):
         return [float(r["loss"]) for r in csv.DictReader(f)]
 
 
-# Training hands a datapath GEMM element codes only: a block format on a datapath is refused.
-REFUSED = {"nvfp4_b200.toml": "training hands a datapath element codes only, not block scales"}
-
-
 @pytest.mark.parametrize("plan", PLANS, ids=[os.path.basename(p) for p in PLANS])
 def test_every_shipped_plan_trains(plan, tmp_path):
-    name = os.path.basename(plan)
-    if name in REFUSED:
-        r = train(plan, tmp_path / "run", check=False)
-        assert r.returncode == 2
-        assert "forward GEMM of 'wq' (layer 0): operand A (linear_input) in format 'nvfp4'" in r.stderr
-        assert REFUSED[name] in r.stderr
-        return
     train(plan, tmp_path / "run")
     got = losses(tmp_path / "run")
     assert len(got) == 2 and all(math.isfinite(x) and x > 0 for x in got)
+
+
+def test_block_formats_on_every_datapath_gemm(tmp_path):
+    # nvfp4_b200.toml runs its forward GEMMs on the datapath; with NVFP4 output gradients its backward
+    # GEMMs run there too (the classifier, unquantised, stays on "none").
+    shipped = os.path.join(SOURCE, "experiments", "plans", "nvfp4_b200.toml")
+    with open(shipped) as f:
+        text = f.read()
+    text = text.replace('gemm = "b200_nvfp4_fp32"', 'gemm = "b200_nvfp4_fp32"\ngrad_output = "nvfp4"\n'
+                        'dgrad_gemm = "b200_nvfp4_fp32"\nwgrad_gemm = "b200_nvfp4_fp32"')
+    text = text.replace('gemm = "none"', 'gemm = "none"\ndgrad_gemm = "none"\nwgrad_gemm = "none"')
+    (tmp_path / "all.toml").write_text(text)
+    train(shipped, tmp_path / "forward")
+    train(tmp_path / "all.toml", tmp_path / "all")
+    a, b = losses(tmp_path / "forward"), losses(tmp_path / "all")
+    assert all(math.isfinite(x) for x in a + b)
+    assert a[0] == b[0] and a[1] != b[1]  # same first forward pass; the gradients differ
 
 
 def test_attention_roles_change_training(tmp_path):

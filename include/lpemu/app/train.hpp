@@ -66,7 +66,7 @@ struct TrainResult {
   int val_windows = 0;                   ///< the last val_windows windows are held out for validation
   int layers = 0;                        ///< transformer blocks (columns of grad_sqnr)
   int first_step = 0;                    ///< the step this invocation started at (> 0 when resumed)
-  std::vector<std::string> count_roles;  ///< the roles the plan quantises in linear layers (overflow columns)
+  std::vector<std::string> count_roles;  ///< the roles the plan quantises in training (overflow columns)
   std::vector<TrainStep> log;
   std::string model_out, log_out, log_h5;  ///< the files written
   double seconds = 0;                      ///< training time (not a field: it differs run to run)

@@ -30,6 +30,7 @@
 #include "lpemu/engine/model.hpp"
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/quantizer.hpp"
+#include "lpemu/train/range_counts.hpp"
 
 namespace lpemu::train {
 
@@ -50,6 +51,9 @@ struct BlockSite {
   /// runs through the six GEMMs above; else through the unplanned loops.
   bool active = false;
   std::uint64_t stream = 0;  ///< this block's stochastic-rounding stream
+  /// Where its quantisers add their range counts, per role (nullptr: not counted; a LinearPlan
+  /// gives its blocks its own).
+  std::shared_ptr<RoleCounts> counts;
 };
 
 /// Resolves the attention and activation roles of every block of a model with config `c`. Throws
@@ -111,9 +115,12 @@ void quantize_mlp_hidden(const BlockSite& s, std::uint64_t step, engine::RowMatr
 /// The same in double.
 void quantize_mlp_hidden(const BlockSite& s, std::uint64_t step, engine::RowMatrixD& x);
 
-/// Quantises the logits (role logits; `q` may be nullptr) in place.
-void quantize_logits(const engine::Quantizer* q, std::uint64_t step, engine::RowMatrix& x);
+/// Quantises the logits (role logits; `q` may be nullptr) in place, adding the range counts to
+/// `counts` when given and enabled.
+void quantize_logits(const engine::Quantizer* q, std::uint64_t step, engine::RowMatrix& x,
+                     RoleCounts* counts = nullptr);
 /// The same in double.
-void quantize_logits(const engine::Quantizer* q, std::uint64_t step, engine::RowMatrixD& x);
+void quantize_logits(const engine::Quantizer* q, std::uint64_t step, engine::RowMatrixD& x,
+                     RoleCounts* counts = nullptr);
 
 }  // namespace lpemu::train

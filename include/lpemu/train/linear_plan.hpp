@@ -45,6 +45,7 @@
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/engine/quantizer.hpp"
 #include "lpemu/train/attention_plan.hpp"
+#include "lpemu/train/range_counts.hpp"
 
 namespace lpemu::train {
 
@@ -61,46 +62,6 @@ struct DelayedScaling {
   };
   std::array<Point, 8> points;
   std::mutex mutex;
-};
-
-/// What quantising tensors did to the finite elements that went in: `overflow` counts those whose
-/// magnitude exceeded the largest their format can hold at their scale (the element format's largest
-/// finite value times the block, tensor or delayed scale; they saturated or became ±Inf/NaN),
-/// `underflow` the non-zero ones that came out zero (flushed). Non-finite inputs are not counted.
-struct RangeCounts {
-  std::uint64_t elements = 0;   ///< finite elements quantised
-  std::uint64_t overflow = 0;   ///< of them, above the representable range (saturated or ±Inf/NaN)
-  std::uint64_t underflow = 0;  ///< of them, non-zero and quantised to zero
-
-  /// Adds `o`'s counts.
-  RangeCounts& operator+=(const RangeCounts& o) {
-    elements += o.elements;
-    overflow += o.overflow;
-    underflow += o.underflow;
-    return *this;
-  }
-};
-
-/// The range counts of quantising `x` into `q`, element i representable up to `limit(i)`.
-template <class T, class Limit>
-RangeCounts range_counts(const T* x, const T* q, std::size_t n, const Limit& limit) {
-  RangeCounts c;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double xv = static_cast<double>(x[i]), qv = static_cast<double>(q[i]);
-    if (!std::isfinite(xv)) continue;
-    ++c.elements;
-    if (!std::isfinite(qv) || std::abs(xv) > limit(i)) ++c.overflow;
-    if (xv != 0.0 && qv == 0.0) ++c.underflow;
-  }
-  return c;
-}
-
-/// Per-role range counts of a LinearPlan's quantisers, shared by its sites (quantisation may run
-/// on several threads).
-struct RoleCounts {
-  std::array<RangeCounts, std::size(engine::kAllRoles)> by_role;
-  std::mutex mutex;
-  std::atomic<bool> enabled{true};  ///< false: quantisers do not count (LinearPlan::set_counting)
 };
 
 /// The operand formats and GEMMs of one linear layer under a plan.
@@ -128,7 +89,9 @@ class LinearPlan {
   /// Resolves `plan` for a model with config `c`: every linear site, and every block's attention
   /// and activation roles (attention_plan.hpp). Throws lpemu::Error naming the plan and role when
   /// the plan quantises a role that training does not emulate yet (the mixture-of-experts roles),
-  /// or asks a GEMM to convert its operands.
+  /// asks a GEMM to convert its operands, or puts on a datapath GEMM an operand that cannot enter it
+  /// exactly (engine::datapath_operand_problem, with block scales along that GEMM's contraction
+  /// axis) or that asks for delayed scaling.
   LinearPlan(const engine::PrecisionPlan& plan, const engine::QuantizerFactory& quantizers,
              const engine::GemmFactory& gemms, const engine::Config& c);
   /// The site of linear `tensor` ("wq" ... "w3") in block `layer`, or "output" (layer -1).
@@ -145,8 +108,9 @@ class LinearPlan {
   void set_loss_scale(double scale) { loss_scale_ = scale; }
   /// The loss scale set by set_loss_scale (1 at first).
   double loss_scale() const { return loss_scale_; }
-  /// The roles some linear site quantises (weights, linear_input, lm_head, lm_head_input and the
-  /// gradient roles), in declaration order: the roles range_counts() reports.
+  /// The roles the plan quantises in training's forward and backward passes (the linear layers'
+  /// operands and gradients, the attention and activation roles, logits), in declaration order:
+  /// the roles range_counts() reports.
   const std::vector<engine::Role>& quantised_roles() const { return roles_; }
   /// Turns range counting on (the default) or off: a pass whose counts nobody reads (validation)
   /// skips the counting work. Counting never changes the quantised values.
@@ -156,6 +120,8 @@ class LinearPlan {
   /// Per role of quantised_roles(), the range counts of every tensor of that role quantised since
   /// reset_counts() (a weight counts in each GEMM it enters, re-quantised per GEMM).
   std::vector<RangeCounts> range_counts() const;
+  /// Where the plan's quantisers (linear sites, blocks, logits) add their range counts.
+  RoleCounts* counts() const { return counts_.get(); }
 
  private:
   std::vector<LinearSite> sites_;
@@ -185,6 +151,15 @@ void quantize_operands(const LinearSite& site, engine::GemmPass pass, std::uint6
 /// The same in double.
 void quantize_operands(const LinearSite& site, engine::GemmPass pass, std::uint64_t step,
                        engine::RowMatrixD& a, engine::RowMatrixD& b);
+/// As quantize_operands, for a GEMM on a datapath: an operand in a block format is also encoded into
+/// `ea` / `eb` (element codes, block scales along the contraction axis, tensor scale: what the
+/// datapath reads; the values left in `a` / `b` are their decoding); an operand in an element format
+/// or unquantised leaves its encoding empty (the datapath reads its values).
+void encode_operands(const LinearSite& site, engine::GemmPass pass, std::uint64_t step, engine::RowMatrix& a,
+                     engine::RowMatrix& b, engine::EncodedOperand& ea, engine::EncodedOperand& eb);
+/// The same in double (encoded through float, as Quantizer::apply quantises double).
+void encode_operands(const LinearSite& site, engine::GemmPass pass, std::uint64_t step, engine::RowMatrixD& a,
+                     engine::RowMatrixD& b, engine::EncodedOperand& ea, engine::EncodedOperand& eb);
 /// Quantises weight `w` [N, K] in place as the forward GEMM of `site` at `step` does (the dgrad
 /// GEMM's weight too, transposed, when `site.shared_weight`).
 void quantize_forward_weight(const LinearSite& site, std::uint64_t step, engine::RowMatrix& w);

@@ -7,9 +7,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "lpemu/engine/plan.hpp"
 #include "lpemu/train/backward.hpp"
+#include "lpemu/train/range_counts.hpp"
 
 namespace lpemu::train {
 
@@ -64,6 +67,15 @@ class Optimizer {
   void set_steps(int steps);
   /// The state tensors (SGD: "momentum/NAME"; AdamW: "exp_avg/NAME", "exp_avg_sq/NAME"), for saving.
   std::vector<std::pair<std::string, Params<T>*>> state();
+  /// The roles the plan gives this optimizer (master_weights, optimizer_state, weight_update), in
+  /// declaration order: the roles range_counts() reports.
+  const std::vector<engine::Role>& quantised_roles() const;
+  /// Per role of quantised_roles(), the range counts (range_counts.hpp) of every tensor that role
+  /// quantised in step() since reset_counts(): each optimizer state tensor (both AdamW moments), update
+  /// and master weight once per step.
+  std::vector<RangeCounts> range_counts() const;
+  /// Zeroes the range counts.
+  void reset_counts();
 
  private:
   struct Impl;

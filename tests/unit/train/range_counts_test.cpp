@@ -1,7 +1,9 @@
 // Overflow and underflow counts of training's quantised tensors: for element formats (fp16, IEEE
 // overflow to Inf), MX blocks and delayed per-tensor scaling, LinearPlan::range_counts() equals a
 // brute-force count over the tensor (limits worked out by hand from each format's definition) and
-// metrics::quantization_stats, per role, summed over the step and reset by reset_counts().
+// metrics::quantization_stats, per role, summed over the step and reset by reset_counts(); the
+// attention, activation and logits roles and the optimizer's roles (master_weights, optimizer_state,
+// weight_update) equal a brute-force count the same way.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -15,9 +17,13 @@
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/block/quantize.hpp"
 #include "lpemu/engine/plan.hpp"
+#include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
 #include "lpemu/metrics/metrics.hpp"
+#include "lpemu/train/attention_plan.hpp"
+#include "lpemu/train/backward.hpp"
 #include "lpemu/train/linear_plan.hpp"
+#include "lpemu/train/optimizer.hpp"
 #include "support/tiny_model.hpp"
 
 using namespace lpemu;
@@ -255,4 +261,136 @@ TEST_CASE("set_counting(false) skips the counts and leaves the quantised values 
   quantize_operands(lp.site(0, "w1"), GemmPass::dgrad, 0, off, b);
   CHECK(counts_of(lp, Role::grad_output).elements == static_cast<std::uint64_t>(x.size()));
   CHECK(test::same_bits(on, off));
+}
+
+namespace {
+
+// Brute-force counts of element format `name` on `x`: finite |x| above the largest finite value, and
+// non-zero x that the format's nearest-even rounding takes to zero.
+RangeCounts element_brute(const char* name, const RowMatrix& x) {
+  const format::Format& f = format::Registry::builtin().get(name);
+  RangeCounts n;
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    const double v = static_cast<double>(x.data()[i]);
+    if (!std::isfinite(v)) continue;
+    ++n.elements;
+    n.overflow += std::abs(v) > f.max_finite ? 1 : 0;
+    n.underflow += v != 0 && format::quantize(f, v) == 0 ? 1 : 0;
+  }
+  return n;
+}
+
+RangeCounts sum(RangeCounts a, const RangeCounts& b) { return a += b; }
+
+void check_counts(const RangeCounts& got, const RangeCounts& want) {
+  CHECK(got.elements == want.elements);
+  CHECK(got.overflow == want.overflow);
+  CHECK(got.underflow == want.underflow);
+}
+
+}  // namespace
+
+TEST_CASE("attention, activation and logits roles count their range like the linear roles", "[train][unit]") {
+  const engine::Model m = test::tiny_model("llama", "fp32", false);
+  const engine::Config& c = m.config;
+  LinearPlan lp(test::read_plan("[roles]\nq = \"fp8_e4m3\"\nkv_cache = \"fp16\"\nscores = \"fp8_e5m2\"\n"
+                                "probs = \"fp8_e4m3\"\nattn_output = \"fp8_e4m3\"\nmlp_hidden = \"fp16\"\n"
+                                "residual = \"fp8_e4m3\"\nlogits = \"fp8_e5m2\"\n"),
+                test::builtin_quantizers(), test::builtin_gemms(), c);
+  CHECK(lp.quantised_roles() == std::vector<Role>{Role::q, Role::kv_cache, Role::scores, Role::probs,
+                                                  Role::attn_output, Role::mlp_hidden, Role::residual,
+                                                  Role::logits});
+  std::mt19937 g(4);
+  const RowMatrix q0 = wide(g, 6, 16), k0 = wide(g, 6, 8), v0 = wide(g, 6, 8), s0 = wide(g, 6, 6),
+                  h0 = wide(g, 6, 24), r0 = wide(g, 6, 16), l0 = wide(g, 6, 40);
+  RowMatrix q = q0, k = k0, v = v0, s = s0, h = h0, r = r0, l = l0;
+  const BlockSite& b = lp.block(1);
+  quantize_qkv(b, 0, q, k, v);
+  quantize_scores(b, 0, 2, false, s);
+  quantize_mlp_hidden(b, 0, h);
+  quantize_residual(b, true, 0, r);
+  quantize_logits(lp.logits(), 0, l, lp.counts());
+  check_counts(counts_of(lp, Role::q), element_brute("fp8_e4m3", q0));
+  check_counts(counts_of(lp, Role::kv_cache), sum(element_brute("fp16", k0), element_brute("fp16", v0)));
+  check_counts(counts_of(lp, Role::scores), element_brute("fp8_e5m2", s0));
+  check_counts(counts_of(lp, Role::mlp_hidden), element_brute("fp16", h0));
+  check_counts(counts_of(lp, Role::residual), element_brute("fp8_e4m3", r0));
+  check_counts(counts_of(lp, Role::logits), element_brute("fp8_e5m2", l0));
+  CHECK(counts_of(lp, Role::q).overflow > 0);
+  CHECK(counts_of(lp, Role::q).underflow > 0);
+  // A training pass counts every role; without counting it counts nothing and gives the same bits.
+  lp.reset_counts();
+  std::vector<int> tokens(9);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int>(i * 7 % 40);
+  const Params<float> p = params_from_model<float>(m);
+  Params<float> g1, g2;
+  const double loss = loss_and_gradients(c, p, tokens, 1, 8, g1, &lp);
+  for (const RangeCounts& n : lp.range_counts()) CHECK(n.elements > 0);
+  // Per block (4 query heads of 4, 2 KV heads): Q [8, 16] in the forward pass and again per head in
+  // dK = dSᵀ·Q; K and V [8, 8] into the cache, then per query head in dQ = dS·K and dP = dO·Vᵀ.
+  CHECK(counts_of(lp, Role::q).elements == 2 * (8 * 16 + 4 * 8 * 4));
+  CHECK(counts_of(lp, Role::kv_cache).elements == 2 * (2 * 8 * 8 + 2 * 4 * 8 * 4));
+  CHECK(counts_of(lp, Role::logits).elements == 8 * 40);
+  lp.reset_counts();
+  lp.set_counting(false);
+  CHECK(loss_and_gradients(c, p, tokens, 1, 8, g2, &lp) == loss);
+  for (const RangeCounts& n : lp.range_counts()) CHECK(n.elements == 0);
+  g1.for_each([&](const std::string& name, const auto& t) {
+    g2.for_each([&](const std::string& other, const auto& u) {
+      if (name == other) CHECK(t == u);
+    });
+  });
+}
+
+TEST_CASE("the optimizer's roles count their range: state, update and master weights", "[train][unit]") {
+  const engine::Model m = test::tiny_model("llama", "fp32", false);
+  const auto plan = test::read_plan(
+      "[roles]\noptimizer_state = \"fp16\"\nweight_update = \"fp8_e4m3\"\n"
+      "master_weights = \"bf16\"\n");
+  Params<float> p = params_from_model<float>(m);
+  const Params<float> p0 = p;
+  Params<float> grads = zeros_like(p);
+  std::mt19937 gen(6);
+  grads.for_each([&](const std::string&, auto& t) {
+    const RowMatrix w = wide(gen, 1, static_cast<int>(t.size()));
+    for (Eigen::Index i = 0; i < t.size(); ++i) t.data()[i] = w(0, i);
+  });
+  const Params<float> g0 = grads;
+  OptimizerOptions o;
+  o.kind = OptimizerKind::sgd;
+  o.lr = 1e-3;
+  Optimizer<float> opt(o, p, &plan, &test::builtin_quantizers(), m.config.n_layers);
+  CHECK(opt.quantised_roles() ==
+        std::vector<Role>{Role::master_weights, Role::optimizer_state, Role::weight_update});
+  opt.step(p, grads, o.lr);
+  // SGD's first step, by hand: b = fp16(g), u = fp8_e4m3(−lr·b), p = bf16(p + u), each counted once.
+  RangeCounts state, update, master;
+  const format::Format& fp16 = format::Registry::builtin().get("fp16");
+  const format::Format& e4m3 = format::Registry::builtin().get("fp8_e4m3");
+  std::vector<const float*> gs, ws;
+  g0.for_each([&gs](const std::string&, const auto& t) { gs.push_back(t.data()); });
+  p0.for_each([&ws](const std::string&, const auto& t) { ws.push_back(t.data()); });
+  std::size_t k = 0;
+  p.for_each([&](const std::string&, const auto& t) {
+    const auto n = static_cast<int>(t.size());
+    RowMatrix gb(1, n), u(1, n), w(1, n);
+    for (int i = 0; i < n; ++i) {
+      gb(0, i) = gs[k][i];
+      const auto b = static_cast<float>(format::quantize(fp16, static_cast<double>(gs[k][i])));
+      u(0, i) = -static_cast<float>(o.lr) * b;
+      w(0, i) = ws[k][i] + static_cast<float>(format::quantize(e4m3, static_cast<double>(u(0, i))));
+    }
+    state += element_brute("fp16", gb);
+    update += element_brute("fp8_e4m3", u);
+    master += element_brute("bf16", w);
+    ++k;
+  });
+  const std::vector<RangeCounts> got = opt.range_counts();
+  check_counts(got[0], master);
+  check_counts(got[1], state);
+  check_counts(got[2], update);
+  CHECK(got[1].overflow > 0);
+  CHECK(got[2].underflow > 0);
+  opt.reset_counts();
+  CHECK(opt.range_counts()[1].elements == 0);
 }
