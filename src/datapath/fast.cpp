@@ -7,16 +7,20 @@
 #include "datapath/fast.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <type_traits>
 #include <vector>
 
+#include <hwy/highway.h>
 #include <tbb/blocked_range2d.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include "datapath/fast_rows.hpp"
@@ -179,6 +183,15 @@ class Decoder {
     return true;
   }
 
+  /// True if codes decode through tables (formats of up to 8 bits); then the three below are set.
+  bool tables() const { return !values_.empty(); }
+  /// Per code: its value, 8-bit alignment exponent and NaN/Inf flag (as panel_row writes them).
+  const float* values() const { return values_.data(); }
+  const std::int8_t* exps() const { return exp8_.data(); }
+  const std::uint8_t* specials() const { return special_.data(); }
+  /// Bits set in a code wider than the format.
+  std::uint64_t wide() const { return wide_; }
+
   /// The operand of `code`; throws ShapeError naming `what` and `index` for a code wider than the format.
   Operand operator()(std::uint64_t code, std::size_t index) const {
     check(code, index);
@@ -241,6 +254,28 @@ constexpr std::size_t kRowBlock = 64;  // rows of A that meet each panel of B in
 bool narrow(const format::Format& f) { return f.kind == format::Kind::floating && f.mantissa_bits <= 10; }
 
 }  // namespace
+
+constexpr std::size_t kColumnBlock = 64;  // B's columns per tile of fast_prepare_b from columns
+
+// rows [h][k] (h ≤ kColumnBlock) transposed into cols [k][kColumnBlock] (cols[p·kColumnBlock + i] =
+// rows[i·k + p]; entries i ≥ h unset): eight codes of a row per load, each to its own row of cols.
+void transpose_block(const std::uint8_t* rows, std::size_t h, std::size_t k, std::uint8_t* cols) {
+  std::size_t p = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    for (; p + 8 <= k; p += 8) {
+      std::uint8_t* to = cols + p * kColumnBlock;
+      for (std::size_t i = 0; i < h; ++i) {
+        std::uint64_t w = 0;
+        std::memcpy(&w, rows + i * k + p, sizeof w);
+        for (std::size_t j = 0; j < 8; ++j)
+          to[j * kColumnBlock + i] = static_cast<std::uint8_t>(w >> (8 * j));
+      }
+    }
+  }
+  for (; p < k; ++p) {
+    for (std::size_t i = 0; i < h; ++i) cols[p * kColumnBlock + i] = rows[i * k + p];
+  }
+}
 
 // B packed once (fast_prepare_b): what prepare_b makes, in memory of its own.
 struct FastB {
@@ -313,6 +348,69 @@ class GemmRun {
     if (!plan()) return nullptr;
     fused_ = false;
     prepare_b();
+    auto out = std::make_unique<FastB>();
+    out->n = n_;
+    out->k = k_;
+    out->bvk = bvk_;
+    out->bek = bek_;
+    out->pb = std::move(pb_);
+    out->bspecial = std::move(bspecial_own_);
+    out->memory = scratch_.release(out->bytes);
+    out->bytes += out->bspecial.size();
+    return out;
+  }
+
+  /// B's codes written to `codes` ([k×n]) from its columns, kColumnBlock at a time into a tile
+  /// transposed in cache, then stored into B's rows and (when `pack`) packed from the tile as
+  /// pack_b() packs them: one pass. The packed B, or null when not packed.
+  std::unique_ptr<FastB> pack_b_columns(
+      const std::function<void(std::size_t, std::size_t, std::uint8_t*)>& columns, std::uint8_t* codes,
+      bool pack) {
+    const bool packing = pack && plan();
+    fused_ = false;
+    bspecial_own_.assign(n_, 0);
+    bspecial_ = bspecial_own_.data();
+    const std::size_t panel_floats = packing ? panels_ * k_ * kPanel : 0;
+    bvk_ = scratch_.take<float>(panel_floats);
+    bek_ = scratch_.take<std::int8_t>(packing ? panels_ * k8_ * kPanel : 0);
+    struct Tiles {
+      std::unique_ptr<std::uint8_t[]> rows, cols;  // [kColumnBlock][k] as written, [k][kColumnBlock]
+    };
+    tbb::enumerable_thread_specific<Tiles> tiles([this] {
+      return Tiles{std::make_unique_for_overwrite<std::uint8_t[]>(kColumnBlock * k_),
+                   std::make_unique_for_overwrite<std::uint8_t[]>(kColumnBlock * k_)};
+    });
+    const std::size_t blocks = (n_ + kColumnBlock - 1) / kColumnBlock;
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, blocks), [&](const auto& r) {
+      Tiles& t = tiles.local();
+      for (std::size_t blk = r.begin(); blk != r.end(); ++blk) {
+        const std::size_t j0 = blk * kColumnBlock, h = std::min(kColumnBlock, n_ - j0);
+        columns(j0, h, t.rows.get());
+        transpose_block(t.rows.get(), h, k_, t.cols.get());
+        for (std::size_t p = 0; p < k_; ++p) {
+          std::memcpy(codes + p * n_ + j0, t.cols.get() + p * kColumnBlock, h);
+        }
+        if (!packing || !vec_) continue;
+        // Codes that fit the format go through the tables (the general packing names a wide one).
+        std::uint8_t any = 0;
+        for (std::size_t i = 0; i < h * k_; ++i) any |= t.rows[i];
+        const bool fits = dec_b_.tables() && (any & dec_b_.wide()) == 0;
+        for (std::size_t q = j0 / kPanel; q < std::min((j0 + h) / kPanel, panels_); ++q) {
+          const std::uint8_t* from = t.cols.get() + (q * kPanel - j0);
+          if (fits) {
+            pack_panel_fits(q, from, bvk_ + q * k_ * kPanel, bek_ + q * k8_ * kPanel);
+          } else {
+            pack_panel_from(q, from, kColumnBlock, bvk_ + q * k_ * kPanel, bek_ + q * k8_ * kPanel);
+          }
+        }
+      }
+      // The values streamed by pack_panel_fits, ordered before what follows (a full fence orders
+      // non-temporal stores too).
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    });
+    if (!packing) return nullptr;
+    b_ = std::span<const In>(codes, k_ * n_);
+    prepare_b_columns();
     auto out = std::make_unique<FastB>();
     out->n = n_;
     out->k = k_;
@@ -435,6 +533,11 @@ class GemmRun {
         }
       });
     }
+    prepare_b_columns();
+  }
+
+  // B's columns outside the panels (all of them without the vector kernel), by columns.
+  void prepare_b_columns() {
     pb_ = make_packed(scratch_, n_ - jt_, k_, false, true, true, exact_, 0);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(jt_, n_, 16), [&](const auto& r) {
       for (std::size_t p = 0; p < k_; ++p) {
@@ -448,23 +551,56 @@ class GemmRun {
   // Packs panel q (columns 16q..16q+15) into pv ([k][16]) and pe ([k8/4][16][4]) and marks its
   // NaN/Inf columns.
   void pack_panel(std::size_t q, float* pv, std::int8_t* pe) {
+    pack_panel_from(q, b_.data() + q * kPanel, n_, pv, pe);
+  }
+
+  // pack_panel from the panel's codes of row p of B at codes[p·stride] (B itself: stride n).
+  template <typename C>
+  void pack_panel_from(std::size_t q, const C* codes, std::size_t stride, float* pv, std::int8_t* pe) {
     if (k8_ != k_) std::fill_n(pe, k8_ * kPanel, kZeroExp8);
     bool special[kPanel] = {};
     for (std::size_t p = 0; p < k_; ++p) {
-      const std::size_t at = p * n_ + q * kPanel;
+      const C* row = codes + p * stride;
       // B's rows are n codes apart (a page or more for wide B): fetch ahead of the decoding.
-      if (p + kPackAhead < k_) __builtin_prefetch(b_.data() + at + kPackAhead * n_);
+      if (stride == n_ && p + kPackAhead < k_) __builtin_prefetch(row + kPackAhead * stride);
       const std::size_t x8 = exp8_index(tp_, p);
       std::int8_t* pe_p = pe + (x8 / kExpGroup) * kPanel * kExpGroup + x8 % kExpGroup;
-      if (dec_b_.panel_row(b_.data() + at, pv + p * kPanel, pe_p, kExpGroup, special)) continue;
+      if (dec_b_.panel_row(row, pv + p * kPanel, pe_p, kExpGroup, special)) continue;
       for (std::size_t l = 0; l < kPanel; ++l) {
-        const Lane x = dec_b_.lane(b_[at + l], at + l);
+        const Lane x = dec_b_.lane(row[l], p * n_ + q * kPanel + l);
         pv[p * kPanel + l] = x.v;
         pe_p[l * kExpGroup] = exp8(x.e);
         special[l] |= x.special;
       }
     }
     for (std::size_t l = 0; l < kPanel; ++l) bspecial_own_[q * kPanel + l] = special[l] ? 1 : 0;
+  }
+
+  // pack_panel_from for codes that fit the format (tables), codes[p·kColumnBlock] as transposed by
+  // pack_b_columns: each row of values written past the cache (it is read by later GEMMs only).
+  void pack_panel_fits(std::size_t q, const std::uint8_t* codes, float* pv, std::int8_t* pe) {
+    namespace hn = hwy::HWY_NAMESPACE;
+    const hn::CappedTag<float, 4> d;  // pv's rows are 16-byte aligned (allocation and 64-byte rows)
+    const std::size_t step = hn::Lanes(d);
+    if (k8_ != k_) std::fill_n(pe, k8_ * kPanel, kZeroExp8);
+    const float* values = dec_b_.values();
+    const std::int8_t* exps = dec_b_.exps();
+    const std::uint8_t* specials = dec_b_.specials();
+    std::uint32_t special = 0;  // bit l: column l holds NaN or Inf
+    alignas(16) float row[kPanel];
+    for (std::size_t p = 0; p < k_; ++p) {
+      const std::uint8_t* c = codes + p * kColumnBlock;
+      const std::size_t x8 = exp8_index(tp_, p);
+      std::int8_t* pe_p = pe + (x8 / kExpGroup) * kPanel * kExpGroup + x8 % kExpGroup;
+      for (std::size_t l = 0; l < kPanel; ++l) {
+        row[l] = values[c[l]];
+        pe_p[l * kExpGroup] = exps[c[l]];
+        special |= std::uint32_t{specials[c[l]]} << l;
+      }
+      for (std::size_t l = 0; l < kPanel; l += step) hn::Stream(hn::Load(d, row + l), d, pv + p * kPanel + l);
+    }
+    for (std::size_t l = 0; l < kPanel; ++l)
+      bspecial_own_[q * kPanel + l] = ((special >> l) & 1U) != 0 ? 1 : 0;
   }
 
   // Runs the R-row tile kernel on rows `rows` and the panel pv, pe of columns j..j+15, and writes
@@ -606,6 +742,14 @@ void fast_gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k,
 std::shared_ptr<const FastB> fast_prepare_b(const Datapath& dp, std::size_t n, std::size_t k,
                                             std::span<const std::uint8_t> b) {
   return GemmRun<std::uint8_t, std::uint32_t>(dp, 0, n, k, {}, b, {}, {}).pack_b();
+}
+
+std::shared_ptr<const FastB> fast_prepare_b(
+    const Datapath& dp, std::size_t n, std::size_t k,
+    const std::function<void(std::size_t, std::size_t, std::uint8_t*)>& columns, std::uint8_t* codes,
+    bool pack) {
+  return GemmRun<std::uint8_t, std::uint32_t>(dp, 0, n, k, {}, {}, {}, {})
+      .pack_b_columns(columns, codes, pack);
 }
 
 std::size_t fast_b_bytes(const FastB& b) { return b.bytes; }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -29,6 +30,13 @@ struct FastB;
 /// packed B. The datapath must be one fast_gemm_applicable accepts.
 std::shared_ptr<const FastB> fast_prepare_b(const Datapath& dp, std::size_t n, std::size_t k,
                                             std::span<const std::uint8_t> b);
+/// Writes B's codes ([k×n]) to `codes` from its columns (PreparedB::Columns), block by block in
+/// parallel; when `pack`, also checks and packs them as fast_prepare_b does, from the block while it
+/// is in cache (the datapath must then be one fast_gemm_applicable accepts). Null unless packed.
+std::shared_ptr<const FastB> fast_prepare_b(
+    const Datapath& dp, std::size_t n, std::size_t k,
+    const std::function<void(std::size_t, std::size_t, std::uint8_t*)>& columns, std::uint8_t* codes,
+    bool pack);
 /// Bytes a packed B holds.
 std::size_t fast_b_bytes(const FastB& b);
 /// Bytes fast_prepare_b would allocate for a [k×n] B.

@@ -144,11 +144,22 @@ void gemm(const Datapath& dp, std::size_t m, std::size_t n, std::size_t k, std::
 }
 
 PreparedB::PreparedB(const Datapath& dp, std::size_t n, std::size_t k, std::vector<std::uint8_t> b, bool pack)
-    : dp_(dp), n_(n), k_(k), codes_(std::move(b)) {
+    : dp_(dp), n_(n), k_(k), kept_(std::move(b)), codes_(kept_) {
   check_size("B", codes_.size(), k * n);
   if (pack && k > 0 && detail::fast_gemm_applicable(dp, true)) {
     fast_ = detail::fast_prepare_b(dp, n, k, codes_);  // checks every code where it packs
   }
+  if (fast_ == nullptr) {
+    for (std::size_t i = 0; i < codes_.size(); ++i) detail::require_operand_fits(dp.b, codes_[i], "B", i);
+  }
+}
+
+PreparedB::PreparedB(const Datapath& dp, std::size_t n, std::size_t k, const Columns& columns, bool pack)
+    : dp_(dp), n_(n), k_(k), written_(std::make_unique_for_overwrite<std::uint8_t[]>(k * n)) {
+  codes_ = std::span<const std::uint8_t>(written_.get(), k * n);
+  // Written and checked where packed (every code), else written only.
+  fast_ = detail::fast_prepare_b(dp, n, k, columns, written_.get(),
+                                 pack && k > 0 && detail::fast_gemm_applicable(dp, true));
   if (fast_ == nullptr) {
     for (std::size_t i = 0; i < codes_.size(); ++i) detail::require_operand_fits(dp.b, codes_[i], "B", i);
   }

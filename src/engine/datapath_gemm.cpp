@@ -320,21 +320,19 @@ class DatapathGemm final : public Gemm {
     return true;  // the prepared form holds B's codes (and block scales) in the kernels' layout
   }
 
-  // Codes already in B's byte layout (an element format that is the datapath's own B format, so
-  // entry is exact by definition, and no block scales): straight into the datapath::PreparedB.
-  bool prepare_weight8(const EncodedOperand& b, std::vector<std::uint8_t>& codes_kn, std::size_t rows,
-                       std::size_t k, std::string_view site) const override {
+  // Codes in B's byte format (an element format that is the datapath's own B format, so entry is
+  // exact by definition, and no block scales): the weight's rows are B's columns, encoded tile by
+  // tile straight into the datapath::PreparedB (B's rows and its packed panels, one pass).
+  bool prepare_weight8(const EncodedOperand& b, const RowCodes8& codes, std::size_t rows, std::size_t k,
+                       std::string_view site) const override {
     (void)site;
-    if (!bytes() || b.block != nullptr || b.element.name != dp_.b.name || codes_kn.size() != rows * k) {
-      return false;
-    }
+    if (!bytes() || b.block != nullptr || b.element.name != dp_.b.name) return false;
     auto out = std::make_shared<Prepared>();
     out->count = rows * k;
     out->dp = &dp_;
     out->dp_name = dp_.name;
     const bool pack = out->claim.claim(datapath::PreparedB::packed_bytes(dp_, rows, k));
-    out->b = std::make_unique<const datapath::PreparedB>(dp_, rows, k, std::move(codes_kn), pack);
-    codes_kn = {};
+    out->b = std::make_unique<const datapath::PreparedB>(dp_, rows, k, codes, pack);
     const std::lock_guard<std::mutex> lock(mutex_);
     b.prepared = out;
     return true;

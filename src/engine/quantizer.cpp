@@ -30,10 +30,6 @@ namespace {
 // Elements encoded (and decoded) per task, small enough to stay in cache between the two.
 constexpr std::size_t kEncodePiece = std::size_t{1} << 14;
 
-// Rows of a weight encoded per task of encode_transposed8: their codes (rows × K bytes) stay in
-// cache while they are written out transposed, a whole cache line per column of the tile.
-constexpr std::size_t kTransposeRows = 64;
-
 // The encoding of matrix x in `element` without its codes.
 EncodedOperand encoding_without_codes(const RowMatrix& x, const format::Format& element) {
   EncodedOperand e;
@@ -71,47 +67,18 @@ class ElementQuantizer final : public Quantizer {
     const auto n = static_cast<std::size_t>(in.size());
     format::quantize(fmt_, std::span<const float>(in.data(), n), std::span<float>(out.data(), n), options(p));
   }
-  // Each task encodes kTransposeRows rows (element index r·K + c, as encode()) into a tile in
-  // cache, then writes the tile's columns as rows of codes_kn.
-  bool encode_transposed8(const RowMatrix& x, const QuantPoint& p, EncodedOperand& out,
-                          std::vector<std::uint8_t>& codes_kn) const override {
-    if (fmt_.bits > 8) return false;
+  // Rows r0..r0+count-1 in one call of the bulk encoder (element index r·K + c, as encode()).
+  RowCodes8 row_codes8(const RowMatrix& x, const QuantPoint& p, EncodedOperand& out) const override {
+    if (fmt_.bits > 8) return {};
     out = encoding_without_codes(x, fmt_);
-    const auto rows = static_cast<std::size_t>(x.rows()), k = static_cast<std::size_t>(x.cols());
-    codes_kn.resize(rows * k);
     const format::ConvertOptions o = options(p);
-    const std::size_t blocks = (rows + kTransposeRows - 1) / kTransposeRows;
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, blocks),
-                      [&](const tbb::blocked_range<std::size_t>& br) {
-                        std::vector<std::uint8_t> tile(kTransposeRows * k);
-                        for (std::size_t b = br.begin(); b != br.end(); ++b) {
-                          const std::size_t r0 = b * kTransposeRows, h = std::min(kTransposeRows, rows - r0);
-                          for (std::size_t i = 0; i < h; ++i) {
-                            format::ConvertOptions po = o;
-                            po.index_offset += (r0 + i) * k;
-                            format::encode(fmt_, std::span<const float>(x.data() + (r0 + i) * k, k),
-                                           std::span<std::uint8_t>(tile.data() + i * k, k), po);
-                          }
-                          std::size_t c = 0;
-                          if constexpr (std::endian::native == std::endian::little) {
-                            // Eight codes of a row per load, each to its own column's row of codes_kn.
-                            for (; c + 8 <= k; c += 8) {
-                              std::uint8_t* to = codes_kn.data() + c * rows + r0;
-                              for (std::size_t i = 0; i < h; ++i) {
-                                std::uint64_t w = 0;
-                                std::memcpy(&w, tile.data() + i * k + c, sizeof w);
-                                for (std::size_t j = 0; j < 8; ++j)
-                                  to[j * rows + i] = static_cast<std::uint8_t>(w >> (8 * j));
-                              }
-                            }
-                          }
-                          for (; c < k; ++c) {
-                            std::uint8_t* to = codes_kn.data() + c * rows + r0;
-                            for (std::size_t i = 0; i < h; ++i) to[i] = tile[i * k + c];
-                          }
-                        }
-                      });
-    return true;
+    return [this, &x, o](std::size_t r0, std::size_t count, std::uint8_t* codes) {
+      const auto k = static_cast<std::size_t>(x.cols());
+      format::ConvertOptions po = o;
+      po.index_offset += r0 * k;
+      format::encode(fmt_, std::span<const float>(x.data() + r0 * k, count * k),
+                     std::span<std::uint8_t>(codes, count * k), po);
+    };
   }
   // The codes of x's rounding, then x set to their values: one rounding pass and one decode
   // instead of quantize, encode and a check (quantize(x) = decode(encode(x)), the same rounding
@@ -250,10 +217,9 @@ void Quantizer::apply(const RowMatrix& in, RowMatrix& out, const QuantPoint& p) 
   apply(out, p);
 }
 
-bool Quantizer::encode_transposed8(const RowMatrix& x, const QuantPoint& p, EncodedOperand& out,
-                                   std::vector<std::uint8_t>& codes_kn) const {
-  (void)x, (void)p, (void)out, (void)codes_kn;
-  return false;
+RowCodes8 Quantizer::row_codes8(const RowMatrix& x, const QuantPoint& p, EncodedOperand& out) const {
+  (void)x, (void)p, (void)out;
+  return {};
 }
 
 void Quantizer::apply(RowMatrixD& x, const QuantPoint& p) const {

@@ -10,6 +10,7 @@
 #include "lpemu/datapath/datapath.hpp"
 #include "lpemu/engine/ops.hpp"
 #include "lpemu/error.hpp"
+#include "lpemu/format/codec.hpp"
 #include "lpemu/format/registry.hpp"
 
 namespace lpemu::engine {
@@ -516,22 +517,35 @@ class ImplT final : public Session::Impl {
         // The float copy goes into one buffer kept while the weights are prepared: weights of one
         // shape reuse its pages instead of faulting in fresh ones for every matrix.
         const Quantizer* qz = find(role, l, k);
-        if (qz != nullptr && !site.convert[1] && !opts_.on_quant) {
+        if (qz != nullptr && !site.convert[1]) {
           // One pass from the stored values (16-bit storage decoded into the buffer first) to the
           // codes in B's layout, taken over by the prepared form: no float copy, no 32-bit codes.
+          // A quantisation hook sees the stored values and the values of the codes, as the
+          // step-by-step path shows it (the values of encode()'s codes are apply()'s result).
           const RowMatrix& v = src.view(weight_scratch_);
           auto e = std::make_shared<EncodedOperand>();
-          std::vector<std::uint8_t> codes_kn;
-          if (qz->encode_transposed8(v, point(role, l, k, name, -1, 1, v.cols(), 0), *e, codes_kn)) {
+          const QuantPoint p = point(role, l, k, name, -1, 1, v.cols(), 0);
+          if (const RowCodes8 codes = qz->row_codes8(v, p, *e)) {
             const auto rows = static_cast<std::size_t>(src.rows()),
                        cols = static_cast<std::size_t>(src.cols());
             encoded = e;
             out.values = std::make_shared<Mat<T>>();
-            if (site.gemm->prepare_weight8(*e, codes_kn, rows, cols, site_name)) return out;
+            if (opts_.on_quant) {
+              std::vector<std::uint8_t> c(rows * cols);
+              codes(0, rows, c.data());
+              RowMatrix q(v.rows(), v.cols());
+              format::decode(e->element, c, std::span<float>(q.data(), c.size()));
+              const std::lock_guard<std::mutex> lock(hook_mutex_);
+              opts_.on_quant(p, v, q);
+            }
+            if (site.gemm->prepare_weight8(*e, codes, rows, cols, site_name)) return out;
             // The strategy prepares from the operand's own codes: [rows, K], 32 bits each.
             e->tensor.codes.resize(rows * cols);
+            std::vector<std::uint8_t> row(cols);
             for (std::size_t r = 0; r < rows; ++r) {
-              for (std::size_t c = 0; c < cols; ++c) e->tensor.codes[r * cols + c] = codes_kn[c * rows + r];
+              codes(r, 1, row.data());
+              std::copy(row.begin(), row.end(),
+                        e->tensor.codes.begin() + static_cast<std::ptrdiff_t>(r * cols));
             }
             if (site.gemm->prepare_weight(*e, rows, cols, site_name)) {
               std::vector<std::uint32_t>().swap(e->tensor.codes);

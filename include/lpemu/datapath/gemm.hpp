@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -43,8 +44,17 @@ struct FastB;
 /// on it skips packing B. Results are the bits gemm() gives on the codes.
 class PreparedB {
  public:
+  /// Writes the codes of B's columns j0..j0+count-1 to `out` as [count×K] row-major (B transposed,
+  /// as a weight [N×K] is stored). Called from several threads at once, on disjoint columns.
+  using Columns = std::function<void(std::size_t j0, std::size_t count, std::uint8_t* out)>;
+
   /// Checks and keeps `b` (ShapeError as gemm's); packs it when `pack` and a fast kernel applies.
   PreparedB(const Datapath& dp, std::size_t n, std::size_t k, std::vector<std::uint8_t> b, bool pack = true);
+  /// As above, B's codes taken from `columns` in one pass: each block of 64 columns is written
+  /// into a tile that stays in cache, then stored transposed into B's rows and packed from the tile.
+  PreparedB(const Datapath& dp, std::size_t n, std::size_t k, const Columns& columns, bool pack = true);
+  PreparedB(const PreparedB&) = delete;
+  PreparedB& operator=(const PreparedB&) = delete;
   /// The datapath it was prepared for (a copy).
   const Datapath& datapath() const { return dp_; }
   /// Columns N.
@@ -63,7 +73,9 @@ class PreparedB {
                    std::span<const std::uint32_t>, std::span<std::uint32_t>, const GemmScales&);
   Datapath dp_;
   std::size_t n_, k_;
-  std::vector<std::uint8_t> codes_;
+  std::vector<std::uint8_t> kept_;           // the codes handed over, or
+  std::unique_ptr<std::uint8_t[]> written_;  // the codes written from Columns
+  std::span<const std::uint8_t> codes_;      // [K×N], in kept_ or written_
   std::shared_ptr<const detail::FastB> fast_;
 };
 

@@ -182,6 +182,10 @@ struct EncodedOperand {
 EncodedOperand encode_values(const RowMatrix& x, const format::Format& element, std::string_view what);
 
 /// Fake-quantises tensors in place (values stay float, on the format's grid).
+/// Writes the codes of rows r0..r0+count-1 of a GEMM operand [rows, K] to `out`, [count, K] bytes.
+/// Safe to call from several threads at once on disjoint rows.
+using RowCodes8 = std::function<void(std::size_t r0, std::size_t count, std::uint8_t* out)>;
+
 class Quantizer {
  public:
   virtual ~Quantizer() = default;
@@ -199,12 +203,11 @@ class Quantizer {
   /// Quantises `in` into `out` (resized; the bits of apply() on a copy of `in`), one pass over
   /// `in` with no intermediate copy where the quantiser allows (default: copy, then apply()).
   virtual void apply(const RowMatrix& in, RowMatrix& out, const QuantPoint& p) const;
-  /// The encoding of `x` (a GEMM operand [rows, K], point axis 1) without its codes, which go to
-  /// `codes_kn` instead, one byte each and transposed ([K, rows]: B's layout of a datapath GEMM),
-  /// in one pass over `x` (left unchanged): the codes encode() gives. False (nothing written) where
-  /// the quantiser has no such pass (default; block formats, codes over 8 bits).
-  virtual bool encode_transposed8(const RowMatrix& x, const QuantPoint& p, EncodedOperand& out,
-                                  std::vector<std::uint8_t>& codes_kn) const;
+  /// The encoding of `x` (a GEMM operand [rows, K], point axis 1) without its codes, set in `out`,
+  /// and a function that writes the codes of any of x's rows, one byte each: the codes encode()
+  /// gives, x left unchanged (it must outlive the function). Empty (`out` untouched) where the
+  /// quantiser has no such encoder (default; block formats, codes over 8 bits).
+  virtual RowCodes8 row_codes8(const RowMatrix& x, const QuantPoint& p, EncodedOperand& out) const;
   /// Quantises a double tensor in place (default: through float, exact for formats within fp32).
   virtual void apply(RowMatrixD& x, const QuantPoint& p) const;
 };
@@ -298,13 +301,13 @@ class Gemm {
     (void)b, (void)rows, (void)k, (void)site;
     return false;
   }
-  /// As prepare_weight for an operand whose codes are given apart, as bytes transposed to [K, rows]
-  /// (Quantizer::encode_transposed8; `b.tensor.codes` empty) and taken over when it returns true:
-  /// the prepared form then holds all the strategy reads. False (codes untouched) where the
-  /// strategy does not prepare from such codes (default).
-  virtual bool prepare_weight8(const EncodedOperand& b, std::vector<std::uint8_t>& codes_kn, std::size_t rows,
+  /// As prepare_weight for an operand whose codes come from `codes` (Quantizer::row_codes8;
+  /// `b.tensor.codes` empty), read in one pass: true if the prepared form then holds all the
+  /// strategy reads. False (nothing prepared, `codes` not called) where the strategy does not
+  /// prepare from such codes (default).
+  virtual bool prepare_weight8(const EncodedOperand& b, const RowCodes8& codes, std::size_t rows,
                                std::size_t k, std::string_view site) const {
-    (void)b, (void)codes_kn, (void)rows, (void)k, (void)site;
+    (void)b, (void)codes, (void)rows, (void)k, (void)site;
     return false;
   }
 };

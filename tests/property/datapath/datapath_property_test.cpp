@@ -1,8 +1,10 @@
 // Invariants of the datapath engine on random inputs. The references here are independent of
 // src/datapath: exact sums in Boost cpp_rational and rounding by neighbour search over fp32 codes.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -360,8 +362,8 @@ void check_fast_kernel_edges(const std::string& label) {
     std::size_t m, n, k;
   };
   // Up to 16 rows, B is packed panel by panel where used; 17 and more rows pack it up front.
-  const Shape shapes[] = {{1, 16, 32}, {5, 32, 33}, {7, 13, 1},   {6, 43, 95}, {9, 24, 64},
-                          {4, 16, 0},  {17, 9, 40}, {22, 40, 70}, {3, 48, 300}};
+  const Shape shapes[] = {{1, 16, 32}, {5, 32, 33}, {7, 13, 1},   {6, 43, 95},  {9, 24, 64},
+                          {4, 16, 0},  {17, 9, 40}, {22, 40, 70}, {3, 48, 300}, {5, 150, 37}};
   std::mt19937_64 rng(77);
   for (const Datapath& dp : dps) {
     for (const Shape& s : shapes) {
@@ -402,16 +404,27 @@ void check_fast_kernel_edges(const std::string& label) {
       // The same GEMM with B prepared once (packed for the kernels, and not), 8-bit overload.
       const std::vector<std::uint8_t> a8(a.begin(), a.end()), b8(b.begin(), b.end());
       const std::vector<std::uint32_t> c32(c.begin(), c.end());
+      // B's columns as a weight stores them ([n][k]), for the one-pass preparation.
+      std::vector<std::uint8_t> bt(b8.size());
+      for (std::size_t p = 0; p < s.k; ++p) {
+        for (std::size_t j = 0; j < s.n; ++j) bt[j * s.k + p] = b8[p * s.n + j];
+      }
+      const PreparedB::Columns columns = [&bt, &s](std::size_t j0, std::size_t count, std::uint8_t* out) {
+        std::copy_n(bt.begin() + static_cast<long>(j0 * s.k), count * s.k, out);
+      };
       for (const bool pack : {true, false}) {
-        const PreparedB pb(dp, s.n, s.k, b8, pack);
-        CHECK(pb.packed() == (pack && s.k > 0));
-        CHECK(pb.bytes() == b8.size() + (pb.packed() ? PreparedB::packed_bytes(dp, s.n, s.k) : 0));
-        std::vector<std::uint32_t> d32(s.m * s.n);
-        gemm(s.m, a8, pb, c32, d32);
-        for (std::size_t e = 0; e < d.size(); ++e) {
-          INFO(label << " " << dp.name << " prepared B (packed " << pack << ") m " << s.m << " n " << s.n
-                     << " k " << s.k << " element " << e);
-          CHECK(d32[e] == d[e]);
+        for (const bool from_columns : {false, true}) {
+          const auto pb = from_columns ? std::make_unique<PreparedB>(dp, s.n, s.k, columns, pack)
+                                       : std::make_unique<PreparedB>(dp, s.n, s.k, b8, pack);
+          CHECK(pb->packed() == (pack && s.k > 0));
+          CHECK(pb->bytes() == b8.size() + (pb->packed() ? PreparedB::packed_bytes(dp, s.n, s.k) : 0));
+          std::vector<std::uint32_t> d32(s.m * s.n);
+          gemm(s.m, a8, *pb, c32, d32);
+          for (std::size_t e = 0; e < d.size(); ++e) {
+            INFO(label << " " << dp.name << " prepared B (packed " << pack << ", from columns "
+                       << from_columns << ") m " << s.m << " n " << s.n << " k " << s.k << " element " << e);
+            CHECK(d32[e] == d[e]);
+          }
         }
       }
     }
@@ -464,6 +477,14 @@ TEST_CASE("a prepared B gives gemm's bits with block scales and checks its codes
   std::vector<std::uint8_t> wide(4 * 16, 0x38);
   wide[25] = 0x7f;  // NaN in fp8_e4m3: fine
   CHECK(PreparedB(h100, 16, 4, wide).packed());
+  // From columns: checked as B itself (element index p·N + j), packed or not.
+  for (const bool pack : {true, false}) {
+    const PreparedB::Columns columns = [](std::size_t, std::size_t count, std::uint8_t* out) {
+      std::fill_n(out, count * 4, std::uint8_t{0x3});
+      if (count > 9) out[9 * 4 + 1] = 0xff;  // column 9, row 1 of B
+    };
+    REQUIRE_THROWS_WITH(PreparedB(fp4, 16, 4, columns, pack), Catch::Contains("B[25]: code 0xff is wider"));
+  }
   REQUIRE_THROWS_WITH(PreparedB(h100, 16, 5, wide), "gemm: B has 64 elements, expected 80");
   std::vector<std::uint32_t> d(2 * 16);
   REQUIRE_THROWS_WITH(gemm(2, std::vector<std::uint8_t>(7), PreparedB(h100, 16, 4, wide), {}, d),

@@ -4,7 +4,11 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -164,34 +168,65 @@ TEST_CASE(
         q->apply(copy, p);
         q->apply(x, out, p);
         CHECK(same_bits(out, copy));
-        // The codes of encode(), transposed to [K, rows] bytes, x untouched.
+        // The codes of encode() as bytes, any rows at a time, x untouched.
         RowMatrix y = x;
+        const RowMatrix before = x;
         EncodedOperand e, ref = q->encode(y, p);
-        std::vector<std::uint8_t> kn;
-        const bool fused = q->encode_transposed8(x, p, e, kn);
-        CHECK(fused == (q->block_format() == nullptr && q->element_format().bits <= 8));
-        if (!fused) continue;
+        const RowCodes8 codes = q->row_codes8(x, p, e);
+        CHECK(static_cast<bool>(codes) == (q->block_format() == nullptr && q->element_format().bits <= 8));
+        if (!codes) continue;
         CHECK(e.tensor.codes.empty());
         CHECK(e.tensor.layout.shape == ref.tensor.layout.shape);
         CHECK(e.element.name == ref.element.name);
-        REQUIRE(kn.size() == ref.tensor.codes.size());
-        std::size_t differ = 0;
-        for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
-          for (std::size_t c = 0; c < static_cast<std::size_t>(cols); ++c) {
-            differ += kn[c * rows + r] != ref.tensor.codes[r * cols + c] ? 1 : 0;
-          }
+        REQUIRE(static_cast<std::size_t>(x.size()) == ref.tensor.codes.size());
+        const auto n = static_cast<std::size_t>(rows), k = static_cast<std::size_t>(cols);
+        std::vector<std::uint8_t> got(n * k);
+        for (std::size_t r0 = 0, step = 1; r0 < n; r0 += step, step = step * 2 + 1) {
+          codes(r0, std::min(step, n - r0), got.data() + r0 * k);  // blocks of 1, 3, 7, ... rows
         }
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) differ += got[i] != ref.tensor.codes[i] ? 1 : 0;
         CHECK(differ == 0);
+        CHECK(same_bits(x, before));
       }
     }
   }
 }
 
+// A quantiser that has no one-pass encoder (row_codes8), so that sessions prepare a datapath weight
+// step by step (copy, quantise and encode, then prepare): the reference of the one pass.
+class StepByStep final : public Quantizer {
+ public:
+  explicit StepByStep(std::unique_ptr<Quantizer> q) : q_(std::move(q)) {}
+  const std::string& name() const override { return q_->name(); }
+  const lpemu::format::Format& element_format() const override { return q_->element_format(); }
+  const lpemu::block::BlockFormat* block_format() const override { return q_->block_format(); }
+  EncodedOperand encode(RowMatrix& x, const QuantPoint& p) const override { return q_->encode(x, p); }
+  void apply(RowMatrix& x, const QuantPoint& p) const override { q_->apply(x, p); }
+  void apply(const RowMatrix& in, RowMatrix& out, const QuantPoint& p) const override {
+    q_->apply(in, out, p);
+  }
+  void apply(RowMatrixD& x, const QuantPoint& p) const override { q_->apply(x, p); }
+
+ private:
+  std::unique_ptr<Quantizer> q_;
+};
+
+// The quantisation points a hook saw: name → (input, output), in the order of calls per name.
+using Seen = std::map<std::string, std::vector<std::pair<RowMatrix, RowMatrix>>>;
+
 TEST_CASE("sessions prepare weights in one pass with the bits of the step-by-step preparation",
           "[engine][unit][weights]") {
-  // A quantisation hook makes the session keep each step's values of a datapath weight (the
-  // step-by-step path); without one, it is encoded straight from its storage. Fake-quantised
-  // weights take the one pass either way, the hook seeing their stored values as input.
+  // Sessions whose quantisers have no one-pass encoder prepare each datapath weight step by step;
+  // the others encode it straight from its storage, with or without a quantisation hook (which
+  // then sees the same inputs and outputs). Fake-quantised weights take the one pass either way,
+  // the hook seeing their stored values as input.
+  const auto& reg = lpemu::format::Registry::builtin();
+  const QuantizerFactory standard = QuantizerFactory::standard(reg);
+  QuantizerFactory stepwise = QuantizerFactory::standard(reg);
+  stepwise.add_provider("element format, step by step", reg.names(), [&standard](const QuantSpec& spec) {
+    return std::unique_ptr<Quantizer>(std::make_unique<StepByStep>(standard.make(spec)));
+  });
   const std::vector<int> tokens{1, 5, 9, 2, 33, 17, 4, 8};
   const std::vector<std::string> plans{
       "[roles]\nweights = \"mxfp8_e4m3\"\nlinear_input = \"mxfp8_e4m3\"\nlm_head = \"mxfp8_e4m3\"\n",
@@ -214,16 +249,44 @@ TEST_CASE("sessions prepare weights in one pass with the bits of the step-by-ste
       for (const auto& text : plans) {
         INFO(family << " " << (m == &wide ? "fp32" : "bf16") << " storage\n" << text);
         const PrecisionPlan pl = plan("name = \"p\"\n" + text);
-        std::size_t points = 0;
-        SessionOptions hooked;
-        hooked.on_quant = [&points](const QuantPoint&, const RowMatrix&, const RowMatrix&) { ++points; };
+        Seen seen_fused, seen_steps;
+        const auto hook = [](Seen& seen) {
+          return [&seen](const QuantPoint& p, const RowMatrix& in, const RowMatrix& out) {
+            seen[std::to_string(p.layer) + "/" + std::string(to_string(p.role)) + "/" +
+                 std::string(p.tensor) + "/" + std::to_string(p.head)]
+                .emplace_back(in, out);
+          };
+        };
+        SessionOptions hooked_fused, steps_plain, hooked_steps;
+        hooked_fused.on_quant = hook(seen_fused);
+        steps_plain.quantizers = &stepwise;
+        hooked_steps.quantizers = &stepwise;
+        hooked_steps.on_quant = hook(seen_steps);
         Session fused(*m, pl);
-        Session steps(*m, pl, hooked);
-        CHECK(points > 0);
-        CHECK(same_bits(fused.forward(std::span<const int>(tokens.data(), 6)),
-                        steps.forward(std::span<const int>(tokens.data(), 6))));
-        CHECK(same_bits(fused.forward(std::span<const int>(tokens.data() + 6, 1)),
-                        steps.forward(std::span<const int>(tokens.data() + 6, 1))));
+        Session fused_hooked(*m, pl, hooked_fused);
+        Session steps(*m, pl, steps_plain);
+        Session steps_hooked(*m, pl, hooked_steps);
+        const RowMatrix want = steps.forward(std::span<const int>(tokens.data(), 6));
+        CHECK(same_bits(fused.forward(std::span<const int>(tokens.data(), 6)), want));
+        CHECK(same_bits(fused_hooked.forward(std::span<const int>(tokens.data(), 6)), want));
+        CHECK(same_bits(steps_hooked.forward(std::span<const int>(tokens.data(), 6)), want));
+        const RowMatrix next = steps.forward(std::span<const int>(tokens.data() + 6, 1));
+        CHECK(same_bits(fused.forward(std::span<const int>(tokens.data() + 6, 1)), next));
+        CHECK(same_bits(fused_hooked.forward(std::span<const int>(tokens.data() + 6, 1)), next));
+        CHECK(same_bits(steps_hooked.forward(std::span<const int>(tokens.data() + 6, 1)), next));
+        // The hook saw the same points, inputs and outputs on both paths.
+        REQUIRE(!seen_steps.empty());
+        REQUIRE(seen_fused.size() == seen_steps.size());
+        for (const auto& [key, calls] : seen_steps) {
+          INFO(key);
+          REQUIRE(seen_fused.count(key) == 1);
+          const auto& other = seen_fused.at(key);
+          REQUIRE(other.size() == calls.size());
+          for (std::size_t i = 0; i < calls.size(); ++i) {
+            CHECK(same_bits(other[i].first, calls[i].first));
+            CHECK(same_bits(other[i].second, calls[i].second));
+          }
+        }
       }
     }
   }
