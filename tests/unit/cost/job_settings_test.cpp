@@ -235,10 +235,10 @@ TEST_CASE("NVIDIA NeMo's Llama 3 70B recipe (cp=2 at 8,192 tokens) is priced wit
                                       catalog().target(sys.device), catalog().datapath("generic_bf16"), c);
   CHECK(r.config.par.dp == 1);
   CHECK(r.warnings.empty());
-  // The model's memory for it is 86.0 GB per device, over the 80 GB the recipe runs in: the
-  // activations after Korthikanti et al. (29.5 GB) are an over-estimate for this recipe's fused
-  // kernels (docs/cost-and-systems.md, "Search"); the bound keeps that error below 10%.
-  CHECK(r.memory.total < 1.10 * 80e9);
+  // The model's memory for it is 82.9 GB per device (activations after Korthikanti et al. 26.4 GB),
+  // 3.6% over the 80 GB the recipe runs in (docs/cost-and-systems.md, "Search"): the bound keeps
+  // that error below 5%.
+  CHECK(r.memory.total < 1.05 * 80e9);
   // Its K/V exchange: per layer and micro-batch an all-gather (K and V of 8 heads over the 4 TP
   // ranks: 2 heads each) and a reduce-scatter of their gradients, stride 4 inside one node.
   const double kv = 2.0 * 8192 * 1024 / 4 * 2.0;
