@@ -31,8 +31,10 @@ TEST_CASE("search: Llama 3 405B on 8,192 H100s, top pick against the published 4
   // fewer, interleaved, "without activation checkpointing" at 8K tokens.
   Catalog c(lpemu::format::Registry::builtin());
   const System sys = load_system("dgx_h100");
+  // BF16 GEMMs, FP32 gradients kept and reduced in FP32 ("reduce-scatter gradients in FP32 across
+  // data parallel workers", §3.3.2), FP32 Adam states and master weights.
   const TrainFormats f{c.format("bf16"), c.format("bf16"), c.format("fp32"), c.format("fp32"),
-                       c.format("fp32"), c.format("bf16"), c.format("bf16")};
+                       c.format("fp32"), c.format("fp32"), c.format("bf16")};
   TrainConfig base;
   base.seq = 8192;
   base.global_batch = 2048;
@@ -56,14 +58,14 @@ TEST_CASE("search: Llama 3 405B on 8,192 H100s, top pick against the published 4
         "top pick %.3f x the published 430 TFLOP/s, %.3f x the model's price of the published layout\n",
         ratio, over_layout);
   }
-  // The goal is at most +15% over 430. The pick (tp 4, cp 4, vpp 4, no recomputation) is 5% above
+  // The goal is at most +15% over 430. The pick (tp 4, cp 4, vpp 4, no recomputation) is 4.5% above
   // what the model predicts for Meta's own layout under Meta's own settings (no recomputation
   // either): the search exploits no layout a real job could not run; what is left is the model's
   // optimism for this job as a whole, 33% at the published layout (docs/cost-and-systems.md,
   // "Search" and the Llama 3 row of the validation). Honest bounds.
   CHECK(over_layout < 1.08);
   CHECK(ratio > 1.0);
-  CHECK(ratio < 1.45);
+  CHECK(ratio < 1.40);
 }
 
 }  // namespace
