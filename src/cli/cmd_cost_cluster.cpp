@@ -36,7 +36,8 @@ void print_train(const cost::TrainResult& r, const cost::Target& t) {
             << "), PP comm " << num(s.pp_s, 3) << " (" << pct(s.pp_s, s.step_s) << "), DP comm "
             << num(s.dp_s, 3) << " (" << pct(s.dp_s, s.step_s) << "), bubble " << num(s.bubble_s, 3) << " ("
             << pct(s.bubble_s, s.step_s) << "), optimizer " << num(s.optimizer_s, 3) << " ("
-            << pct(s.optimizer_s, s.step_s) << ")\n";
+            << pct(s.optimizer_s, s.step_s) << "); recomputation " << num(s.recompute_s, 3)
+            << " of the compute and memory-bound time\n";
   std::cout << "memory   per device: weights " << num(m.weights / 1e9, 1) << " GB, gradients "
             << num(m.gradients / 1e9, 1) << ", optimizer " << num(m.optimizer / 1e9, 1) << ", activations "
             << num(m.activations / 1e9, 1) << ", framework reserve " << num(m.reserve / 1e9, 1) << " = "

@@ -547,6 +547,7 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   st.bubble_s = bubble;
   st.dp_s = dp_s;
   st.optimizer_s = opt_s;
+  st.recompute_s = dbl(m) * (rc_c + rc_m);
   st.step_s = st.compute_s + st.memory_s + st.tp_s + st.cp_s + st.ep_s + st.pp_s + st.bubble_s + st.dp_s +
               st.optimizer_s;
 

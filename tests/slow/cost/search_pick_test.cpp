@@ -18,10 +18,11 @@ void print_breakdown(const char* what, const TrainResult& r) {
   const StepTime& t = r.time;
   std::printf(
       "%s: %s, mb %lld, recompute %s: %.1f TFLOP/s, step %.3f s = compute %.3f + memory-bound %.3f + TP "
-      "%.3f + CP %.3f + PP %.3f + DP %.3f + bubble %.3f + optimizer %.3f; %.1f GB (activations %.1f)\n",
+      "%.3f + CP %.3f + PP %.3f + DP %.3f + bubble %.3f + optimizer %.3f (recomputation %.3f of the compute "
+      "and memory-bound time); %.1f GB (activations %.1f)\n",
       what, r.config.par.str().c_str(), r.config.micro_batch, recompute_name(r.config.recompute),
       r.tflops_per_device, t.step_s, t.compute_s, t.memory_s, t.tp_s, t.cp_s, t.pp_s, t.dp_s, t.bubble_s,
-      t.optimizer_s, r.memory.total / 1e9, r.memory.activations / 1e9);
+      t.optimizer_s, t.recompute_s, r.memory.total / 1e9, r.memory.activations / 1e9);
 }
 
 TEST_CASE("search: Llama 3 405B on 8,192 H100s, top pick against the published 430 TFLOP/s",

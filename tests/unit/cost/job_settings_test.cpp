@@ -315,3 +315,33 @@ TEST_CASE("activation memory per layer is Korthikanti et al.'s s b h (34 + 5 a s
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("the step's breakdown names the recomputed forward passes", "[cost][cluster]") {
+  // recompute_s is the part of compute_s + memory_s that recomputation adds: none without it, and
+  // exactly the difference to the same step without it otherwise.
+  const System sys = load_system("dgx_h100");
+  TrainConfig c;
+  c.par = parse_parallel("tp=8,pp=4,sp=1,zero=1", 64);
+  c.seq = 4096;
+  c.global_batch = 64;
+  const auto run = [&](Recompute rc) {
+    TrainConfig x = c;
+    x.recompute = rc;
+    return training_step(catalog().shape("llama3_70b"), bf16_formats(), sys, catalog().target(sys.device),
+                         catalog().datapath("generic_bf16"), x);
+  };
+  const TrainResult none = run(Recompute::none);
+  CHECK(none.time.recompute_s == 0.0);
+  for (const Recompute rc : {Recompute::selective, Recompute::full}) {
+    const TrainResult r = run(rc);
+    INFO(recompute_name(rc));
+    CHECK(r.time.recompute_s > 0);
+    CHECK(r.time.recompute_s ==
+          Approx((r.time.compute_s + r.time.memory_s) - (none.time.compute_s + none.time.memory_s))
+              .epsilon(1e-12));
+  }
+}
+
+}  // namespace
