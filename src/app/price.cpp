@@ -82,6 +82,7 @@ Fields train_fields(const cost::TrainResult& r) {
           {"dp_s", s.dp_s},
           {"bubble_s", s.bubble_s},
           {"optimizer_s", s.optimizer_s},
+          {"recompute_s", s.recompute_s},
           {"tokens_per_s", r.tokens_per_s},
           {"tflops_per_device", r.tflops_per_device},
           {"mfu", r.mfu},

@@ -158,26 +158,36 @@ DeviceParams params_per_device(const ModelShape& s, const Parallel& par) {
 }
 
 // Activation bytes one layer keeps for backward, per micro-batch and device, from the tensors
-// Korthikanti et al. (2022, §4.1) list: 34 s b h bytes (16-bit) for GPT, generalised to GQA
-// (K and V of width kv_dim), gated MLPs (two H-wide inputs to the activation) and the
-// activation format; dropout masks (1 byte per element) only for GPT-style (dense-MLP) shapes.
+// Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (2022, §4.1)
+// list for GPT: s b h (34 + 5 a s / h) bytes at 16 bits, i.e. 4 s b h for the two LayerNorm
+// inputs, 2 s b h each for the attention and MLP inputs (the norms' outputs), 6 s b h for Q, K, V,
+// 2 s b h for the attention output (the projection's input), 8 + 8 s b h for the GeLU input and
+// output (the MLP's second GEMM input), 2 s b h of dropout masks and, unfused, 5 a s^2 b for the
+// softmax output, its dropout mask and the dropout output; TP splits all but the norm, input and
+// mask terms, SP those too (§4.2.2: s b h (34 / t + 5 a s / (h t))). Generalised to GQA (K and V of
+// width kv_dim), gated MLPs (two H-wide inputs to the activation), top_k experts per token, the
+// activation format; dropout (its masks and the attention dropout output) only for GPT-style
+// (dense-MLP) shapes. A fused attention kernel keeps no s x s tensor (FlashAttention: Dao et al.
+// 2022, §3.1, only the output and its softmax statistics, O(s) per head).
 double activation_bytes_per_layer(const ModelShape& s, const TrainFormats& f, const TrainConfig& c) {
   const Parallel& p = c.par;
   const double sb = dbl(c.micro_batch) * dbl(c.seq) / dbl(p.cp);
   const double h = dbl(s.dim), kv = dbl(s.kv_dim()), H = dbl(s.hidden_dim), t = dbl(p.tp);
   const double a = byte_of(f.activations);
   if (c.recompute == Recompute::full) return sb * h * a / (p.sp ? t : 1.0);  // the layer's input only
-  const double masks = s.gated_mlp ? 0.0 : 2.0 * sb * h;  // attention-output and MLP-output dropout
+  const bool dropout = !s.gated_mlp;
+  const double masks = dropout ? 2.0 * sb * h : 0.0;  // attention-output and MLP-output dropout
   // Replicated across TP unless SP: the two norm inputs, the attention and MLP inputs, masks.
-  const double replicated = sb * (4 * h * a) + masks + sb * (2 * h * a);
+  const double replicated = sb * (4 * h * a) + masks;
   // Split by TP: Q, K, V; attention output; MLP inputs of the activation and its output (for
   // each of the top_k experts a token passes through).
   const double routed = dbl(s.mlps_per_token());
   const double split = sb * ((h + 2 * kv) * a + h * a + routed * ((s.gated_mlp ? 2 : 1) * H + H) * a) / t;
   double bytes = replicated / (p.sp ? t : 1.0) + split;
   if (c.recompute == Recompute::none && !c.flash_attention) {
-    // Softmax output (activation format) and its dropout mask, a s x s per sequence (5 a s^2 b at 16 bits).
-    bytes += dbl(s.n_heads) / t * sb * dbl(c.seq) * (a + 1.0);
+    // Softmax output (activation format) and, with dropout, its mask (1 byte) and the dropout
+    // output: a s x s per sequence and head (5 a s^2 b at 16 bits).
+    bytes += dbl(s.n_heads) / t * sb * dbl(c.seq) * (a + (dropout ? 1.0 + a : 0.0));
   }
   return bytes;
 }
@@ -537,6 +547,7 @@ TrainResult training_step(const ModelShape& s, const TrainFormats& f, const Syst
   st.bubble_s = bubble;
   st.dp_s = dp_s;
   st.optimizer_s = opt_s;
+  st.recompute_s = dbl(m) * (rc_c + rc_m);
   st.step_s = st.compute_s + st.memory_s + st.tp_s + st.cp_s + st.ep_s + st.pp_s + st.bubble_s + st.dp_s +
               st.optimizer_s;
 

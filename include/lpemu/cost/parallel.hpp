@@ -85,7 +85,9 @@ struct StepTime {
   double ep_s = 0;                                ///< expert-parallel all-to-alls (MoE shapes)
   double bubble_s = 0;                            ///< pipeline fill and drain
   double optimizer_s = 0;                         ///< the optimizer step (memory bound)
-  double step_s = 0;                              ///< total
+  /// The recomputed forward passes: a part of compute_s + memory_s, not added again to step_s.
+  double recompute_s = 0;
+  double step_s = 0;  ///< total
 };
 
 /// Bytes held per device at the peak.

@@ -91,9 +91,10 @@ TEST_CASE("validation: Llama 3 405B on 8,192 and 16,384 H100s (Llama Team 2024, 
   // "The Llama 3 Herd of Models" (arXiv:2407.21783), Table 4: BF16, sequence 8192, 16M tokens per
   // step; TP 8, CP 1, PP 16, DP 64 on 8,192 GPUs: 430 TFLOPs/GPU (43% BF16 MFU); DP 128 on 16,384
   // GPUs: 400 TFLOPs/GPU (41%). §3.3.2: interleaved 1F1B with the first and last stage holding one
-  // layer fewer (7 + 14 x 8 + 7 = 126). The paper tunes the micro-batches, interleaving and memory
-  // settings without stating them per row: those knobs are the fastest the model finds that fit
-  // (micro-batch 1 or 2, vpp 1, 2, 4 or 7, selective or full recomputation); the layout is the paper's.
+  // layer fewer (7 + 14 x 8 + 7 = 126), and "we could pre-train Llama 3 on sequences of 8K tokens
+  // without activation checkpointing": no recomputation. The paper tunes the micro-batches and the
+  // interleaving without stating them per row: micro-batch 1 and the deepest interleaving the
+  // stages allow (vpp 7, one layer per virtual stage), the model's fastest.
   struct Row {
     long long gpus, dp;
     double tflops;
@@ -102,34 +103,27 @@ TEST_CASE("validation: Llama 3 405B on 8,192 and 16,384 H100s (Llama Team 2024, 
   const Target& t = catalog().target(sys.device);
   const ModelShape& m = catalog().shape("llama3_405b");
   for (const Row row : {Row{8192, 64, 430}, Row{16384, 128, 400}}) {
-    TrainResult best;
-    for (const long long vpp : {1LL, 2LL, 4LL, 7LL}) {
-      for (const long long mb : {1LL, 2LL}) {
-        for (const Recompute rc : {Recompute::selective, Recompute::full}) {
-          TrainConfig c;
-          c.par =
-              parse_parallel("tp=8,pp=16,sp=1,zero=1,first=7,last=7,vpp=" + std::to_string(vpp), row.gpus);
-          REQUIRE(c.par.dp == row.dp);
-          c.seq = 8192;
-          c.global_batch = 2048;  // 16M tokens
-          c.micro_batch = mb;
-          c.recompute = rc;
-          if (vpp > 1 && (c.global_batch / (c.par.dp * mb)) % 16 != 0)
-            continue;  // interleaving needs m % pp == 0
-          const TrainResult r = training_step(m, train_formats("bf16", "fp32"), sys, t,
-                                              catalog().datapath("h100_bf16_fp32"), c);
-          if (r.memory.fits && r.tflops_per_device > best.tflops_per_device) best = r;
-        }
-      }
-    }
-    REQUIRE(best.memory.fits);
-    const double ratio = best.tflops_per_device / row.tflops;
+    TrainConfig c;
+    c.par = parse_parallel("tp=8,pp=16,sp=1,zero=1,first=7,last=7,vpp=7", row.gpus);
+    REQUIRE(c.par.dp == row.dp);
+    c.seq = 8192;
+    c.global_batch = 2048;  // 16M tokens
+    c.micro_batch = 1;
+    c.recompute = Recompute::none;
+    const TrainResult r =
+        training_step(m, train_formats("bf16", "fp32"), sys, t, catalog().datapath("h100_bf16_fp32"), c);
+    const double ratio = r.tflops_per_device / row.tflops;
     if (print())
-      std::printf("| Llama 3 405B | %lld | %.0f TFLOP/s | %.1f TFLOP/s (vpp %lld, mb %lld, %s) | %.3f |\n",
-                  row.gpus, row.tflops, best.tflops_per_device, best.config.par.vpp, best.config.micro_batch,
-                  recompute_name(best.config.recompute), ratio);
-    CHECK(ratio > 0.85);
-    CHECK(ratio < 1.15);
+      std::printf(
+          "| Llama 3 405B | %lld | %.0f TFLOP/s | %.1f TFLOP/s (vpp 7, mb 1, none; %.1f GB) | %.3f |\n",
+          row.gpus, row.tflops, r.tflops_per_device, r.memory.total / 1e9, ratio);
+    // Under the paper's own settings the model is about 37% optimistic (docs/cost-and-systems.md,
+    // "What is off and why"): the honest bound. Its memory for the layout is 12% over the 80 GB the
+    // job ran in (Meta's own schedule and deallocation of stage inputs and outputs, §3.3.2, are not
+    // modelled); the bound keeps that error below 15%.
+    CHECK(ratio > 1.25);
+    CHECK(ratio < 1.45);
+    CHECK(r.memory.total < 1.15 * 80e9);
   }
 }
 
