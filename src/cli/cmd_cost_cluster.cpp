@@ -25,24 +25,26 @@ void print_train(const cost::TrainResult& r, const cost::Target& t) {
   std::cout << "parallel " << r.config.par.str() << "; micro-batch " << r.config.micro_batch << ", "
             << r.microbatches << " micro-batches per pipeline; recompute "
             << cost::recompute_name(r.config.recompute) << "\n";
-  std::cout << "step     " << fixed_num(s.step_s, 3) << " s, " << fixed_num(r.tokens_per_s, 0) << " tokens/s, "
-            << fixed_num(r.tflops_per_device, 1) << " model TFLOP/s per device, MFU " << fixed_num(100 * r.mfu, 1)
-            << "% of " << r.rate_class << " peak (" << fixed_num(t.peak_ops(r.rate_class) / 1e12, 1)
-            << " TFLOP/s)\n";
+  std::cout << "step     " << fixed_num(s.step_s, 3) << " s, " << fixed_num(r.tokens_per_s, 0)
+            << " tokens/s, " << fixed_num(r.tflops_per_device, 1) << " model TFLOP/s per device, MFU "
+            << fixed_num(100 * r.mfu, 1) << "% of " << r.rate_class << " peak ("
+            << fixed_num(t.peak_ops(r.rate_class) / 1e12, 1) << " TFLOP/s)\n";
   std::cout << "time     compute " << fixed_num(s.compute_s, 3) << " s (" << pct(s.compute_s, s.step_s)
-            << "), memory-bound " << fixed_num(s.memory_s, 3) << " (" << pct(s.memory_s, s.step_s) << "), TP comm "
-            << fixed_num(s.tp_s, 3) << " (" << pct(s.tp_s, s.step_s) << "), CP comm " << fixed_num(s.cp_s, 3) << " ("
-            << pct(s.cp_s, s.step_s) << "), EP all-to-all " << fixed_num(s.ep_s, 3) << " (" << pct(s.ep_s, s.step_s)
-            << "), PP comm " << fixed_num(s.pp_s, 3) << " (" << pct(s.pp_s, s.step_s) << "), DP comm "
-            << fixed_num(s.dp_s, 3) << " (" << pct(s.dp_s, s.step_s) << "), bubble " << fixed_num(s.bubble_s, 3) << " ("
+            << "), memory-bound " << fixed_num(s.memory_s, 3) << " (" << pct(s.memory_s, s.step_s)
+            << "), TP comm " << fixed_num(s.tp_s, 3) << " (" << pct(s.tp_s, s.step_s) << "), CP comm "
+            << fixed_num(s.cp_s, 3) << " (" << pct(s.cp_s, s.step_s) << "), EP all-to-all "
+            << fixed_num(s.ep_s, 3) << " (" << pct(s.ep_s, s.step_s) << "), PP comm " << fixed_num(s.pp_s, 3)
+            << " (" << pct(s.pp_s, s.step_s) << "), DP comm " << fixed_num(s.dp_s, 3) << " ("
+            << pct(s.dp_s, s.step_s) << "), bubble " << fixed_num(s.bubble_s, 3) << " ("
             << pct(s.bubble_s, s.step_s) << "), optimizer " << fixed_num(s.optimizer_s, 3) << " ("
             << pct(s.optimizer_s, s.step_s) << "); recomputation " << fixed_num(s.recompute_s, 3)
             << " of the compute and memory-bound time\n";
   std::cout << "memory   per device: weights " << fixed_num(m.weights / 1e9, 1) << " GB, gradients "
-            << fixed_num(m.gradients / 1e9, 1) << ", optimizer " << fixed_num(m.optimizer / 1e9, 1) << ", activations "
-            << fixed_num(m.activations / 1e9, 1) << ", framework reserve " << fixed_num(m.reserve / 1e9, 1) << " = "
-            << fixed_num(m.total / 1e9, 1) << " of " << fixed_num(m.capacity / 1e9, 0) << " GB"
-            << (m.fits ? " (fits)" : " -- DOES NOT FIT: " + m.why) << "\n";
+            << fixed_num(m.gradients / 1e9, 1) << ", optimizer " << fixed_num(m.optimizer / 1e9, 1)
+            << ", activations " << fixed_num(m.activations / 1e9, 1) << ", framework reserve "
+            << fixed_num(m.reserve / 1e9, 1) << " = " << fixed_num(m.total / 1e9, 1) << " of "
+            << fixed_num(m.capacity / 1e9, 0) << " GB" << (m.fits ? " (fits)" : " -- DOES NOT FIT: " + m.why)
+            << "\n";
   for (const auto& w : r.warnings) std::cout << "warning  " << w << "\n";
 }
 
