@@ -117,7 +117,10 @@ bench: build
 
 # Rewrites tests/tidy/clean.txt, the record of library sources clang-tidy found clean, for the
 # current sources (clang-tidy runs on those whose input changed; docs/building.md "Code style").
-tidy-record: build
+tidy-record:
+	@$(GENERATOR_GUARD)
+	@[ -f $(BUILD_DIR)/CMakeCache.txt ] || cmake --preset $(PRESET) $(LAUNCHER) -DLPEMU_BUILD_TESTS=ON \
+	  -DLPEMU_BUILD_BENCH=$(BENCH) -DLPEMU_BUILD_PYTHON=ON
 	cmake --build --preset $(PRESET) --target tidy_record
 
 clean:

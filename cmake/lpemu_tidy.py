@@ -10,7 +10,7 @@ input is made of:
     written as placeholders so that two clones of the same commit agree;
   - the path and contents of every file the source includes, system headers too (the dependency
     list clang++ of the same LLVM version reports with -M for that command);
-  - the names of the files under src/ and include/ (a new header can change what an include finds).
+  - the names of the headers under src/ and include/ (a new header can change what an include finds).
 
 A key found in the checked-in record (tests/tidy/clean.txt) or in the build folder's own
 (BUILD_DIR/tidy/clean-LAYER.txt, which this script appends to) counts as clean; every other
@@ -19,6 +19,7 @@ every source is checked. `--update-record` checks every layer and rewrites the c
 with exactly the keys of the current sources (`make tidy-record`).
 """
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -52,7 +53,8 @@ class Keys:
         names = []
         for top in ("src", "include"):
             for root, _dirs, files in os.walk(os.path.join(self.source_dir, top)):
-                names += [os.path.relpath(os.path.join(root, f), self.source_dir) for f in files]
+                names += [os.path.relpath(os.path.join(root, f), self.source_dir) for f in files
+                          if f.endswith((".hpp", ".h"))]
         self.common = sha256_bytes(version + b"\0" + config + b"\0" + "\n".join(sorted(names)).encode())
 
     def normalise(self, text):
@@ -116,7 +118,7 @@ def run_layer(args, layer, entries, keys, recorded, out_record):
         print(f"LAYER='{layer}': expected a library layer, a folder of {args.source_dir}/src")
         return None
     sources = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".cpp"))
-    clean, failed, checked = [], [], 0
+    clean, failed, todo = [], [], []
     for src in sources:
         rel = os.path.relpath(src, args.source_dir)
         entry = entries.get(os.path.realpath(src))
@@ -127,14 +129,20 @@ def run_layer(args, layer, entries, keys, recorded, out_record):
         key = keys.key(entry)
         if key is not None and key in recorded:
             clean.append((rel, key))
-            continue
-        checked += 1
+        else:
+            todo.append((src, rel, key))
+
+    def tidy(src):
         # The compile commands are g++'s: clang is told to ignore the warning options it lacks
         # and to leave warnings to the compiler build (-Werror there).
-        done = subprocess.run([args.clang_tidy, "--quiet", "-p", args.build_dir,
+        return subprocess.run([args.clang_tidy, "--quiet", "-p", args.build_dir,
                                f"--config-file={args.source_dir}/.clang-tidy",
                                "--extra-arg=-Wno-unknown-warning-option", "--extra-arg=-Wno-error", src],
                               capture_output=True, text=True, check=False)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(tidy, [t[0] for t in todo]))
+    for (_src, rel, key), done in zip(todo, results):
         if done.returncode != 0:
             print(done.stdout + done.stderr)
             failed.append(rel)
@@ -143,6 +151,7 @@ def run_layer(args, layer, entries, keys, recorded, out_record):
         if key is not None and out_record:
             with open(out_record, "a", encoding="utf-8") as f:
                 f.write(f"{key} {rel}\n")
+    checked = len(todo)
     if failed:
         print("clang-tidy found problems in:\n  " + "\n  ".join(failed))
         return None
@@ -158,6 +167,7 @@ def main():
     p.add_argument("--build-dir", required=True)
     p.add_argument("--source-dir", required=True)
     p.add_argument("--layer", action="append", default=[])
+    p.add_argument("--jobs", type=int, default=1, help="clang-tidy processes at once")
     p.add_argument("--update-record", action="store_true",
                    help="check every given layer and rewrite tests/tidy/clean.txt with their keys")
     args = p.parse_args()
