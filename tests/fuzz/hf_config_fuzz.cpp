@@ -60,8 +60,8 @@ void write_checkpoint(const fs::path& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  // The checkpoint lives in /dev/shm where it exists: the accepted configs' models are written through
-  // the atomic writer (fsync, rename), which on a disk made an execution cost a few milliseconds.
+  // The checkpoint lives in /dev/shm where it exists: the accepted configs' models go through the
+  // atomic writer (fsync, rename), which then never waits for a disk.
   // libhdf5, which builds the model file, frees its memory at once (see model_h5_fuzz.cpp).
   static const fs::path dir = [] {
     lpemu::io::h5_disable_free_lists();
