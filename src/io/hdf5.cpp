@@ -31,8 +31,12 @@ std::recursive_mutex& h5_mutex() {
   return m;
 }
 
+// Debian's libhdf5 is built thread-safe (H5_HAVE_THREADSAFE), which makes its automatic error
+// printing a setting of each thread: turned off once per thread that calls libhdf5 (a model's
+// datasets are read on oneTBB's worker threads, which printed libhdf5's error stack to stderr
+// for a corrupt dataset).
 void quiet() {
-  static const bool once = [] {
+  thread_local const bool once = [] {
     H5::Exception::dontPrint();
     return true;
   }();
@@ -149,6 +153,7 @@ struct H5File::Impl {
   // IoError naming the file and object.
   template <class F>
   auto guard(const std::string& obj, F&& f) const -> decltype(f()) {
+    quiet();
     try {
       return f();
     } catch (const H5::Exception& e) {

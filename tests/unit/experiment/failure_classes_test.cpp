@@ -1,9 +1,16 @@
 // Library-level regression tests for classes of bad input that used to give a silent wrong result
 // or a crash: NaN through every error measure, impossible model hyper-parameters, parallel degrees
 // whose product overflows, runaway datapath-error sizes, and tokenizer ids/scores/offsets.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -16,6 +23,7 @@
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/datapath_error.hpp"
 #include "lpemu/format/registry.hpp"
+#include "lpemu/io/hdf5.hpp"
 #include "lpemu/metrics/metrics.hpp"
 #include "support/test_support.hpp"
 
@@ -212,6 +220,41 @@ TEST_CASE("a model file's attributes are range-checked, never truncated or read 
   // A model asking for a billion-row embedding is refused by the stored shape, before allocation.
   CHECK_THROWS_WITH(engine::load_model(seed("attr_vocab_size_1e9.h5")),
                     Contains("dataset 'tok_embeddings' has shape [16, 8], expected [1000000000, 8]"));
+}
+
+TEST_CASE("libhdf5 prints no error stack, on any thread", "[io][unit][regression]") {
+  // libhdf5 is thread-safe in Debian, so its automatic error printing is a per-thread setting: a
+  // model's datasets are read on worker threads, where a corrupt dataset (here the object header
+  // of layers/0/attention/wq, version 7) printed libhdf5's error stack to stderr.
+  const std::string seed =
+      lpemu::test::source_path("tests/fuzz/corpus/model_h5/dataset_wq_object_header_version_7.h5");
+  const lpemu::test::Scratch scratch("hdf5_quiet");
+  const std::string log = (scratch / "stderr.txt").string();
+  const io::H5File f = io::H5File::open(seed);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);  // NOLINT
+  REQUIRE(saved >= 0);
+  REQUIRE(fd >= 0);
+  ::dup2(fd, 2);
+  std::string error;
+  std::thread reader([&] {
+    try {
+      (void)f.read_floats("layers/0/attention/wq");
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  reader.join();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(fd);
+  ::close(saved);
+  std::ifstream in(log);
+  std::stringstream printed;
+  printed << in.rdbuf();
+  CHECK(printed.str().empty());
+  CHECK_THAT(error, Contains("layers/0/attention/wq"));
 }
 
 }  // namespace
