@@ -254,9 +254,17 @@ struct H5File::Impl {
     }
   }
 
+  // Each group on the way is checked (check_attributes) before libhdf5 follows its links.
   bool exists(const std::string& name) const {
     std::string cur;
     for (const auto& part : split_path(name)) {
+      const std::string parent = cur.empty() ? "/" : cur;
+      H5O_info_t info;
+      if (H5Oget_info_by_name2(file.getId(), parent.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+          info.type != H5O_TYPE_GROUP) {
+        return false;
+      }
+      check_attributes(file.openGroup(parent), parent);
       cur += "/" + part;
       if (H5Lexists(file.getId(), cur.c_str(), H5P_DEFAULT) <= 0) return false;
     }

@@ -217,6 +217,11 @@ TEST_CASE("a model file's attributes are range-checked, never truncated or read 
   CHECK_THROWS_WITH(engine::load_model(seed("flip_1145_dim_bit_offset.h5")),
                     Contains("attribute 'dim' has an impossible integer type (8 bytes, bit offset 65280, "
                              "precision 64) (corrupt file?)"));
+  // A group's symbol table message naming its B-tree at address 2^64 - 1 (a fuzzer finding):
+  // libhdf5 read the node from a null buffer (SIGSEGV in the command).
+  CHECK_THROWS_WITH(engine::load_model(lpemu::test::source_path(
+                        "tests/fuzz/findings/model_h5/group_btree_address_undefined.h5")),
+                    Contains("symbol table message: no TREE at its address (corrupt file?)"));
   // A model asking for a billion-row embedding is refused by the stored shape, before allocation.
   CHECK_THROWS_WITH(engine::load_model(seed("attr_vocab_size_1e9.h5")),
                     Contains("dataset 'tok_embeddings' has shape [16, 8], expected [1000000000, 8]"));
