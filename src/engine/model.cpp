@@ -93,18 +93,24 @@ Vec<float> read_vector(const io::H5File& f, const std::string& name, Eigen::Inde
   return v;
 }
 
-int int_attr(const io::H5File& f, const std::string& name, std::optional<int> def = std::nullopt) {
-  if (!f.has_attr("/", name)) {
+// An integer attribute of `obj` in 0..INT_MAX (a larger stored value is refused, never truncated).
+int int_attr_of(const io::H5File& f, const std::string& obj, const std::string& name,
+                std::optional<int> def) {
+  const std::string what = obj == "/" ? "root attribute '" + name + "'" : obj + " attribute '" + name + "'";
+  if (!f.has_attr(obj, name)) {
     if (def) return *def;
-    throw SpecError(file_msg(f, "root attribute '" + name + "' is missing (model schema: data/README.md)"));
+    throw SpecError(file_msg(f, what + " is missing (model schema: data/README.md)"));
   }
-  const std::int64_t v = f.attr_int("/", name);
+  const std::int64_t v = f.attr_int(obj, name);
   if (v < 0 || v > std::numeric_limits<int>::max()) {
-    throw SpecError(file_msg(f, "root attribute '" + name + "' = " + std::to_string(v) +
-                                    ": expected an integer in 0.." +
+    throw SpecError(file_msg(f, what + " = " + std::to_string(v) + ": expected an integer in 0.." +
                                     std::to_string(std::numeric_limits<int>::max())));
   }
   return static_cast<int>(v);
+}
+
+int int_attr(const io::H5File& f, const std::string& name, std::optional<int> def = std::nullopt) {
+  return int_attr_of(f, "/", name, def);
 }
 
 std::string str_attr(const io::H5File& f, const std::string& name, const std::string& def) {
@@ -363,9 +369,7 @@ Model load_model(const fs::path& file) {
   if (f.exists("tokenizer/pieces")) {
     const auto pieces = f.read_strings("tokenizer/pieces");
     const io::Tensor scores = f.read_floats("tokenizer/scores");
-    const int off = f.has_attr("tokenizer", "byte_fallback_offset")
-                        ? static_cast<int>(f.attr_int("tokenizer", "byte_fallback_offset"))
-                        : 3;
+    const int off = int_attr_of(f, "tokenizer", "byte_fallback_offset", 3);
     m.tokenizer = Tokenizer(pieces, scores.data, c.bos_id, c.eos_id, off);
   } else if (f.exists("tokenizer/hf_json")) {
     const std::string json = f.read_strings("tokenizer/hf_json").at(0);

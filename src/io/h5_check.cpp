@@ -165,6 +165,19 @@ void check_attribute_messages(const std::filesystem::path& file, std::uint64_t b
       if (size > chunk.size() - pos - 8) corrupt(file, obj, "a header message overruns its chunk");
       const std::string m = chunk.substr(pos + 8, size);
       if (type == 0x000C) check_attribute(file, base, obj, m, flags);
+      if (type == 0x0011) {
+        // Symbol table message (IV.A.2.r): the group's v1 B-tree ("TREE", III.A.1) and local heap
+        // ("HEAP", III.D) must be in the file; libhdf5 1.10 read a B-tree at an address of
+        // 0xffffffffffffffff from a null buffer (SIGSEGV in H5F__accum_read).
+        if (size < 16) corrupt(file, obj, "symbol table message shorter than 16 bytes");
+        const std::pair<std::uint64_t, const char*> parts[] = {{le(m, 0, 8), "TREE"}, {le(m, 8, 8), "HEAP"}};
+        for (const auto& [at, signature] : parts) {
+          if (at > in.size() - base || in.size() - base - at < 8 ||
+              in.read(base + at, 4, "a group's B-tree or local heap") != signature) {
+            corrupt(file, obj, std::string("symbol table message: no ") + signature + " at its address");
+          }
+        }
+      }
       if (type == 0x0010) {
         if (size < 16) corrupt(file, obj, "continuation message shorter than 16 bytes");
         const std::uint64_t at = le(m, 0, 8), len = le(m, 8, 8);

@@ -31,8 +31,12 @@ std::recursive_mutex& h5_mutex() {
   return m;
 }
 
+// Debian's libhdf5 is built thread-safe (H5_HAVE_THREADSAFE), which makes its automatic error
+// printing a setting of each thread: turned off once per thread that calls libhdf5 (a model's
+// datasets are read on oneTBB's worker threads, which printed libhdf5's error stack to stderr
+// for a corrupt dataset).
 void quiet() {
-  static const bool once = [] {
+  thread_local const bool once = [] {
     H5::Exception::dontPrint();
     return true;
   }();
@@ -149,6 +153,7 @@ struct H5File::Impl {
   // IoError naming the file and object.
   template <class F>
   auto guard(const std::string& obj, F&& f) const -> decltype(f()) {
+    quiet();
     try {
       return f();
     } catch (const H5::Exception& e) {
@@ -249,9 +254,17 @@ struct H5File::Impl {
     }
   }
 
+  // Each group on the way is checked (check_attributes) before libhdf5 follows its links.
   bool exists(const std::string& name) const {
     std::string cur;
     for (const auto& part : split_path(name)) {
+      const std::string parent = cur.empty() ? "/" : cur;
+      H5O_info_t info;
+      if (H5Oget_info_by_name2(file.getId(), parent.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+          info.type != H5O_TYPE_GROUP) {
+        return false;
+      }
+      check_attributes(file.openGroup(parent), parent);
       cur += "/" + part;
       if (H5Lexists(file.getId(), cur.c_str(), H5P_DEFAULT) <= 0) return false;
     }
@@ -281,6 +294,37 @@ struct H5File::Impl {
   void require_scalar(const H5::Attribute& a, const std::string& obj, const std::string& name) const {
     const hssize_t n = a.getSpace().getSimpleExtentNpoints();
     if (n != 1) fail(obj, "attribute '" + name + "' holds " + std::to_string(n) + " values: expected one");
+  }
+
+  // A fixed- or floating-point type must keep its bit fields inside its size (HDF5 File Format
+  // Specification 3.0, IV.A.2.d, the datatype message's fixed-point and floating-point properties:
+  // bit offset + precision <= 8 x size; sign, exponent and mantissa inside the precision). libhdf5
+  // 1.10 converts by those fields unchecked: a corrupt bit offset of 65280 in an 8-byte integer
+  // attribute made H5T__conv_i_i read 8 KB past the value (garbage, or SIGSEGV in H5T__bit_find).
+  void check_numeric_type(const H5::AbstractDs& object, const std::string& obj,
+                          const std::string& what) const {
+    const H5::DataType t = object.getDataType();
+    const hid_t id = t.getId();
+    const H5T_class_t cls = H5Tget_class(id);
+    if (cls != H5T_INTEGER && cls != H5T_FLOAT) return;
+    const std::size_t size = H5Tget_size(id);
+    const int offset = H5Tget_offset(id);
+    const std::size_t precision = H5Tget_precision(id);
+    bool ok =
+        size > 0 && offset >= 0 && precision >= 1 && static_cast<std::size_t>(offset) + precision <= 8 * size;
+    std::string fields;
+    if (ok && cls == H5T_FLOAT) {
+      std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+      ok = H5Tget_fields(id, &spos, &epos, &esize, &mpos, &msize) >= 0 && spos < precision && esize >= 1 &&
+           esize <= 63 && epos + esize <= precision && mpos + msize <= precision;
+      fields = ", sign bit " + std::to_string(spos) + ", exponent " + std::to_string(epos) + "+" +
+               std::to_string(esize) + ", mantissa " + std::to_string(mpos) + "+" + std::to_string(msize);
+    }
+    if (!ok) {
+      fail(obj, what + " has an impossible " + (cls == H5T_FLOAT ? "floating-point" : "integer") + " type (" +
+                    std::to_string(size) + " bytes, bit offset " + std::to_string(offset) + ", precision " +
+                    std::to_string(precision) + fields + ") (corrupt file?)");
+    }
   }
 
   H5::Attribute attribute(const std::string& obj, const std::string& name, std::unique_ptr<H5::Group>& g,
@@ -462,6 +506,7 @@ Tensor H5File::read_floats(const std::string& dataset) const {
     H5::DataSet ds = impl_->dataset(dataset);
     const H5T_class_t cls = ds.getTypeClass();
     if (cls != H5T_FLOAT && cls != H5T_INTEGER) impl_->fail(dataset, "expected a numeric dataset");
+    impl_->check_numeric_type(ds, dataset, "the dataset");
     Tensor t;
     const std::size_t n = impl_->checked_count(ds, dataset);
     t.shape = dims_of(ds.getSpace());
@@ -485,6 +530,7 @@ void H5File::read_floats_into(const std::string& dataset, std::span<float> out) 
       H5::DataSet ds = impl_->dataset(dataset);
       const H5T_class_t cls = ds.getTypeClass();
       if (cls != H5T_FLOAT && cls != H5T_INTEGER) impl_->fail(dataset, "expected a numeric dataset");
+      impl_->check_numeric_type(ds, dataset, "the dataset");
       const std::size_t n = impl_->checked_count(ds, dataset);
       if (n != out.size()) {
         impl_->fail(dataset,
@@ -568,6 +614,7 @@ std::vector<double> H5File::read_doubles(const std::string& dataset, std::vector
     H5::DataSet ds = impl_->dataset(dataset);
     const H5T_class_t cls = ds.getTypeClass();
     if (cls != H5T_FLOAT && cls != H5T_INTEGER) impl_->fail(dataset, "expected a numeric dataset");
+    impl_->check_numeric_type(ds, dataset, "the dataset");
     const std::size_t n = impl_->checked_count(ds, dataset);
     if (shape != nullptr) *shape = dims_of(ds.getSpace());
     std::vector<double> out(n);
@@ -586,6 +633,7 @@ std::vector<std::int64_t> H5File::read_ints(const std::string& dataset,
   return impl_->guard(dataset, [&] {
     H5::DataSet ds = impl_->dataset(dataset);
     if (ds.getTypeClass() != H5T_INTEGER) impl_->fail(dataset, "expected an integer dataset");
+    impl_->check_numeric_type(ds, dataset, "the dataset");
     const std::size_t n = impl_->checked_count(ds, dataset);
     if (shape != nullptr) *shape = dims_of(ds.getSpace());
     std::vector<std::int64_t> out(n);
@@ -646,6 +694,7 @@ double H5File::attr_double(const std::string& obj, const std::string& name) cons
     if (a.getTypeClass() != H5T_FLOAT && a.getTypeClass() != H5T_INTEGER) {
       impl_->fail(obj, "attribute '" + name + "' is not numeric");
     }
+    impl_->check_numeric_type(a, obj, "attribute '" + name + "'");
     double v = 0;
     a.read(H5::PredType::NATIVE_DOUBLE, &v);
     return v;
@@ -660,6 +709,7 @@ std::int64_t H5File::attr_int(const std::string& obj, const std::string& name) c
     H5::Attribute a = impl_->attribute(obj, name, g, d);
     impl_->require_scalar(a, obj, name);
     if (a.getTypeClass() != H5T_INTEGER) impl_->fail(obj, "attribute '" + name + "' is not an integer");
+    impl_->check_numeric_type(a, obj, "attribute '" + name + "'");
     std::int64_t v = 0;
     a.read(H5::PredType::NATIVE_INT64, &v);
     return v;
@@ -804,6 +854,23 @@ void H5File::set_attr(const std::string& obj, const std::string& name, std::int6
     H5::Attribute a = o->createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR));
     a.write(H5::PredType::NATIVE_INT64, &value);
   });
+}
+
+void h5_disable_free_lists() {
+  const std::lock_guard<std::recursive_mutex> lock(h5_mutex());
+  // Limits of 0 bytes on every kind of free list (regular, array, block; global and per list):
+  // a freed block is released at once (HDF5 Reference Manual, H5set_free_list_limits).
+  if (H5set_free_list_limits(0, 0, 0, 0, 0, 0) < 0 || H5garbage_collect() < 0)
+    throw IoError("libhdf5: cannot set its free-list limits");
+}
+
+std::size_t h5_open_objects() {
+  const std::lock_guard<std::recursive_mutex> lock(h5_mutex());
+  // Not H5F_OBJ_DATATYPE: the C++ interface holds its predefined types (PredType) open for good.
+  const ssize_t n =
+      H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE | H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_ATTR);
+  if (n < 0) throw IoError("libhdf5: cannot count its open objects");
+  return static_cast<std::size_t>(n);
 }
 
 Tensor read_tensor(const std::string& spec) {

@@ -1,8 +1,6 @@
 // libFuzzer target: Hugging Face import driven by config.json (the bytes), beside a fixed tiny
 // Llama checkpoint (model.safetensors, tokenizer.json) written once per process: every config the
 // importer accepts must describe a model it can write, and every other one must be an lpemu::Error.
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +9,7 @@
 
 #include "fuzz/fuzz_support.hpp"
 #include "lpemu/engine/hf_import.hpp"
+#include "lpemu/io/hdf5.hpp"
 #include "lpemu/io/output.hpp"
 
 namespace {
@@ -61,8 +60,12 @@ void write_checkpoint(const fs::path& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  // The checkpoint lives in /dev/shm where it exists: the accepted configs' models go through the
+  // atomic writer (fsync, rename), which then never waits for a disk.
+  // libhdf5, which builds the model file, frees its memory at once (see model_h5_fuzz.cpp).
   static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("lpemu_fuzz_hf_config_" + std::to_string(::getpid()));
+    lpemu::io::h5_disable_free_lists();
+    const fs::path d = lpemu::test::scratch_path("hf_config");
     fs::create_directories(d);
     write_checkpoint(d);
     return d;

@@ -1,7 +1,5 @@
 // libFuzzer target: the safetensors header reader (the bytes become a scratch .safetensors file),
 // then every tensor it accepts is read: offsets, shapes and sizes must all have been checked.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -10,9 +8,7 @@
 #include "lpemu/io/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  namespace fs = std::filesystem;
-  static const fs::path file =
-      fs::temp_directory_path() / ("lpemu_fuzz_safetensors_" + std::to_string(::getpid()) + ".safetensors");
+  static const std::filesystem::path file = lpemu::test::scratch_path("model.safetensors");
   std::ofstream(file, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   lpemu::test::expect_clean([&] {

@@ -1,9 +1,16 @@
 // Library-level regression tests for classes of bad input that used to give a silent wrong result
 // or a crash: NaN through every error measure, impossible model hyper-parameters, parallel degrees
 // whose product overflows, runaway datapath-error sizes, and tokenizer ids/scores/offsets.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -16,7 +23,9 @@
 #include "lpemu/error.hpp"
 #include "lpemu/experiment/datapath_error.hpp"
 #include "lpemu/format/registry.hpp"
+#include "lpemu/io/hdf5.hpp"
 #include "lpemu/metrics/metrics.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -173,6 +182,84 @@ TEST_CASE("tokenizer ids, scores and byte offsets are checked", "[engine][unit][
   scores[7] = kNaN;
   CHECK_THROWS_WITH(engine::Tokenizer(pieces, scores, 1, 2, 3),
                     Contains("scores[7] = nan: expected a finite merge score"));
+}
+
+TEST_CASE("a model file's attributes are range-checked, never truncated or read as their first element",
+          "[engine][unit][regression]") {
+  // Seeds of the model_h5 fuzz target: a tiny model with the shipped model's SentencePiece
+  // tokenizer, and copies of the tiny models with one attribute rewritten.
+  const auto seed = [](const std::string& name) {
+    return lpemu::test::source_path("tests/fuzz/corpus/model_h5/" + name);
+  };
+  const engine::Model m = engine::load_model(seed("tiny_llama_sentencepiece.h5"));
+  CHECK(m.config.dim == 8);
+  CHECK(m.tokenizer.size() == 512);
+  // 2^40 used to be cast to int (0): a tokenizer whose byte pieces were the wrong ones.
+  CHECK_THROWS_WITH(engine::load_model(seed("attr_byte_fallback_offset_2pow40.h5")),
+                    Contains("tokenizer attribute 'byte_fallback_offset' = 1099511627776: expected an "
+                             "integer in 0..2147483647"));
+  CHECK_THROWS_WITH(engine::load_model(seed("attr_byte_fallback_offset_string.h5")),
+                    Contains("attribute 'byte_fallback_offset' is not an integer"));
+  CHECK_THROWS_WITH(engine::load_model(seed("attr_dim_2pow40.h5")),
+                    Contains("root attribute 'dim' = 1099511627776: expected an integer in 0..2147483647"));
+  CHECK_THROWS_WITH(engine::load_model(seed("attr_dim_array2.h5")),
+                    Contains("attribute 'dim' holds 2 values: expected one"));
+  CHECK_THROWS_WITH(engine::load_model(seed("attr_dim_null_space.h5")),
+                    Contains("attribute 'dim' holds 0 values: expected one"));
+  CHECK_THROWS_WITH(engine::load_model(seed("attr_dim_double.h5")),
+                    Contains("attribute 'dim' is not an integer"));
+  CHECK_THROWS_WITH(engine::load_model(seed("attr_family_int.h5")),
+                    Contains("attribute 'family' is not a string"));
+  CHECK_THROWS_WITH(engine::load_model(seed("attr_n_heads_missing.h5")),
+                    Contains("root attribute 'n_heads' is missing"));
+  // A flipped byte of the 'dim' attribute's datatype: bit offset 65280 in an 8-byte integer, which
+  // libhdf5 converted by, reading 8 KB past the value (garbage, or SIGSEGV in H5T__bit_find).
+  CHECK_THROWS_WITH(engine::load_model(seed("flip_1145_dim_bit_offset.h5")),
+                    Contains("attribute 'dim' has an impossible integer type (8 bytes, bit offset 65280, "
+                             "precision 64) (corrupt file?)"));
+  // A group's symbol table message naming its B-tree at address 2^64 - 1 (a fuzzer finding):
+  // libhdf5 read the node from a null buffer (SIGSEGV in the command).
+  CHECK_THROWS_WITH(engine::load_model(lpemu::test::source_path(
+                        "tests/fuzz/findings/model_h5/group_btree_address_undefined.h5")),
+                    Contains("symbol table message: no TREE at its address (corrupt file?)"));
+  // A model asking for a billion-row embedding is refused by the stored shape, before allocation.
+  CHECK_THROWS_WITH(engine::load_model(seed("attr_vocab_size_1e9.h5")),
+                    Contains("dataset 'tok_embeddings' has shape [16, 8], expected [1000000000, 8]"));
+}
+
+TEST_CASE("libhdf5 prints no error stack, on any thread", "[io][unit][regression]") {
+  // libhdf5 is thread-safe in Debian, so its automatic error printing is a per-thread setting: a
+  // model's datasets are read on worker threads, where a corrupt dataset (here the object header
+  // of layers/0/attention/wq, version 7) printed libhdf5's error stack to stderr.
+  const std::string seed =
+      lpemu::test::source_path("tests/fuzz/corpus/model_h5/dataset_wq_object_header_version_7.h5");
+  const lpemu::test::Scratch scratch("hdf5_quiet");
+  const std::string log = (scratch / "stderr.txt").string();
+  const io::H5File f = io::H5File::open(seed);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);  // NOLINT
+  REQUIRE(saved >= 0);
+  REQUIRE(fd >= 0);
+  ::dup2(fd, 2);
+  std::string error;
+  std::thread reader([&] {
+    try {
+      (void)f.read_floats("layers/0/attention/wq");
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  reader.join();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(fd);
+  ::close(saved);
+  std::ifstream in(log);
+  std::stringstream printed;
+  printed << in.rdbuf();
+  CHECK(printed.str().empty());
+  CHECK_THAT(error, Contains("layers/0/attention/wq"));
 }
 
 }  // namespace
