@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(TIDY is None or shutil.which("clang++-14") is No
 
 CLEAN_HEADER = "#pragma once\ninline int* nothing() { return nullptr; }\n"
 BAD_HEADER = "#pragma once\ninline int* nothing() { return 0; }\n"  # modernize-use-nullptr
+DEMO_SOURCE = os.path.join("src", "demo", "a.cpp")  # the project's one source, relative to its root
 
 
 def make_project(root, header):
@@ -63,7 +64,7 @@ def test_a_recorded_key_spares_only_an_unchanged_input(tmp_path):
         f.write(BAD_HEADER)
     bad = run(root)
     assert bad.returncode == 1
-    assert "modernize-use-nullptr" in bad.stdout and "src/demo/a.cpp" in bad.stdout
+    assert "modernize-use-nullptr" in bad.stdout and DEMO_SOURCE in bad.stdout
 
     # Back to the recorded input: recorded again, no parse.
     with open(os.path.join(root, "src", "demo", "a.hpp"), "w", encoding="utf-8") as f:
@@ -79,7 +80,7 @@ def test_a_checked_in_record_serves_a_clone_at_another_path(tmp_path):
     assert written.returncode == 0, written.stdout
     with open(os.path.join(root, "tests", "tidy", "clean.txt"), encoding="utf-8") as f:
         lines = [line for line in f if not line.startswith("#")]
-    assert len(lines) == 1 and lines[0].split()[1] == "src/demo/a.cpp"
+    assert len(lines) == 1 and lines[0].split()[1] == DEMO_SOURCE
 
     clone = str(tmp_path / "elsewhere" / "clone")
     shutil.copytree(root, clone)
