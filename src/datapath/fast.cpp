@@ -343,11 +343,8 @@ class GemmRun {
            (n_ - jt_) * k_ * sizeof(std::int32_t) * scalar_arrays + n_;
   }
 
-  /// B packed as run() reads it, in memory of its own; null when no kernel reads packed B.
-  std::unique_ptr<FastB> pack_b() {
-    if (!plan()) return nullptr;
-    fused_ = false;
-    prepare_b();
+  /// The packed B prepared last, moved into memory of its own.
+  std::unique_ptr<FastB> take_packed_b() {
     auto out = std::make_unique<FastB>();
     out->n = n_;
     out->k = k_;
@@ -358,6 +355,14 @@ class GemmRun {
     out->memory = scratch_.release(out->bytes);
     out->bytes += out->bspecial.size();
     return out;
+  }
+
+  /// B packed as run() reads it, in memory of its own; null when no kernel reads packed B.
+  std::unique_ptr<FastB> pack_b() {
+    if (!plan()) return nullptr;
+    fused_ = false;
+    prepare_b();
+    return take_packed_b();
   }
 
   /// B's codes written to `codes` ([k×n]) from its columns, kColumnBlock at a time into a tile
@@ -411,16 +416,7 @@ class GemmRun {
     if (!packing) return nullptr;
     b_ = std::span<const In>(codes, k_ * n_);
     prepare_b_columns();
-    auto out = std::make_unique<FastB>();
-    out->n = n_;
-    out->k = k_;
-    out->bvk = bvk_;
-    out->bek = bek_;
-    out->pb = std::move(pb_);
-    out->bspecial = std::move(bspecial_own_);
-    out->memory = scratch_.release(out->bytes);
-    out->bytes += out->bspecial.size();
-    return out;
+    return take_packed_b();
   }
 
   /// Computes every element of D.
