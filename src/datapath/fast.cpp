@@ -18,7 +18,6 @@
 #include <type_traits>
 #include <vector>
 
-#include <hwy/highway.h>
 #include <tbb/blocked_range2d.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
@@ -409,9 +408,6 @@ class GemmRun {
           }
         }
       }
-      // The values streamed by pack_panel_fits, ordered before what follows (a full fence orders
-      // non-temporal stores too).
-      std::atomic_thread_fence(std::memory_order_seq_cst);
     });
     if (!packing) return nullptr;
     b_ = std::span<const In>(codes, k_ * n_);
@@ -573,17 +569,14 @@ class GemmRun {
   }
 
   // pack_panel_from for codes that fit the format (tables), codes[p·kColumnBlock] as transposed by
-  // pack_b_columns: each row of values written past the cache (it is read by later GEMMs only).
+  // pack_b_columns.
   void pack_panel_fits(std::size_t q, const std::uint8_t* codes, float* pv, std::int8_t* pe) {
-    namespace hn = hwy::HWY_NAMESPACE;
-    const hn::CappedTag<float, 4> d;  // pv's rows are 16-byte aligned (allocation and 64-byte rows)
-    const std::size_t step = hn::Lanes(d);
     if (k8_ != k_) std::fill_n(pe, k8_ * kPanel, kZeroExp8);
     const float* values = dec_b_.values();
     const std::int8_t* exps = dec_b_.exps();
     const std::uint8_t* specials = dec_b_.specials();
     std::uint32_t special = 0;  // bit l: column l holds NaN or Inf
-    alignas(16) float row[kPanel];
+    float row[kPanel];
     for (std::size_t p = 0; p < k_; ++p) {
       const std::uint8_t* c = codes + p * kColumnBlock;
       const std::size_t x8 = exp8_index(tp_, p);
@@ -593,7 +586,7 @@ class GemmRun {
         pe_p[l * kExpGroup] = exps[c[l]];
         special |= std::uint32_t{specials[c[l]]} << l;
       }
-      for (std::size_t l = 0; l < kPanel; l += step) hn::Stream(hn::Load(d, row + l), d, pv + p * kPanel + l);
+      std::memcpy(pv + p * kPanel, row, sizeof(row));
     }
     for (std::size_t l = 0; l < kPanel; ++l)
       bspecial_own_[q * kPanel + l] = ((special >> l) & 1U) != 0 ? 1 : 0;
