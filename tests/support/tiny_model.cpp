@@ -139,4 +139,12 @@ bool same_bits(const RowMatrix& a, const RowMatrix& b) {
   return true;
 }
 
+std::vector<int> random_tokens(int batch, int seq, int vocab, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int> d(0, vocab - 1);
+  std::vector<int> v(static_cast<std::size_t>(batch * (seq + 1)));
+  for (int& x : v) x = d(g);
+  return v;
+}
+
 }  // namespace lpemu::test

@@ -3,6 +3,7 @@
 
 #include <random>
 #include <string>
+#include <vector>
 
 #include "lpemu/block/block_format.hpp"
 #include "lpemu/engine/model.hpp"
@@ -14,6 +15,8 @@ namespace lpemu::test {
 engine::RowMatrix random_matrix(std::mt19937& g, int r, int c, float scale, const char* format);
 /// Random normal(mean, scale) values.
 engine::Vec<float> random_vector(std::mt19937& g, int n, float mean, float scale);
+/// batch sequences of seq + 1 token ids drawn uniformly from [0, vocab) (inputs and next-token targets).
+std::vector<int> random_tokens(int batch, int seq, int vocab, unsigned seed);
 /// A tiny float32 model (dim 16, 2 layers, 4 heads of 4, vocab 40, seq_len 32) whose matrices hold
 /// `format` values: "llama" (GQA 4/2, half-split RoPE, SwiGLU), "gpt2" (learned positions, every
 /// bias) or "mixtral" (3 experts, top 2); `tied`: output = embeddings.

@@ -39,14 +39,6 @@ RowMatrix random(std::mt19937& g, int r, int c) {
 
 RowMatrix t(const RowMatrix& x) { return x.transpose(); }
 
-std::vector<int> random_tokens(int batch, int seq, int vocab, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int> d(0, vocab - 1);
-  std::vector<int> v(static_cast<std::size_t>(batch * (seq + 1)));
-  for (int& x : v) x = d(g);
-  return v;
-}
-
 }  // namespace
 
 TEST_CASE("every backward attention GEMM operand equals block::quantize along its contraction axis",
@@ -117,7 +109,7 @@ TEST_CASE("fp64 gradients with attention through its planned GEMMs equal finite 
   REQUIRE(lp.block(0).active);
   const int batch = 2;
   const int seq = 5;
-  const auto tokens = random_tokens(batch, seq, m.config.vocab_size, 31);
+  const auto tokens = test::random_tokens(batch, seq, m.config.vocab_size, 31);
   Params<double> p = params_from_model<double>(m);
   Params<double> g;
   const double loss = loss_and_gradients(m.config, p, tokens, batch, seq, g, &lp);
@@ -166,7 +158,7 @@ TEST_CASE("the training forward pass under attention and activation roles gives 
   const auto plan = test::read_plan(text);
   const LinearPlan lp(plan, test::builtin_quantizers(), test::builtin_gemms(), m.config);
   const int seq = 8;
-  const auto tokens = random_tokens(1, seq, m.config.vocab_size, 41);
+  const auto tokens = test::random_tokens(1, seq, m.config.vocab_size, 41);
   engine::Session s(m, plan);
   const RowMatrix logits = s.forward(std::span<const int>(tokens.data(), seq));
   double ref = 0;
@@ -206,7 +198,7 @@ TEST_CASE("attention GEMMs on a datapath take element formats the datapath holds
                  test::builtin_quantizers(), test::builtin_gemms(), c),
       Catch::Contains("role q asks for delayed scaling"));
   const engine::Model m = test::tiny_model("llama", "fp32", false);
-  const auto tokens = random_tokens(1, 4, m.config.vocab_size, 3);
+  const auto tokens = test::random_tokens(1, 4, m.config.vocab_size, 3);
   Params<float> g;
   const LinearPlan lm(plan, test::builtin_quantizers(), test::builtin_gemms(), m.config);
   CHECK(std::isfinite(loss_and_gradients(m.config, params_from_model<float>(m), tokens, 1, 4, g, &lm)));

@@ -22,14 +22,6 @@ using engine::Model;
 
 namespace {
 
-std::vector<int> random_tokens(int batch, int seq, int vocab, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int> d(0, vocab - 1);
-  std::vector<int> t(static_cast<std::size_t>(batch * (seq + 1)));
-  for (int& x : t) x = d(g);
-  return t;
-}
-
 // The architectures: Llama (GQA, half RoPE, SwiGLU/SiLU), Llama with llama3 RoPE scaling and
 // interleaved pairs, tied; Qwen2-style (Llama with q, k, v biases); GPT-2 (LayerNorm, learned
 // positions, biases, tanh GELU), GPT-2 with erf GELU and tied embeddings.
@@ -71,7 +63,7 @@ TEST_CASE("fp64 gradients equal central finite differences for every parameter",
   const Model m = variant(name);
   const int batch = 2;
   const int seq = 5;
-  const auto tokens = random_tokens(batch, seq, m.config.vocab_size, 17);
+  const auto tokens = test::random_tokens(batch, seq, m.config.vocab_size, 17);
   Params<double> p = params_from_model<double>(m);
   Params<double> g;
   const double loss = loss_and_gradients(m.config, p, tokens, batch, seq, g);
@@ -126,7 +118,7 @@ TEST_CASE("the training forward pass gives the inference engine's loss", "[train
   INFO(name);
   const Model m = variant(name);
   const int seq = 6;
-  const auto tokens = random_tokens(1, seq, m.config.vocab_size, 23);
+  const auto tokens = test::random_tokens(1, seq, m.config.vocab_size, 23);
   // Reference: the engine's fp64 logits, cross-entropy in double.
   engine::Session s(m, engine::builtin_plan("fp64"));
   const engine::RowMatrix logits = s.forward(std::span<const int>(tokens.data(), seq));

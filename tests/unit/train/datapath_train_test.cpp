@@ -35,14 +35,6 @@ RowMatrix random(std::mt19937& g, int r, int c) {
   return m;
 }
 
-std::vector<int> random_tokens(int batch, int seq, int vocab, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int> d(0, vocab - 1);
-  std::vector<int> v(static_cast<std::size_t>(batch * (seq + 1)));
-  for (int& x : v) x = d(g);
-  return v;
-}
-
 // Block format `fmt` on every linear role and datapath `dp` for every pass of the blocks' GEMMs; the
 // unquantised classifier stays off the datapath.
 std::string plan_text(const std::string& fmt, const std::string& dp) {
@@ -131,7 +123,7 @@ TEST_CASE("training under block formats on datapath GEMMs gives the inference lo
   // One sequence: NVFP4's FP32 tensor scale comes from the whole tensor, which in training is the
   // batch's tokens together and in the engine each sequence alone.
   const int batch = 1, seq = 8;
-  const auto tokens = random_tokens(batch, seq, m.config.vocab_size, 17);
+  const auto tokens = test::random_tokens(batch, seq, m.config.vocab_size, 17);
   const Params<float> p = params_from_model<float>(m);
   const std::string shipped = test::slurp(test::source_path("experiments/plans/nvfp4_b200.toml"));
   for (const std::string& text : {shipped, plan_text("mxfp8_e4m3", "b200_mxfp8_fp32")}) {
@@ -178,7 +170,7 @@ TEST_CASE("per-tensor current scaling on an FP8 datapath: the training loss is t
           "[train][unit]") {
   const engine::Model m = test::tiny_model("llama", "fp32", false);
   const int seq = 8;
-  const auto tokens = random_tokens(1, seq, m.config.vocab_size, 23);
+  const auto tokens = test::random_tokens(1, seq, m.config.vocab_size, 23);
   const engine::PrecisionPlan plan = test::read_plan(
       "[roles]\nweights = { format = \"fp8_e4m3\", scaling = \"current\" }\n"
       "linear_input = { format = \"fp8_e4m3\", scaling = \"current\" }\ngemm = \"h100_e4m3_fp32\"\n"
